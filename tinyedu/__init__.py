@@ -1,10 +1,14 @@
 """tinyedu: a deep-learning framework meant to be read.
 
-Stage 0 is `tinyedu.scalar` (scalar autograd). Later stages add Tensor, the lazy graph, the
-scheduler, the linearizer and the C/NEON backends; see DESIGN.md and the walkthrough site.
+Stage 0 is `tinyedu.scalar` (scalar autograd). Stage 1 is `Tensor` (tinyedu/tensor.py) over the
+lazy graph (tinyedu/lazy.py) and views (tinyedu/shape/). See DESIGN.md and the walkthrough site.
 """
 
+import tinyedu.engine.realize  # noqa: F401 - installs the engine under the lazy graph (see lazy.py)
+from tinyedu.dtype import dtypes
+from tinyedu.runtime.device import Device
 from tinyedu.scalar import MLP, Layer, Neuron, Value
+from tinyedu.tensor import Tensor, no_grad
 
-__all__ = ["Value", "Neuron", "Layer", "MLP"]
+__all__ = ["Value", "Neuron", "Layer", "MLP", "Tensor", "no_grad", "dtypes", "Device"]
 __version__ = "0.1.0"

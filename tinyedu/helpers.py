@@ -74,3 +74,10 @@ class GlobalCounters:
     def reset() -> None:
         GlobalCounters.kernel_count = GlobalCounters.global_ops = GlobalCounters.global_mem = 0
         GlobalCounters.time_sum_s = 0.0
+
+
+def flatten_args(args: tuple) -> tuple:
+    """Accept both f(2, 3) and f((2, 3)), as PyTorch's shape arguments do."""
+    if len(args) == 1 and isinstance(args[0], (tuple, list)):
+        return tuple(args[0])
+    return tuple(args)

@@ -1,0 +1,293 @@
+"""Differentiable Functions: one per primitive op, forward and backward both on LazyBuffers.
+
+Tensor methods are compositions of these, so autograd only has to know the derivative of each
+primitive; the chain rule does the rest. Each backward is written with primitives too, so the
+gradient is itself a lazy graph that fuses and compiles like any other computation.
+
+`backward` returns one gradient per input (None where that input needs no gradient).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from tinyedu.dtype import DType
+from tinyedu.lazy import LazyBuffer
+from tinyedu.ops import BinaryOps, ReduceOps, TernaryOps, UnaryOps
+
+
+class Function:
+    """The context an op keeps for its backward pass: which inputs need a gradient, and saved values."""
+
+    def __init__(self, needs_input_grad: tuple[bool, ...]):
+        self.needs_input_grad = needs_input_grad
+
+    def forward(self, *args: Any, **kwargs: Any) -> LazyBuffer:
+        raise NotImplementedError(f"{type(self).__name__}.forward")
+
+    def backward(self, grad: LazyBuffer) -> LazyBuffer | None | tuple[LazyBuffer | None, ...]:
+        raise NotImplementedError(f"{type(self).__name__} has no gradient")
+
+
+# ---- unary ----
+class Contiguous(Function):
+    def forward(self, x: LazyBuffer) -> LazyBuffer:
+        return x.contiguous()
+
+    def backward(self, grad: LazyBuffer) -> LazyBuffer:
+        return grad
+
+
+class Cast(Function):
+    def forward(self, x: LazyBuffer, dtype: DType) -> LazyBuffer:
+        self.input_dtype = x.dtype
+        return x.cast(dtype)
+
+    def backward(self, grad: LazyBuffer) -> LazyBuffer:
+        return grad.cast(self.input_dtype)
+
+
+class Neg(Function):
+    def forward(self, x: LazyBuffer) -> LazyBuffer:
+        return x.e(UnaryOps.NEG)
+
+    def backward(self, grad: LazyBuffer) -> LazyBuffer:
+        return grad.e(UnaryOps.NEG)
+
+
+class Reciprocal(Function):
+    def forward(self, x: LazyBuffer) -> LazyBuffer:
+        self.ret = x.e(UnaryOps.RECIP)
+        return self.ret
+
+    def backward(self, grad: LazyBuffer) -> LazyBuffer:  # d(1/x) = -1/x^2 = -ret*ret
+        return grad.e(UnaryOps.NEG).e(BinaryOps.MUL, self.ret).e(BinaryOps.MUL, self.ret)
+
+
+class Sin(Function):
+    def forward(self, x: LazyBuffer) -> LazyBuffer:
+        self.x = x
+        return x.e(UnaryOps.SIN)
+
+    def backward(self, grad: LazyBuffer) -> LazyBuffer:  # cos(x) = sin(pi/2 - x)
+        cos = self.x.const(math.pi / 2).e(BinaryOps.SUB, self.x).e(UnaryOps.SIN)
+        return cos.e(BinaryOps.MUL, grad)
+
+
+class Exp2(Function):
+    def forward(self, x: LazyBuffer) -> LazyBuffer:
+        self.ret = x.e(UnaryOps.EXP2)
+        return self.ret
+
+    def backward(self, grad: LazyBuffer) -> LazyBuffer:  # d 2^x = 2^x ln 2
+        return self.ret.e(BinaryOps.MUL, self.ret.const(math.log(2))).e(BinaryOps.MUL, grad)
+
+
+class Log2(Function):
+    def forward(self, x: LazyBuffer) -> LazyBuffer:
+        self.x = x
+        return x.e(UnaryOps.LOG2)
+
+    def backward(self, grad: LazyBuffer) -> LazyBuffer:  # d log2(x) = 1 / (x ln 2)
+        return grad.e(BinaryOps.DIV, self.x.e(BinaryOps.MUL, self.x.const(math.log(2))))
+
+
+class Sqrt(Function):
+    def forward(self, x: LazyBuffer) -> LazyBuffer:
+        self.ret = x.e(UnaryOps.SQRT)
+        return self.ret
+
+    def backward(self, grad: LazyBuffer) -> LazyBuffer:  # d sqrt(x) = 1 / (2 sqrt(x))
+        return grad.e(BinaryOps.DIV, self.ret.e(BinaryOps.MUL, self.ret.const(2)))
+
+
+# ---- binary ----
+class Less(Function):
+    def forward(self, x: LazyBuffer, y: LazyBuffer) -> LazyBuffer:
+        return x.e(BinaryOps.CMPLT, y)
+
+
+class Eq(Function):
+    def forward(self, x: LazyBuffer, y: LazyBuffer) -> LazyBuffer:
+        return x.e(BinaryOps.CMPEQ, y)
+
+
+class Mod(Function):
+    def forward(self, x: LazyBuffer, y: LazyBuffer) -> LazyBuffer:
+        return x.e(BinaryOps.MOD, y)
+
+
+class Add(Function):
+    def forward(self, x: LazyBuffer, y: LazyBuffer) -> LazyBuffer:
+        return x.e(BinaryOps.ADD, y)
+
+    def backward(self, grad: LazyBuffer) -> tuple[LazyBuffer | None, ...]:
+        return (grad if self.needs_input_grad[0] else None, grad if self.needs_input_grad[1] else None)
+
+
+class Sub(Function):
+    def forward(self, x: LazyBuffer, y: LazyBuffer) -> LazyBuffer:
+        return x.e(BinaryOps.SUB, y)
+
+    def backward(self, grad: LazyBuffer) -> tuple[LazyBuffer | None, ...]:
+        return (grad if self.needs_input_grad[0] else None,
+                grad.e(UnaryOps.NEG) if self.needs_input_grad[1] else None)
+
+
+class Mul(Function):
+    def forward(self, x: LazyBuffer, y: LazyBuffer) -> LazyBuffer:
+        self.x, self.y = x, y
+        return x.e(BinaryOps.MUL, y)
+
+    def backward(self, grad: LazyBuffer) -> tuple[LazyBuffer | None, ...]:
+        return (self.y.e(BinaryOps.MUL, grad) if self.needs_input_grad[0] else None,
+                self.x.e(BinaryOps.MUL, grad) if self.needs_input_grad[1] else None)
+
+
+class Div(Function):
+    def forward(self, x: LazyBuffer, y: LazyBuffer) -> LazyBuffer:
+        self.x, self.y = x, y
+        return x.e(BinaryOps.DIV, y)
+
+    def backward(self, grad: LazyBuffer) -> tuple[LazyBuffer | None, ...]:
+        # d(x/y)/dx = 1/y ; d(x/y)/dy = -x/y^2
+        dx = grad.e(BinaryOps.DIV, self.y) if self.needs_input_grad[0] else None
+        dy = None
+        if self.needs_input_grad[1]:
+            dy = grad.e(UnaryOps.NEG).e(BinaryOps.MUL, self.x).e(BinaryOps.DIV, self.y.e(BinaryOps.MUL, self.y))
+        return dx, dy
+
+
+class Maximum(Function):
+    """max(x, y). On a tie the gradient is split in half, as PyTorch does."""
+
+    def forward(self, x: LazyBuffer, y: LazyBuffer) -> LazyBuffer:
+        self.x, self.y = x, y
+        return x.e(BinaryOps.MAX, y)
+
+    def backward(self, grad: LazyBuffer) -> tuple[LazyBuffer | None, ...]:
+        x_wins = self.y.e(BinaryOps.CMPLT, self.x).cast(grad.dtype)
+        tie = self.x.e(BinaryOps.CMPEQ, self.y).cast(grad.dtype)
+        share_x = x_wins.e(BinaryOps.ADD, tie.e(BinaryOps.MUL, tie.const(0.5)))
+        share_y = share_x.const(1).e(BinaryOps.SUB, share_x)
+        return (share_x.e(BinaryOps.MUL, grad) if self.needs_input_grad[0] else None,
+                share_y.e(BinaryOps.MUL, grad) if self.needs_input_grad[1] else None)
+
+
+# ---- ternary ----
+class Where(Function):
+    def forward(self, condition: LazyBuffer, x: LazyBuffer, y: LazyBuffer) -> LazyBuffer:
+        self.condition = condition
+        return condition.e(TernaryOps.WHERE, x, y)
+
+    def backward(self, grad: LazyBuffer) -> tuple[LazyBuffer | None, ...]:
+        zero = grad.const(0)
+        return (None,
+                self.condition.e(TernaryOps.WHERE, grad, zero) if self.needs_input_grad[1] else None,
+                self.condition.e(TernaryOps.WHERE, zero, grad) if self.needs_input_grad[2] else None)
+
+
+# ---- reduce ----
+class Sum(Function):
+    def forward(self, x: LazyBuffer, axes: tuple[int, ...]) -> LazyBuffer:
+        self.input_shape = x.shape
+        return x.r(ReduceOps.SUM, axes)
+
+    def backward(self, grad: LazyBuffer) -> LazyBuffer:
+        return grad.expand(self.input_shape)
+
+
+class Max(Function):
+    """The maximum along axes. Where several elements tie for the max, they share the gradient."""
+
+    def forward(self, x: LazyBuffer, axes: tuple[int, ...]) -> LazyBuffer:
+        self.x, self.axes = x, axes
+        self.ret = x.r(ReduceOps.MAX, axes)
+        return self.ret
+
+    def backward(self, grad: LazyBuffer) -> LazyBuffer:
+        is_max = self.x.e(BinaryOps.CMPEQ, self.ret.expand(self.x.shape)).cast(grad.dtype)
+        count = is_max.r(ReduceOps.SUM, self.axes)
+        share = is_max.e(BinaryOps.DIV, count.expand(self.x.shape))
+        return share.e(BinaryOps.MUL, grad.expand(self.x.shape))
+
+
+# ---- movement: each backward is the inverse movement ----
+class Reshape(Function):
+    def forward(self, x: LazyBuffer, shape: tuple[int, ...]) -> LazyBuffer:
+        self.input_shape = x.shape
+        return x.reshape(shape)
+
+    def backward(self, grad: LazyBuffer) -> LazyBuffer:
+        return grad.reshape(self.input_shape)
+
+
+class Permute(Function):
+    def forward(self, x: LazyBuffer, order: tuple[int, ...]) -> LazyBuffer:
+        self.order = order
+        return x.permute(order)
+
+    def backward(self, grad: LazyBuffer) -> LazyBuffer:
+        inverse = tuple(sorted(range(len(self.order)), key=self.order.__getitem__))
+        return grad.permute(inverse)
+
+
+class Expand(Function):
+    def forward(self, x: LazyBuffer, shape: tuple[int, ...]) -> LazyBuffer:
+        self.input_shape = x.shape
+        return x.expand(shape)
+
+    def backward(self, grad: LazyBuffer) -> LazyBuffer:  # every copy sends its gradient back: a sum
+        axes = tuple(i for i, (a, b) in enumerate(zip(self.input_shape, grad.shape)) if a != b)
+        return grad.r(ReduceOps.SUM, axes)
+
+
+class Pad(Function):
+    def forward(self, x: LazyBuffer, padding: tuple[tuple[int, int], ...]) -> LazyBuffer:
+        self.bounds = tuple((lo, lo + s) for s, (lo, _) in zip(x.shape, padding))
+        return x.pad(padding)
+
+    def backward(self, grad: LazyBuffer) -> LazyBuffer:
+        return grad.shrink(self.bounds)
+
+
+class Shrink(Function):
+    def forward(self, x: LazyBuffer, bounds: tuple[tuple[int, int], ...]) -> LazyBuffer:
+        self.padding = tuple((lo, s - hi) for s, (lo, hi) in zip(x.shape, bounds))
+        return x.shrink(bounds)
+
+    def backward(self, grad: LazyBuffer) -> LazyBuffer:
+        return grad.pad(self.padding)
+
+
+class Stride(Function):
+    """Take every k-th element along each axis (k < 0 walks backwards: a flip)."""
+
+    def forward(self, x: LazyBuffer, steps: tuple[int, ...]) -> LazyBuffer:
+        self.input_shape, self.steps = x.shape, steps
+        return x.stride(steps)
+
+    def backward(self, grad: LazyBuffer) -> LazyBuffer:
+        # Undo the flips first, then put each gradient back at every k-th slot with zeros between:
+        # along an axis, (n,) -> (n, 1) -pad-> (n, k) -> (n*k,), then shift and fit to the input size.
+        grad = grad.stride(tuple(-1 if k < 0 else 1 for k in self.steps))
+        for axis, (step, size) in enumerate(zip(self.steps, self.input_shape)):
+            k = abs(step)
+            if k == 1:
+                continue
+            # x[::-k] starts at the last element, so after un-flipping the picks sit at start + j*k.
+            start = (size - 1) % k if step < 0 else 0
+            n, shape = grad.shape[axis], grad.shape
+            spread = [(0, 0)] * (len(shape) + 1)
+            spread[axis + 1] = (0, k - 1)
+            grad = grad.reshape(shape[:axis] + (n, 1) + shape[axis + 1:]).pad(tuple(spread))
+            grad = grad.reshape(shape[:axis] + (n * k,) + shape[axis + 1:])
+            fit = [(0, 0)] * len(shape)
+            fit[axis] = (start, max(0, size - start - n * k))
+            grad = grad.pad(tuple(fit))
+            if grad.shape[axis] > size:
+                bounds = [(0, s) for s in grad.shape]
+                bounds[axis] = (0, size)
+                grad = grad.shrink(tuple(bounds))
+        return grad

@@ -1,0 +1,192 @@
+"""LazyBuffer: the lazy graph that every Tensor operation builds.
+
+Building the graph computes nothing. A LazyBuffer is either
+
+- a *base*: an op (elementwise, reduce, or a load), its sources and an argument, with a
+  ShapeTracker that is contiguous over the memory the op will fill; or
+- a *view* of a base: the same memory seen through another ShapeTracker. Movement ops (reshape,
+  permute, expand, pad, shrink, stride) only ever make views, so they never copy.
+
+`realize()` hands the graph to the engine, which schedules it into kernels and runs them; a
+realized base holds a device buffer in `.realized` and forgets its sources.
+
+Why the engine is *installed* rather than imported: the pipeline runs one way (frontend -> lazy ->
+schedule -> codegen -> runtime) and a stage never imports the stages below it. The engine sits
+below this file, so `tinyedu.engine.realize` calls `install_engine()` when tinyedu is imported.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, Sequence
+
+import numpy as np
+
+from tinyedu.dtype import DType, dtypes
+from tinyedu.helpers import prod
+from tinyedu.ops import BinaryOps, LoadOps, MovementOps, Op, ReduceOps, TernaryOps, UnaryOps
+from tinyedu.shape import ShapeTracker
+
+
+class Engine(Protocol):
+    """What the lazy graph needs from the stages below it."""
+
+    default_device: str
+
+    def canonical_device(self, device: str | None) -> str: ...
+
+    def realize(self, outs: list["LazyBuffer"]) -> None: ...
+
+
+_engine: Engine | None = None
+
+
+def install_engine(engine: Engine) -> None:
+    global _engine
+    _engine = engine
+
+
+def engine() -> Engine:
+    if _engine is None:
+        raise RuntimeError("no engine installed: import tinyedu (which installs tinyedu.engine), "
+                           "not tinyedu.lazy on its own")
+    return _engine
+
+
+class LazyBuffer:
+    def __init__(self, device: str, st: ShapeTracker, dtype: DType, op: Op | None = None,
+                 arg: Any = None, srcs: tuple["LazyBuffer", ...] = (), base: "LazyBuffer | None" = None):
+        self.device, self.st, self.dtype = device, st, dtype
+        self.shape: tuple[int, ...] = st.shape
+        self._base = base
+        if base is None:
+            # A base owns the computation; `realized` is the device buffer once the engine ran it.
+            self.op, self.arg, self.srcs = op, arg, srcs
+            self.realized: Any = None
+        else:
+            assert base.base is base, "a view must point at a base, not at another view"
+
+    # ---- what kind of node this is ----
+    @property
+    def base(self) -> "LazyBuffer":
+        return self._base if self._base is not None else self
+
+    @property
+    def is_view(self) -> bool:
+        return self._base is not None
+
+    @property
+    def size(self) -> int:
+        return prod(self.shape)
+
+    def is_unrealized_const(self) -> bool:
+        """A CONST that was never materialized: kernels read it as a constant, not from memory."""
+        return self.base.realized is None and self.base.op is LoadOps.CONST
+
+    def __repr__(self) -> str:
+        kind = "realized" if self.base.realized is not None else getattr(self.base.op, "name", "?")
+        view = f" view of {self.base.shape}" if self.is_view else ""
+        return f"<LB {self.device} {self.shape} {self.dtype.name} {kind}{view}>"
+
+    # ---- creating nodes ----
+    @staticmethod
+    def loadop(op: LoadOps, shape: tuple[int, ...], dtype: DType, device: str, arg: Any = None,
+               src: tuple["LazyBuffer", ...] = ()) -> "LazyBuffer":
+        return LazyBuffer(device, ShapeTracker.from_shape(shape), dtype, op, arg, src)
+
+    @staticmethod
+    def from_numpy(array: np.ndarray, device: str) -> "LazyBuffer":
+        """Data from the host. The copy into device memory happens at realize time."""
+        dtype = dtypes.from_numpy(array.dtype)
+        host = np.ascontiguousarray(array, dtype=dtype.np)
+        return LazyBuffer.loadop(LoadOps.COPY, host.shape, dtype, device, arg=host)
+
+    def const(self, value: float | int | bool, shape: tuple[int, ...] | None = None) -> "LazyBuffer":
+        """A constant with this buffer's dtype and device: one value, expanded (a free view)."""
+        shape = self.shape if shape is None else shape
+        return LazyBuffer.full(value, shape, self.dtype, self.device)
+
+    @staticmethod
+    def full(value: float | int | bool, shape: tuple[int, ...], dtype: DType, device: str) -> "LazyBuffer":
+        value = dtype.np(value).item()  # 2.7 in an int32 buffer is 2, like numpy's cast
+        scalar = LazyBuffer.loadop(LoadOps.CONST, (), dtype, device, arg=value)
+        return scalar.reshape((1,) * len(shape)).expand(shape)
+
+    # ---- the small interface the frontend uses ----
+    def e(self, op: UnaryOps | BinaryOps | TernaryOps, *srcs: "LazyBuffer", arg: Any = None) -> "LazyBuffer":
+        """An elementwise op of this buffer and `srcs`; every source has the same shape."""
+        operands = (self, *srcs)
+        for s in srcs:
+            if s.shape != self.shape:
+                raise ValueError(f"{op.name}: elementwise operands must have the same shape, got "
+                                 f"{[x.shape for x in operands]}; broadcast them first (Tensor does)")
+        if op is UnaryOps.CAST:
+            dtype = arg
+        elif op in (BinaryOps.CMPLT, BinaryOps.CMPEQ):
+            dtype = dtypes.bool
+        elif op is TernaryOps.WHERE:
+            dtype = srcs[0].dtype
+        else:
+            dtype = self.dtype
+        return LazyBuffer(self.device, ShapeTracker.from_shape(self.shape), dtype, op, arg, operands)
+
+    def r(self, op: ReduceOps, axes: tuple[int, ...]) -> "LazyBuffer":
+        """Reduce over `axes`; they keep size 1 so the result still lines up with the input."""
+        axes = tuple(sorted(set(axes)))
+        if not axes:
+            return self
+        new_shape = tuple(1 if i in axes else s for i, s in enumerate(self.shape))
+        return LazyBuffer(self.device, ShapeTracker.from_shape(new_shape), self.dtype, op, axes, (self,))
+
+    def cast(self, dtype: DType) -> "LazyBuffer":
+        return self if dtype == self.dtype else self.e(UnaryOps.CAST, arg=dtype)
+
+    def contiguous(self) -> "LazyBuffer":
+        """A dense copy of a view; a base that already is dense is returned as it is."""
+        if not self.is_view and not self.is_unrealized_const():
+            return self
+        return LazyBuffer.loadop(LoadOps.CONTIGUOUS, self.shape, self.dtype, self.device, src=(self,))
+
+    def copy_to_device(self, device: str) -> "LazyBuffer":
+        if device == self.device:
+            return self
+        return LazyBuffer.loadop(LoadOps.COPY, self.shape, self.dtype, device, src=(self.contiguous(),))
+
+    def realize(self) -> "LazyBuffer":
+        if self.base.realized is None:
+            engine().realize([self])
+        return self
+
+    def numpy(self) -> np.ndarray:
+        """The values as a numpy array (realizes, and makes a dense copy of a view first)."""
+        # A view that is just the base's memory in order (e.g. a reshape) needs no copy kernel.
+        in_order = self.st.contiguous and self.size == self.base.size
+        dense = (self if in_order else self.contiguous()).realize()
+        return dense.base.realized.as_numpy().reshape(self.shape).copy()
+
+    # ---- movement: views, never copies ----
+    def _view(self, st: ShapeTracker) -> "LazyBuffer":
+        if st == self.st:
+            return self
+        return LazyBuffer(self.device, st, self.dtype, base=self.base)
+
+    def reshape(self, shape: tuple[int, ...]) -> "LazyBuffer":
+        return self._view(self.st.reshape(shape))
+
+    def permute(self, order: tuple[int, ...]) -> "LazyBuffer":
+        return self._view(self.st.permute(order))
+
+    def expand(self, shape: tuple[int, ...]) -> "LazyBuffer":
+        return self._view(self.st.expand(shape))
+
+    def pad(self, padding: Sequence[tuple[int, int]]) -> "LazyBuffer":
+        return self._view(self.st.pad(tuple(padding)))
+
+    def shrink(self, bounds: Sequence[tuple[int, int]]) -> "LazyBuffer":
+        return self._view(self.st.shrink(tuple(bounds)))
+
+    def stride(self, steps: tuple[int, ...]) -> "LazyBuffer":
+        return self._view(self.st.stride(steps))
+
+    def movement(self, op: MovementOps, arg: Any) -> "LazyBuffer":
+        """Dispatch by enum, for code that walks ops generically."""
+        return getattr(self, op.name.lower())(arg)

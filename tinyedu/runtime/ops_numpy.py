@@ -1,0 +1,147 @@
+"""The NUMPY device: runs a kernel AST by interpreting it with numpy, whole arrays at a time.
+
+This device is the oracle every other device is checked against, so it shares nothing with the
+linearizer or the renderers, and not even the symbolic index algebra: it reads a buffer through
+a ShapeTracker by building the index grid of each view with plain numpy broadcasting.
+
+The semantics it fixes for every backend (C must match them):
+- integer DIV truncates toward zero and integer MOD takes the sign of the dividend, like C;
+  an integer division or modulo by zero gives 0 instead of crashing;
+- CMPLT and CMPEQ give bool; WHERE picks a where the condition is true;
+- a read outside a view's mask (padding) gives 0.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tinyedu.dtype import dtypes
+from tinyedu.ops import BinaryOps, BufferOps, LazyOp, ReduceOps, TernaryOps, UnaryOps
+from tinyedu.runtime.device import Buffer
+from tinyedu.shape import ShapeTracker, View
+
+
+def gather_view(flat: np.ndarray, view: View) -> np.ndarray:
+    """The elements one View selects from a flat array: flat[offset + sum(i_k * stride_k)], masked."""
+    shape = view.shape
+    index = np.full(shape, view.offset, dtype=np.int64)
+    valid = np.ones(shape, dtype=bool)
+    for axis, (size, stride) in enumerate(zip(shape, view.strides)):
+        position = np.arange(size, dtype=np.int64).reshape([-1 if a == axis else 1 for a in range(len(shape))])
+        index = index + position * stride
+        if view.mask is not None:
+            low, high = view.mask[axis]
+            valid = valid & (position >= low) & (position < high)
+    out = np.zeros(shape, dtype=flat.dtype)
+    if valid.any():
+        out[valid] = flat[index[valid]]
+    return out
+
+
+def gather(flat: np.ndarray, st: ShapeTracker) -> np.ndarray:
+    """Read through every view in turn: each view indexes the flattened result of the one before."""
+    values = flat
+    for view in st.views:
+        values = gather_view(values.reshape(-1), view)
+    return values.reshape(st.shape)
+
+
+def _int_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    safe = np.where(b == 0, 1, b)
+    quotient = np.abs(a) // np.abs(safe) * np.sign(a) * np.sign(safe)
+    return np.where(b == 0, 0, quotient).astype(a.dtype)
+
+
+def _int_mod(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    safe = np.where(b == 0, 1, b)
+    return np.where(b == 0, 0, a - _int_div(a, safe) * safe).astype(a.dtype)
+
+
+def alu(op, *srcs: np.ndarray, arg=None) -> np.ndarray:
+    """One elementwise op on numpy arrays, with the semantics every backend shares."""
+    a = srcs[0]
+    with np.errstate(all="ignore"):  # inf and nan are values here, as in C; Tensor decides on errors
+        if op is UnaryOps.NEG:
+            return np.logical_not(a) if a.dtype == np.bool_ else -a
+        if op is UnaryOps.EXP2:
+            return np.exp2(a)
+        if op is UnaryOps.LOG2:
+            return np.log2(a)
+        if op is UnaryOps.SIN:
+            return np.sin(a)
+        if op is UnaryOps.SQRT:
+            return np.sqrt(a)
+        if op is UnaryOps.RECIP:
+            return (1 / a).astype(a.dtype)
+        if op is UnaryOps.CAST:
+            return a.astype(arg.np)
+        if op is TernaryOps.WHERE:
+            return np.where(a, srcs[1], srcs[2])
+        b = srcs[1]
+        is_int = a.dtype.kind in "iu"
+        if op is BinaryOps.ADD:
+            return np.logical_or(a, b) if a.dtype == np.bool_ else a + b
+        if op is BinaryOps.SUB:
+            return a - b
+        if op is BinaryOps.MUL:
+            return np.logical_and(a, b) if a.dtype == np.bool_ else a * b
+        if op is BinaryOps.DIV:
+            return _int_div(a, b) if is_int else a / b
+        if op is BinaryOps.MOD:
+            return _int_mod(a, b) if is_int else np.fmod(a, b)
+        if op is BinaryOps.MAX:
+            return np.maximum(a, b)
+        if op is BinaryOps.CMPLT:
+            return a < b
+        if op is BinaryOps.CMPEQ:
+            return a == b
+    raise NotImplementedError(f"NUMPY device: no rule for {op}")
+
+
+class NumpyProgram:
+    """A kernel AST, interpreted. `program([out, *inputs])` fills `out`."""
+
+    def __init__(self, ast: LazyOp):
+        assert ast.op is BufferOps.STORE, f"a kernel AST is rooted at STORE, got {ast.op}"
+        self.ast = ast
+
+    def __call__(self, buffers: list[Buffer]) -> None:
+        memory = [b.as_numpy() for b in buffers]
+        result = self.evaluate(self.ast.src[0], memory)
+        store = self.ast.arg
+        assert store.st.contiguous, "NUMPY device: STORE through a non-contiguous view is not supported"
+        memory[store.idx][:] = result.astype(store.dtype.np).reshape(-1)
+
+    def evaluate(self, node: LazyOp, memory: list[np.ndarray]) -> np.ndarray:
+        if node.op is BufferOps.LOAD:
+            return gather(memory[node.arg.idx], node.arg.st)
+        if node.op is BufferOps.CONST:
+            const = np.full((1,), node.arg.val, dtype=node.arg.dtype.np)
+            return gather(const, node.arg.st)  # gather applies the masks, so padding reads 0
+        sources = [self.evaluate(s, memory) for s in node.src]
+        if isinstance(node.op, ReduceOps):
+            reduce = np.sum if node.op is ReduceOps.SUM else np.max
+            x = sources[0]
+            if x.size == 0:  # an empty reduce gives the identity: 0 for sum, -inf (or min) for max
+                shape = tuple(1 if i in node.arg else s for i, s in enumerate(x.shape))
+                return np.full(shape, 0 if node.op is ReduceOps.SUM else _lowest(x.dtype), dtype=x.dtype)
+            return reduce(x, axis=node.arg, keepdims=True).astype(x.dtype)
+        return alu(node.op, *sources, arg=node.arg)
+
+
+def _lowest(np_dtype: np.dtype):
+    if np_dtype == np.bool_:
+        return False
+    return -np.inf if np_dtype.kind == "f" else np.iinfo(np_dtype).min
+
+
+class NumpyDevice:
+    name = "NUMPY"
+    dtypes = dtypes.all
+
+    def get_runner(self, ast: LazyOp) -> NumpyProgram:
+        return NumpyProgram(ast)
+
+
+def create_device() -> NumpyDevice:
+    return NumpyDevice()

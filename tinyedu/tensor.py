@@ -1,0 +1,289 @@
+"""Tensor: the user-facing API, with PyTorch's names and semantics.
+
+A Tensor is a LazyBuffer (`.lazydata`) plus autograd bookkeeping: `requires_grad`, `.grad`, and
+`_ctx`, the Function that made it. This file holds the core: creation, autograd, broadcasting,
+and the methods that map one-to-one onto primitive Functions. Everything else (softmax, conv2d,
+indexing...) is composed from these in the mixins under tinyedu/tensor_api/, which is how you can
+see that a whole framework rests on a dozen primitives.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Sequence
+
+import numpy as np
+
+import tinyedu.function as F
+from tinyedu.dtype import DType, dtypes, least_upper_dtype, promote_with_scalar
+from tinyedu.helpers import prod
+from tinyedu.lazy import LazyBuffer, engine
+from tinyedu.tensor_api.creation import CreationMixin
+from tinyedu.tensor_api.elementwise import ElementwiseMixin
+from tinyedu.tensor_api.movement import MovementMixin
+from tinyedu.tensor_api.nn_ops import NNMixin
+from tinyedu.tensor_api.reduce import ReduceMixin
+from tinyedu.tensor_api.repr import format_tensor
+
+Scalar = float | int | bool
+
+
+class no_grad:  # noqa: N801 - used like torch.no_grad
+    """`with no_grad():` builds no autograd graph (for inference and optimizer updates)."""
+
+    def __enter__(self) -> None:
+        self.previous = Tensor.grad_enabled
+        Tensor.grad_enabled = False
+
+    def __exit__(self, *exc: object) -> None:
+        Tensor.grad_enabled = self.previous
+
+
+class Tensor(CreationMixin, ElementwiseMixin, ReduceMixin, MovementMixin, NNMixin):
+    grad_enabled: ClassVar[bool] = True
+    training: ClassVar[bool] = False  # dropout is active only while training (see Tensor.train)
+
+    def __init__(self, data: Any, device: str | None = None, dtype: DType | str | type | None = None,
+                 requires_grad: bool | None = None):
+        device = engine().canonical_device(device)
+        want = None if dtype is None else dtypes.from_any(dtype)
+        if isinstance(data, LazyBuffer):
+            lazydata = data
+        elif isinstance(data, Tensor):
+            lazydata = data.lazydata
+        elif isinstance(data, (bool, int, float, np.generic)) and not isinstance(data, np.ndarray):
+            data = data.item() if isinstance(data, np.generic) else data
+            lazydata = LazyBuffer.full(data, (), want or _python_dtype(data), device)
+        elif isinstance(data, (list, tuple, np.ndarray)):
+            lazydata = LazyBuffer.from_numpy(_to_numpy(data, want), device)
+        else:
+            raise TypeError(f"Tensor: cannot make a tensor from {type(data).__name__}; pass a number, a "
+                            "(nested) list or tuple of numbers, a numpy array or another Tensor")
+        if lazydata.device != device and not isinstance(data, LazyBuffer):
+            lazydata = lazydata.copy_to_device(device)
+        if want is not None and lazydata.dtype != want:
+            lazydata = lazydata.cast(want)
+        self.lazydata: LazyBuffer = lazydata
+        self.grad: Tensor | None = None
+        self._ctx: F.Function | None = None
+        self._parents: tuple[Tensor, ...] = ()
+        self._backward_done = False
+        self.requires_grad: bool | None = None
+        if requires_grad is not None:
+            self.requires_grad_(requires_grad)
+
+    # ---- what it is ----
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.lazydata.shape
+
+    @property
+    def dtype(self) -> DType:
+        return self.lazydata.dtype
+
+    @property
+    def device(self) -> str:
+        return self.lazydata.device
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def numel(self) -> int:
+        return prod(self.shape)
+
+    def size(self, dim: int | None = None) -> tuple[int, ...] | int:
+        return self.shape if dim is None else self.shape[self._axis(dim, "size")]
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor; it has no first dimension")
+        return self.shape[0]
+
+    def __repr__(self) -> str:
+        return format_tensor(self)
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def __bool__(self) -> bool:
+        if self.numel() != 1:
+            raise RuntimeError(f"bool(): a tensor of shape {self.shape} has {self.numel()} values, so its "
+                               "truth is ambiguous; use .any() or .all()")
+        return bool(self.item())
+
+    def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
+        if requires_grad and not self.dtype.is_float:
+            raise TypeError(f"requires_grad: only floating point tensors can require gradients, this one is "
+                            f"{self.dtype.name}; cast it first with .float()")
+        self.requires_grad = requires_grad
+        return self
+
+    # ---- getting values out ----
+    def realize(self) -> "Tensor":
+        self.lazydata.realize()
+        return self
+
+    def numpy(self) -> np.ndarray:
+        return self.lazydata.numpy()
+
+    def item(self) -> Scalar:
+        if self.numel() != 1:
+            raise ValueError(f"item(): only a tensor with exactly one element can be converted to a Python "
+                             f"number, this one has shape {self.shape}")
+        return self.numpy().reshape(()).item()
+
+    def tolist(self) -> Any:
+        return self.numpy().tolist()
+
+    def to(self, device: str) -> "Tensor":
+        device = engine().canonical_device(device)
+        if device == self.device:
+            return self
+        out = Tensor(self.lazydata.copy_to_device(device), device=device, requires_grad=self.requires_grad)
+        return out
+
+    def detach(self) -> "Tensor":
+        """The same values, cut from the graph: no gradient flows back through the result."""
+        return Tensor(self.lazydata, device=self.device, requires_grad=False)
+
+    # ---- autograd ----
+    def _apply(self, function: type[F.Function], *others: "Tensor", **kwargs: Any) -> "Tensor":
+        """Run a Function's forward on the LazyBuffers and, if any input needs it, record it for backward."""
+        inputs = (self, *others)
+        needs = tuple(bool(t.requires_grad) for t in inputs) if Tensor.grad_enabled else (False,) * len(inputs)
+        ctx = function(needs)
+        out = Tensor(ctx.forward(*(t.lazydata for t in inputs), **kwargs), device=self.device)
+        if any(needs):
+            out.requires_grad, out._ctx, out._parents = True, ctx, inputs
+        return out
+
+    def _graph_order(self) -> list["Tensor"]:
+        """Tensors from self back to the leaves, each after all its users (iterative, no recursion)."""
+        order, visited, stack = [], set(), [(self, False)]
+        while stack:
+            node, expanded = stack.pop()
+            if expanded:
+                order.append(node)
+            elif id(node) not in visited:
+                visited.add(id(node))
+                stack.append((node, True))
+                stack.extend((p, False) for p in node._parents if p._ctx is not None or p.requires_grad)
+        return order[::-1]
+
+    def backward(self, gradient: "Tensor | None" = None, retain_graph: bool = False) -> "Tensor":
+        """Fill `.grad` of every leaf that requires a gradient, adding to what is there (like PyTorch).
+
+        Gradients accumulate across calls until you zero them (`t.grad = None` or an optimizer's
+        `zero_grad()`). The graph is freed afterwards unless `retain_graph=True`.
+        """
+        if not self.requires_grad:
+            raise RuntimeError("backward: this tensor does not require grad and has no graph behind it; "
+                               "create the inputs with requires_grad=True")
+        if self._backward_done:
+            raise RuntimeError("backward: the graph behind this tensor was already freed by an earlier "
+                               "backward(); pass retain_graph=True to the first call to go through it twice")
+        if gradient is None:
+            if self.numel() != 1:
+                raise RuntimeError(f"backward: a gradient can only be implied for a tensor with one element, "
+                                   f"this one has shape {self.shape}; call .sum().backward() or pass "
+                                   f"gradient= with shape {self.shape}")
+            gradient = Tensor.ones(self.shape, device=self.device, dtype=self.dtype)
+        if gradient.shape != self.shape:
+            raise ValueError(f"backward: gradient has shape {gradient.shape} but the tensor has shape "
+                             f"{self.shape}; they must match")
+        grads: dict[int, LazyBuffer] = {id(self): gradient.lazydata.cast(self.dtype)}
+        for node in self._graph_order():
+            grad = grads.pop(id(node), None)
+            if node._ctx is None:  # a leaf: accumulate into .grad
+                if grad is not None and node.requires_grad:
+                    g = Tensor(grad, device=node.device)
+                    node.grad = g if node.grad is None else (node.grad + g)
+                continue
+            if grad is None:
+                continue
+            local = node._ctx.backward(grad)
+            local = local if isinstance(local, tuple) else (local,)
+            for parent, g in zip(node._parents, local):
+                if g is None or not parent.requires_grad:
+                    continue
+                assert g.shape == parent.shape, f"{type(node._ctx).__name__} gave grad {g.shape} for {parent.shape}"
+                grads[id(parent)] = g if id(parent) not in grads else grads[id(parent)].e(F.BinaryOps.ADD, g)
+            if not retain_graph:
+                node._ctx, node._parents, node._backward_done = None, (), True
+        return self
+
+    # ---- broadcasting ----
+    def _to_tensor(self, x: "Tensor | Scalar", dtype: DType) -> "Tensor":
+        if isinstance(x, Tensor):
+            return x if x.dtype == dtype else x.cast(dtype)
+        return Tensor(LazyBuffer.full(x, (), dtype, self.device), device=self.device)
+
+    def _broadcasted(self, other: "Tensor | Scalar", op: str, reverse: bool = False,
+                     match_dtype: bool = True) -> tuple["Tensor", "Tensor"]:
+        """Make two operands the same shape (numpy rules) and, if asked, the same dtype (PyTorch rules)."""
+        if isinstance(other, Tensor):
+            if other.device != self.device:
+                raise ValueError(f"{op}: tensors are on different devices ({self.device} and {other.device}); "
+                                 f"move one with .to({self.device!r})")
+            dtype = least_upper_dtype(self.dtype, other.dtype)
+        elif isinstance(other, (bool, int, float)):
+            dtype = promote_with_scalar(self.dtype, other)
+        else:
+            raise TypeError(f"{op}: unsupported operand type {type(other).__name__}; expected a Tensor or a "
+                            "Python number")
+        x, y = self._to_tensor(self, dtype) if match_dtype else self, self._to_tensor(other, dtype)
+        if reverse:
+            x, y = y, x
+        shape = broadcast_shape(x.shape, y.shape, op=op)
+        return x._broadcast_to(shape), y._broadcast_to(shape)
+
+    def _broadcast_to(self, shape: tuple[int, ...]) -> "Tensor":
+        if self.shape == shape:
+            return self
+        padded = (1,) * (len(shape) - self.ndim) + self.shape
+        return self.reshape(padded).expand(shape)
+
+    def _axis(self, axis: int, op: str, ndim: int | None = None) -> int:
+        ndim = self.ndim if ndim is None else ndim
+        if not isinstance(axis, int) or isinstance(axis, bool):
+            raise TypeError(f"{op}: axis must be an int, got {type(axis).__name__}")
+        if not -max(ndim, 1) <= axis < max(ndim, 1):
+            raise IndexError(f"{op}: axis {axis} is out of range for a tensor of shape {self.shape}; valid axes "
+                             f"are {-max(ndim, 1)}..{max(ndim, 1) - 1}")
+        return axis % max(ndim, 1)
+
+
+def broadcast_shape(*shapes: tuple[int, ...], op: str = "broadcast") -> tuple[int, ...]:
+    """numpy broadcasting: align on the right; each axis must match or be 1."""
+    ndim = max(len(s) for s in shapes)
+    padded = [(1,) * (ndim - len(s)) + tuple(s) for s in shapes]
+    out = []
+    for sizes in zip(*padded):
+        real = {s for s in sizes if s != 1}
+        if len(real) > 1:
+            raise ValueError(f"{op}: shapes {' and '.join(str(tuple(s)) for s in shapes)} cannot be broadcast "
+                             "together; each axis (aligned from the right) must be equal or 1")
+        out.append(real.pop() if real else 1)
+    return tuple(out)
+
+
+def _python_dtype(x: Scalar) -> DType:
+    return dtypes.bool if isinstance(x, bool) else dtypes.int32 if isinstance(x, int) else dtypes.float32
+
+
+def _to_numpy(data: Sequence | np.ndarray, want: DType | None) -> np.ndarray:
+    """Lists and arrays to a numpy array of a tinyedu dtype, with errors for ragged or odd data."""
+    try:
+        array = np.asarray(data)
+    except ValueError as e:
+        raise ValueError(f"Tensor: the nested lists are ragged (rows of different lengths): {e}") from None
+    if array.dtype == object or array.dtype.kind not in "biuf":
+        raise TypeError(f"Tensor: data must be numbers (bool, int or float), got numpy dtype {array.dtype}")
+    dtype = want or dtypes.from_numpy(array.dtype)
+    if array.dtype.kind in "iu" and dtype.is_int and array.size:
+        info = np.iinfo(dtype.np)
+        if array.min() < info.min or array.max() > info.max:
+            raise OverflowError(f"Tensor: values from {array.min()} to {array.max()} do not fit in {dtype.name} "
+                                f"({info.min}..{info.max})")
+    return array.astype(dtype.np)
+

@@ -1,0 +1,154 @@
+"""Creating tensors: constants, ranges, identity, and seeded random numbers."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from tinyedu.dtype import DType, dtypes
+from tinyedu.helpers import flatten_args
+from tinyedu.lazy import LazyBuffer, engine
+
+if TYPE_CHECKING:
+    from tinyedu.tensor import Tensor
+
+
+def _check_shape(shape: tuple, op: str) -> tuple[int, ...]:
+    for s in shape:
+        if not isinstance(s, (int, np.integer)) or isinstance(s, bool) or s < 0:
+            raise ValueError(f"{op}: shape must be non-negative ints, got {shape}")
+    return tuple(int(s) for s in shape)
+
+
+class CreationMixin:
+    # Random numbers come from one numpy Generator, seeded by Tensor.manual_seed, so runs repeat.
+    _rng: np.random.Generator = np.random.default_rng(0)
+
+    @classmethod
+    def manual_seed(cls, seed: int = 0) -> None:
+        CreationMixin._rng = np.random.default_rng(seed)
+
+    @classmethod
+    def full(cls, shape: Any, fill_value: float | int | bool, dtype: Any = None, device: str | None = None,
+             requires_grad: bool | None = None) -> "Tensor":
+        shape = _check_shape(flatten_args((shape,)) if isinstance(shape, (tuple, list)) else (shape,), "full")
+        if dtype is None:
+            dtype = dtypes.bool if isinstance(fill_value, bool) else \
+                dtypes.int32 if isinstance(fill_value, int) else dtypes.float32
+        dtype = dtypes.from_any(dtype)
+        device = engine().canonical_device(device)
+        return cls(LazyBuffer.full(fill_value, shape, dtype, device), device=device, requires_grad=requires_grad)
+
+    @classmethod
+    def zeros(cls, *shape: Any, dtype: Any = dtypes.float32, device: str | None = None,
+              requires_grad: bool | None = None) -> "Tensor":
+        return cls.full(flatten_args(shape), 0, dtype=dtype, device=device, requires_grad=requires_grad)
+
+    @classmethod
+    def ones(cls, *shape: Any, dtype: Any = dtypes.float32, device: str | None = None,
+             requires_grad: bool | None = None) -> "Tensor":
+        return cls.full(flatten_args(shape), 1, dtype=dtype, device=device, requires_grad=requires_grad)
+
+    @classmethod
+    def empty(cls, *shape: Any, dtype: Any = dtypes.float32, device: str | None = None) -> "Tensor":
+        """Memory with no values written: a LoadOps.EMPTY buffer (tinyedu fills it with zeros)."""
+        from tinyedu.ops import LoadOps
+
+        shape = _check_shape(flatten_args(shape), "empty")
+        device = engine().canonical_device(device)
+        return cls(LazyBuffer.loadop(LoadOps.EMPTY, shape, dtypes.from_any(dtype), device), device=device)
+
+    @classmethod
+    def arange(cls, start: float, stop: float | None = None, step: float = 1, dtype: Any = None,
+               device: str | None = None) -> "Tensor":
+        """[start, start+step, ...) before stop, made on the host like any other data.
+
+        (tinygrad builds it as a cumulative sum of ones, which is pretty but needs n*n work.)
+        """
+        if stop is None:
+            start, stop = 0, start
+        if step == 0:
+            raise ValueError("arange: step must not be zero")
+        is_int = all(isinstance(v, int) for v in (start, stop, step))
+        dtype = dtypes.from_any(dtype) if dtype is not None else (dtypes.int32 if is_int else dtypes.float32)
+        return cls._from_host(np.arange(start, stop, step), dtype, device, None)
+
+    @classmethod
+    def eye(cls, n: int, m: int | None = None, dtype: Any = dtypes.float32, device: str | None = None) -> "Tensor":
+        m = n if m is None else m
+        _check_shape((n, m), "eye")
+        rows = cls.arange(n, device=device).reshape(n, 1)
+        cols = cls.arange(m, device=device).reshape(1, m)
+        return (rows == cols).cast(dtypes.from_any(dtype))
+
+    @classmethod
+    def _from_host(cls, array: np.ndarray, dtype: DType, device: str | None, requires_grad: bool | None) -> "Tensor":
+        return cls(array.astype(dtype.np), device=device, dtype=dtype, requires_grad=requires_grad)
+
+    @classmethod
+    def rand(cls, *shape: Any, dtype: Any = dtypes.float32, device: str | None = None,
+             requires_grad: bool | None = None) -> "Tensor":
+        shape = _check_shape(flatten_args(shape), "rand")
+        return cls._from_host(cls._rng.random(shape), dtypes.from_any(dtype), device, requires_grad)
+
+    @classmethod
+    def randn(cls, *shape: Any, dtype: Any = dtypes.float32, device: str | None = None,
+              requires_grad: bool | None = None) -> "Tensor":
+        shape = _check_shape(flatten_args(shape), "randn")
+        return cls._from_host(cls._rng.standard_normal(shape), dtypes.from_any(dtype), device, requires_grad)
+
+    @classmethod
+    def randint(cls, low: int, high: int | None = None, size: tuple[int, ...] = (), dtype: Any = dtypes.int32,
+                device: str | None = None) -> "Tensor":
+        if high is None:
+            low, high = 0, low
+        if high <= low:
+            raise ValueError(f"randint: need low < high, got low={low}, high={high}")
+        size = _check_shape(tuple(size), "randint")
+        return cls._from_host(cls._rng.integers(low, high, size), dtypes.from_any(dtype), device, None)
+
+    @classmethod
+    def uniform(cls, *shape: Any, low: float = 0.0, high: float = 1.0, dtype: Any = dtypes.float32,
+                device: str | None = None, requires_grad: bool | None = None) -> "Tensor":
+        shape = _check_shape(flatten_args(shape), "uniform")
+        return cls._from_host(cls._rng.uniform(low, high, shape), dtypes.from_any(dtype), device, requires_grad)
+
+    @classmethod
+    def normal(cls, *shape: Any, mean: float = 0.0, std: float = 1.0, dtype: Any = dtypes.float32,
+               device: str | None = None, requires_grad: bool | None = None) -> "Tensor":
+        shape = _check_shape(flatten_args(shape), "normal")
+        return cls._from_host(cls._rng.normal(mean, std, shape), dtypes.from_any(dtype), device, requires_grad)
+
+    # ---- standard initialisations (as torch.nn.init, for weights of shape (out, in, ...)) ----
+    @classmethod
+    def kaiming_uniform(cls, *shape: Any, a: float = 0.01, **kwargs: Any) -> "Tensor":
+        shape = flatten_args(shape)
+        fan_in = math.prod(shape[1:]) if len(shape) > 1 else shape[0]
+        bound = math.sqrt(3.0) * math.sqrt(2.0 / (1 + a**2)) / math.sqrt(max(fan_in, 1))
+        return cls.uniform(*shape, low=-bound, high=bound, **kwargs)
+
+    @classmethod
+    def glorot_uniform(cls, *shape: Any, **kwargs: Any) -> "Tensor":
+        shape = flatten_args(shape)
+        fan_in = math.prod(shape[1:]) if len(shape) > 1 else shape[0]
+        fan_out = shape[0] * (math.prod(shape[2:]) if len(shape) > 2 else 1)
+        bound = math.sqrt(6.0 / max(fan_in + fan_out, 1))
+        return cls.uniform(*shape, low=-bound, high=bound, **kwargs)
+
+    # ---- *_like ----
+    def zeros_like(self, **kwargs: Any) -> "Tensor":
+        return type(self).full(self.shape, 0, **{"dtype": self.dtype, "device": self.device, **kwargs})
+
+    def ones_like(self, **kwargs: Any) -> "Tensor":
+        return type(self).full(self.shape, 1, **{"dtype": self.dtype, "device": self.device, **kwargs})
+
+    def full_like(self, fill_value: float | int | bool, **kwargs: Any) -> "Tensor":
+        return type(self).full(self.shape, fill_value, **{"dtype": self.dtype, "device": self.device, **kwargs})
+
+    def rand_like(self, **kwargs: Any) -> "Tensor":
+        return type(self).rand(*self.shape, **{"dtype": self.dtype, "device": self.device, **kwargs})
+
+    def randn_like(self, **kwargs: Any) -> "Tensor":
+        return type(self).randn(*self.shape, **{"dtype": self.dtype, "device": self.device, **kwargs})

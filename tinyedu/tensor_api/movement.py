@@ -1,0 +1,145 @@
+"""Movement ops: they change which element sits where, never the elements, so they are free views.
+
+The six primitives (reshape, permute, expand, pad, shrink, stride) only edit a ShapeTracker; the
+rest here (transpose, flip, squeeze, ...) are spelled with them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Sequence
+
+import tinyedu.function as F
+from tinyedu.helpers import flatten_args, prod
+
+if TYPE_CHECKING:
+    from tinyedu.tensor import Tensor
+
+
+class MovementMixin:
+    # ---- the primitives ----
+    def reshape(self, *shape: Any) -> "Tensor":
+        """A new shape with the same number of elements; one entry may be -1 (inferred)."""
+        shape = flatten_args(shape)
+        if any(not isinstance(s, int) or isinstance(s, bool) for s in shape):
+            raise TypeError(f"reshape: the new shape must be ints, got {shape}")
+        if shape.count(-1) > 1 or any(s < -1 for s in shape):
+            raise ValueError(f"reshape: invalid shape {shape}; sizes must be >= 0 with at most one -1")
+        if -1 in shape:
+            known = prod(s for s in shape if s != -1)
+            if known == 0 or self.numel() % known:
+                raise ValueError(f"reshape: cannot infer the -1 in {shape} for a tensor of shape {self.shape} "
+                                 f"({self.numel()} elements)")
+            shape = tuple(self.numel() // known if s == -1 else s for s in shape)
+        if prod(shape) != self.numel():
+            raise ValueError(f"reshape: cannot reshape shape {self.shape} ({self.numel()} elements) to {shape} "
+                             f"({prod(shape)} elements); the number of elements must match")
+        return self if shape == self.shape else self._apply(F.Reshape, shape=shape)
+
+    view = reshape
+
+    def permute(self, *order: Any) -> "Tensor":
+        order = tuple(self._axis(a, "permute") for a in flatten_args(order)) if self.ndim else flatten_args(order)
+        if sorted(order) != list(range(self.ndim)):
+            raise ValueError(f"permute: {flatten_args(order)} is not a permutation of the {self.ndim} axes of a "
+                             f"tensor of shape {self.shape}")
+        return self if order == tuple(range(self.ndim)) else self._apply(F.Permute, order=order)
+
+    def expand(self, *shape: Any) -> "Tensor":
+        """Repeat size-1 axes (without copying: their stride becomes 0). -1 keeps a size."""
+        shape = flatten_args(shape)
+        if len(shape) < self.ndim:
+            raise ValueError(f"expand: the new shape {shape} has fewer dimensions than the tensor {self.shape}")
+        x = self.reshape((1,) * (len(shape) - self.ndim) + self.shape) if len(shape) > self.ndim else self
+        shape = tuple(old if new == -1 else new for old, new in zip(x.shape, shape))
+        for old, new in zip(x.shape, shape):
+            if old != new and old != 1:
+                raise ValueError(f"expand: cannot expand shape {self.shape} to {shape}; only size-1 axes can "
+                                 "grow (reshape or repeat otherwise)")
+        return x if shape == x.shape else x._apply(F.Expand, shape=shape)
+
+    def pad(self, padding: Sequence[tuple[int, int] | None], value: float = 0.0) -> "Tensor":
+        """Add `lo` elements before and `hi` after along each axis (None: no padding), filled with `value`."""
+        padding = self._per_axis(padding, "pad")
+        pairs = tuple((0, 0) if p is None else tuple(p) for p in padding)
+        if any(len(p) != 2 or min(p) < 0 or not all(isinstance(v, int) for v in p) for p in pairs):
+            raise ValueError(f"pad: padding {tuple(padding)} must be (before, after) pairs of ints >= 0, one "
+                             f"per axis of shape {self.shape}")
+        if all(p == (0, 0) for p in pairs):
+            return self
+        padded = self._apply(F.Pad, padding=pairs)
+        if value == 0:
+            return padded
+        inside = self.ones_like(dtype="bool")._apply(F.Pad, padding=pairs)
+        return inside.where(padded, value)
+
+    def shrink(self, bounds: Sequence[tuple[int, int] | None]) -> "Tensor":
+        """Keep [start, end) along each axis (None keeps all)."""
+        bounds = self._per_axis(bounds, "shrink")
+        pairs = tuple((0, s) if b is None else tuple(b) for b, s in zip(bounds, self.shape))
+        for (lo, hi), s in zip(pairs, self.shape):
+            if not 0 <= lo <= hi <= s:
+                raise ValueError(f"shrink: bounds {tuple(bounds)} are invalid for shape {self.shape}; each must "
+                                 "be (start, end) with 0 <= start <= end <= size")
+        if all(p == (0, s) for p, s in zip(pairs, self.shape)):
+            return self
+        return self._apply(F.Shrink, bounds=pairs)
+
+    def _stride(self, steps: Sequence[int]) -> "Tensor":
+        """Every k-th element along each axis; a negative k walks backwards (k = -1 is a flip)."""
+        steps = tuple(self._per_axis(steps, "stride"))
+        if any(not isinstance(k, int) or k == 0 for k in steps):
+            raise ValueError(f"stride: steps {steps} must be non-zero ints, one per axis of shape {self.shape}")
+        return self if all(k == 1 for k in steps) else self._apply(F.Stride, steps=steps)
+
+    def _per_axis(self, arg: Sequence[Any], op: str) -> tuple[Any, ...]:
+        arg = tuple(arg)
+        if len(arg) != self.ndim:
+            raise ValueError(f"{op}: expected one entry per axis ({self.ndim} for shape {self.shape}), got {arg}")
+        return arg
+
+    # ---- composed ----
+    def flip(self, axis: Any) -> "Tensor":
+        axes = {self._axis(a, "flip") for a in (axis if isinstance(axis, (tuple, list)) else (axis,))}
+        return self._stride(tuple(-1 if i in axes else 1 for i in range(self.ndim)))
+
+    def transpose(self, dim0: int = 1, dim1: int = 0) -> "Tensor":
+        order = list(range(self.ndim))
+        a, b = self._axis(dim0, "transpose"), self._axis(dim1, "transpose")
+        order[a], order[b] = order[b], order[a]
+        return self.permute(order)
+
+    @property
+    def T(self) -> "Tensor":  # noqa: N802 - the name is the math
+        return self.permute(tuple(reversed(range(self.ndim))))
+
+    def flatten(self, start_dim: int = 0, end_dim: int = -1) -> "Tensor":
+        if self.ndim == 0:
+            return self.reshape(1)
+        start, end = self._axis(start_dim, "flatten"), self._axis(end_dim, "flatten")
+        if start > end:
+            raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim} for shape {self.shape}")
+        return self.reshape(self.shape[:start] + (prod(self.shape[start:end + 1]),) + self.shape[end + 1:])
+
+    def unflatten(self, dim: int, sizes: Sequence[int]) -> "Tensor":
+        d = self._axis(dim, "unflatten")
+        return self.reshape(self.shape[:d] + tuple(sizes) + self.shape[d + 1:])
+
+    def squeeze(self, dim: int | None = None) -> "Tensor":
+        if dim is None:
+            return self.reshape(tuple(s for s in self.shape if s != 1))
+        d = self._axis(dim, "squeeze")
+        if not self.ndim or self.shape[d] != 1:
+            return self
+        return self.reshape(self.shape[:d] + self.shape[d + 1:])
+
+    def unsqueeze(self, dim: int) -> "Tensor":
+        d = self._axis(dim, "unsqueeze", ndim=self.ndim + 1)
+        return self.reshape(self.shape[:d] + (1,) + self.shape[d:])
+
+    def contiguous(self) -> "Tensor":
+        """A dense copy of a view (a kernel boundary: the scheduler must store it)."""
+        return self._apply(F.Contiguous)
+
+    def clone(self) -> "Tensor":
+        """A copy. Buffers are never written in place in tinyedu, so sharing memory is safe."""
+        return self.contiguous()
