@@ -1,0 +1,255 @@
+"""ShapeTracker: every movement op a tensor went through, as a stack of views over one buffer.
+
+Movement ops (reshape, permute, expand, pad, shrink, stride/flip) never copy data. They return a
+new ShapeTracker, and the code that finally reads the buffer asks it for an *index expression*:
+"element (idx0, idx1) of what you see lives at buffer index ..., and is valid when ...".
+
+Usually one View is enough. But some reshapes cannot be written as one (shape, strides) view:
+transpose a (2, 3) matrix and flatten it, and the 6 elements are read from memory in the order
+0 3 1 4 2 5, which no single stride describes. Then a second view is stacked on top: the top view
+turns the user's index into a flat position in the view below, which splits it back into its own
+axes with `//` and `%`.
+
+Convention: `views[0]` sits on the memory, `views[-1]` is what the user sees.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from tinyedu.helpers import prod
+from tinyedu.shape import checks
+from tinyedu.shape.rules import base_and_coefficient, terms_and_constant
+from tinyedu.shape.symbolic import AndNode, LtNode, Node, NumNode, Variable
+from tinyedu.shape.view import View, unflatten
+
+
+def idx_vars(shape: Sequence[int], prefix: str = "idx") -> list[Variable]:
+    """One index Variable per axis, `idx0` in [0, shape[0]-1] and so on (the default indices)."""
+    return [Variable(f"{prefix}{axis}", 0, max(size - 1, 0)) for axis, size in enumerate(shape)]
+
+
+@dataclass(frozen=True)
+class ShapeTracker:
+    """A stack of views: views[0] reads the memory, views[-1] has the shape the user sees."""
+
+    views: tuple[View, ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "views", tuple(self.views))
+        if not self.views:
+            raise ValueError("ShapeTracker: needs at least one View; use ShapeTracker.from_shape(shape)")
+
+    @staticmethod
+    def from_shape(shape: Sequence[int]) -> ShapeTracker:
+        """A contiguous C-order view of a fresh buffer of `shape`."""
+        return ShapeTracker((View.create(checks.check_shape("ShapeTracker.from_shape", shape)),))
+
+    # ---- facts ------------------------------------------------------------------------------
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.views[-1].shape
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        """Number of elements in the shape the user sees."""
+        return prod(self.shape)
+
+    @property
+    def contiguous(self) -> bool:
+        """True when element k of the shape is element k of the buffer (one plain C-order view)."""
+        return len(self.views) == 1 and self.views[0].contiguous
+
+    # ---- movement ops: each checks its argument and returns a new ShapeTracker ---------------
+    def reshape(self, new_shape: Sequence[int]) -> ShapeTracker:
+        """Same elements in C order, new shape: merged into the last view if it can express it,
+        else a new contiguous view is stacked on top (see the module docstring)."""
+        new_shape = checks.check_reshape(self.shape, new_shape)
+        view = self.views[-1].reshape(new_shape)
+        if view is None:
+            return ShapeTracker(self.views + (View.create(new_shape),)).simplify()
+        return self._with_last(view)
+
+    def permute(self, order: Sequence[int]) -> ShapeTracker:
+        """Reorder axes: new axis k is old axis order[k] (a transpose for 2-d)."""
+        return self._with_last(self.views[-1].permute(checks.check_permute(self.shape, order)))
+
+    def expand(self, new_shape: Sequence[int]) -> ShapeTracker:
+        """Broadcast size-1 axes to any size (stride 0: the same element is read again)."""
+        return self._with_last(self.views[-1].expand(checks.check_expand(self.shape, new_shape)))
+
+    def pad(self, padding: Sequence[tuple[int, int]]) -> ShapeTracker:
+        """Add (before, after) zeros on each axis; they are masked, not stored."""
+        return self._with_last(self.views[-1].pad(checks.check_pad(self.shape, padding)))
+
+    def shrink(self, bounds: Sequence[tuple[int, int]]) -> ShapeTracker:
+        """Keep elements start..end-1 of each axis: bounds is one (start, end) per axis."""
+        return self._with_last(self.views[-1].shrink(checks.check_shrink(self.shape, bounds)))
+
+    def stride(self, steps: Sequence[int]) -> ShapeTracker:
+        """Take every k-th element per axis, like `a[::k]`; negative k walks backwards (-1 flips)."""
+        return self._with_last(self.views[-1].stride(checks.check_stride(self.shape, steps)))
+
+    def flip(self, axes: Sequence[int]) -> ShapeTracker:
+        """Reverse the given axes (negative axes count from the end)."""
+        axes = checks.check_axes("flip", self.shape, axes)
+        return self._with_last(self.views[-1].stride([-1 if a in axes else 1 for a in range(self.ndim)]))
+
+    def _with_last(self, view: View) -> ShapeTracker:
+        if view.size == 0 or view.all_invalid:  # nothing is read, so the views below don't matter
+            return ShapeTracker((view,))
+        tracker = ShapeTracker(self.views[:-1] + (view,))
+        return tracker.simplify() if len(tracker.views) > 1 else tracker
+
+    # ---- index expressions -----------------------------------------------------------------
+    def expr_idxs(self, idxs: Sequence[Node | int] | None = None) -> tuple[Node, Node]:
+        """(index, valid) of the element at `idxs` (one Node or int per axis of `self.shape`).
+
+        `index` is the position in the base buffer (the memory under views[0]); `valid` is 1 where
+        the element comes from the buffer and 0 where it is padding, which reads as 0. Where valid
+        is 0 the index means nothing (it can even be negative), so guard the load:
+        `valid ? buf[index] : 0`. Default idxs are the Variables `idx0..` from `idx_vars`.
+
+        Composition: views[-1] maps idxs to a flat C-order position among the elements of
+        views[-2], which splits it into its own axes (`unflatten`), and so on down to views[0].
+        `valid` is the AND of every view's mask.
+        """
+        if idxs is None:
+            idxs = idx_vars(self.shape)
+        if len(idxs) != self.ndim:
+            raise ValueError(f"expr_idxs: got {len(idxs)} indices for the {self.ndim} axes of shape "
+                             f"{self.shape}; pass one per axis")
+        if self.size == 0:
+            return NumNode(0), NumNode(0)  # nothing to read
+        top = self.views[-1]
+        index, valid = top.expr_idxs(idxs), top.expr_valid(idxs)
+        for view in reversed(self.views[:-1]):
+            if view.size == 0:
+                return NumNode(0), NumNode(0)
+            view_idxs = unflatten(index, view.shape)
+            index, valid = view.expr_idxs(view_idxs), Node.ands([view.expr_valid(view_idxs), valid])
+        return index, valid
+
+    def expr_node(self, flat_idx: Node | int | None = None) -> tuple[Node, Node]:
+        """Like expr_idxs, for a flat C-order position in `self.shape` (default Variable `idx`)."""
+        if flat_idx is None:
+            flat_idx = Variable("idx", 0, max(self.size - 1, 0))
+        flat = flat_idx if isinstance(flat_idx, Node) else NumNode(flat_idx)
+        return self.expr_idxs(unflatten(flat, self.shape))
+
+    def index_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every element's buffer index and validity at once, as int/bool arrays of `self.shape`.
+
+        What the NUMPY device needs: `np.where(valid, buf[np.where(valid, index, 0)], 0)`.
+        """
+        index, valid = self.expr_idxs()
+        grids = np.indices(self.shape, dtype=np.int64)
+        env = {f"idx{axis}": grids[axis] for axis in range(self.ndim)}
+        return (np.broadcast_to(np.asarray(index.eval(env), dtype=np.int64), self.shape),
+                np.broadcast_to(np.asarray(valid.eval(env)), self.shape).astype(bool))
+
+    def real_strides(self, ignore_valid: bool = False) -> tuple[int | None, ...]:
+        """The stride of each axis of `self.shape` in the buffer, None where there is no single one.
+
+        An axis has a real stride when the index is `... + idx*stride + ...` in it. Unless
+        `ignore_valid`, an axis that the padding mask depends on also gets None.
+        """
+        variables = idx_vars(self.shape)
+        index, valid = self.expr_idxs(variables)
+        found: dict[str, int | None] = {}
+        for term in terms_and_constant(index)[0]:
+            base, k = base_and_coefficient(term)
+            if isinstance(base, Variable):
+                found[base.name] = k
+            else:
+                found.update((v.name, None) for v in base.vars())
+        if not ignore_valid:
+            found.update((v.name, None) for v in valid.vars())
+        return tuple(found.get(v.name, 0) for v in variables)
+
+    def simplify(self) -> ShapeTracker:
+        """Merge neighbouring views into one wherever a single view reads the same elements."""
+        views = list(self.views)
+        k = len(views) - 1
+        while k >= 1:
+            merged = merge_views(views[k - 1], views[k])
+            if merged is None:
+                k -= 1
+            else:
+                views[k - 1:k + 1] = [merged]
+                k = min(k, len(views) - 1)
+        return ShapeTracker(tuple(views))
+
+    def max_index(self) -> int:
+        """The largest buffer index any valid element reads (-1 when none is read)."""
+        bounds = self.views[0].index_bounds()
+        if self.size == 0 or bounds is None:
+            return -1
+        index, valid = self.expr_idxs()
+        if valid.max == 0:
+            return -1
+        # views[0]'s mask keeps its reads inside the buffer; the expression's bound may be tighter.
+        return min(bounds[1], index.max)
+
+    def base_size(self) -> int:
+        """How many base-buffer elements are needed: max_index() + 1."""
+        return self.max_index() + 1
+
+    def __str__(self) -> str:
+        """One line (it is printed inside AST trees): the views from memory up to what you see."""
+        return f"ShapeTracker(shape={self.shape}, views=[{', '.join(map(str, self.views))}])"
+
+    def describe(self) -> str:
+        """Several lines, one per view, saying which end is which."""
+        lines = [f"ShapeTracker shape={self.shape} with {len(self.views)} view(s):"]
+        for k, view in enumerate(self.views):
+            role = ["reads the memory"] if k == 0 else []
+            role += ["what you see"] if k == len(self.views) - 1 else []
+            lines.append(f"  views[{k}] {view}" + (f"  <- {', '.join(role)}" if role else ""))
+        return "\n".join(lines)
+
+
+def merge_views(inner: View, outer: View) -> View | None:
+    """One View equal to `outer` stacked on `inner`, or None when the pair needs two.
+
+    Build the pair's index expression in the outer view's Variables and let the simplifier
+    work; if it comes out as `offset + sum(idx*stride)` with a validity that is a box
+    (`lo <= idx < hi` per axis), those numbers are the merged view.
+    """
+    if outer.size == 0:
+        return View.create(outer.shape)
+    variables = idx_vars(outer.shape)
+    index, valid = ShapeTracker((inner, outer)).expr_idxs(variables)
+    names = {v.name: axis for axis, v in enumerate(variables)}
+    strides = [0] * outer.ndim
+    terms, offset = terms_and_constant(index)
+    for term in terms:
+        base, k = base_and_coefficient(term)
+        if not isinstance(base, Variable) or base.name not in names:
+            return None
+        strides[names[base.name]] = k
+    mask = [[0, size] for size in outer.shape]
+    if isinstance(valid, NumNode):
+        if valid.b == 0:
+            return View.create(outer.shape, mask=((0, 0),) * outer.ndim) if outer.ndim else None
+        return View.create(outer.shape, strides, offset)
+    for check in valid.nodes if isinstance(valid, AndNode) else (valid,):
+        if not isinstance(check, LtNode):
+            return None
+        base, k = base_and_coefficient(check.a)
+        if not isinstance(base, Variable) or base.name not in names or k not in (1, -1):
+            return None
+        lo_hi = mask[names[base.name]]
+        if k == 1:  # idx < b
+            lo_hi[1] = min(lo_hi[1], check.b)
+        else:  # -idx < b  <=>  idx >= 1 - b
+            lo_hi[0] = max(lo_hi[0], 1 - check.b)
+    mask = [(lo, hi) if lo < hi else (0, 0) for lo, hi in mask]
+    return View.create(outer.shape, strides, offset, mask)
