@@ -68,12 +68,14 @@ class GlobalCounters:
     global_ops: int = 0
     global_mem: int = 0
     time_sum_s: float = 0.0
-    mem_used: int = 0
+    mem_used: int = 0   # bytes in device buffers right now (not reset: it is a gauge)
+    mem_peak: int = 0   # the most mem_used has been since the last reset
 
     @staticmethod
     def reset() -> None:
         GlobalCounters.kernel_count = GlobalCounters.global_ops = GlobalCounters.global_mem = 0
         GlobalCounters.time_sum_s = 0.0
+        GlobalCounters.mem_peak = GlobalCounters.mem_used
 
 
 def flatten_args(args: tuple) -> tuple:

@@ -1,5 +1,9 @@
 """Run a schedule: allocate each kernel's output, run it on its device, keep the counters.
 
+Memory: the schedule is consumed as it runs, and a realized buffer forgets its sources, so an
+intermediate's memory is released (by reference counting) right after the last kernel reading it,
+unless some Tensor still holds it.
+
 Importing this module installs it as the lazy graph's engine (see tinyedu/lazy.py for why).
 """
 
@@ -8,14 +12,17 @@ from __future__ import annotations
 import time
 
 from tinyedu import lazy
-from tinyedu.engine.schedule import ScheduleItem, create_schedule
-from tinyedu.helpers import GlobalCounters, debug_level, prod
+from tinyedu.engine.schedule import ScheduleItem, count_flops, create_schedule
+from tinyedu.helpers import GlobalCounters, debug_level, graph_enabled, prod
 from tinyedu.ops import LoadOps
 from tinyedu.runtime.device import Buffer, Device
 
 
 def run_schedule(schedule: list[ScheduleItem]) -> None:
-    for item in schedule:
+    """Run (and empty) `schedule` in order."""
+    schedule.reverse()
+    while schedule:
+        item = schedule.pop()
         out = item.out
         buffer = Buffer(out.device, prod(out.shape), out.dtype)
         op = item.ast.op
@@ -24,20 +31,34 @@ def run_schedule(schedule: list[ScheduleItem]) -> None:
             buffer.copyin(source)
         elif op is LoadOps.CONST:
             buffer.as_numpy()[:] = item.ast.arg
-        elif op is not LoadOps.EMPTY:
-            start = time.perf_counter()
-            Device[out.device].get_runner(item.ast)([buffer, *(x.realized for x in item.inputs)])
-            elapsed = time.perf_counter() - start
-            GlobalCounters.kernel_count += 1
-            GlobalCounters.time_sum_s += elapsed
-            GlobalCounters.global_mem += buffer.nbytes + sum(x.realized.nbytes for x in item.inputs)
-            if debug_level() >= 2:
-                print(f"kernel {GlobalCounters.kernel_count:4d} {out.device:6s} {str(out.shape):20s} "
-                      f"{elapsed * 1e3:8.3f} ms")
-            if debug_level() >= 3:
-                print(item.ast)
+        elif op is LoadOps.EMPTY:
+            buffer.as_numpy()[:] = 0  # deterministic, so notebooks and tests never see garbage
+        else:
+            _run_kernel(item, buffer)
+        GlobalCounters.mem_peak = max(GlobalCounters.mem_peak, GlobalCounters.mem_used)
         out.realized = buffer
         out.srcs = ()  # a realized buffer is a leaf: its sources (and their memory) can go
+        del item
+
+
+def _run_kernel(item: ScheduleItem, buffer: Buffer) -> None:
+    inputs = [x.realized for x in item.inputs]
+    runner = Device[item.out.device].get_runner(item.ast)
+    start = time.perf_counter()
+    runner([buffer, *inputs])
+    elapsed = time.perf_counter() - start
+    flops = count_flops(item.ast)
+    moved = buffer.nbytes + sum(x.nbytes for x in inputs)
+    GlobalCounters.kernel_count += 1
+    GlobalCounters.global_ops += flops
+    GlobalCounters.global_mem += moved
+    GlobalCounters.time_sum_s += elapsed
+    if debug_level() >= 2:
+        seconds = max(elapsed, 1e-9)
+        print(f"*** {item.out.device:6s} {GlobalCounters.kernel_count:4d} {item.name:28s} "
+              f"{elapsed * 1e3:9.3f} ms {flops / seconds * 1e-9:8.3f} GFLOPS {moved / seconds * 1e-9:8.3f} GB/s")
+    if debug_level() >= 3:
+        print(item.ast)
 
 
 class _Engine:
@@ -54,7 +75,11 @@ class _Engine:
         schedule = create_schedule(outs)
         if debug_level() >= 1:
             kernels = sum(1 for item in schedule if not isinstance(item.ast.op, LoadOps))
-            print(f"scheduled {len(schedule)} items, {kernels} kernels")
+            print(f"scheduled {kernels} kernels ({len(schedule) - kernels} loads)")
+        if graph_enabled():
+            from tinyedu.viz.lazy_graph import save_schedule_graph
+
+            print(f"GRAPH: wrote {save_schedule_graph(outs, schedule)}")
         run_schedule(schedule)
 
 

@@ -1,20 +1,43 @@
-"""From the lazy graph to a list of kernels.
+"""From the lazy graph to a list of kernels: where fusion happens.
 
-A ScheduleItem is one kernel: an AST rooted at STORE whose leaves LOAD input buffers (through
-their ShapeTrackers) or read constants, plus the LazyBuffers it writes and reads. Load ops that
-need no kernel (EMPTY, COPY) are items too, with an AST that is just that op.
+A ScheduleItem is one kernel: an AST rooted at STORE, over LOAD/CONST leaves, ALU nodes and at
+most one REDUCE, plus the buffers it writes and reads. EMPTY and COPY are items too (no compute).
 
-This version emits one kernel per op: every elementwise op, reduce and contiguous copy gets its own
-kernel and its own output buffer. Fusion (several ops into one kernel) builds on it.
+The whole of fusion is one decision: which LazyBuffers get their own memory (are *realized*).
+Everything not realized is inlined into the kernel that reads it. The rules, one sentence each:
+
+1. Outputs (what `realize()` was called on) are stored.
+2. Loads are stored: COPY (data from the host or another device), EMPTY, and an explicit
+   `contiguous()` (which asked for memory).
+3. Elementwise ops fuse into whoever reads them; a view of one is fused by composing the view into
+   the LOADs below it (movement is free even inside a kernel).
+4. A reduce fuses the elementwise ops before it, and the elementwise ops after it that read its
+   result in the same element order; a reduce whose result is expanded, permuted or padded (or
+   read by another reduce) is stored: a kernel has one reduce, and its loops run over one shape.
+5. A buffer read by several kernels is stored when recomputing it in each reader would move more
+   memory than storing it once (or when it contains a reduce, which is never recomputed).
+6. A padded view of an elementwise result is stored when an op below it has f(0) != 0 (exp, div,
+   ==, ...): fused, the padding would read 0 *before* the op, giving f(0) where 0 belongs.
+7. A kernel's AST is at most MAX_KERNEL_DEPTH ops deep: a longer chain stores an intermediate.
+   (Compilers bound kernel size too; here it also keeps every tree walk far from Python's
+   recursion limit.)
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
+from tinyedu.helpers import prod
 from tinyedu.lazy import LazyBuffer
-from tinyedu.ops import BufferOps, ConstBuffer, LazyOp, LoadOps, MemBuffer
+from tinyedu.ops import (ALU_OPS, BinaryOps, BufferOps, ConstBuffer, LazyOp, LoadOps, MemBuffer, ReduceOps,
+                         TernaryOps, UnaryOps)
 from tinyedu.shape import ShapeTracker
+
+MAX_KERNEL_DEPTH = 100
+
+# Ops with f(0, ..., 0) == 0: padding (which reads 0) may be applied before them (rule 6).
+ZERO_PRESERVING = {UnaryOps.NEG, UnaryOps.SIN, UnaryOps.SQRT, UnaryOps.CAST, BinaryOps.ADD, BinaryOps.SUB,
+                   BinaryOps.MUL, BinaryOps.MAX, BinaryOps.CMPLT, TernaryOps.WHERE}
 
 
 @dataclass(frozen=True)
@@ -23,7 +46,37 @@ class ScheduleItem:
     out: LazyBuffer
     inputs: tuple[LazyBuffer, ...]  # buffer i + 1 of the kernel; buffer 0 is `out`
 
+    @property
+    def name(self) -> str:
+        """`E_4_16` for an elementwise kernel over (4, 16), `r_4_16` for a reduce over a (4, 16) input."""
+        if isinstance(self.ast.op, LoadOps):
+            return f"{self.ast.op.name.lower()}_{'_'.join(map(str, self.out.shape)) or 'scalar'}"
+        reduce = next((n for n in walk(self.ast) if isinstance(n.op, ReduceOps)), None)
+        shape = leaf_shape(reduce.src[0]) if reduce else self.ast.arg.st.shape
+        return ("r_" if reduce else "E_") + ("_".join(map(str, shape)) or "1")
 
+
+def walk(ast: LazyOp) -> list[LazyOp]:
+    """Every node of an AST, parents before children."""
+    nodes, stack = [], [ast]
+    while stack:
+        node = stack.pop()
+        nodes.append(node)
+        stack.extend(reversed(node.src))
+    return nodes
+
+
+def leaf_shape(ast: LazyOp) -> tuple[int, ...]:
+    """The shape an AST node computes: the shape of the leaves below it, reduced where a REDUCE is."""
+    if isinstance(ast.op, BufferOps):
+        return ast.arg.st.shape
+    shape = leaf_shape(ast.src[0])
+    if isinstance(ast.op, ReduceOps):
+        return tuple(1 if i in ast.arg else s for i, s in enumerate(shape))
+    return shape
+
+
+# ---- step 1: the lazy graph, sources first ----
 def _bases_to_run(outs: list[LazyBuffer]) -> list[LazyBuffer]:
     """Unrealized bases the outputs depend on, sources before users (an iterative DFS, no recursion)."""
     order: list[LazyBuffer] = []
@@ -40,31 +93,157 @@ def _bases_to_run(outs: list[LazyBuffer]) -> list[LazyBuffer]:
         stack.append((node, True))
         for src in reversed(node.srcs):
             stack.append((src.base, False))
-    # Unrealized constants are read as CONST leaves, never stored, unless asked for as an output.
-    wanted = {id(out.base) for out in outs}
-    return [b for b in order if b.op is not LoadOps.CONST or id(b) in wanted]
+    return order
 
 
-def _leaf(src: LazyBuffer, inputs: list[LazyBuffer]) -> LazyOp:
-    """How a kernel reads one source: a constant in place, or a LOAD of its base's buffer."""
-    if src.is_unrealized_const():
-        return LazyOp(BufferOps.CONST, (), ConstBuffer(src.base.arg, src.dtype, src.st))
-    if src.base not in inputs:
-        inputs.append(src.base)
-    return LazyOp(BufferOps.LOAD, (), MemBuffer(inputs.index(src.base) + 1, src.dtype, src.st))
+# ---- step 2: which buffers get memory (the rules above) ----
+@dataclass
+class _Fused:
+    """What an unrealized buffer would bring into the kernel that inlines it."""
+
+    reduces: set[int] = field(default_factory=set)  # ids of the reduces inside
+    leaf_elements: int = 0                           # elements its leaves read from memory
+    zero_preserving: bool = True                     # every op inside has f(0) == 0
+    depth: int = 0                                   # ops on the longest path down to a leaf
 
 
-def _kernel_for(base: LazyBuffer) -> ScheduleItem:
-    if base.op in (LoadOps.EMPTY, LoadOps.COPY) or (base.op is LoadOps.CONST):
+def _same_order(view: LazyBuffer) -> bool:
+    """A view that only regroups axes: element k is still element k of its base (a plain reshape)."""
+    return view.st.contiguous and view.size == view.base.size
+
+
+def pick_realized(outs: list[LazyBuffer], bases: list[LazyBuffer]) -> set[LazyBuffer]:
+    """The bases that get their own buffer; every other base is fused into its readers."""
+    # users[b]: (reader, the view it reads b through) for every op that reads b
+    users: dict[LazyBuffer, list[tuple[LazyBuffer, LazyBuffer]]] = {b: [] for b in bases}
+    for b in bases:
+        for src in b.srcs:
+            if src.base in users:
+                users[src.base].append((b, src))
+
+    realized = {out.base for out in outs}                                     # rule 1
+    realized |= {b for b in bases if isinstance(b.op, LoadOps) and b.op is not LoadOps.CONST}  # rule 2
+    fused: dict[LazyBuffer, _Fused] = {}
+
+    def brought_in(src: LazyBuffer) -> _Fused:
+        """What reading `src` brings into a kernel: itself if it is stored, else its fused graph."""
+        base = src.base
+        if base.realized is not None or base in realized or base not in fused:
+            return _Fused(set(), 0 if src.is_unrealized_const() else src.st.max_index() + 1)
+        return fused[base]
+
+    for b in bases:
+        if isinstance(b.op, LoadOps):
+            continue
+        parts = [brought_in(src) for src in b.srcs]
+        # One reduce per kernel (rule 4): a reduce stores sources that carry a reduce; an elementwise op
+        # that would join two different reduces stores every source that carries one but the first.
+        carriers = [src for src, p in zip(b.srcs, parts) if p.reduces]
+        if isinstance(b.op, ReduceOps) or len(set().union(*(p.reduces for p in parts))) > 1:
+            realized.update(src.base for src in carriers[0 if isinstance(b.op, ReduceOps) else 1:])
+            parts = [brought_in(src) for src in b.srcs]
+        info = _Fused(set().union(*(p.reduces for p in parts)), sum(p.leaf_elements for p in parts),
+                      all(p.zero_preserving for p in parts) and b.op in ZERO_PRESERVING,
+                      1 + max((p.depth for p in parts), default=0))
+        if isinstance(b.op, ReduceOps):
+            info.reduces.add(id(b))
+        fused[b] = info
+
+        if info.reduces and any(not _same_order(v) or isinstance(r.op, ReduceOps) for r, v in users[b]):
+            realized.add(b)                                                   # rule 4
+        if not info.zero_preserving and any(_has_mask(v.st) for _, v in users[b]):
+            realized.add(b)                                                   # rule 6
+        if info.depth >= MAX_KERNEL_DEPTH:
+            realized.add(b)                                                   # rule 7
+
+    # Rule 5 needs to know which *kernels* read a buffer (two ops of one kernel reading it is fine),
+    # so it walks from users to sources: kernels[b] are the stored buffers whose kernels inline b.
+    kernels: dict[LazyBuffer, set[LazyBuffer]] = {}
+    for b in reversed(bases):
+        if b in realized or isinstance(b.op, LoadOps):
+            continue
+        kernels[b] = set().union(*({r} if r in realized else kernels.get(r, set()) for r, _ in users[b]))
+        info = fused[b]
+        if len(kernels[b]) > 1 and (info.reduces or len(kernels[b]) * info.leaf_elements > b.size * (
+                1 + len(kernels[b]))):
+            realized.add(b)                                                   # rule 5
+    return realized
+
+
+def _has_mask(st: ShapeTracker) -> bool:
+    return any(v.mask is not None for v in st.views)
+
+
+# ---- step 3: one AST per stored buffer ----
+class _KernelBuilder:
+    """Builds the AST of one kernel, inlining every source that is not stored."""
+
+    def __init__(self, realized: set[LazyBuffer]):
+        self.realized = realized
+        self.inputs: list[LazyBuffer] = []
+        self.reduce_shape: tuple[int, ...] | None = None
+
+    def read(self, src: LazyBuffer, st: ShapeTracker) -> LazyOp:
+        """The AST that reads `src`'s base through `st` (a ShapeTracker over the base's memory)."""
+        base = src.base
+        if src.is_unrealized_const():
+            return LazyOp(BufferOps.CONST, (), ConstBuffer(base.arg, src.dtype, st))
+        if base.realized is not None or base in self.realized:
+            if base not in self.inputs:
+                self.inputs.append(base)
+            return LazyOp(BufferOps.LOAD, (), MemBuffer(self.inputs.index(base) + 1, src.dtype, st))
+        return self.compute(base, st)
+
+    def compute(self, base: LazyBuffer, st: ShapeTracker) -> LazyOp:
+        """Inline `base`'s op, its sources seen through their own views and then through `st`."""
+        if isinstance(base.op, ReduceOps):
+            # rule 4 guarantees a fused reduce is only seen in its own element order
+            assert st.contiguous and st.size == base.size, f"reduce fused through a reordering view {st}"
+            self.reduce_shape = base.shape
+            return LazyOp(base.op, tuple(self.read(s, s.st) for s in base.srcs), base.arg)
+        same = st == ShapeTracker.from_shape(base.shape)
+        return LazyOp(base.op, tuple(self.read(s, s.st if same else compose(s.st, st)) for s in base.srcs),
+                      base.arg)
+
+
+def compose(inner: ShapeTracker, outer: ShapeTracker) -> ShapeTracker:
+    """`outer` seen through `inner`: inner's views read the memory, outer's views read inner's result."""
+    return ShapeTracker(inner.views + outer.views).simplify()
+
+
+def _reshape_leaves(ast: LazyOp, shape: tuple[int, ...]) -> LazyOp:
+    """Reshape the leaves of the part of an AST above its REDUCE, so the kernel runs in one shape."""
+    if isinstance(ast.op, ReduceOps):
+        return ast
+    if ast.op in (BufferOps.LOAD, BufferOps.CONST):
+        return LazyOp(ast.op, (), replace(ast.arg, st=ast.arg.st.reshape(shape)))
+    return LazyOp(ast.op, tuple(_reshape_leaves(s, shape) for s in ast.src), ast.arg)
+
+
+def _kernel_for(base: LazyBuffer, realized: set[LazyBuffer]) -> ScheduleItem:
+    if base.op in (LoadOps.EMPTY, LoadOps.COPY, LoadOps.CONST):
         # No compute: the realizer allocates (EMPTY), copies (COPY) or fills (a CONST output).
         return ScheduleItem(LazyOp(base.op, (), base.arg), base, tuple(s.base for s in base.srcs))
-    inputs: list[LazyBuffer] = []
-    leaves = tuple(_leaf(src, inputs) for src in base.srcs)
-    body = leaves[0] if base.op is LoadOps.CONTIGUOUS else LazyOp(base.op, leaves, base.arg)
-    store = MemBuffer(0, base.dtype, ShapeTracker.from_shape(base.shape))
-    return ScheduleItem(LazyOp(BufferOps.STORE, (body,), store), base, tuple(inputs))
+    builder = _KernelBuilder(realized - {base})
+    if base.op is LoadOps.CONTIGUOUS:
+        body = builder.read(base.srcs[0], base.srcs[0].st)
+    else:
+        body = builder.compute(base, ShapeTracker.from_shape(base.shape))
+    store = LazyOp(BufferOps.STORE, (body,), MemBuffer(0, base.dtype, ShapeTracker.from_shape(base.shape)))
+    if builder.reduce_shape is not None and builder.reduce_shape != base.shape:
+        # elementwise ops after a reduce run in the reduce's output shape (a plain reshape of ours)
+        store = _reshape_leaves(store, builder.reduce_shape)
+    return ScheduleItem(store, base, tuple(builder.inputs))
 
 
 def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
     """The kernels that compute `outs`, in an order where every input is ready before it is read."""
-    return [_kernel_for(base) for base in _bases_to_run(outs)]
+    bases = _bases_to_run(outs)
+    realized = pick_realized(outs, bases)
+    return [_kernel_for(b, realized) for b in bases if b in realized]
+
+
+def count_flops(ast: LazyOp) -> int:
+    """ALU and reduce operations one run of the kernel performs (each op once per element it makes)."""
+    return sum(prod(leaf_shape(n.src[0]) if isinstance(n.op, ReduceOps) else leaf_shape(n))
+               for n in walk(ast) if isinstance(n.op, ALU_OPS) or isinstance(n.op, ReduceOps))
