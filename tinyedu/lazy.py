@@ -17,6 +17,7 @@ below this file, so `tinyedu.engine.realize` calls `install_engine()` when tinye
 
 from __future__ import annotations
 
+import weakref
 from typing import Any, Protocol, Sequence
 
 import numpy as np
@@ -89,9 +90,27 @@ class LazyBuffer:
 
     # ---- creating nodes ----
     @staticmethod
+    def create(device: str, st: ShapeTracker, dtype: DType, op: Op, arg: Any = None,
+               srcs: tuple["LazyBuffer", ...] = ()) -> "LazyBuffer":
+        """A new base, or the existing one if the same op was already applied to the same sources.
+
+        Deduplication makes `f(x) + f(x)` compute f(x) once. Host data (COPY) and EMPTY buffers are
+        never shared, and a cached node whose sources were released by realize() is not reused.
+        """
+        if op in (LoadOps.COPY, LoadOps.EMPTY):
+            return LazyBuffer(device, st, dtype, op, arg, srcs)
+        key = (device, st, dtype, op, arg, tuple(id(s) for s in srcs))
+        cached = _NODES.get(key)
+        if cached is not None and len(cached.srcs) == len(srcs) and all(a is b for a, b in zip(cached.srcs, srcs)):
+            return cached
+        node = LazyBuffer(device, st, dtype, op, arg, srcs)
+        _NODES[key] = node
+        return node
+
+    @staticmethod
     def loadop(op: LoadOps, shape: tuple[int, ...], dtype: DType, device: str, arg: Any = None,
                src: tuple["LazyBuffer", ...] = ()) -> "LazyBuffer":
-        return LazyBuffer(device, ShapeTracker.from_shape(shape), dtype, op, arg, src)
+        return LazyBuffer.create(device, ShapeTracker.from_shape(shape), dtype, op, arg, src)
 
     @staticmethod
     def from_numpy(array: np.ndarray, device: str) -> "LazyBuffer":
@@ -127,7 +146,10 @@ class LazyBuffer:
             dtype = srcs[0].dtype
         else:
             dtype = self.dtype
-        return LazyBuffer(self.device, ShapeTracker.from_shape(self.shape), dtype, op, arg, operands)
+        folded = _fold_constants(op, operands, dtype)
+        if folded is not None:
+            return folded
+        return LazyBuffer.create(self.device, ShapeTracker.from_shape(self.shape), dtype, op, arg, operands)
 
     def r(self, op: ReduceOps, axes: tuple[int, ...]) -> "LazyBuffer":
         """Reduce over `axes`; they keep size 1 so the result still lines up with the input."""
@@ -135,7 +157,7 @@ class LazyBuffer:
         if not axes:
             return self
         new_shape = tuple(1 if i in axes else s for i, s in enumerate(self.shape))
-        return LazyBuffer(self.device, ShapeTracker.from_shape(new_shape), self.dtype, op, axes, (self,))
+        return LazyBuffer.create(self.device, ShapeTracker.from_shape(new_shape), self.dtype, op, axes, (self,))
 
     def cast(self, dtype: DType) -> "LazyBuffer":
         return self if dtype == self.dtype else self.e(UnaryOps.CAST, arg=dtype)
@@ -167,7 +189,15 @@ class LazyBuffer:
     def _view(self, st: ShapeTracker) -> "LazyBuffer":
         if st == self.st:
             return self
-        return LazyBuffer(self.device, st, self.dtype, base=self.base)
+        if st == self.base.st:  # e.g. a reshape that undoes another: the base itself, not a view
+            return self.base
+        key = ("view", id(self.base), st)
+        cached = _NODES.get(key)
+        if cached is not None and cached.base is self.base:
+            return cached
+        view = LazyBuffer(self.device, st, self.dtype, base=self.base)
+        _NODES[key] = view
+        return view
 
     def reshape(self, shape: tuple[int, ...]) -> "LazyBuffer":
         return self._view(self.st.reshape(shape))
@@ -190,3 +220,32 @@ class LazyBuffer:
     def movement(self, op: MovementOps, arg: Any) -> "LazyBuffer":
         """Dispatch by enum, for code that walks ops generically."""
         return getattr(self, op.name.lower())(arg)
+
+
+# Every node built, by what it computes; weak, so the cache never keeps a graph alive.
+_NODES: "weakref.WeakValueDictionary[tuple, LazyBuffer]" = weakref.WeakValueDictionary()
+
+
+def _constant(x: LazyBuffer) -> float | int | bool | None:
+    """The value of an unrealized, unpadded constant (padding would make some elements 0)."""
+    if x.is_unrealized_const() and all(v.mask is None for v in x.st.views):
+        return x.base.arg
+    return None
+
+
+def _fold_constants(op: Any, operands: tuple[LazyBuffer, ...], dtype: DType) -> LazyBuffer | None:
+    """x+0, 0+x, x-0, x*1, 1*x, x/1 are x; a cast of a constant is a constant. None: nothing to fold."""
+    consts = [_constant(x) for x in operands]
+    if op is UnaryOps.CAST and consts[0] is not None:
+        return LazyBuffer.full(consts[0], operands[0].shape, dtype, operands[0].device)
+    if len(operands) != 2:
+        return None
+    (x, y), (cx, cy) = operands, consts
+    identity = {BinaryOps.ADD: 0, BinaryOps.SUB: 0, BinaryOps.MUL: 1, BinaryOps.DIV: 1}.get(op)
+    if identity is None:
+        return None
+    if cy is not None and cy == identity and x.dtype == dtype:
+        return x
+    if cx is not None and cx == identity and op in (BinaryOps.ADD, BinaryOps.MUL) and y.dtype == dtype:
+        return y
+    return None
