@@ -163,8 +163,11 @@ class LazyBuffer:
         return self if dtype == self.dtype else self.e(UnaryOps.CAST, arg=dtype)
 
     def contiguous(self) -> "LazyBuffer":
-        """A dense copy of a view; a base that already is dense is returned as it is."""
-        if not self.is_view and not self.is_unrealized_const():
+        """Ask for this value in its own dense memory: a kernel boundary (the scheduler stores it).
+
+        Only a buffer that is already in memory, in order, is returned as it is.
+        """
+        if not self.is_view and self.realized is not None:
             return self
         return LazyBuffer.loadop(LoadOps.CONTIGUOUS, self.shape, self.dtype, self.device, src=(self,))
 

@@ -1,0 +1,176 @@
+"""The scheduler's fusion rules, one test each: kernels counted as they run, values checked with numpy."""
+
+import numpy as np
+import pytest
+
+from tinyedu import Tensor
+from tinyedu.engine.schedule import MAX_KERNEL_DEPTH, create_schedule
+from tinyedu.helpers import GlobalCounters
+from tinyedu.ops import LoadOps, ReduceOps
+
+RNG = np.random.default_rng(0)
+A, B, C = (RNG.standard_normal((4, 5)).astype(np.float32) for _ in range(3))
+
+
+@pytest.fixture
+def abc():
+    return [Tensor(x).realize() for x in (A, B, C)]
+
+
+def kernels_to_compute(t: Tensor) -> tuple[int, np.ndarray]:
+    """Run `t` and return (kernels it took, its value)."""
+    GlobalCounters.reset()
+    t.realize()
+    kernels = GlobalCounters.kernel_count
+    return kernels, t.numpy()
+
+
+def check(t: Tensor, expected: np.ndarray, kernels: int) -> None:
+    ran, value = kernels_to_compute(t)
+    np.testing.assert_allclose(value, expected, rtol=1e-5, atol=1e-5)
+    assert ran == kernels, f"expected {kernels} kernels, ran {ran}"
+
+
+def test_elementwise_chain_and_its_reduce_are_one_kernel(abc):  # rules 3 and 4
+    a, b, c = abc
+    check(((a * b) + c).relu().sum(), np.maximum(A * B + C, 0).sum(), kernels=1)
+
+
+def test_elementwise_after_a_reduce_fuses_into_it(abc):  # rule 4, same element order
+    a, _, _ = abc
+    check((a.sum(1) * 2).relu() + 1, np.maximum(A.sum(1) * 2, 0) + 1, kernels=1)
+
+
+def test_a_reduce_broadcast_back_out_is_stored(abc):  # rule 4
+    a, _, _ = abc
+    check(a - a.max(1, keepdim=True), A - A.max(1, keepdims=True), kernels=2)
+
+
+def test_softmax_is_three_kernels(abc):
+    a, _, _ = abc
+    e = (a - a.max(1, keepdim=True)).exp()
+    ref = np.exp(A - A.max(1, keepdims=True))
+    check(e / e.sum(1, keepdim=True), ref / ref.sum(1, keepdims=True), kernels=3)
+
+
+def test_matmul_is_one_kernel(abc):
+    a, b, _ = abc
+    check(a @ b.T, A @ B.T, kernels=1)
+
+
+def test_movement_ops_fuse_as_views(abc):  # rule 3
+    a, b, _ = abc
+    t = (a.flip(0).T * 2 + b.T).shrink(((1, 4), None)).sum(0)
+    check(t, (A[::-1].T * 2 + B.T)[1:4].sum(0), kernels=1)
+
+
+def test_contiguous_asks_for_memory(abc):  # rule 2
+    a, _, _ = abc
+    check((a * 2).contiguous() + 1, A * 2 + 1, kernels=2)
+
+
+def test_a_padded_exp_is_stored_before_the_pad(abc):  # rule 6
+    a, _, _ = abc
+    pad = ((1, 1), (0, 2))
+    check(a.exp().pad(pad) + 1, np.pad(np.exp(A), pad) + 1, kernels=2)
+    check((a * 2).pad(pad) + 1, np.pad(A * 2, pad) + 1, kernels=1)  # f(0) == 0: fused
+
+
+def test_shared_buffer_is_stored_when_recomputing_costs_more(abc):  # rule 5
+    a, b, _ = abc
+    s = a * b  # reads two buffers: recomputing it in two kernels moves more than storing it once
+    check(s.sum() + s.max(), (A * B).sum() + (A * B).max(), kernels=3)
+    e = (a - 1).exp()  # reads one buffer: cheaper to recompute in each of its two kernels
+    ref = np.exp(A - 1)
+    check(e / e.sum(), ref / ref.sum(), kernels=2)
+
+
+def test_one_reduce_per_kernel(abc):
+    a, b, _ = abc
+    t = a.sum() + b.max()
+    schedule = create_schedule([t.lazydata])
+    for item in schedule:
+        reduces = [n for n in item.ast.leaves if isinstance(n.op, ReduceOps)]
+        assert len(reduces) <= 1
+    check(t, A.sum() + B.max(), kernels=2)
+
+
+def test_long_chains_are_cut_at_the_depth_limit(abc):  # rule 7
+    a, _, _ = abc
+    t, ref = a, A.astype(np.float64)
+    for _ in range(2 * MAX_KERNEL_DEPTH + 10):
+        t, ref = t * 1.001, ref * 1.001
+    ran, value = kernels_to_compute(t)
+    np.testing.assert_allclose(value, ref, rtol=1e-4)
+    assert ran == 3
+
+
+def test_identical_subgraphs_are_built_once(abc):
+    a, b, _ = abc
+    assert ((a * b).exp()).lazydata is ((a * b).exp()).lazydata
+    assert a.reshape(5, 4).lazydata is a.reshape(5, 4).lazydata
+
+
+def test_constants_fold(abc):
+    a, _, _ = abc
+    assert (a * 1).lazydata is a.lazydata
+    assert (a + 0).lazydata is a.lazydata
+    assert (0 + a).lazydata is a.lazydata
+    assert (a / 1).lazydata is a.lazydata
+    check(a * 1 + 0, A, kernels=0)
+
+
+def test_schedule_items_are_named_by_kind_and_size(abc):
+    a, b, _ = abc
+    names = [item.name for item in create_schedule([(a.sum(1) + 1).lazydata, (a * b).lazydata])]
+    assert names == ["r_4_5", "E_4_5"]
+
+
+def test_counters_count_flops_and_bytes(abc):
+    a, b, _ = abc
+    GlobalCounters.reset()
+    (a * b + 1).realize()
+    assert GlobalCounters.kernel_count == 1
+    assert GlobalCounters.global_ops == 2 * 20           # a MUL and an ADD for each of 20 elements
+    assert GlobalCounters.global_mem == 3 * 20 * 4       # read a and b, write the result (float32)
+
+
+def test_intermediates_are_freed_while_the_schedule_runs():
+    x = Tensor(RNG.standard_normal(1 << 16).astype(np.float32)).realize()
+    t = x
+    for i in range(12):  # each step reads the previous result twice: stored, then no longer needed
+        t = (t.contiguous() * 0.5 + 1)
+    GlobalCounters.reset()
+    t.realize()
+    one_buffer = x.numel() * 4
+    assert GlobalCounters.kernel_count >= 12
+    assert GlobalCounters.mem_peak - GlobalCounters.mem_used < 4 * one_buffer
+
+
+def test_loads_are_schedule_items_but_not_kernels():
+    t = Tensor([1.0, 2.0]) + Tensor([3.0, 4.0])
+    ops = [item.ast.op for item in create_schedule([t.lazydata])]
+    assert ops.count(LoadOps.COPY) == 2 and len(ops) == 3
+    check(t, np.array([4.0, 6.0]), kernels=1)
+
+
+def test_debug_levels_print_the_schedule(abc, monkeypatch, capsys):
+    a, b, _ = abc
+    monkeypatch.setenv("DEBUG", "3")
+    (a * b).sum().realize()
+    out = capsys.readouterr().out
+    assert "scheduled 1 kernels" in out          # DEBUG=1
+    assert "r_4_5" in out and "GFLOPS" in out    # DEBUG=2
+    assert "ReduceOps.SUM" in out and "BufferOps.LOAD" in out  # DEBUG=3: the AST
+
+
+def test_graph_writes_dot_and_svg(abc, monkeypatch, tmp_path, capsys):
+    a, _, _ = abc
+    monkeypatch.setenv("GRAPH", "1")
+    monkeypatch.setenv("GRAPHPATH", str(tmp_path))
+    (a.exp() - a.max(1, keepdim=True)).realize()
+    assert "GRAPH: wrote" in capsys.readouterr().out
+    dots = list(tmp_path.glob("*.dot"))
+    assert len(dots) == 1 and dots[0].with_suffix(".svg").is_file()
+    source = dots[0].read_text()
+    assert "ReduceOps.MAX" in source and "stored: schedule item" in source and "view" in source
