@@ -174,3 +174,10 @@ def test_graph_writes_dot_and_svg(abc, monkeypatch, tmp_path, capsys):
     assert len(dots) == 1 and dots[0].with_suffix(".svg").is_file()
     source = dots[0].read_text()
     assert "ReduceOps.MAX" in source and "stored: schedule item" in source and "view" in source
+
+
+def test_fusion_off_runs_one_kernel_per_op(abc, monkeypatch):
+    a, b, c = abc
+    monkeypatch.setenv("FUSION", "0")
+    # mul, add, and relu's compare + where, then the sum: five ops, five kernels
+    check(((a * b) + c).relu().sum(), np.maximum(A * B + C, 0).sum(), kernels=5)

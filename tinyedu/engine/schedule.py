@@ -25,6 +25,7 @@ Everything not realized is inlined into the kernel that reads it. The rules, one
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field, replace
 
 from tinyedu.helpers import prod
@@ -34,6 +35,10 @@ from tinyedu.ops import (ALU_OPS, BinaryOps, BufferOps, ConstBuffer, LazyOp, Loa
 from tinyedu.shape import ShapeTracker
 
 MAX_KERNEL_DEPTH = 100
+
+
+def fusion_enabled() -> bool:
+    return os.environ.get("FUSION", "1") != "0"
 
 # Ops with f(0, ..., 0) == 0: padding (which reads 0) may be applied before them (rule 6).
 ZERO_PRESERVING = {UnaryOps.NEG, UnaryOps.SIN, UnaryOps.SQRT, UnaryOps.CAST, BinaryOps.ADD, BinaryOps.SUB,
@@ -236,10 +241,15 @@ def _kernel_for(base: LazyBuffer, realized: set[LazyBuffer]) -> ScheduleItem:
     return ScheduleItem(store, base, tuple(builder.inputs))
 
 
-def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
-    """The kernels that compute `outs`, in an order where every input is ready before it is read."""
+def create_schedule(outs: list[LazyBuffer], fuse: bool | None = None) -> list[ScheduleItem]:
+    """The kernels that compute `outs`, in an order where every input is ready before it is read.
+
+    `fuse=False` (or the environment variable FUSION=0) stores every op's result: one kernel per op,
+    which is how an eager framework runs, and what fusion is measured against.
+    """
+    fuse = fusion_enabled() if fuse is None else fuse
     bases = _bases_to_run(outs)
-    realized = pick_realized(outs, bases)
+    realized = pick_realized(outs, bases) if fuse else {b for b in bases if not b.is_unrealized_const()}
     return [_kernel_for(b, realized) for b in bases if b in realized]
 
 
