@@ -142,7 +142,11 @@ class Node:
         return handler(self, ops, ctx)
 
     def render(self) -> str:
-        """C-compatible text, e.g. `((gidx0*4)+ridx0)`; `/` and `%` only ever see non-negatives."""
+        """C-compatible text such as `((gidx0*4)+ridx0)` or `((idx0>0)&&(idx0<5))`.
+
+        `/` and `%` are printed as they are in C, which is safe because their numerators are never
+        negative; `&&` and comparisons give 0/1 in C just like here.
+        """
         return self.render_with(RENDER_OPS)
 
     def eval(self, env: Mapping[Variable | str, IntOrArray] | None = None) -> IntOrArray:
@@ -151,15 +155,31 @@ class Node:
         With arrays the whole expression is evaluated elementwise (numpy broadcasting), which is
         how the NUMPY device computes every index of a kernel at once. The result is an int when
         nothing depends on an array (e.g. a constant expression); broadcast it yourself if needed.
-        Values are not checked against the variables' ranges.
+        Values outside a variable's [min, max] are refused: the expression was simplified for
+        that range only (`x % 8` became `x` because x < 8), so other values would give nonsense.
         """
         names = {(k.name if isinstance(k, Variable) else k): v for k, v in (env or {}).items()}
+        for v in self.vars():
+            value = names.get(v.name)
+            if value is not None and np.size(value) and (np.min(value) < v.min or np.max(value) > v.max):
+                raise ValueError(f"eval: {v.name} ranges over [{v.min}, {v.max}] but got values in "
+                                 f"[{np.min(value)}, {np.max(value)}]; the expression was simplified "
+                                 "for that range only")
         return self.render_with(EVAL_OPS, names)
 
     def substitute(self, mapping: Mapping[Variable | str, Node | int]) -> Node:
-        """Replace variables (keys: Variable or name) by nodes or ints, simplifying as it rebuilds."""
+        """Replace variables (keys: Variable or name) by nodes or ints, simplifying as it rebuilds.
+
+        A replacement must stay inside the variable's [min, max], for the same reason as in eval.
+        """
         names = {(k.name if isinstance(k, Variable) else k): to_node(v, "substitute")
                  for k, v in mapping.items()}
+        for v in self.vars():
+            new = names.get(v.name)
+            if new is not None and (new.min < v.min or new.max > v.max):
+                raise ValueError(f"substitute: {v.name} ranges over [{v.min}, {v.max}] but its replacement "
+                                 f"{new.render()} takes values in [{new.min}, {new.max}]; the expression "
+                                 "was simplified for that range only")
         return self.render_with(SUBSTITUTE_OPS, names)
 
     def vars(self) -> list[Variable]:
@@ -338,6 +358,13 @@ def _render_binary(symbol: str) -> Handler:
     return lambda n, ops, ctx: f"({n.a.render_with(ops, ctx)}{symbol}{n.b})"
 
 
+def _render_lt(n: LtNode, ops: dict, ctx: Any) -> str:
+    # `x >= 3` is stored as `(x*-1) < -2`; print it the way a reader would write it: `x > 2`.
+    if isinstance(n.a, MulNode) and n.a.b == -1:
+        return f"({n.a.a.render_with(ops, ctx)}>{-n.b})"
+    return f"({n.a.render_with(ops, ctx)}<{n.b})"
+
+
 RENDER_OPS: dict[type, Handler] = {
     NumNode: lambda n, ops, ctx: str(n.b),
     Variable: lambda n, ops, ctx: n.name,
@@ -345,7 +372,7 @@ RENDER_OPS: dict[type, Handler] = {
     DivNode: _render_binary("/"),
     ModNode: _render_binary("%"),
     SumNode: _render_join("+"),
-    LtNode: _render_binary("<"),
+    LtNode: _render_lt,
     AndNode: _render_join("&&"),
 }
 

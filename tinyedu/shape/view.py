@@ -247,6 +247,8 @@ class View:
 
 def unflatten(flat: Node, shape: Sequence[int]) -> list[Node]:
     """Split a C-order flat index into one index per axis: (flat // inner_size) % size."""
+    if prod(shape) == 0:
+        return [NumNode(0) for _ in shape]  # no element to address; avoids dividing by 0
     return [NumNode(0) if size == 1 else (flat // step) % size
             for size, step in zip(shape, _c_steps(shape), strict=True)]
 
