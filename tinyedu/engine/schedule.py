@@ -50,6 +50,7 @@ class ScheduleItem:
     ast: LazyOp
     out: LazyBuffer
     inputs: tuple[LazyBuffer, ...]  # buffer i + 1 of the kernel; buffer 0 is `out`
+    reason: str = ""                 # which rule made `out` a stored buffer
 
     @property
     def name(self) -> str:
@@ -117,8 +118,26 @@ def _same_order(view: LazyBuffer) -> bool:
     return view.st.contiguous and view.size == view.base.size
 
 
-def pick_realized(outs: list[LazyBuffer], bases: list[LazyBuffer]) -> set[LazyBuffer]:
-    """The bases that get their own buffer; every other base is fused into its readers."""
+RULES = {
+    1: "rule 1: an output",
+    2: "rule 2: a load (copy, empty or contiguous)",
+    4: "rule 4: a reduce result read in another order, or by another reduce",
+    5: "rule 5: read by several kernels, cheaper to store than to recompute",
+    6: "rule 6: padded after an op with f(0) != 0",
+    7: "rule 7: the kernel would be too deep",
+    0: "no fusion: FUSION=0 stores every op",
+}
+
+
+class _Stored(dict):
+    """Stored buffers, each with the first rule that stored it."""
+
+    def add(self, buf: LazyBuffer, rule: int) -> None:
+        self.setdefault(buf, RULES[rule])
+
+
+def pick_realized(outs: list[LazyBuffer], bases: list[LazyBuffer]) -> dict[LazyBuffer, str]:
+    """The bases that get their own buffer, with the rule that says so; all others are fused."""
     # users[b]: (reader, the view it reads b through) for every op that reads b
     users: dict[LazyBuffer, list[tuple[LazyBuffer, LazyBuffer]]] = {b: [] for b in bases}
     for b in bases:
@@ -126,8 +145,12 @@ def pick_realized(outs: list[LazyBuffer], bases: list[LazyBuffer]) -> set[LazyBu
             if src.base in users:
                 users[src.base].append((b, src))
 
-    realized = {out.base for out in outs}                                     # rule 1
-    realized |= {b for b in bases if isinstance(b.op, LoadOps) and b.op is not LoadOps.CONST}  # rule 2
+    realized = _Stored()
+    for out in outs:
+        realized.add(out.base, 1)
+    for b in bases:
+        if isinstance(b.op, LoadOps) and b.op is not LoadOps.CONST:
+            realized.add(b, 2)
     fused: dict[LazyBuffer, _Fused] = {}
 
     def brought_in(src: LazyBuffer) -> _Fused:
@@ -145,7 +168,8 @@ def pick_realized(outs: list[LazyBuffer], bases: list[LazyBuffer]) -> set[LazyBu
         # that would join two different reduces stores every source that carries one but the first.
         carriers = [src for src, p in zip(b.srcs, parts) if p.reduces]
         if isinstance(b.op, ReduceOps) or len(set().union(*(p.reduces for p in parts))) > 1:
-            realized.update(src.base for src in carriers[0 if isinstance(b.op, ReduceOps) else 1:])
+            for src in carriers[0 if isinstance(b.op, ReduceOps) else 1:]:
+                realized.add(src.base, 4)
             parts = [brought_in(src) for src in b.srcs]
         info = _Fused(set().union(*(p.reduces for p in parts)), sum(p.leaf_elements for p in parts),
                       all(p.zero_preserving for p in parts) and b.op in ZERO_PRESERVING,
@@ -155,11 +179,11 @@ def pick_realized(outs: list[LazyBuffer], bases: list[LazyBuffer]) -> set[LazyBu
         fused[b] = info
 
         if info.reduces and any(not _same_order(v) or isinstance(r.op, ReduceOps) for r, v in users[b]):
-            realized.add(b)                                                   # rule 4
+            realized.add(b, 4)
         if not info.zero_preserving and any(_has_mask(v.st) for _, v in users[b]):
-            realized.add(b)                                                   # rule 6
+            realized.add(b, 6)
         if info.depth >= MAX_KERNEL_DEPTH:
-            realized.add(b)                                                   # rule 7
+            realized.add(b, 7)
 
     # Rule 5 needs to know which *kernels* read a buffer (two ops of one kernel reading it is fine),
     # so it walks from users to sources: kernels[b] are the stored buffers whose kernels inline b.
@@ -171,7 +195,7 @@ def pick_realized(outs: list[LazyBuffer], bases: list[LazyBuffer]) -> set[LazyBu
         info = fused[b]
         if len(kernels[b]) > 1 and (info.reduces or len(kernels[b]) * info.leaf_elements > b.size * (
                 1 + len(kernels[b]))):
-            realized.add(b)                                                   # rule 5
+            realized.add(b, 5)
     return realized
 
 
@@ -183,8 +207,8 @@ def _has_mask(st: ShapeTracker) -> bool:
 class _KernelBuilder:
     """Builds the AST of one kernel, inlining every source that is not stored."""
 
-    def __init__(self, realized: set[LazyBuffer]):
-        self.realized = realized
+    def __init__(self, root: LazyBuffer, realized: dict[LazyBuffer, str]):
+        self.root, self.realized = root, realized
         self.inputs: list[LazyBuffer] = []
         self.reduce_shape: tuple[int, ...] | None = None
 
@@ -193,7 +217,7 @@ class _KernelBuilder:
         base = src.base
         if src.is_unrealized_const():
             return LazyOp(BufferOps.CONST, (), ConstBuffer(base.arg, src.dtype, st))
-        if base.realized is not None or base in self.realized:
+        if base.realized is not None or (base in self.realized and base is not self.root):
             if base not in self.inputs:
                 self.inputs.append(base)
             return LazyOp(BufferOps.LOAD, (), MemBuffer(self.inputs.index(base) + 1, src.dtype, st))
@@ -225,11 +249,11 @@ def _reshape_leaves(ast: LazyOp, shape: tuple[int, ...]) -> LazyOp:
     return LazyOp(ast.op, tuple(_reshape_leaves(s, shape) for s in ast.src), ast.arg)
 
 
-def _kernel_for(base: LazyBuffer, realized: set[LazyBuffer]) -> ScheduleItem:
+def _kernel_for(base: LazyBuffer, realized: dict[LazyBuffer, str]) -> ScheduleItem:
     if base.op in (LoadOps.EMPTY, LoadOps.COPY, LoadOps.CONST):
         # No compute: the realizer allocates (EMPTY), copies (COPY) or fills (a CONST output).
-        return ScheduleItem(LazyOp(base.op, (), base.arg), base, tuple(s.base for s in base.srcs))
-    builder = _KernelBuilder(realized - {base})
+        return ScheduleItem(LazyOp(base.op, (), base.arg), base, tuple(s.base for s in base.srcs), realized[base])
+    builder = _KernelBuilder(base, realized)
     if base.op is LoadOps.CONTIGUOUS:
         body = builder.read(base.srcs[0], base.srcs[0].st)
     else:
@@ -238,7 +262,7 @@ def _kernel_for(base: LazyBuffer, realized: set[LazyBuffer]) -> ScheduleItem:
     if builder.reduce_shape is not None and builder.reduce_shape != base.shape:
         # elementwise ops after a reduce run in the reduce's output shape (a plain reshape of ours)
         store = _reshape_leaves(store, builder.reduce_shape)
-    return ScheduleItem(store, base, tuple(builder.inputs))
+    return ScheduleItem(store, base, tuple(builder.inputs), realized[base])
 
 
 def create_schedule(outs: list[LazyBuffer], fuse: bool | None = None) -> list[ScheduleItem]:
@@ -249,7 +273,7 @@ def create_schedule(outs: list[LazyBuffer], fuse: bool | None = None) -> list[Sc
     """
     fuse = fusion_enabled() if fuse is None else fuse
     bases = _bases_to_run(outs)
-    realized = pick_realized(outs, bases) if fuse else {b for b in bases if not b.is_unrealized_const()}
+    realized = pick_realized(outs, bases) if fuse else {b: RULES[0] for b in bases if not b.is_unrealized_const()}
     return [_kernel_for(b, realized) for b in bases if b in realized]
 
 
