@@ -114,8 +114,19 @@ class Eq(Function):
 
 
 class Mod(Function):
+    """fmod: x - trunc(x/y)*y. Away from the jumps, d/dx = 1 and d/dy = -trunc(x/y)."""
+
     def forward(self, x: LazyBuffer, y: LazyBuffer) -> LazyBuffer:
-        return x.e(BinaryOps.MOD, y)
+        self.x, self.y = x, y
+        self.ret = x.e(BinaryOps.MOD, y)
+        return self.ret
+
+    def backward(self, grad: LazyBuffer) -> tuple[LazyBuffer | None, ...]:
+        dy = None
+        if self.needs_input_grad[1]:  # trunc(x/y) = (x - fmod(x, y)) / y, exact up to rounding
+            quotient = self.x.e(BinaryOps.SUB, self.ret).e(BinaryOps.DIV, self.y)
+            dy = quotient.e(UnaryOps.NEG).e(BinaryOps.MUL, grad)
+        return (grad if self.needs_input_grad[0] else None, dy)
 
 
 class Add(Function):

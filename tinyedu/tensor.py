@@ -17,10 +17,14 @@ import tinyedu.function as F
 from tinyedu.dtype import DType, dtypes, least_upper_dtype, promote_with_scalar
 from tinyedu.helpers import prod
 from tinyedu.lazy import LazyBuffer, engine
+from tinyedu.tensor_api.combine import CombineMixin
 from tinyedu.tensor_api.creation import CreationMixin
 from tinyedu.tensor_api.elementwise import ElementwiseMixin
+from tinyedu.tensor_api.indexing import IndexingMixin
+from tinyedu.tensor_api.losses import LossMixin
 from tinyedu.tensor_api.movement import MovementMixin
 from tinyedu.tensor_api.nn_ops import NNMixin
+from tinyedu.tensor_api.normalization import NormalizationMixin
 from tinyedu.tensor_api.reduce import ReduceMixin
 from tinyedu.tensor_api.repr import format_tensor
 
@@ -38,7 +42,8 @@ class no_grad:  # noqa: N801 - used like torch.no_grad
         Tensor.grad_enabled = self.previous
 
 
-class Tensor(CreationMixin, ElementwiseMixin, ReduceMixin, MovementMixin, NNMixin):
+class Tensor(CreationMixin, ElementwiseMixin, ReduceMixin, MovementMixin, IndexingMixin, CombineMixin,
+             NNMixin, NormalizationMixin, LossMixin):
     grad_enabled: ClassVar[bool] = True
     training: ClassVar[bool] = False  # dropout is active only while training (see Tensor.train)
 
@@ -153,7 +158,8 @@ class Tensor(CreationMixin, ElementwiseMixin, ReduceMixin, MovementMixin, NNMixi
         needs = tuple(bool(t.requires_grad) for t in inputs) if Tensor.grad_enabled else (False,) * len(inputs)
         ctx = function(needs)
         out = Tensor(ctx.forward(*(t.lazydata for t in inputs), **kwargs), device=self.device)
-        if any(needs):
+        # Only floats carry gradients (as in PyTorch): a comparison or an int cast ends the graph.
+        if any(needs) and out.dtype.is_float:
             out.requires_grad, out._ctx, out._parents = True, ctx, inputs
         return out
 

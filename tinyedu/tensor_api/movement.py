@@ -143,3 +143,68 @@ class MovementMixin:
     def clone(self) -> "Tensor":
         """A copy. Buffers are never written in place in tinyedu, so sharing memory is safe."""
         return self.contiguous()
+
+    def repeat(self, *repeats: Any) -> "Tensor":
+        """Tile the tensor: (a, b).repeat(2, 3) is (2a, 3b), the copies one after another (torch.repeat).
+
+        Each axis of size s becomes (1, s), is expanded to (r, s) (free: stride 0) and merged into r*s.
+        Extra leading repeats add new axes.
+        """
+        repeats = flatten_args(repeats)
+        if any(not isinstance(r, int) or isinstance(r, bool) or r < 0 for r in repeats):
+            raise ValueError(f"repeat: repeats {repeats} must be ints >= 0")
+        if len(repeats) < self.ndim:
+            raise ValueError(f"repeat: {len(repeats)} repeats {repeats} for a tensor of shape {self.shape}; give "
+                             f"at least one per axis ({self.ndim})")
+        shape = (1,) * (len(repeats) - self.ndim) + self.shape
+        pairs = tuple(zip(repeats, shape))
+        spread = self.reshape(tuple(x for _, s in pairs for x in (1, s)))
+        spread = spread.expand(tuple(x for r, s in pairs for x in (r, s)))
+        return spread.reshape(tuple(r * s for r, s in pairs))
+
+    def as_strided(self, size: Sequence[int], stride: Sequence[int], storage_offset: int = 0) -> "Tensor":
+        """Element (i0, i1, ...) is position storage_offset + i0*stride[0] + i1*stride[1] + ... of the
+        tensor flattened in C order (torch.as_strided reads the memory; tinyedu tensors share none,
+        so the C-order layout plays that role).
+
+        One View could say this directly, but we spell it with movement ops so that it stays
+        differentiable: every axis is a sliding window over the positions (see `_windows`), and
+        the ShapeTracker merges the steps back into a single view where it can.
+        """
+        size, stride = tuple(size), tuple(stride)
+        ints = all(isinstance(v, int) and not isinstance(v, bool) for v in (*size, *stride, storage_offset))
+        if not ints or len(size) != len(stride):
+            raise TypeError(f"as_strided: size {size} and stride {stride} must be sequences of ints of the same "
+                            f"length, and storage_offset ({storage_offset!r}) an int")
+        if min((*size, *stride, storage_offset), default=0) < 0:
+            raise ValueError(f"as_strided: size {size}, stride {stride} and storage_offset {storage_offset} must "
+                             "all be >= 0 (negative strides are not supported, as in PyTorch)")
+        flat = self.reshape(-1)
+        if prod(size) == 0:
+            return flat.shrink(((0, 0),)).reshape(size)
+        last = storage_offset + sum((n - 1) * k for n, k in zip(size, stride))
+        if last >= self.numel():
+            raise ValueError(f"as_strided: size {size} with stride {stride} and storage_offset {storage_offset} "
+                             f"reads position {last}, but the tensor of shape {self.shape} has only "
+                             f"{self.numel()} elements (positions 0..{self.numel() - 1})")
+        x = flat.shrink(((storage_offset, self.numel()),))
+        for count, step in zip(size, stride):
+            x = x._windows(count, step)  # x[..., i, p] = previous x[..., p + i*step]
+        return x.shrink(((0, 1),) if not size else (None,) * len(size) + ((0, 1),)).reshape(size)
+
+    def _windows(self, count: int, step: int) -> "Tensor":
+        """(..., n) -> (..., count, n - (count-1)*step), where out[..., i, p] = self[..., p + i*step].
+
+        The trick (from tinygrad's pooling): repeat the last axis `count` times (an expand, free),
+        lay the copies end to end, and cut them again into rows `step` elements longer. Row i then
+        begins i*step further into its own copy. Padding at the end gives the last rows something
+        to read; the final shrink drops what would run past the data. Convolution windows and
+        as_strided are both built from this.
+        """
+        *batch, n = self.shape
+        keep = n - (count - 1) * step
+        rows = self.unsqueeze(-2).expand(*batch, count, n)
+        if step == 0 or count <= 1:
+            return rows
+        flat = rows.reshape(*batch, count * n).pad(((0, 0),) * len(batch) + ((0, count * step),))
+        return flat.reshape(*batch, count, n + step).shrink((None,) * (len(batch) + 1) + ((0, keep),))

@@ -1,4 +1,4 @@
-"""Reductions. Only SUM and MAX are primitives; min, mean, var, softmax... are built from them."""
+"""Reductions. Only SUM and MAX are primitives; min, mean, var, argmax, softmax... are built from them."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 import tinyedu.function as F
 from tinyedu.dtype import dtypes
+from tinyedu.helpers import prod
 
 if TYPE_CHECKING:
     from tinyedu.tensor import Tensor
@@ -62,3 +63,103 @@ class ReduceMixin:
             count *= self.shape[a]
         total = x.sum(axis, keepdim)
         return total / count if count else total * float("nan")
+
+    # ---- statistics ----
+    def var(self, axis: Axis = None, keepdim: bool = False, correction: int = 1) -> "Tensor":
+        """The spread around the mean: sum((x - mean)^2) / (n - correction).
+
+        correction=1 (the default, as in PyTorch) gives the unbiased estimate from a sample;
+        correction=0 is the plain average of the squared deviations. n - correction <= 0 gives NaN.
+        """
+        if not isinstance(correction, (int, float)) or isinstance(correction, bool):
+            raise TypeError(f"var: correction must be a number, got {type(correction).__name__}")
+        x = self._float()
+        n = self._count(axis, "var")
+        squares = (x - x.mean(axis, keepdim=True)).square().sum(axis, keepdim)
+        return squares / max(n - correction, 0)
+
+    def std(self, axis: Axis = None, keepdim: bool = False, correction: int = 1) -> "Tensor":
+        """The standard deviation: the square root of var (same units as x)."""
+        return self.var(axis, keepdim, correction).sqrt()
+
+    def _count(self, axis: Axis, op: str) -> int:
+        """How many elements each reduction over `axis` combines."""
+        return prod(self.shape[a] for a in self._reduce_axes(axis, op))
+
+    # ---- which index ----
+    def argmax(self, axis: int | None = None, keepdim: bool = False) -> "Tensor":
+        """The index of the largest value (the first one on ties, and NaN counts as largest, like PyTorch).
+
+        With no axis, the index is into the flattened tensor. The trick: mark where x equals its
+        max, give position i the score n - i (a countdown), and take the max score: the first
+        marked position wins. n - score is its index. All primitives, no loop.
+        """
+        from tinyedu.tensor import Tensor
+
+        if axis is None:
+            flat = self.reshape(-1).argmax(0) if self.ndim else self.argmax(0)
+            return flat.reshape((1,) * self.ndim) if keepdim else flat
+        a = self._axis(axis, "argmax")
+        if not self.ndim:
+            return Tensor(0, device=self.device)
+        n = self.shape[a]
+        if n == 0:
+            raise ValueError(f"argmax: cannot reduce over axis {axis} of size 0 (shape {self.shape}); there is "
+                             "no largest element")
+        is_max = self == self.max(a, keepdim=True)
+        if self.dtype.is_float:
+            is_max = is_max | (self != self)  # NaN != NaN: NaNs count as the maximum, as in PyTorch
+        countdown = Tensor.arange(n, 0, -1, device=self.device).reshape((n,) + (1,) * (self.ndim - a - 1))
+        return n - is_max.where(countdown, 0).max(a, keepdim)
+
+    def argmin(self, axis: int | None = None, keepdim: bool = False) -> "Tensor":
+        """The index of the smallest value (first on ties): argmax of -x."""
+        x = self if self.dtype in (dtypes.float32, dtypes.int32) else self.cast(dtypes.int32)
+        if self.ndim and axis is not None:
+            self._axis(axis, "argmin")  # name argmin, not argmax, in the error
+        return (-x).argmax(axis, keepdim)
+
+    # ---- softmax family: subtract the max first so exp never overflows ----
+    def _stable_max(self, axis: Axis, op: str) -> "Tensor":
+        """The max over `axis` (keepdim), detached, with +-inf replaced by 0 and 0 for an empty axis.
+
+        Subtracting any constant c leaves softmax and logsumexp unchanged (it cancels), so c needs no
+        gradient; the max makes exp(x - c) <= 1. An infinite max would turn x - c into inf - inf = NaN.
+        """
+        axes = self._reduce_axes(axis, op)
+        if any(self.shape[a] == 0 for a in axes):
+            return self.zeros_like().sum(axes, keepdim=True)
+        m = self.detach().max(axes, keepdim=True)
+        return (m.abs() == float("inf")).where(0.0, m)
+
+    def softmax(self, axis: int = -1) -> "Tensor":
+        """exp(x) / sum(exp(x)) along axis: positive values that sum to 1 (probabilities)."""
+        x = self._float()
+        e = (x - x._stable_max(axis, "softmax")).exp()
+        return e / e.sum(axis, keepdim=True)
+
+    def log_softmax(self, axis: int = -1) -> "Tensor":
+        """log(softmax(x)) = x - logsumexp(x), without ever forming the tiny softmax values."""
+        x = self._float()
+        shifted = x - x._stable_max(axis, "log_softmax")
+        return shifted - shifted.exp().sum(axis, keepdim=True).log()
+
+    def logsumexp(self, axis: Axis = None, keepdim: bool = False) -> "Tensor":
+        """log(sum(exp(x))) over axis, computed as m + log(sum(exp(x - m))) with m the max."""
+        x = self._float()
+        m = x._stable_max(axis, "logsumexp")
+        out = (x - m).exp().sum(axis, keepdim=True).log() + m
+        return out if keepdim else out.reshape(self._reduced_shape(axis, "logsumexp"))
+
+    def _reduced_shape(self, axis: Axis, op: str) -> tuple[int, ...]:
+        axes = self._reduce_axes(axis, op)
+        return tuple(s for i, s in enumerate(self.shape) if i not in axes)
+
+    # ---- truth ----
+    def any(self, axis: Axis = None, keepdim: bool = False) -> "Tensor":
+        """True where some element along axis is non-zero (False for an empty axis)."""
+        return (self != 0).sum(axis, keepdim) > 0
+
+    def all(self, axis: Axis = None, keepdim: bool = False) -> "Tensor":
+        """True where every element along axis is non-zero (True for an empty axis)."""
+        return (self == 0).sum(axis, keepdim) == 0

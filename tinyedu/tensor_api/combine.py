@@ -1,0 +1,110 @@
+"""Joining tensors and cutting them apart: cat, stack, split, chunk.
+
+cat has no primitive of its own: pad every piece with zeros out to the full length, each at its
+own offset, and add them up. Where one piece has data the others have zeros. The gradient of pad
+is shrink, so each piece gets back exactly its slice of the gradient. split is the opposite: one
+shrink per piece, all views of the same buffer.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any, Sequence
+
+from tinyedu.dtype import least_upper_dtype
+
+if TYPE_CHECKING:
+    from tinyedu.tensor import Tensor
+
+
+def _tensors(first: Any, others: tuple, op: str) -> list["Tensor"]:
+    """Accept both `a.cat(b, c)` / `Tensor.cat(a, b, c)` and PyTorch's `Tensor.cat([a, b, c])`."""
+    from tinyedu.tensor import Tensor
+
+    tensors = [*first, *others] if isinstance(first, (list, tuple)) else [first, *others]
+    if not tensors:
+        raise ValueError(f"{op}: expected a non-empty list of tensors")
+    for k, t in enumerate(tensors):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{op}: expected Tensors, but item {k} is a {type(t).__name__}")
+        if t.device != tensors[0].device:
+            raise ValueError(f"{op}: tensors are on different devices ({tensors[0].device} and {t.device}); move "
+                             f"them to one with .to()")
+    return tensors
+
+
+class CombineMixin:
+    def cat(self, *others: "Tensor", dim: int = 0) -> "Tensor":
+        """Join tensors along an existing axis; every other axis must match (dtypes promote, as in PyTorch).
+
+        As in PyTorch, a 1-d empty tensor (shape (0,)) is skipped whatever the others' shape.
+        """
+        tensors = _tensors(self, others, "cat")
+        dtype = least_upper_dtype(*(t.dtype for t in tensors))
+        tensors = [t for t in tensors if t.shape != (0,)] or tensors[:1]
+        first = tensors[0]
+        if first.ndim == 0:
+            raise ValueError("cat: 0-d tensors cannot be concatenated (they have no axis to join along); "
+                             "use stack, or reshape them to (1,) first")
+        d = first._axis(dim, "cat")
+        for k, t in enumerate(tensors):
+            same = t.ndim == first.ndim and all(a == b for i, (a, b) in enumerate(zip(t.shape, first.shape))
+                                                if i != d)
+            if not same:
+                raise ValueError(f"cat: shapes {[x.shape for x in tensors]} cannot be joined along dim {dim}: tensor "
+                                 f"{k} has shape {t.shape}, but all must match {first.shape} except in dim {d}")
+        total = sum(t.shape[d] for t in tensors)
+        out, start = None, 0
+        for t in tensors:
+            padding = [(0, 0)] * t.ndim
+            padding[d] = (start, total - start - t.shape[d])
+            piece = t.cast(dtype).pad(padding)
+            out = piece if out is None else out + piece
+            start += t.shape[d]
+        return out
+
+    def stack(self, *others: "Tensor", dim: int = 0) -> "Tensor":
+        """Join same-shaped tensors along a new axis `dim`: a size-1 axis on each, then cat."""
+        tensors = _tensors(self, others, "stack")
+        for k, t in enumerate(tensors):
+            if t.shape != tensors[0].shape:
+                raise ValueError(f"stack: all tensors must have the same shape, but tensor 0 has shape "
+                                 f"{tensors[0].shape} and tensor {k} has {t.shape}")
+        d = tensors[0]._axis(dim, "stack", ndim=tensors[0].ndim + 1)
+        first, *rest = (t.unsqueeze(d) for t in tensors)
+        return first.cat(*rest, dim=d)
+
+    def split(self, split_size_or_sections: int | Sequence[int], dim: int = 0) -> tuple["Tensor", ...]:
+        """Cut along `dim` into pieces of `split_size` (the last may be smaller), or of the given sizes."""
+        if not self.ndim:
+            raise ValueError("split: a 0-d tensor has no axis to split")
+        d = self._axis(dim, "split")
+        n = self.shape[d]
+        if isinstance(split_size_or_sections, int) and not isinstance(split_size_or_sections, bool):
+            size = split_size_or_sections
+            if size < 0 or (size == 0 and n != 0):
+                raise ValueError(f"split: split_size must be a positive int, got {size} (dim {d} has size {n})")
+            sizes = [min(size, n - start) for start in range(0, n, size)] if n else [0]
+        elif isinstance(split_size_or_sections, (list, tuple)):
+            sizes = list(split_size_or_sections)
+            if any(not isinstance(s, int) or isinstance(s, bool) or s < 0 for s in sizes) or sum(sizes) != n:
+                raise ValueError(f"split: sizes {sizes} must be ints >= 0 that add up to {n}, the size of dim {d} "
+                                 f"of shape {self.shape}")
+        else:
+            raise TypeError(f"split: expected an int or a list of ints, got {type(split_size_or_sections).__name__}")
+        pieces, start = [], 0
+        for size in sizes:
+            pieces.append(self.shrink(tuple((start, start + size) if i == d else None for i in range(self.ndim))))
+            start += size
+        return tuple(pieces)
+
+    def chunk(self, chunks: int, dim: int = 0) -> tuple["Tensor", ...]:
+        """Cut into `chunks` pieces of equal size, ceil(n / chunks) each (so there may be fewer, as in PyTorch)."""
+        if not isinstance(chunks, int) or isinstance(chunks, bool) or chunks <= 0:
+            raise ValueError(f"chunk: chunks must be a positive int, got {chunks!r}")
+        if not self.ndim:
+            raise ValueError("chunk: a 0-d tensor has no axis to chunk")
+        n = self.shape[self._axis(dim, "chunk")]
+        if n == 0:
+            return tuple(self for _ in range(chunks))
+        return self.split(math.ceil(n / chunks), dim)

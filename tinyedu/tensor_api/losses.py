@@ -1,0 +1,147 @@
+"""Loss functions, with PyTorch's names, arguments and reductions ('mean', 'sum', 'none').
+
+Each is a few lines on top of log_softmax, log, softplus and a one-hot mask; the numerically
+delicate parts (huge logits, probabilities of exactly 0 or 1) are handled the way PyTorch does,
+and the comments say how.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from tinyedu.dtype import dtypes
+
+if TYPE_CHECKING:
+    from tinyedu.tensor import Tensor
+
+REDUCTIONS = ("mean", "sum", "none")
+
+
+def _reduce(loss: "Tensor", reduction: str, op: str) -> "Tensor":
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"{op}: reduction must be one of {REDUCTIONS}, got {reduction!r}")
+    return loss.mean() if reduction == "mean" else loss.sum() if reduction == "sum" else loss
+
+
+def _check_tensor(x: object, name: str, op: str) -> None:
+    from tinyedu.tensor import Tensor
+
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{op}: {name} must be a Tensor, got {type(x).__name__}")
+
+
+class LossMixin:
+    def mse_loss(self, target: "Tensor", reduction: str = "mean") -> "Tensor":
+        """Mean squared error: (x - target)^2, averaged (target broadcasts against x, as in PyTorch)."""
+        _check_tensor(target, "target", "mse_loss")
+        return _reduce((self - target).square(), reduction, "mse_loss")
+
+    def l1_loss(self, target: "Tensor", reduction: str = "mean") -> "Tensor":
+        """Mean absolute error: |x - target|, averaged."""
+        _check_tensor(target, "target", "l1_loss")
+        return _reduce((self - target).abs(), reduction, "l1_loss")
+
+    def binary_cross_entropy(self, target: "Tensor", reduction: str = "mean") -> "Tensor":
+        """-(t log p + (1 - t) log(1 - p)) for probabilities p = self (e.g. after sigmoid).
+
+        As in PyTorch each log is clamped to >= -100, so p = 0 or 1 exactly (a saturated sigmoid in
+        float32) gives a large finite loss instead of inf. Prefer binary_cross_entropy_with_logits,
+        which never forms p at all.
+        """
+        self._check_same_shape(target, "binary_cross_entropy")
+        p = self._float()
+        return _reduce(-(target * _clamped_log(p) + (1 - target) * _clamped_log(1 - p)), reduction,
+                       "binary_cross_entropy")
+
+    def binary_cross_entropy_with_logits(self, target: "Tensor", reduction: str = "mean",
+                                         pos_weight: "Tensor | None" = None) -> "Tensor":
+        """Binary cross-entropy of sigmoid(self), computed from the logits x without overflow.
+
+        -log(sigmoid(x)) = softplus(-x) and -log(1 - sigmoid(x)) = x + softplus(-x), and softplus is
+        computed stably, so the loss is (1 - t) x + w softplus(-x) with w = 1 + (pos_weight - 1) t
+        (w = 1 without pos_weight; pos_weight > 1 makes missed positives cost more).
+        """
+        self._check_same_shape(target, "binary_cross_entropy_with_logits")
+        x = self._float()
+        weight = 1 if pos_weight is None else 1 + (pos_weight - 1) * target
+        return _reduce((1 - target) * x + weight * (-x).softplus(), reduction, "binary_cross_entropy_with_logits")
+
+    def nll_loss(self, target: "Tensor", reduction: str = "mean", ignore_index: int = -100) -> "Tensor":
+        """Negative log-likelihood: -self[n, target[n]] for log-probabilities self of shape (N, C) (or (C,),
+        or (N, C, d1, ...)), with class indices as target. Targets equal to ignore_index count for nothing,
+        and 'mean' averages over the others, as in PyTorch."""
+        return self._class_loss(self, target, reduction, ignore_index, 0.0, "nll_loss")
+
+    def cross_entropy(self, target: "Tensor", reduction: str = "mean", label_smoothing: float = 0.0,
+                      ignore_index: int = -100) -> "Tensor":
+        """The classification loss on logits: nll_loss(log_softmax(x, class axis), target).
+
+        target is either class indices (integers, shape = input without the class axis) or class
+        probabilities (floats, the input's shape). label_smoothing = e mixes the target with the
+        uniform distribution: (1 - e) * loss + e * mean over classes of -log p.
+        """
+        if not isinstance(label_smoothing, (int, float)) or not 0.0 <= label_smoothing <= 1.0:
+            raise ValueError(f"cross_entropy: label_smoothing must be a number in [0, 1], got {label_smoothing!r}")
+        _check_tensor(target, "target", "cross_entropy")
+        if self.ndim == 0:
+            raise ValueError("cross_entropy: the input needs a class axis: shape (C,), (N, C) or (N, C, d1, ...)")
+        class_axis = 1 if self.ndim >= 2 else 0
+        logp = self.log_softmax(class_axis)
+        if target.dtype.is_float:  # class probabilities
+            self._check_same_shape(target, "cross_entropy")
+            n_classes = self.shape[class_axis]
+            if label_smoothing:
+                target = target * (1 - label_smoothing) + label_smoothing / n_classes
+            return _reduce(-(logp * target).sum(class_axis), reduction, "cross_entropy")
+        return self._class_loss(logp, target, reduction, ignore_index, label_smoothing, "cross_entropy")
+
+    def _class_loss(self, logp: "Tensor", target: "Tensor", reduction: str, ignore_index: int,
+                    smoothing: float, op: str) -> "Tensor":
+        """-logp at each target class (a one-hot mask picks it), optionally smoothed and with ignored targets."""
+        from tinyedu.tensor import Tensor
+
+        _check_tensor(target, "target", op)
+        if logp.ndim == 0:
+            raise ValueError(f"{op}: the input needs a class axis: shape (C,), (N, C) or (N, C, d1, ...)")
+        class_axis = 1 if logp.ndim >= 2 else 0
+        n_classes = logp.shape[class_axis]
+        expected = logp.shape[:class_axis] + logp.shape[class_axis + 1:]
+        if target.dtype.is_float or target.dtype == dtypes.bool:
+            raise TypeError(f"{op}: target must hold class indices (integers), got {target.dtype.name}")
+        if target.shape != expected:
+            raise ValueError(f"{op}: target of shape {target.shape} does not fit input of shape {logp.shape}; "
+                             f"class-index targets must have shape {expected} (the input without its class axis)")
+        if reduction not in REDUCTIONS:
+            raise ValueError(f"{op}: reduction must be one of {REDUCTIONS}, got {reduction!r}")
+        valid = target != ignore_index
+        bad = valid & ((target < 0) | (target >= n_classes))
+        if target.numel() and bad.any().item():
+            value = target.numpy()[bad.numpy()].reshape(-1)[0]
+            raise IndexError(f"{op}: target {value} is out of range for {n_classes} classes; valid targets are "
+                             f"0..{n_classes - 1} (or ignore_index={ignore_index})")
+        classes = Tensor.arange(n_classes, device=logp.device).reshape((n_classes,) + (1,) * (logp.ndim - 1 - class_axis))
+        onehot = target.unsqueeze(class_axis) == classes
+        loss = -onehot.where(logp, 0.0).sum(class_axis)
+        if smoothing:
+            loss = (1 - smoothing) * loss - smoothing * logp.mean(class_axis)
+        loss = valid.where(loss, 0.0)
+        if reduction == "mean":
+            return loss.sum() / valid.sum()
+        return loss.sum() if reduction == "sum" else loss
+
+    def _check_same_shape(self, target: "Tensor", op: str) -> None:
+        _check_tensor(target, "target", op)
+        if target.shape != self.shape:
+            raise ValueError(f"{op}: target of shape {target.shape} must have the same shape as the input "
+                             f"{self.shape}")
+
+
+def _clamped_log(x: "Tensor") -> "Tensor":
+    """log(x), but never below -100 (PyTorch's BCE clamp), with a finite gradient even at x = 0.
+
+    log(0) = -inf, and its gradient 1/0 would turn into NaN when the clamp multiplies it by 0. So we
+    take the log of a safe stand-in (1 where x is 0) and pick -100 with `where`, which sends no
+    gradient at all into the branch it did not choose.
+    """
+    positive = x > 0
+    return positive.where(positive.where(x, 1.0).log(), -100.0).clamp(min=-100.0)

@@ -1,0 +1,104 @@
+"""Normalization and dropout: the layers whose behaviour depends on statistics or on training mode.
+
+layer_norm and batch_norm rescale activations to mean 0 and variance 1 (then an affine weight
+and bias), which keeps deep networks trainable; they differ only in the axes the statistics
+are taken over. dropout zeroes random activations, but only while `Tensor.training` is on.
+"""
+
+from __future__ import annotations
+
+from contextlib import ContextDecorator
+from typing import TYPE_CHECKING, Sequence
+
+if TYPE_CHECKING:
+    from tinyedu.tensor import Tensor
+
+
+class train(ContextDecorator):  # noqa: N801 - used like a function: `with Tensor.train():`
+    """`with Tensor.train():` (or as a decorator) turns training mode on inside the block, and
+    `Tensor.train(False)` turns it off; the previous mode comes back at the end."""
+
+    def __init__(self, mode: bool = True):
+        self.mode = mode
+
+    def __enter__(self) -> "train":
+        from tinyedu.tensor import Tensor
+
+        self.previous, Tensor.training = Tensor.training, self.mode
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        from tinyedu.tensor import Tensor
+
+        Tensor.training = self.previous
+
+
+class NormalizationMixin:
+    train = train
+
+    def dropout(self, p: float = 0.5) -> "Tensor":
+        """While training, zero each element with probability p and scale the rest by 1/(1-p), so the
+        expected value is unchanged; outside training mode it does nothing (as nn.Dropout in eval).
+
+        The random mask comes from Tensor.manual_seed's generator, so runs repeat.
+        """
+        from tinyedu.tensor import Tensor
+
+        if not isinstance(p, (int, float)) or isinstance(p, bool) or not 0 <= p <= 1:
+            raise ValueError(f"dropout: probability p has to be between 0 and 1, got {p!r}")
+        if not Tensor.training or p == 0:
+            return self
+        if p == 1:
+            return self * 0
+        keep = Tensor.rand(*self.shape, device=self.device) >= p
+        return keep.where(self * (1 / (1 - p)), 0)
+
+    def layer_norm(self, normalized_shape: int | Sequence[int], weight: "Tensor | None" = None,
+                   bias: "Tensor | None" = None, eps: float = 1e-5) -> "Tensor":
+        """Normalize over the last len(normalized_shape) axes (each sample on its own), then
+        * weight + bias (both of shape normalized_shape), as torch.nn.functional.layer_norm."""
+        shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+        if not shape or self.shape[self.ndim - len(shape):] != shape or len(shape) > self.ndim:
+            raise ValueError(f"layer_norm: normalized_shape {shape} must be the last axes of the input, but the "
+                             f"input has shape {self.shape}")
+        axes = tuple(range(self.ndim - len(shape), self.ndim))
+        out = self._normalize(axes, eps)
+        for name, param in (("weight", weight), ("bias", bias)):
+            if param is not None and param.shape != shape:
+                raise ValueError(f"layer_norm: {name} must have shape normalized_shape {shape}, got {param.shape}")
+        out = out * weight if weight is not None else out
+        return out + bias if bias is not None else out
+
+    def batch_norm(self, running_mean: "Tensor | None" = None, running_var: "Tensor | None" = None,
+                   weight: "Tensor | None" = None, bias: "Tensor | None" = None, training: bool = False,
+                   eps: float = 1e-5) -> "Tensor":
+        """Normalize each channel (axis 1 of (N, C, ...)) over the batch and all other axes.
+
+        training=True uses this batch's mean and (biased) variance; otherwise the running
+        statistics. Unlike PyTorch it does not update running_mean/var in place (tensors are
+        immutable here): a BatchNorm layer computes the new running values itself.
+        """
+        if self.ndim < 2:
+            raise ValueError(f"batch_norm: expected input (N, C, ...) with at least 2 axes, got shape {self.shape}")
+        channels = self.shape[1]
+        params = {"running_mean": running_mean, "running_var": running_var, "weight": weight, "bias": bias}
+        for name, param in params.items():
+            if param is not None and param.shape != (channels,):
+                raise ValueError(f"batch_norm: {name} must have shape ({channels},), one per channel, got "
+                                 f"{param.shape}")
+        per_channel = (1, channels) + (1,) * (self.ndim - 2)
+        axes = (0, *range(2, self.ndim))
+        if training:
+            out = self._normalize(axes, eps)
+        else:
+            if running_mean is None or running_var is None:
+                raise ValueError("batch_norm: outside training, running_mean and running_var are needed")
+            out = (self._float() - running_mean.reshape(per_channel)) * (running_var.reshape(per_channel) + eps).rsqrt()
+        out = out * weight.reshape(per_channel) if weight is not None else out
+        return out + bias.reshape(per_channel) if bias is not None else out
+
+    def _normalize(self, axes: tuple[int, ...], eps: float) -> "Tensor":
+        """(x - mean) / sqrt(var + eps) over `axes`, with the biased variance (divide by n)."""
+        x = self._float()
+        centered = x - x.mean(axes, keepdim=True)
+        return centered * (centered.square().mean(axes, keepdim=True) + eps).rsqrt()
