@@ -1,7 +1,8 @@
 """Movement ops as views: symbolic index expressions, View, and ShapeTracker.
 
 - `symbolic`: integer expressions (`NumNode`, `Variable`, `MulNode`, ...) that simplify as they
-  are built; the language index arithmetic is written in (`rules` holds the simplifications).
+  are built; the language index arithmetic is written in. `rules` holds the simplifications,
+  `visitors` the render/eval/substitute tables (examples of the `render_with` protocol).
 - `view`: `View`, one (shape, strides, offset, mask) window onto a flat buffer.
 - `shapetracker`: `ShapeTracker`, a stack of views, and the index/validity expressions that the
   code generators and the NUMPY device read elements with.
@@ -9,8 +10,6 @@
 
 from tinyedu.shape.shapetracker import ShapeTracker, idx_vars, merge_views
 from tinyedu.shape.symbolic import (
-    EVAL_OPS,
-    RENDER_OPS,
     AndNode,
     DivNode,
     LtNode,
@@ -22,10 +21,11 @@ from tinyedu.shape.symbolic import (
     Variable,
 )
 from tinyedu.shape.view import View, strides_for_shape, unflatten
+from tinyedu.shape.visitors import EVAL_OPS, RENDER_OPS, SUBSTITUTE_OPS
 
 __all__ = [
     "Node", "NumNode", "Variable", "MulNode", "DivNode", "ModNode", "SumNode", "LtNode", "AndNode",
-    "RENDER_OPS", "EVAL_OPS",
+    "RENDER_OPS", "EVAL_OPS", "SUBSTITUTE_OPS",
     "View", "strides_for_shape", "unflatten",
     "ShapeTracker", "idx_vars", "merge_views",
 ]
