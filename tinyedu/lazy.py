@@ -38,6 +38,7 @@ class Engine(Protocol):
     def realize(self, outs: list["LazyBuffer"]) -> None: ...
 
 
+# --8<-- [start:engine]
 _engine: Engine | None = None
 
 
@@ -53,7 +54,9 @@ def engine() -> Engine:
     return _engine
 
 
+# --8<-- [end:engine]
 class LazyBuffer:
+    # --8<-- [start:init]
     def __init__(self, device: str, st: ShapeTracker, dtype: DType, op: Op | None = None,
                  arg: Any = None, srcs: tuple["LazyBuffer", ...] = (), base: "LazyBuffer | None" = None):
         self.device, self.st, self.dtype = device, st, dtype
@@ -66,6 +69,7 @@ class LazyBuffer:
         else:
             assert base.base is base, "a view must point at a base, not at another view"
 
+    # --8<-- [end:init]
     # ---- what kind of node this is ----
     @property
     def base(self) -> "LazyBuffer":
@@ -89,6 +93,7 @@ class LazyBuffer:
         return f"<LB {self.device} {self.shape} {self.dtype.name} {kind}{view}>"
 
     # ---- creating nodes ----
+    # --8<-- [start:create]
     @staticmethod
     def create(device: str, st: ShapeTracker, dtype: DType, op: Op, arg: Any = None,
                srcs: tuple["LazyBuffer", ...] = ()) -> "LazyBuffer":
@@ -107,6 +112,7 @@ class LazyBuffer:
         _NODES[key] = node
         return node
 
+    # --8<-- [end:create]
     @staticmethod
     def loadop(op: LoadOps, shape: tuple[int, ...], dtype: DType, device: str, arg: Any = None,
                src: tuple["LazyBuffer", ...] = ()) -> "LazyBuffer":
@@ -131,6 +137,7 @@ class LazyBuffer:
         return scalar.reshape((1,) * len(shape)).expand(shape)
 
     # ---- the small interface the frontend uses ----
+    # --8<-- [start:elementwise]
     def e(self, op: UnaryOps | BinaryOps | TernaryOps, *srcs: "LazyBuffer", arg: Any = None) -> "LazyBuffer":
         """An elementwise op of this buffer and `srcs`; every source has the same shape."""
         operands = (self, *srcs)
@@ -159,6 +166,7 @@ class LazyBuffer:
         new_shape = tuple(1 if i in axes else s for i, s in enumerate(self.shape))
         return LazyBuffer.create(self.device, ShapeTracker.from_shape(new_shape), self.dtype, op, axes, (self,))
 
+    # --8<-- [end:elementwise]
     def cast(self, dtype: DType) -> "LazyBuffer":
         return self if dtype == self.dtype else self.e(UnaryOps.CAST, arg=dtype)
 
@@ -189,6 +197,7 @@ class LazyBuffer:
         return dense.base.realized.as_numpy().reshape(self.shape).copy()
 
     # ---- movement: views, never copies ----
+    # --8<-- [start:view]
     def _view(self, st: ShapeTracker) -> "LazyBuffer":
         if st == self.st:
             return self
@@ -205,6 +214,7 @@ class LazyBuffer:
     def reshape(self, shape: tuple[int, ...]) -> "LazyBuffer":
         return self._view(self.st.reshape(shape))
 
+    # --8<-- [end:view]
     def permute(self, order: tuple[int, ...]) -> "LazyBuffer":
         return self._view(self.st.permute(order))
 
@@ -229,6 +239,7 @@ class LazyBuffer:
 _NODES: "weakref.WeakValueDictionary[tuple, LazyBuffer]" = weakref.WeakValueDictionary()
 
 
+# --8<-- [start:fold]
 def _constant(x: LazyBuffer) -> float | int | bool | None:
     """The value of an unrealized, unpadded constant (padding would make some elements 0)."""
     if x.is_unrealized_const() and all(v.mask is None for v in x.st.views):
@@ -252,3 +263,4 @@ def _fold_constants(op: Any, operands: tuple[LazyBuffer, ...], dtype: DType) -> 
     if cx is not None and cx == identity and op in (BinaryOps.ADD, BinaryOps.MUL) and y.dtype == dtype:
         return y
     return None
+# --8<-- [end:fold]

@@ -18,6 +18,7 @@ from tinyedu.ops import LoadOps
 from tinyedu.runtime.device import Buffer, Device
 
 
+# --8<-- [start:run]
 def run_schedule(schedule: list[ScheduleItem]) -> None:
     """Run (and empty) `schedule` in order."""
     schedule.reverse()
@@ -41,6 +42,7 @@ def run_schedule(schedule: list[ScheduleItem]) -> None:
         del item
 
 
+# --8<-- [end:run]
 def _run_kernel(item: ScheduleItem, buffer: Buffer) -> None:
     inputs = [x.realized for x in item.inputs]
     runner = Device[item.out.device].get_runner(item.ast)

@@ -138,6 +138,7 @@ class _Stored(dict):
 
 def pick_realized(outs: list[LazyBuffer], bases: list[LazyBuffer]) -> dict[LazyBuffer, str]:
     """The bases that get their own buffer, with the rule that says so; all others are fused."""
+    # --8<-- [start:users]
     # users[b]: (reader, the view it reads b through) for every op that reads b
     users: dict[LazyBuffer, list[tuple[LazyBuffer, LazyBuffer]]] = {b: [] for b in bases}
     for b in bases:
@@ -145,6 +146,7 @@ def pick_realized(outs: list[LazyBuffer], bases: list[LazyBuffer]) -> dict[LazyB
             if src.base in users:
                 users[src.base].append((b, src))
 
+    # --8<-- [end:users]
     realized = _Stored()
     for out in outs:
         realized.add(out.base, 1)
@@ -160,6 +162,7 @@ def pick_realized(outs: list[LazyBuffer], bases: list[LazyBuffer]) -> dict[LazyB
             return _Fused(set(), 0 if src.is_unrealized_const() else src.st.max_index() + 1)
         return fused[base]
 
+    # --8<-- [start:rules-forward]
     for b in bases:
         if isinstance(b.op, LoadOps):
             continue
@@ -185,6 +188,8 @@ def pick_realized(outs: list[LazyBuffer], bases: list[LazyBuffer]) -> dict[LazyB
         if info.depth >= MAX_KERNEL_DEPTH:
             realized.add(b, 7)
 
+    # --8<-- [end:rules-forward]
+    # --8<-- [start:rule5]
     # Rule 5 needs to know which *kernels* read a buffer (two ops of one kernel reading it is fine),
     # so it walks from users to sources: kernels[b] are the stored buffers whose kernels inline b.
     kernels: dict[LazyBuffer, set[LazyBuffer]] = {}
@@ -199,11 +204,13 @@ def pick_realized(outs: list[LazyBuffer], bases: list[LazyBuffer]) -> dict[LazyB
     return realized
 
 
+    # --8<-- [end:rule5]
 def _has_mask(st: ShapeTracker) -> bool:
     return any(v.mask is not None for v in st.views)
 
 
 # ---- step 3: one AST per stored buffer ----
+# --8<-- [start:builder]
 class _KernelBuilder:
     """Builds the AST of one kernel, inlining every source that is not stored."""
 
@@ -235,11 +242,14 @@ class _KernelBuilder:
                       base.arg)
 
 
+# --8<-- [end:builder]
+# --8<-- [start:compose]
 def compose(inner: ShapeTracker, outer: ShapeTracker) -> ShapeTracker:
     """`outer` seen through `inner`: inner's views read the memory, outer's views read inner's result."""
     return ShapeTracker(inner.views + outer.views).simplify()
 
 
+# --8<-- [end:compose]
 def _reshape_leaves(ast: LazyOp, shape: tuple[int, ...]) -> LazyOp:
     """Reshape the leaves of the part of an AST above its REDUCE, so the kernel runs in one shape."""
     if isinstance(ast.op, ReduceOps):
