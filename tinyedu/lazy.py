@@ -122,7 +122,8 @@ class LazyBuffer:
     def from_numpy(array: np.ndarray, device: str) -> "LazyBuffer":
         """Data from the host. The copy into device memory happens at realize time."""
         dtype = dtypes.from_numpy(array.dtype)
-        host = np.ascontiguousarray(array, dtype=dtype.np)
+        # reshape: np.ascontiguousarray turns a 0-d array into shape (1,)
+        host = np.ascontiguousarray(array, dtype=dtype.np).reshape(array.shape)
         return LazyBuffer.loadop(LoadOps.COPY, host.shape, dtype, device, arg=host)
 
     def const(self, value: float | int | bool, shape: tuple[int, ...] | None = None) -> "LazyBuffer":
