@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import operator
+import os
 import re
 from typing import Callable
 
@@ -31,6 +32,7 @@ from tinyedu.shape import (
     Variable,
 )
 
+FUZZ_EXAMPLES = int(os.environ.get("SHAPE_FUZZ_EXAMPLES", "300"))  # raise it for a long hunt
 a, b, c = Variable("a", 0, 7), Variable("b", 0, 3), Variable("c", -3, 4)
 x = Variable("x", 0, 9)
 
@@ -287,7 +289,7 @@ def c_eval(text: str, env: dict[str, int]) -> int:
     return value
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=FUZZ_EXAMPLES, deadline=None)
 @given(any_pairs)
 def test_simplified_expressions_keep_their_values_and_bounds(pair: Pair) -> None:
     node, reference = pair

@@ -8,7 +8,8 @@ Usually one View is enough. But some reshapes cannot be written as one (shape, s
 transpose a (2, 3) matrix and flatten it, and the 6 elements are read from memory in the order
 0 3 1 4 2 5, which no single stride describes. Then a second view is stacked on top: the top view
 turns the user's index into a flat position in the view below, which splits it back into its own
-axes with `//` and `%`.
+axes with `//` and `%`. After every op the stack is simplified: two neighbouring views that one
+view can express are merged again (reshape the flattened transpose back, and one view is left).
 
 Convention: `views[0]` sits on the memory, `views[-1]` is what the user sees.
 """

@@ -203,9 +203,11 @@ class View:
                 else:
                     new_count, j_end = new_count * new[j_end], j_end + 1
             group, new_sizes = old[i:i_end], new[j:j_end]
-            if any(a[1] != b[1] * b[0] for a, b in zip(group, group[1:], strict=False)):
-                return None  # not one C-order block in memory
-            strides.extend(st * group[-1][1] for st in strides_for_shape(new_sizes))
+            for (_, outer_stride, _), (inner_size, inner_stride, _) in zip(group, group[1:], strict=False):
+                if outer_stride != inner_stride * inner_size:
+                    return None  # not one C-order block in memory
+            innermost_stride = group[-1][1]
+            strides.extend(st * innermost_stride for st in strides_for_shape(new_sizes))
             interval = box_to_interval([s for s, _, _ in group], [m for _, _, m in group])
             box = None if interval is None else interval_to_box(*interval, new_sizes)
             if box is None:
