@@ -41,13 +41,13 @@ serve: venv system
 	$(BIN)/mkdocs serve --dev-addr $(HOST):$(PORT)
 
 test: venv system-browser
-	$(BIN)/pytest tests notebooks --nbval --nbval-current-env --sanitize-with tests/nbval_sanitize.cfg $(PYTEST_ARGS)
+	$(BIN)/pytest tests notebooks --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg $(PYTEST_ARGS)
 
 test-unit: venv system
 	$(BIN)/pytest tests -m "not browser" $(PYTEST_ARGS)
 
 test-notebooks: venv system
-	$(BIN)/pytest notebooks --nbval --nbval-current-env --sanitize-with tests/nbval_sanitize.cfg $(PYTEST_ARGS)
+	$(BIN)/pytest notebooks --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg $(PYTEST_ARGS)
 
 notebooks: venv system
 	$(BIN)/jupyter lab notebooks
