@@ -120,7 +120,7 @@ class ShapeTracker:
 
         Composition: views[-1] maps idxs to a flat C-order position among the elements of
         views[-2], which splits it into its own axes (`unflatten`), and so on down to views[0].
-        `valid` is the AND of every view's mask.
+        `valid` is the AND of every view's mask. A tracker with no elements gives (0, 1).
         """
         if idxs is None:
             idxs = idx_vars(self.shape)
@@ -128,7 +128,9 @@ class ShapeTracker:
             raise ValueError(f"expr_idxs: got {len(idxs)} indices for the {self.ndim} axes of shape "
                              f"{self.shape}; pass one per axis")
         if self.size == 0:
-            return NumNode(0), NumNode(0)  # nothing to read
+            # No position exists, so nothing is read and no mask applies: the empty view's own
+            # answer (index 0, valid 1) keeps loads and stores of empty tensors unguarded.
+            return NumNode(0), NumNode(1)
         top = self.views[-1]
         index, valid = top.expr_idxs(idxs), top.expr_valid(idxs)
         for view in reversed(self.views[:-1]):
