@@ -60,6 +60,7 @@ def fit(model: Module, X: Sequence[Sequence[float]], y: Sequence[int], steps: in
 # --8<-- [end:fit]
 
 
+# --8<-- [start:gc]
 class _cycle_collector_paused:
     """Pause Python's cycle collector for a block; reference counting still frees memory.
 
@@ -76,3 +77,4 @@ class _cycle_collector_paused:
     def __exit__(self, *exc: object) -> None:
         if self.was_enabled:
             gc.enable()
+# --8<-- [end:gc]

@@ -27,6 +27,7 @@ from typing import Callable
 _NO_BACKWARD: Callable[[float], None] = lambda out_grad: None
 
 
+# --8<-- [start:operands]
 def _is_number(x: object) -> bool:
     """True for the plain numbers a Value accepts: real, and not a bool (see module docstring)."""
     # The `type(x) in` test is a fast path: isinstance against the numbers.Real ABC is slow, and
@@ -44,6 +45,7 @@ def _as_value(other: object, op: str) -> Value:
             "write float(flag) if you mean 1.0/0.0." if isinstance(other, bool) else "")
     raise TypeError(f"{op}: cannot combine a Value with {type(other).__name__} {other!r}; "
                     f"the other operand must be a Value, an int or a float.{hint}")
+# --8<-- [end:operands]
 
 
 # --8<-- [start:value_core]
@@ -189,6 +191,7 @@ class Value:
         out._backward = _backward
         return out
 
+    # --8<-- [start:compose]
     # The remaining operators are compositions of the primitives above, so they need no
     # backward of their own: the chain rule through the primitives gives their gradients.
     def __neg__(self) -> Value:
@@ -215,6 +218,8 @@ class Value:
 
     def __rtruediv__(self, other: float) -> Value:  # other / self
         return _as_value(other, "/") / self
+
+    # --8<-- [end:compose]
 
     def __rpow__(self, base: object) -> Value:  # base ** self
         raise TypeError(f"**: {type(base).__name__} ** Value is not supported, the exponent must be a "

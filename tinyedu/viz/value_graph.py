@@ -41,6 +41,7 @@ def draw_value(root: Value, rankdir: str = "LR") -> graphviz.Digraph:
         raise TypeError(f"draw_value: expected a Value, got {type(root).__name__}")
     if rankdir not in RANKDIRS:
         raise ValueError(f"draw_value: rankdir must be one of {RANKDIRS}, got {rankdir!r}")
+    # --8<-- [start:ids]
     order = root._topological_order()
     ids = {node: f"v{i}" for i, node in enumerate(order)}
     dot = graphviz.Digraph(graph_attr={"rankdir": rankdir}, node_attr={"fontname": "Helvetica"})
@@ -55,6 +56,7 @@ def draw_value(root: Value, rankdir: str = "LR") -> graphviz.Digraph:
                 dot.edge(ids[child], op_id)
             dot.edge(op_id, ids[node])
     return dot
+    # --8<-- [end:ids]
 
 
 def value_svg(root: Value, max_nodes: int = MAX_SVG_NODES) -> str | None:
