@@ -61,7 +61,7 @@ class DeviceBackend(Protocol):
 class _DeviceRegistry:
     """`Device["C"]` gives the C backend; `Device.DEFAULT` is $DEVICE or the default device."""
 
-    known = ("NUMPY",)  # PYTHON, C and NEON join as their backends land
+    known = ("NUMPY", "PYTHON", "C")  # NEON joins when its backend lands
     fallback = "NUMPY"
 
     def __init__(self) -> None:

@@ -1,0 +1,1 @@
+"""Stage 4: from UOps to source code (cstyle.py: C)."""

@@ -1,0 +1,196 @@
+"""The C device: kernel AST -> Kernel -> UOps -> C source -> shared library -> called with ctypes.
+
+Compiling takes a C compiler a few dozen milliseconds, so compiled kernels are cached twice: in
+memory (per process, keyed by the AST) and on disk (keyed by a hash of the source, the compiler
+and its flags), under `$TINYEDU_CACHE` or `~/.cache/tinyedu`. The disk cache is safe to share:
+a library is written under a temporary name and renamed into place (`os.replace` is atomic), so
+two processes compiling the same kernel at once each see a whole file; a file that fails to load
+(say, truncated by a crash) is compiled again.
+
+Environment:
+- `CC` picks the compiler (default: the first of cc, gcc, clang on PATH).
+- `TINYEDU_SANITIZE=1` compiles with AddressSanitizer and UBSan. Python itself is not built with
+  ASan, so the ASan runtime must be loaded first: run python with
+  `LD_PRELOAD=$(gcc -print-file-name=libasan.so) ASAN_OPTIONS=detect_leaks=0`.
+- `DEBUG=4` prints each kernel's source, `DEBUG=5` its UOps, `DEBUG=6` its disassembly.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from tinyedu.codegen.kernel import Kernel
+from tinyedu.codegen.linearizer import linearize
+from tinyedu.codegen.uops import uops_listing
+from tinyedu.dtype import dtypes
+from tinyedu.helpers import debug_level
+from tinyedu.ops import LazyOp
+from tinyedu.renderer.cstyle import render_c
+from tinyedu.runtime.device import Buffer
+
+# -fwrapv: int32 overflow wraps as in numpy; -ffp-contract=off: no fused multiply-add (numpy rounds
+# a*b before adding c); -fno-math-errno: sqrtf can be one instruction (errno is never read).
+BASE_FLAGS = ("-O2", "-shared", "-fPIC", "-fwrapv", "-ffp-contract=off", "-fno-math-errno")
+SANITIZE_FLAGS = ("-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer",
+                  "-g")
+LIBRARIES = ("-lm",)  # sinf, exp2f, ... (after the source, where linkers look for them)
+
+
+class CompileError(RuntimeError):
+    """The compiler rejected generated source: a bug in the renderer (or a broken compiler)."""
+
+
+def find_compiler() -> str:
+    """$CC, else the first of cc, gcc, clang on PATH."""
+    if os.environ.get("CC"):
+        return os.environ["CC"]
+    for name in ("cc", "gcc", "clang"):
+        if shutil.which(name):
+            return name
+    raise RuntimeError("C device: no C compiler found; install gcc or clang, or set CC to one "
+                       "(or use DEVICE=NUMPY)")
+
+
+@functools.cache
+def compiler_flags(compiler: str, sanitize: bool) -> tuple[str, ...]:
+    """The flags this compiler gets: the base flags, -march=native if it takes it, sanitizers if asked."""
+    flags = BASE_FLAGS + (SANITIZE_FLAGS if sanitize else ())
+    if _accepts(compiler, "-march=native"):
+        flags += ("-march=native",)
+    return flags
+
+
+@functools.cache
+def _accepts(compiler: str, flag: str) -> bool:
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "probe.c"
+        src.write_text("int probe(void) { return 0; }\n")
+        result = subprocess.run([compiler, flag, "-c", str(src), "-o", str(Path(tmp) / "probe.o")],
+                                capture_output=True)
+        return result.returncode == 0
+
+
+@functools.cache
+def _compiler_version(compiler: str) -> str:
+    """Part of the cache key: a new compiler version must not reuse old libraries."""
+    result = subprocess.run([compiler, "--version"], capture_output=True, text=True)
+    return (result.stdout or result.stderr).strip()
+
+
+def cache_dir() -> Path:
+    folder = Path(os.environ.get("TINYEDU_CACHE") or Path.home() / ".cache" / "tinyedu")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def sanitize_enabled() -> bool:
+    return os.environ.get("TINYEDU_SANITIZE", "0") not in ("", "0")
+
+
+def numbered(source: str) -> str:
+    return "\n".join(f"{n:4d}  {line}" for n, line in enumerate(source.splitlines(), start=1))
+
+
+class Compiler:
+    """Turns C source into a loaded shared library, through the disk cache."""
+
+    def __init__(self, compiler: str | None = None, sanitize: bool | None = None):
+        self.compiler = compiler or find_compiler()
+        self.flags = compiler_flags(self.compiler, sanitize_enabled() if sanitize is None else sanitize)
+
+    def library_path(self, source: str) -> Path:
+        """Where the library for `source` lives in the cache (whether or not it is there yet)."""
+        key = "\0".join([source, self.compiler, _compiler_version(self.compiler), *self.flags])
+        return cache_dir() / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.so"
+
+    def load(self, source: str) -> ctypes.CDLL:
+        """The library built from `source`: from the cache, or compiled (then cached)."""
+        path = self.library_path(source)
+        if path.exists():
+            try:
+                return ctypes.CDLL(str(path))
+            except OSError:
+                pass  # a damaged cache entry: build it again
+        self.compile(source, path)
+        return ctypes.CDLL(str(path))
+
+    def compile(self, source: str, path: Path) -> None:
+        """Compile `source` into the shared library `path` (atomically: build aside, then rename)."""
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}-", suffix=".so")
+        os.close(fd)
+        try:
+            result = subprocess.run([self.compiler, *self.flags, "-x", "c", "-", "-o", tmp, *LIBRARIES],
+                                    input=source, capture_output=True, text=True)
+            if result.returncode != 0:
+                raise CompileError(f"C device: {self.compiler} failed to compile this kernel "
+                                   f"(flags {' '.join(self.flags)}):\n{numbered(source)}\n"
+                                   f"--- compiler output ---\n{result.stderr.strip()}")
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+
+
+class CProgram:
+    """A compiled kernel: `program([out, *inputs])` calls the C function on the buffers' memory."""
+
+    def __init__(self, name: str, source: str, library: ctypes.CDLL, path: Path, uops: list):
+        self.name, self.source, self.library, self.path, self.uops = name, source, library, path, uops
+        self.function = getattr(library, name)
+        self.function.restype = None
+
+    def __call__(self, buffers: list[Buffer]) -> None:
+        self.function(*(ctypes.c_void_p(b.as_numpy().ctypes.data) for b in buffers))
+
+
+def disassemble(path: Path, symbol: str) -> str:
+    """The machine code of one function, from objdump (or a note saying why there is none)."""
+    objdump = shutil.which("objdump") or shutil.which("llvm-objdump")
+    if objdump is None:
+        return "DEBUG=6: no objdump on PATH; install binutils (or llvm) to see the disassembly"
+    for args in (["-d", f"--disassemble={symbol}"], ["-d", f"--disassemble-symbols={symbol}"],
+                 ["-d", f"--disassemble-symbols=_{symbol}"], ["-d"]):
+        result = subprocess.run([objdump, "--no-show-raw-insn", *args, str(path)],
+                                capture_output=True, text=True)
+        if result.returncode == 0 and symbol in result.stdout:
+            return result.stdout.strip()
+    return f"DEBUG=6: {objdump} could not disassemble {path}"
+
+
+class CDevice:
+    name = "C"
+    dtypes = dtypes.all
+
+    def __init__(self) -> None:
+        self.programs: dict[tuple[LazyOp, bool], CProgram] = {}
+
+    def compile_ast(self, ast: LazyOp) -> CProgram:
+        kernel = Kernel(ast)
+        uops = linearize(kernel)
+        source = render_c(kernel.name, uops)
+        compiler = Compiler()
+        return CProgram(kernel.name, source, compiler.load(source), compiler.library_path(source), uops)
+
+    def get_runner(self, ast: LazyOp) -> CProgram:
+        key = (ast, sanitize_enabled())
+        if key not in self.programs:
+            self.programs[key] = self.compile_ast(ast)
+        program = self.programs[key]
+        if debug_level() >= 4:
+            print(program.source)
+        if debug_level() >= 5:
+            print(uops_listing(program.uops))
+        if debug_level() >= 6:
+            print(disassemble(program.path, program.name))
+        return program
+
+
+def create_device() -> CDevice:
+    return CDevice()
