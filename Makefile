@@ -9,6 +9,8 @@ BIN    := $(VENV)/bin
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 PYTEST_ARGS ?=
+# mkdocs-material prints a banner about MkDocs 2.0 on every build; it is not a problem of this site.
+export NO_MKDOCS_2_WARNING := 1
 
 .PHONY: help venv system system-browser serve site test test-unit test-notebooks notebooks lint bench clean
 
