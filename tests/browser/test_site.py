@@ -8,9 +8,11 @@ must reach every page listed in mkdocs.yml. A screenshot is saved to artifacts/s
 
 from __future__ import annotations
 
+import base64
 import functools
 import http.server
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -128,9 +130,11 @@ def test_site_builds_strict(built_site: Path) -> None:
 def test_stage0_notebook_page_shows_graph_and_plot(site_url: str, browser) -> None:
     url = urljoin(site_url, "notebooks/00_scalar_autograd/")
     dom = browser("--virtual-time-budget=5000", "--dump-dom", url)
-    # A Value's graph is graphviz SVG inlined in the page; the loss curve / decision boundary are
-    # matplotlib PNGs embedded as data URLs.
-    assert '<svg' in dom and 'class="graph"' in dom, "the Value graph (graphviz SVG) is not on the page"
+    # Notebook outputs are embedded as data URLs: a Value's graph as graphviz SVG, the loss curve
+    # and the decision boundary as matplotlib PNGs.
+    svgs = [base64.b64decode(m).decode() for m in re.findall(r'src="data:image/svg\+xml;base64,([^"]+)"', dom)]
+    assert any('class="graph"' in svg and "grad" in svg for svg in svgs), \
+        "the Value graph (graphviz SVG with data and grad on its nodes) is not on the page"
     assert "data:image/png;base64," in dom, "the matplotlib plots are not on the page"
     assert "backward" in dom
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
