@@ -21,6 +21,7 @@ from tinyedu.runtime.device import Buffer
 from tinyedu.shape import ShapeTracker, View
 
 
+# --8<-- [start:gather]
 def gather_view(flat: np.ndarray, view: View) -> np.ndarray:
     """The elements one View selects from a flat array: flat[offset + sum(i_k * stride_k)], masked."""
     shape = view.shape
@@ -46,6 +47,7 @@ def gather(flat: np.ndarray, st: ShapeTracker) -> np.ndarray:
     return values.reshape(st.shape)
 
 
+# --8<-- [end:gather]
 def _int_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     safe = np.where(b == 0, 1, b)
     quotient = np.abs(a) // np.abs(safe) * np.sign(a) * np.sign(safe)

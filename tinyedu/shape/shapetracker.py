@@ -69,6 +69,7 @@ class ShapeTracker:
         return len(self.views) == 1 and self.views[0].contiguous
 
     # ---- movement ops: each checks its argument and returns a new ShapeTracker ---------------
+    # --8<-- [start:reshape]
     def reshape(self, new_shape: Sequence[int]) -> ShapeTracker:
         """Same elements in C order, new shape: merged into the last view if it can express it,
         else a new contiguous view is stacked on top (see the module docstring)."""
@@ -78,6 +79,7 @@ class ShapeTracker:
             return ShapeTracker(self.views + (View.create(new_shape),)).simplify()
         return self._with_last(view)
 
+    # --8<-- [end:reshape]
     def permute(self, order: Sequence[int]) -> ShapeTracker:
         """Reorder axes: new axis k is old axis order[k] (a transpose for 2-d)."""
         return self._with_last(self.views[-1].permute(checks.check_permute(self.shape, order)))
@@ -110,6 +112,7 @@ class ShapeTracker:
         return tracker.simplify() if len(tracker.views) > 1 else tracker
 
     # ---- index expressions -----------------------------------------------------------------
+    # --8<-- [start:expr_idxs]
     def expr_idxs(self, idxs: Sequence[Node | int] | None = None) -> tuple[Node, Node]:
         """(index, valid) of the element at `idxs` (one Node or int per axis of `self.shape`).
 
@@ -140,6 +143,7 @@ class ShapeTracker:
             index, valid = view.expr_idxs(view_idxs), Node.ands([view.expr_valid(view_idxs), valid])
         return index, valid
 
+    # --8<-- [end:expr_idxs]
     def expr_node(self, flat_idx: Node | int | None = None) -> tuple[Node, Node]:
         """Like expr_idxs, for a flat C-order position in `self.shape` (default Variable `idx`)."""
         if flat_idx is None:
@@ -177,6 +181,7 @@ class ShapeTracker:
             found.update((v.name, None) for v in valid.vars())
         return tuple(found.get(v.name, 0) for v in variables)
 
+    # --8<-- [start:simplify]
     def simplify(self) -> ShapeTracker:
         """Merge neighbouring views into one wherever a single view reads the same elements."""
         views = list(self.views)
@@ -190,6 +195,7 @@ class ShapeTracker:
                 k = min(k, len(views) - 1)
         return ShapeTracker(tuple(views))
 
+    # --8<-- [end:simplify]
     def max_index(self) -> int:
         """The largest buffer index any valid element reads (-1 when none is read)."""
         bounds = self.views[0].index_bounds()

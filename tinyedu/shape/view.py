@@ -49,6 +49,7 @@ class View:
     mask: Mask
     contiguous: bool
 
+    # --8<-- [start:create]
     @staticmethod
     def create(shape: Sequence[int], strides: Sequence[int] | None = None, offset: int = 0,
                mask: Sequence[tuple[int, int]] | None = None) -> View:
@@ -84,6 +85,7 @@ class View:
         contiguous = offset == 0 and mask is None and strides == strides_for_shape(shape)
         return View(shape, strides, int(offset), mask, contiguous)
 
+    # --8<-- [end:create]
     # ---- facts ------------------------------------------------------------------------------
     @property
     def ndim(self) -> int:
@@ -133,6 +135,7 @@ class View:
                          for m, s, n in zip(self.mask, self.shape, new_shape, strict=True))
         return View.create(new_shape, self.strides, self.offset, mask)
 
+    # --8<-- [start:pad-shrink]
     def pad(self, padding: Sequence[tuple[int, int]]) -> View:
         """Add (before, after) elements per axis that read 0: move the offset back, mask the rest."""
         offset, shape, mask = self.offset, [], []
@@ -154,6 +157,8 @@ class View:
             mask.append((lo, hi) if lo < hi else (0, 0))
         return View.create(shape, self.strides, offset, mask)
 
+    # --8<-- [end:pad-shrink]
+    # --8<-- [start:stride]
     def stride(self, steps: Sequence[int]) -> View:
         """Take every k-th element of each axis (like `a[::k]`); a negative k walks it backwards."""
         shape, strides, mask, offset = [], [], [], self.offset
@@ -168,6 +173,7 @@ class View:
             mask.append((ceil_div(lo, k), ceil_div(hi, k)))
         return View.create(shape, strides, offset, mask)
 
+    # --8<-- [end:stride]
     def flip(self, axes: Sequence[int]) -> View:
         """Reverse the given axes."""
         return self.stride([-1 if a in axes else 1 for a in range(self.ndim)])
