@@ -8,7 +8,7 @@ import tinyedu.engine.realize  # noqa: F401 - installs the engine under the lazy
 from tinyedu.dtype import dtypes
 from tinyedu.runtime.device import Device
 from tinyedu.scalar import MLP, Layer, Neuron, Value
-from tinyedu.tensor import Tensor, no_grad
+from tinyedu.tensor import Tensor, count_primitives, no_grad
 
-__all__ = ["Value", "Neuron", "Layer", "MLP", "Tensor", "no_grad", "dtypes", "Device"]
+__all__ = ["Value", "Neuron", "Layer", "MLP", "Tensor", "no_grad", "count_primitives", "dtypes", "Device"]
 __version__ = "0.1.0"

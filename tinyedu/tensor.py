@@ -9,6 +9,7 @@ see that a whole framework rests on a dozen primitives.
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any, ClassVar, Sequence
 
 import numpy as np
@@ -40,6 +41,24 @@ class no_grad:  # noqa: N801 - used like torch.no_grad
 
     def __exit__(self, *exc: object) -> None:
         Tensor.grad_enabled = self.previous
+
+
+class count_primitives:  # noqa: N801 - used like no_grad
+    """`with count_primitives() as counts:` counts the primitive Functions applied inside the block.
+
+    This is how you can see that `softmax` or `conv2d` is nothing but a few primitives:
+    `counts` is a Counter such as {'Max': 1, 'Sub': 1, 'Exp2': 1, 'Sum': 1, 'Reshape': 2, ...}.
+    """
+
+    active: ClassVar[list[Counter]] = []
+
+    def __enter__(self) -> Counter:
+        self.counts: Counter = Counter()
+        count_primitives.active.append(self.counts)
+        return self.counts
+
+    def __exit__(self, *exc: object) -> None:
+        count_primitives.active.remove(self.counts)
 
 
 class Tensor(CreationMixin, ElementwiseMixin, ReduceMixin, MovementMixin, IndexingMixin, CombineMixin,
@@ -157,6 +176,8 @@ class Tensor(CreationMixin, ElementwiseMixin, ReduceMixin, MovementMixin, Indexi
         inputs = (self, *others)
         needs = tuple(bool(t.requires_grad) for t in inputs) if Tensor.grad_enabled else (False,) * len(inputs)
         ctx = function(needs)
+        for counts in count_primitives.active:
+            counts[function.__name__] += 1
         out = Tensor(ctx.forward(*(t.lazydata for t in inputs), **kwargs), device=self.device)
         # Only floats carry gradients (as in PyTorch): a comparison or an int cast ends the graph.
         if any(needs) and out.dtype.is_float:

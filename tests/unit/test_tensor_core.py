@@ -156,3 +156,16 @@ class TestCreationAndDtypes:
         a = Tensor.randn(4).numpy()
         Tensor.manual_seed(3)
         np.testing.assert_array_equal(a, Tensor.randn(4).numpy())
+
+
+def test_count_primitives_sees_every_function_applied():
+    from tinyedu import count_primitives
+
+    x = Tensor([[1.0, -2.0], [3.0, 4.0]])
+    with count_primitives() as counts:
+        (x * 2 + 1).relu()
+    assert counts["Mul"] == 1 and counts["Add"] == 1   # the arithmetic
+    assert counts["Less"] == 1 and counts["Where"] == 1  # relu is where(0 < x, x, 0)
+    with count_primitives() as outside:
+        pass
+    assert not outside
