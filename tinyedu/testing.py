@@ -268,14 +268,16 @@ def check_tensor_grads(loss: Callable[..., float], arrays: Sequence[np.ndarray],
     grads = [np.asarray(g, dtype=np.float64) for g in grads]
     scale = max([1.0] + [float(np.abs(g).max()) for g in grads if g.size])
     if sum(a.size for a in arrays) <= max_elements:
-        for k, (numerical, analytic) in enumerate(zip(tensor_numerical_grad(loss, arrays, eps), grads, strict=True)):
+        numericals = tensor_numerical_grad(loss, arrays, eps)
+        for k, (numerical, analytic) in enumerate(zip(numericals, grads, strict=True)):
             error = np.abs(numerical - analytic)
-            bad = (error > atol * scale + rtol * np.abs(analytic)) | (np.isnan(numerical) != np.isnan(analytic))
+            nan_differs = np.isnan(numerical) != np.isnan(analytic)
+            bad = (error > atol * scale + rtol * np.abs(analytic)) | nan_differs
             if bad.any():
                 where = tuple(int(i) for i in np.argwhere(bad)[0])
-                raise AssertionError(f"gradient of input {k} (shape {arrays[k].shape}) at {where}: backward gave "
-                                     f"{analytic[where]:.6g}, finite differences {numerical[where]:.6g}\n"
-                                     f"backward:\n{analytic}\nnumerical:\n{numerical}")
+                raise AssertionError(f"gradient of input {k} (shape {arrays[k].shape}) at {where}: backward "
+                                     f"gave {analytic[where]:.6g}, finite differences "
+                                     f"{numerical[where]:.6g}\nbackward:\n{analytic}\nnumerical:\n{numerical}")
         return
     rng = np.random.default_rng(seed)
     for _ in range(directions):

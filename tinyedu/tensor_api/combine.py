@@ -28,8 +28,8 @@ def _tensors(first: Any, others: tuple, op: str) -> list["Tensor"]:
         if not isinstance(t, Tensor):
             raise TypeError(f"{op}: expected Tensors, but item {k} is a {type(t).__name__}")
         if t.device != tensors[0].device:
-            raise ValueError(f"{op}: tensors are on different devices ({tensors[0].device} and {t.device}); move "
-                             f"them to one with .to()")
+            raise ValueError(f"{op}: tensors are on different devices ({tensors[0].device} and {t.device}); "
+                             "move them to one with .to()")
     return tensors
 
 
@@ -48,11 +48,11 @@ class CombineMixin:
                              "use stack, or reshape them to (1,) first")
         d = first._axis(dim, "cat")
         for k, t in enumerate(tensors):
-            same = t.ndim == first.ndim and all(a == b for i, (a, b) in enumerate(zip(t.shape, first.shape))
-                                                if i != d)
+            same = t.ndim == first.ndim and all(t.shape[i] == first.shape[i] for i in range(t.ndim) if i != d)
             if not same:
-                raise ValueError(f"cat: shapes {[x.shape for x in tensors]} cannot be joined along dim {dim}: tensor "
-                                 f"{k} has shape {t.shape}, but all must match {first.shape} except in dim {d}")
+                raise ValueError(f"cat: shapes {[x.shape for x in tensors]} cannot be joined along dim "
+                                 f"{dim}: tensor {k} has shape {t.shape}, but all must match {first.shape} "
+                                 f"except in dim {d}")
         total = sum(t.shape[d] for t in tensors)
         out, start = None, 0
         for t in tensors:
@@ -83,23 +83,26 @@ class CombineMixin:
         if isinstance(split_size_or_sections, int) and not isinstance(split_size_or_sections, bool):
             size = split_size_or_sections
             if size < 0 or (size == 0 and n != 0):
-                raise ValueError(f"split: split_size must be a positive int, got {size} (dim {d} has size {n})")
+                raise ValueError(f"split: split_size must be a positive int, got {size} (dim {d} has size "
+                                 f"{n})")
             sizes = [min(size, n - start) for start in range(0, n, size)] if n else [0]
         elif isinstance(split_size_or_sections, (list, tuple)):
             sizes = list(split_size_or_sections)
             if any(not isinstance(s, int) or isinstance(s, bool) or s < 0 for s in sizes) or sum(sizes) != n:
-                raise ValueError(f"split: sizes {sizes} must be ints >= 0 that add up to {n}, the size of dim {d} "
-                                 f"of shape {self.shape}")
+                raise ValueError(f"split: sizes {sizes} must be ints >= 0 that add up to {n}, the size of "
+                                 f"dim {d} of shape {self.shape}")
         else:
-            raise TypeError(f"split: expected an int or a list of ints, got {type(split_size_or_sections).__name__}")
+            raise TypeError("split: expected an int or a list of ints, got "
+                            f"{type(split_size_or_sections).__name__}")
         pieces, start = [], 0
         for size in sizes:
-            pieces.append(self.shrink(tuple((start, start + size) if i == d else None for i in range(self.ndim))))
+            bounds = tuple((start, start + size) if i == d else None for i in range(self.ndim))
+            pieces.append(self.shrink(bounds))
             start += size
         return tuple(pieces)
 
     def chunk(self, chunks: int, dim: int = 0) -> tuple["Tensor", ...]:
-        """Cut into `chunks` pieces of equal size, ceil(n / chunks) each (so there may be fewer, as in PyTorch)."""
+        """Cut into `chunks` pieces of ceil(n / chunks) elements (so there may be fewer, as in PyTorch)."""
         if not isinstance(chunks, int) or isinstance(chunks, bool) or chunks <= 0:
             raise ValueError(f"chunk: chunks must be a positive int, got {chunks!r}")
         if not self.ndim:

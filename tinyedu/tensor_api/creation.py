@@ -39,7 +39,8 @@ class CreationMixin:
                 dtypes.int32 if isinstance(fill_value, int) else dtypes.float32
         dtype = dtypes.from_any(dtype)
         device = engine().canonical_device(device)
-        return cls(LazyBuffer.full(fill_value, shape, dtype, device), device=device, requires_grad=requires_grad)
+        buffer = LazyBuffer.full(fill_value, shape, dtype, device)
+        return cls(buffer, device=device, requires_grad=requires_grad)
 
     @classmethod
     def zeros(cls, *shape: Any, dtype: Any = dtypes.float32, device: str | None = None,
@@ -76,7 +77,8 @@ class CreationMixin:
         return cls._from_host(np.arange(start, stop, step), dtype, device, None)
 
     @classmethod
-    def eye(cls, n: int, m: int | None = None, dtype: Any = dtypes.float32, device: str | None = None) -> "Tensor":
+    def eye(cls, n: int, m: int | None = None, dtype: Any = dtypes.float32,
+            device: str | None = None) -> "Tensor":
         m = n if m is None else m
         _check_shape((n, m), "eye")
         rows = cls.arange(n, device=device).reshape(n, 1)
@@ -84,7 +86,8 @@ class CreationMixin:
         return (rows == cols).cast(dtypes.from_any(dtype))
 
     @classmethod
-    def _from_host(cls, array: np.ndarray, dtype: DType, device: str | None, requires_grad: bool | None) -> "Tensor":
+    def _from_host(cls, array: np.ndarray, dtype: DType, device: str | None,
+                   requires_grad: bool | None) -> "Tensor":
         return cls(array.astype(dtype.np), device=device, dtype=dtype, requires_grad=requires_grad)
 
     @classmethod
@@ -113,13 +116,15 @@ class CreationMixin:
     def uniform(cls, *shape: Any, low: float = 0.0, high: float = 1.0, dtype: Any = dtypes.float32,
                 device: str | None = None, requires_grad: bool | None = None) -> "Tensor":
         shape = _check_shape(flatten_args(shape), "uniform")
-        return cls._from_host(cls._rng.uniform(low, high, shape), dtypes.from_any(dtype), device, requires_grad)
+        values = cls._rng.uniform(low, high, shape)
+        return cls._from_host(values, dtypes.from_any(dtype), device, requires_grad)
 
     @classmethod
     def normal(cls, *shape: Any, mean: float = 0.0, std: float = 1.0, dtype: Any = dtypes.float32,
                device: str | None = None, requires_grad: bool | None = None) -> "Tensor":
         shape = _check_shape(flatten_args(shape), "normal")
-        return cls._from_host(cls._rng.normal(mean, std, shape), dtypes.from_any(dtype), device, requires_grad)
+        values = cls._rng.normal(mean, std, shape)
+        return cls._from_host(values, dtypes.from_any(dtype), device, requires_grad)
 
     # ---- standard initialisations (as torch.nn.init, for weights of shape (out, in, ...)) ----
     @classmethod
@@ -145,7 +150,8 @@ class CreationMixin:
         return type(self).full(self.shape, 1, **{"dtype": self.dtype, "device": self.device, **kwargs})
 
     def full_like(self, fill_value: float | int | bool, **kwargs: Any) -> "Tensor":
-        return type(self).full(self.shape, fill_value, **{"dtype": self.dtype, "device": self.device, **kwargs})
+        options = {"dtype": self.dtype, "device": self.device, **kwargs}
+        return type(self).full(self.shape, fill_value, **options)
 
     def rand_like(self, **kwargs: Any) -> "Tensor":
         return type(self).rand(*self.shape, **{"dtype": self.dtype, "device": self.device, **kwargs})

@@ -71,7 +71,8 @@ class ElementwiseMixin:
         return self * self
 
     def logical_not(self) -> "Tensor":
-        return self.cast(dtypes.bool)._apply(F.Eq, self._to_tensor(False, dtypes.bool)._broadcast_to(self.shape))
+        false = self._to_tensor(False, dtypes.bool)._broadcast_to(self.shape)
+        return self.cast(dtypes.bool)._apply(F.Eq, false)
 
     # ---- binary primitives, with broadcasting and dtype promotion ----
     def add(self, other: Operand, reverse: bool = False) -> "Tensor":

@@ -47,8 +47,8 @@ class IndexingMixin:
             if isinstance(item, int):
                 i = item + size if item < 0 else item
                 if not 0 <= i < size:
-                    raise IndexError(f"__getitem__: index {item} is out of range for axis {axis} of size {size} "
-                                     f"(shape {self.shape}); valid indices are {-size}..{size - 1}")
+                    raise IndexError(f"__getitem__: index {item} is out of range for axis {axis} of size "
+                                     f"{size} (shape {self.shape}); valid indices are {-size}..{size - 1}")
                 bounds.append((i, i + 1))
                 steps.append(1)
             elif isinstance(item, slice):
@@ -76,8 +76,8 @@ class IndexingMixin:
             raise IndexError("__getitem__: an index can only have a single ellipsis (...)")
         named = sum(item is not None and item is not Ellipsis for item in items)
         if named > self.ndim:
-            raise IndexError(f"__getitem__: too many indices for a tensor of shape {self.shape}: {named} axes "
-                             f"indexed but it has {self.ndim}")
+            raise IndexError(f"__getitem__: too many indices for a tensor of shape {self.shape}: {named} "
+                             f"axes indexed but it has {self.ndim}")
         fill = [slice(None)] * (self.ndim - named)
         if any(item is Ellipsis for item in items):
             at = next(k for k, item in enumerate(items) if item is Ellipsis)
@@ -90,24 +90,26 @@ class IndexingMixin:
         if item is None or item is Ellipsis or isinstance(item, slice):
             return item
         if isinstance(item, (bool, np.bool_)):
-            raise IndexError(f"__getitem__: a bool index ({item}) is not supported; valid indices are {_VALID}")
+            raise IndexError(f"__getitem__: a bool index ({item}) is not supported; valid indices are "
+                             f"{_VALID}")
         if isinstance(item, (int, np.integer)):
             return int(item)
         if isinstance(item, (list, np.ndarray)):
             item = Tensor(item, device=self.device)
         if isinstance(item, Tensor):
             if item.dtype == dtypes.bool:
-                raise IndexError(f"__getitem__: boolean mask indexing (a bool tensor of shape {item.shape}) is not "
-                                 "supported, since the result's shape would depend on the data; use "
+                raise IndexError(f"__getitem__: boolean mask indexing (a bool tensor of shape {item.shape}) "
+                                 "is not supported, since the result's shape would depend on the data; use "
                                  "mask.where(x, 0) to zero the other elements")
             if item.dtype.is_float:
-                raise IndexError(f"__getitem__: tensors used as indices must be integers, got {item.dtype.name}; "
-                                 "cast with .int()")
+                raise IndexError("__getitem__: tensors used as indices must be integers, got "
+                                 f"{item.dtype.name}; cast with .int()")
             if item.device != self.device:
-                raise ValueError(f"__getitem__: the index is on {item.device} but the tensor is on {self.device}")
+                raise ValueError(f"__getitem__: the index is on {item.device} but the tensor is on "
+                                 f"{self.device}")
             return item
-        raise IndexError(f"__getitem__: invalid index {item!r} of type {type(item).__name__}; valid indices are "
-                         f"{_VALID}")
+        raise IndexError(f"__getitem__: invalid index {item!r} of type {type(item).__name__}; valid indices "
+                         f"are {_VALID}")
 
     def _take(self, picks: list[tuple[int, "Tensor"]], selects: list[tuple[int, "Tensor"]]) -> "Tensor":
         """Advanced indexing: result[b..., rest...] = self[..., i1[b], ..., i2[b], ...] for the picked axes.
@@ -163,10 +165,11 @@ class IndexingMixin:
             if index.ndim != 0:
                 raise ValueError(f"gather: a 0-d tensor needs a 0-d index, got shape {index.shape}")
             return self.reshape(1).gather(0, index.reshape(1)).reshape(())
-        if index.ndim != self.ndim or any(i > s for k, (i, s) in enumerate(zip(index.shape, self.shape)) if k != d):
-            raise ValueError(f"gather: index of shape {index.shape} does not fit a tensor of shape {self.shape} "
-                             f"along dim {dim}: it needs {self.ndim} axes, each no larger than the tensor's "
-                             f"except dim {d}")
+        too_big = any(i > s for k, (i, s) in enumerate(zip(index.shape, self.shape, strict=False)) if k != d)
+        if index.ndim != self.ndim or too_big:
+            raise ValueError(f"gather: index of shape {index.shape} does not fit a tensor of shape "
+                             f"{self.shape} along dim {dim}: it needs {self.ndim} axes, each no larger than "
+                             f"the tensor's except dim {d}")
         if index.device != self.device:
             raise ValueError(f"gather: the index is on {index.device} but the tensor is on {self.device}")
         n = self.shape[d]
@@ -194,6 +197,7 @@ def _slice_bounds(item: slice, size: int) -> tuple[int, int, int]:
 
 def _check_in_range(index: "Tensor", n: int, what: str, negative_ok: bool) -> "Tensor":
     """Index values depend on data, so checking them means computing them: one small realize."""
+    index = index.cast(dtypes.int32)  # uint8 indices too: -n and index + n must fit
     low = -n if negative_ok else 0
     if index.numel() and ((index < low) | (index >= n)).any().item():
         values = index.numpy()

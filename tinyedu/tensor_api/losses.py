@@ -64,7 +64,8 @@ class LossMixin:
         self._check_same_shape(target, "binary_cross_entropy_with_logits")
         x = self._float()
         weight = 1 if pos_weight is None else 1 + (pos_weight - 1) * target
-        return _reduce((1 - target) * x + weight * (-x).softplus(), reduction, "binary_cross_entropy_with_logits")
+        loss = (1 - target) * x + weight * (-x).softplus()
+        return _reduce(loss, reduction, "binary_cross_entropy_with_logits")
 
     def nll_loss(self, target: "Tensor", reduction: str = "mean", ignore_index: int = -100) -> "Tensor":
         """Negative log-likelihood: -self[n, target[n]] for log-probabilities self of shape (N, C) (or (C,),
@@ -81,10 +82,12 @@ class LossMixin:
         uniform distribution: (1 - e) * loss + e * mean over classes of -log p.
         """
         if not isinstance(label_smoothing, (int, float)) or not 0.0 <= label_smoothing <= 1.0:
-            raise ValueError(f"cross_entropy: label_smoothing must be a number in [0, 1], got {label_smoothing!r}")
+            raise ValueError("cross_entropy: label_smoothing must be a number in [0, 1], got "
+                             f"{label_smoothing!r}")
         _check_tensor(target, "target", "cross_entropy")
         if self.ndim == 0:
-            raise ValueError("cross_entropy: the input needs a class axis: shape (C,), (N, C) or (N, C, d1, ...)")
+            raise ValueError("cross_entropy: the input needs a class axis: shape (C,), (N, C) or (N, C, d1, "
+                             "...)")
         class_axis = 1 if self.ndim >= 2 else 0
         logp = self.log_softmax(class_axis)
         if target.dtype.is_float:  # class probabilities
@@ -97,7 +100,7 @@ class LossMixin:
 
     def _class_loss(self, logp: "Tensor", target: "Tensor", reduction: str, ignore_index: int,
                     smoothing: float, op: str) -> "Tensor":
-        """-logp at each target class (a one-hot mask picks it), optionally smoothed and with ignored targets."""
+        """-logp at each target class (a one-hot mask picks it), maybe smoothed, with ignored targets."""
         from tinyedu.tensor import Tensor
 
         _check_tensor(target, "target", op)
@@ -109,17 +112,19 @@ class LossMixin:
         if target.dtype.is_float or target.dtype == dtypes.bool:
             raise TypeError(f"{op}: target must hold class indices (integers), got {target.dtype.name}")
         if target.shape != expected:
-            raise ValueError(f"{op}: target of shape {target.shape} does not fit input of shape {logp.shape}; "
-                             f"class-index targets must have shape {expected} (the input without its class axis)")
+            raise ValueError(f"{op}: target of shape {target.shape} does not fit input of shape "
+                             f"{logp.shape}; class-index targets must have shape {expected} (the input "
+                             "without its class axis)")
         if reduction not in REDUCTIONS:
             raise ValueError(f"{op}: reduction must be one of {REDUCTIONS}, got {reduction!r}")
         valid = target != ignore_index
         bad = valid & ((target < 0) | (target >= n_classes))
         if target.numel() and bad.any().item():
             value = target.numpy()[bad.numpy()].reshape(-1)[0]
-            raise IndexError(f"{op}: target {value} is out of range for {n_classes} classes; valid targets are "
-                             f"0..{n_classes - 1} (or ignore_index={ignore_index})")
-        classes = Tensor.arange(n_classes, device=logp.device).reshape((n_classes,) + (1,) * (logp.ndim - 1 - class_axis))
+            raise IndexError(f"{op}: target {value} is out of range for {n_classes} classes; valid targets "
+                             f"are 0..{n_classes - 1} (or ignore_index={ignore_index})")
+        classes = Tensor.arange(n_classes, device=logp.device)
+        classes = classes.reshape((n_classes,) + (1,) * (logp.ndim - 1 - class_axis))  # along the class axis
         onehot = target.unsqueeze(class_axis) == classes
         loss = -onehot.where(logp, 0.0).sum(class_axis)
         if smoothing:

@@ -27,31 +27,33 @@ class MovementMixin:
         if -1 in shape:
             known = prod(s for s in shape if s != -1)
             if known == 0 or self.numel() % known:
-                raise ValueError(f"reshape: cannot infer the -1 in {shape} for a tensor of shape {self.shape} "
-                                 f"({self.numel()} elements)")
+                raise ValueError(f"reshape: cannot infer the -1 in {shape} for a tensor of shape "
+                                 f"{self.shape} ({self.numel()} elements)")
             shape = tuple(self.numel() // known if s == -1 else s for s in shape)
         if prod(shape) != self.numel():
-            raise ValueError(f"reshape: cannot reshape shape {self.shape} ({self.numel()} elements) to {shape} "
-                             f"({prod(shape)} elements); the number of elements must match")
+            raise ValueError(f"reshape: cannot reshape shape {self.shape} ({self.numel()} elements) to "
+                             f"{shape} ({prod(shape)} elements); the number of elements must match")
         return self if shape == self.shape else self._apply(F.Reshape, shape=shape)
 
     view = reshape
 
     def permute(self, *order: Any) -> "Tensor":
-        order = tuple(self._axis(a, "permute") for a in flatten_args(order)) if self.ndim else flatten_args(order)
+        order = flatten_args(order)
+        order = tuple(self._axis(a, "permute") for a in order) if self.ndim else order
         if sorted(order) != list(range(self.ndim)):
-            raise ValueError(f"permute: {flatten_args(order)} is not a permutation of the {self.ndim} axes of a "
-                             f"tensor of shape {self.shape}")
+            raise ValueError(f"permute: {flatten_args(order)} is not a permutation of the {self.ndim} axes "
+                             f"of a tensor of shape {self.shape}")
         return self if order == tuple(range(self.ndim)) else self._apply(F.Permute, order=order)
 
     def expand(self, *shape: Any) -> "Tensor":
         """Repeat size-1 axes (without copying: their stride becomes 0). -1 keeps a size."""
         shape = flatten_args(shape)
         if len(shape) < self.ndim:
-            raise ValueError(f"expand: the new shape {shape} has fewer dimensions than the tensor {self.shape}")
+            raise ValueError(f"expand: the new shape {shape} has fewer dimensions than the tensor "
+                             f"{self.shape}")
         x = self.reshape((1,) * (len(shape) - self.ndim) + self.shape) if len(shape) > self.ndim else self
-        shape = tuple(old if new == -1 else new for old, new in zip(x.shape, shape))
-        for old, new in zip(x.shape, shape):
+        shape = tuple(old if new == -1 else new for old, new in zip(x.shape, shape, strict=True))
+        for old, new in zip(x.shape, shape, strict=True):
             if old != new and old != 1:
                 raise ValueError(f"expand: cannot expand shape {self.shape} to {shape}; only size-1 axes can "
                                  "grow (reshape or repeat otherwise)")
@@ -75,12 +77,12 @@ class MovementMixin:
     def shrink(self, bounds: Sequence[tuple[int, int] | None]) -> "Tensor":
         """Keep [start, end) along each axis (None keeps all)."""
         bounds = self._per_axis(bounds, "shrink")
-        pairs = tuple((0, s) if b is None else tuple(b) for b, s in zip(bounds, self.shape))
-        for (lo, hi), s in zip(pairs, self.shape):
+        pairs = tuple((0, s) if b is None else tuple(b) for b, s in zip(bounds, self.shape, strict=True))
+        for (lo, hi), s in zip(pairs, self.shape, strict=True):
             if not 0 <= lo <= hi <= s:
-                raise ValueError(f"shrink: bounds {tuple(bounds)} are invalid for shape {self.shape}; each must "
-                                 "be (start, end) with 0 <= start <= end <= size")
-        if all(p == (0, s) for p, s in zip(pairs, self.shape)):
+                raise ValueError(f"shrink: bounds {tuple(bounds)} are invalid for shape {self.shape}; each "
+                                 "must be (start, end) with 0 <= start <= end <= size")
+        if all(p == (0, s) for p, s in zip(pairs, self.shape, strict=True)):
             return self
         return self._apply(F.Shrink, bounds=pairs)
 
@@ -88,13 +90,15 @@ class MovementMixin:
         """Every k-th element along each axis; a negative k walks backwards (k = -1 is a flip)."""
         steps = tuple(self._per_axis(steps, "stride"))
         if any(not isinstance(k, int) or k == 0 for k in steps):
-            raise ValueError(f"stride: steps {steps} must be non-zero ints, one per axis of shape {self.shape}")
+            raise ValueError(f"stride: steps {steps} must be non-zero ints, one per axis of shape "
+                             f"{self.shape}")
         return self if all(k == 1 for k in steps) else self._apply(F.Stride, steps=steps)
 
     def _per_axis(self, arg: Sequence[Any], op: str) -> tuple[Any, ...]:
         arg = tuple(arg)
         if len(arg) != self.ndim:
-            raise ValueError(f"{op}: expected one entry per axis ({self.ndim} for shape {self.shape}), got {arg}")
+            raise ValueError(f"{op}: expected one entry per axis ({self.ndim} for shape {self.shape}), got "
+                             f"{arg}")
         return arg
 
     # ---- composed ----
@@ -117,7 +121,8 @@ class MovementMixin:
             return self.reshape(1)
         start, end = self._axis(start_dim, "flatten"), self._axis(end_dim, "flatten")
         if start > end:
-            raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim} for shape {self.shape}")
+            raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim} for shape "
+                             f"{self.shape}")
         return self.reshape(self.shape[:start] + (prod(self.shape[start:end + 1]),) + self.shape[end + 1:])
 
     def unflatten(self, dim: int, sizes: Sequence[int]) -> "Tensor":
@@ -154,10 +159,10 @@ class MovementMixin:
         if any(not isinstance(r, int) or isinstance(r, bool) or r < 0 for r in repeats):
             raise ValueError(f"repeat: repeats {repeats} must be ints >= 0")
         if len(repeats) < self.ndim:
-            raise ValueError(f"repeat: {len(repeats)} repeats {repeats} for a tensor of shape {self.shape}; give "
-                             f"at least one per axis ({self.ndim})")
+            raise ValueError(f"repeat: {len(repeats)} repeats {repeats} for a tensor of shape {self.shape}; "
+                             f"give at least one per axis ({self.ndim})")
         shape = (1,) * (len(repeats) - self.ndim) + self.shape
-        pairs = tuple(zip(repeats, shape))
+        pairs = tuple(zip(repeats, shape, strict=True))
         spread = self.reshape(tuple(x for _, s in pairs for x in (1, s)))
         spread = spread.expand(tuple(x for r, s in pairs for x in (r, s)))
         return spread.reshape(tuple(r * s for r, s in pairs))
@@ -174,21 +179,21 @@ class MovementMixin:
         size, stride = tuple(size), tuple(stride)
         ints = all(isinstance(v, int) and not isinstance(v, bool) for v in (*size, *stride, storage_offset))
         if not ints or len(size) != len(stride):
-            raise TypeError(f"as_strided: size {size} and stride {stride} must be sequences of ints of the same "
-                            f"length, and storage_offset ({storage_offset!r}) an int")
+            raise TypeError(f"as_strided: size {size} and stride {stride} must be sequences of ints of the "
+                            f"same length, and storage_offset ({storage_offset!r}) an int")
         if min((*size, *stride, storage_offset), default=0) < 0:
-            raise ValueError(f"as_strided: size {size}, stride {stride} and storage_offset {storage_offset} must "
-                             "all be >= 0 (negative strides are not supported, as in PyTorch)")
+            raise ValueError(f"as_strided: size {size}, stride {stride} and storage_offset {storage_offset} "
+                             "must all be >= 0 (negative strides are not supported, as in PyTorch)")
         flat = self.reshape(-1)
         if prod(size) == 0:
             return flat.shrink(((0, 0),)).reshape(size)
-        last = storage_offset + sum((n - 1) * k for n, k in zip(size, stride))
+        last = storage_offset + sum((n - 1) * k for n, k in zip(size, stride, strict=True))
         if last >= self.numel():
-            raise ValueError(f"as_strided: size {size} with stride {stride} and storage_offset {storage_offset} "
-                             f"reads position {last}, but the tensor of shape {self.shape} has only "
-                             f"{self.numel()} elements (positions 0..{self.numel() - 1})")
+            raise ValueError(f"as_strided: size {size} with stride {stride} and storage_offset "
+                             f"{storage_offset} reads position {last}, but the tensor of shape {self.shape} "
+                             f"has only {self.numel()} elements (positions 0..{self.numel() - 1})")
         x = flat.shrink(((storage_offset, self.numel()),))
-        for count, step in zip(size, stride):
+        for count, step in zip(size, stride, strict=True):
             x = x._windows(count, step)  # x[..., i, p] = previous x[..., p + i*step]
         return x.shrink(((0, 1),) if not size else (None,) * len(size) + ((0, 1),)).reshape(size)
 

@@ -17,8 +17,10 @@ IntPair = int | tuple[int, int]
 
 def _pair(value: Any, name: str, op: str, minimum: int) -> tuple[int, int]:
     """An int or a pair of ints (one per spatial axis), each >= minimum, as PyTorch's conv/pool args."""
-    pair = (value, value) if isinstance(value, int) else tuple(value) if isinstance(value, (tuple, list)) else None
-    ok = pair is not None and len(pair) == 2 and all(isinstance(v, int) and not isinstance(v, bool) for v in pair)
+    if isinstance(value, int):
+        value = (value, value)
+    pair = tuple(value) if isinstance(value, (tuple, list)) else ()
+    ok = len(pair) == 2 and all(isinstance(v, int) and not isinstance(v, bool) for v in pair)
     if not ok or min(pair) < minimum:
         raise ValueError(f"{op}: {name} must be an int or a pair of ints >= {minimum}, got {value!r}")
     return pair
@@ -37,13 +39,15 @@ class NNMixin:
             raise TypeError(f"matmul: expected a Tensor, got {type(other).__name__}")
         x, w = self, other
         if x.ndim == 0 or w.ndim == 0:
-            raise ValueError(f"matmul: both operands need at least 1 dimension, got shapes {x.shape} and {w.shape}")
+            raise ValueError(f"matmul: both operands need at least 1 dimension, got shapes {x.shape} and "
+                             f"{w.shape}")
         x1, w1 = x.ndim == 1, w.ndim == 1
         x = x.reshape(1, x.shape[0]) if x1 else x
         w = w.reshape(w.shape[0], 1) if w1 else w
         if x.shape[-1] != w.shape[-2]:
-            raise ValueError(f"matmul: shapes {self.shape} and {other.shape} do not line up: the last axis of the "
-                             f"first ({x.shape[-1]}) must equal the second-to-last of the second ({w.shape[-2]})")
+            raise ValueError(f"matmul: shapes {self.shape} and {other.shape} do not line up: the last axis "
+                             f"of the first ({x.shape[-1]}) must equal the second-to-last of the second "
+                             f"({w.shape[-2]})")
         out = (x.unsqueeze(-2) * w.transpose(-1, -2).unsqueeze(-3)).sum(-1)
         if x1:
             out = out.squeeze(-2)
@@ -57,13 +61,14 @@ class NNMixin:
     def linear(self, weight: "Tensor", bias: "Tensor | None" = None) -> "Tensor":
         """x @ weight.T + bias, with PyTorch's layout: weight is (out_features, in_features)."""
         if self.ndim == 0 or weight.ndim != 2 or self.shape[-1] != weight.shape[1]:
-            raise ValueError(f"linear: input of shape {self.shape} and weight of shape {weight.shape} do not fit; the "
-                             f"weight must be (out_features, in_features) with in_features = the input's last axis")
+            raise ValueError(f"linear: input of shape {self.shape} and weight of shape {weight.shape} do not "
+                             "fit; the weight must be (out_features, in_features) with in_features = the "
+                             "input's last axis")
         out = self.matmul(weight.T)
         if bias is not None:
             if bias.shape != (weight.shape[0],):
-                raise ValueError(f"linear: bias must have shape ({weight.shape[0]},), one per output feature, got "
-                                 f"{bias.shape}")
+                raise ValueError(f"linear: bias must have shape ({weight.shape[0]},), one per output "
+                                 f"feature, got {bias.shape}")
             out = out + bias
         return out
 
@@ -78,12 +83,13 @@ class NNMixin:
         nd = len(kernel)
         first = self.ndim - nd
         x = self
-        for k, s, d in zip(kernel, stride, dilation):
+        for k, s, d in zip(kernel, stride, dilation, strict=True):
             n = x.shape[first]
             out = (n - d * (k - 1) - 1) // s + 1
             x = x.permute(*range(first), *range(first + 1, x.ndim), first)  # this spatial axis goes last
             x = x._windows(k, d)  # (..., k, n - d*(k-1)): a window at every start
-            x = x.shrink((None,) * (x.ndim - 1) + ((0, (out - 1) * s + 1),))._stride((1,) * (x.ndim - 1) + (s,))
+            x = x.shrink((None,) * (x.ndim - 1) + ((0, (out - 1) * s + 1),))  # the starts that are used...
+            x = x._stride((1,) * (x.ndim - 1) + (s,))  # ...every s-th: (..., k, out)
             x = x.transpose(-1, -2)  # (..., out, k)
         # now (..., out0, k0, out1, k1, ...): gather the outs, then the kernel axes
         outs = [first + 2 * i for i in range(nd)]
@@ -101,17 +107,17 @@ class NNMixin:
         """
         x, op = self, "conv2d"
         if x.ndim not in (3, 4) or weight.ndim != 4:
-            raise ValueError(f"{op}: expected input (N, C_in, H, W) or (C_in, H, W) and weight (C_out, C_in/groups, "
-                             f"kH, kW), got input {self.shape} and weight {weight.shape}")
+            raise ValueError(f"{op}: expected input (N, C_in, H, W) or (C_in, H, W) and weight (C_out, "
+                             f"C_in/groups, kH, kW), got input {self.shape} and weight {weight.shape}")
         unbatched = x.ndim == 3
         x = x.unsqueeze(0) if unbatched else x
-        (n, cin, h, w), (cout, cin_g, kh, kw) = x.shape, weight.shape
+        (n, cin, _, _), (cout, cin_g, kh, kw) = x.shape, weight.shape
         if not isinstance(groups, int) or isinstance(groups, bool) or groups < 1:
             raise ValueError(f"{op}: groups must be a positive int, got {groups!r}")
         if cin != cin_g * groups or cout % groups:
             raise ValueError(f"{op}: input {self.shape} has {cin} channels but weight {weight.shape} with "
-                             f"groups={groups} expects {cin_g * groups}; C_in must be weight.shape[1] * groups and "
-                             f"C_out ({cout}) divisible by groups")
+                             f"groups={groups} expects {cin_g * groups}; C_in must be weight.shape[1] * "
+                             f"groups and C_out ({cout}) divisible by groups")
         sh, sw = _pair(stride, "stride", op, 1)
         dh, dw = _pair(dilation, "dilation", op, 1)
         pads = _conv_padding(padding, (kh, kw), (dh, dw), (sh, sw))
@@ -126,7 +132,8 @@ class NNMixin:
         out = out.permute(0, 1, 3, 2).reshape(n, cout, oh, ow)
         if bias is not None:
             if bias.shape != (cout,):
-                raise ValueError(f"{op}: bias must have shape ({cout},), one per output channel, got {bias.shape}")
+                raise ValueError(f"{op}: bias must have shape ({cout},), one per output channel, got "
+                                 f"{bias.shape}")
             out = out + bias.reshape(1, cout, 1, 1)
         return out.squeeze(0) if unbatched else out
 
@@ -158,7 +165,7 @@ class NNMixin:
         steps = kernel if stride is None else _pair(stride, "stride", op, 1)
         pad = _pair(padding, "padding", op, 0)
         dil = _pair(dilation, "dilation", op, 1)
-        if any(p > k // 2 for p, k in zip(pad, kernel)):
+        if any(p > k // 2 for p, k in zip(pad, kernel, strict=True)):
             raise ValueError(f"{op}: padding {padding} must be at most half of kernel_size {kernel_size}")
         x = self if self.dtype.is_float else self.float()
         x = x.pad(((0, 0),) * (x.ndim - 2) + tuple((p, p) for p in pad), value=fill)
@@ -174,16 +181,17 @@ def _conv_padding(padding: IntPair | str, kernel: tuple[int, int], dilation: tup
     if padding == "same":  # keep H and W: pad dilation*(k-1) in total, the odd one after (as PyTorch)
         if stride != (1, 1):
             raise ValueError(f"conv2d: padding='same' needs stride 1, got stride {stride}")
-        totals = [d * (k - 1) for k, d in zip(kernel, dilation)]
+        totals = [d * (k - 1) for k, d in zip(kernel, dilation, strict=True)]
         return tuple((t // 2, t - t // 2) for t in totals)
     if isinstance(padding, str):
-        raise ValueError(f"conv2d: padding must be an int, a pair of ints, 'valid' or 'same', got {padding!r}")
+        raise ValueError(f"conv2d: padding must be an int, a pair of ints, 'valid' or 'same': {padding!r}")
     return tuple((p, p) for p in _pair(padding, "padding", "conv2d", 0))
 
 
 def _check_output_size(op: str, shape: tuple[int, ...], padded: tuple[int, ...], kernel: tuple[int, int],
                        dilation: tuple[int, int]) -> None:
-    spans = [d * (k - 1) + 1 for k, d in zip(kernel, dilation)]
-    if any(span > size for span, size in zip(spans, padded)):
-        raise ValueError(f"{op}: the kernel {kernel} with dilation {dilation} spans {tuple(spans)}, larger than the "
-                         f"padded input {tuple(padded)} (input shape {shape}); use a smaller kernel or more padding")
+    spans = [d * (k - 1) + 1 for k, d in zip(kernel, dilation, strict=True)]
+    if any(span > size for span, size in zip(spans, padded, strict=True)):
+        raise ValueError(f"{op}: the kernel {kernel} with dilation {dilation} spans {tuple(spans)}, larger "
+                         f"than the padded input {tuple(padded)} (input shape {shape}); use a smaller kernel "
+                         "or more padding")

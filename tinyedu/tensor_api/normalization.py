@@ -59,13 +59,14 @@ class NormalizationMixin:
         * weight + bias (both of shape normalized_shape), as torch.nn.functional.layer_norm."""
         shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
         if not shape or self.shape[self.ndim - len(shape):] != shape or len(shape) > self.ndim:
-            raise ValueError(f"layer_norm: normalized_shape {shape} must be the last axes of the input, but the "
-                             f"input has shape {self.shape}")
+            raise ValueError(f"layer_norm: normalized_shape {shape} must be the last axes of the input, but "
+                             f"the input has shape {self.shape}")
         axes = tuple(range(self.ndim - len(shape), self.ndim))
         out = self._normalize(axes, eps)
         for name, param in (("weight", weight), ("bias", bias)):
             if param is not None and param.shape != shape:
-                raise ValueError(f"layer_norm: {name} must have shape normalized_shape {shape}, got {param.shape}")
+                raise ValueError(f"layer_norm: {name} must have shape normalized_shape {shape}, got "
+                                 f"{param.shape}")
         out = out * weight if weight is not None else out
         return out + bias if bias is not None else out
 
@@ -79,7 +80,8 @@ class NormalizationMixin:
         immutable here): a BatchNorm layer computes the new running values itself.
         """
         if self.ndim < 2:
-            raise ValueError(f"batch_norm: expected input (N, C, ...) with at least 2 axes, got shape {self.shape}")
+            raise ValueError("batch_norm: expected input (N, C, ...) with at least 2 axes, got shape "
+                             f"{self.shape}")
         channels = self.shape[1]
         params = {"running_mean": running_mean, "running_var": running_var, "weight": weight, "bias": bias}
         for name, param in params.items():
@@ -93,7 +95,8 @@ class NormalizationMixin:
         else:
             if running_mean is None or running_var is None:
                 raise ValueError("batch_norm: outside training, running_mean and running_var are needed")
-            out = (self._float() - running_mean.reshape(per_channel)) * (running_var.reshape(per_channel) + eps).rsqrt()
+            mean, var = running_mean.reshape(per_channel), running_var.reshape(per_channel)
+            out = (self._float() - mean) * (var + eps).rsqrt()
         out = out * weight.reshape(per_channel) if weight is not None else out
         return out + bias.reshape(per_channel) if bias is not None else out
 

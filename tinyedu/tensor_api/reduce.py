@@ -44,8 +44,8 @@ class ReduceMixin:
     def max(self, axis: Axis = None, keepdim: bool = False) -> "Tensor":
         for a in self._reduce_axes(axis, "max"):
             if self.shape[a] == 0:
-                raise ValueError(f"max: cannot reduce over axis {a} of size 0 (shape {self.shape}); the max of "
-                                 "nothing is undefined")
+                raise ValueError(f"max: cannot reduce over axis {a} of size 0 (shape {self.shape}); the max "
+                                 "of nothing is undefined")
         return self._reduce(F.Max, axis, keepdim, "max")
 
     def min(self, axis: Axis = None, keepdim: bool = False) -> "Tensor":
@@ -104,8 +104,8 @@ class ReduceMixin:
             return Tensor(0, device=self.device)
         n = self.shape[a]
         if n == 0:
-            raise ValueError(f"argmax: cannot reduce over axis {axis} of size 0 (shape {self.shape}); there is "
-                             "no largest element")
+            raise ValueError(f"argmax: cannot reduce over axis {axis} of size 0 (shape {self.shape}); there "
+                             "is no largest element")
         is_max = self == self.max(a, keepdim=True)
         if self.dtype.is_float:
             is_max = is_max | (self != self)  # NaN != NaN: NaNs count as the maximum, as in PyTorch
