@@ -47,6 +47,12 @@ class CompileError(RuntimeError):
     """The compiler rejected generated source: a bug in the renderer (or a broken compiler)."""
 
 
+def _compiler_env() -> dict[str, str]:
+    """The environment for compiler runs: without LD_PRELOAD, so that a sanitizer runtime preloaded
+    into python is not also loaded into (and slowing down) every compiler process."""
+    return {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+
+
 def find_compiler() -> str:
     """$CC, else the first of cc, gcc, clang on PATH."""
     if os.environ.get("CC"):
@@ -73,14 +79,14 @@ def _accepts(compiler: str, flag: str) -> bool:
         src = Path(tmp) / "probe.c"
         src.write_text("int probe(void) { return 0; }\n")
         result = subprocess.run([compiler, flag, "-c", str(src), "-o", str(Path(tmp) / "probe.o")],
-                                capture_output=True)
+                                capture_output=True, env=_compiler_env())
         return result.returncode == 0
 
 
 @functools.cache
 def _compiler_version(compiler: str) -> str:
     """Part of the cache key: a new compiler version must not reuse old libraries."""
-    result = subprocess.run([compiler, "--version"], capture_output=True, text=True)
+    result = subprocess.run([compiler, "--version"], capture_output=True, text=True, env=_compiler_env())
     return (result.stdout or result.stderr).strip()
 
 
@@ -127,7 +133,7 @@ class Compiler:
         os.close(fd)
         try:
             result = subprocess.run([self.compiler, *self.flags, "-x", "c", "-", "-o", tmp, *LIBRARIES],
-                                    input=source, capture_output=True, text=True)
+                                    input=source, capture_output=True, text=True, env=_compiler_env())
             if result.returncode != 0:
                 raise CompileError(f"C device: {self.compiler} failed to compile this kernel "
                                    f"(flags {' '.join(self.flags)}):\n{numbered(source)}\n"
