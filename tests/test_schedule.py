@@ -181,3 +181,25 @@ def test_fusion_off_runs_one_kernel_per_op(abc, monkeypatch):
     monkeypatch.setenv("FUSION", "0")
     # mul, add, and relu's compare + where, then the sum: five ops, five kernels
     check(((a * b) + c).relu().sum(), np.maximum(A * B + C, 0).sum(), kernels=5)
+
+
+def test_mlp_forward_and_backward_kernel_counts():
+    """Two linear layers, relu, mean squared error: 3 kernels forward, 5 for both weight gradients."""
+    X, Y, W1, W2 = (RNG.standard_normal(s).astype(np.float32) for s in [(8, 6), (8, 3), (6, 16), (16, 3)])
+    x, y = Tensor(X).realize(), Tensor(Y).realize()
+    w1, w2 = Tensor(W1, requires_grad=True).realize(), Tensor(W2, requires_grad=True).realize()
+    GlobalCounters.reset()
+    loss = (((x @ w1).relu() @ w2 - y) ** 2).mean()
+    Tensor.realize_all(loss)
+    assert GlobalCounters.kernel_count == 3   # x@w1 (read reordered by the next matmul), @w2 - y, mean
+    loss.backward()
+    GlobalCounters.reset()
+    Tensor.realize_all(w1.grad, w2.grad)
+    assert GlobalCounters.kernel_count == 5
+    # backprop by hand in numpy: the oracle
+    h = X @ W1
+    r = np.maximum(h, 0)
+    d_out = 2 * (r @ W2 - Y) / Y.size
+    np.testing.assert_allclose(loss.item(), ((r @ W2 - Y) ** 2).mean(), rtol=1e-5)
+    np.testing.assert_allclose(w2.grad.numpy(), r.T @ d_out, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(w1.grad.numpy(), X.T @ ((d_out @ W2.T) * (h > 0)), rtol=1e-4, atol=1e-6)

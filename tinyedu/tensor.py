@@ -147,6 +147,11 @@ class Tensor(CreationMixin, ElementwiseMixin, ReduceMixin, MovementMixin, Indexi
         self.lazydata.realize()
         return self
 
+    @staticmethod
+    def realize_all(*tensors: "Tensor") -> None:
+        """Realize several tensors with one schedule, so work they share is scheduled once."""
+        engine().realize([t.lazydata for t in tensors if t.lazydata.base.realized is None])
+
     def numpy(self) -> np.ndarray:
         return self.lazydata.numpy()
 
