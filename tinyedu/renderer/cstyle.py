@@ -68,8 +68,8 @@ def _shortest_float32(value: float) -> str:
 
 # Small functions that some kernels need, written out once at the top of the source when used.
 HELPERS = {
-    "max_float32": "static inline float max_float32(float a, float b) { return (a > b || a != a) ? a : b; }"
-                   "  /* NaN wins, like np.maximum */",
+    # NaN wins, like np.maximum (a != a is true only for NaN); when equal, b (np.maximum(0., -0.) is -0.)
+    "max_float32": "static inline float max_float32(float a, float b) { return (a > b || a != a) ? a : b; }",
     "div_int32": "static inline int div_int32(int a, int b) { return b == 0 ? 0 : b == -1 ? -a : a / b; }"
                  "  /* x/0 is 0; INT_MIN/-1 would trap */",
     "mod_int32": "static inline int mod_int32(int a, int b) { return (b == 0 || b == -1) ? 0 : a % b; }",
