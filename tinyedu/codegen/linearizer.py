@@ -156,7 +156,7 @@ class Linearizer:
 
     def _dtype(self, node: LazyOp) -> DType:
         if id(node) not in self.dtypes:
-            for n in _postorder(node, into_reduce=True):
+            for n in _postorder(node, into_reduce=True, known=self.dtypes):
                 self.dtypes.setdefault(id(n), ast_dtype(n, self.dtypes))
         return self.dtypes[id(node)]
 
@@ -188,17 +188,19 @@ class Linearizer:
         return b.alu(node.op, *srcs, dtype=dtype)
 
 
-def _postorder(root: LazyOp, into_reduce: bool = False) -> list[LazyOp]:
+def _postorder(root: LazyOp, into_reduce: bool = False, known: dict | None = None) -> list[LazyOp]:
     """Distinct nodes of the AST under `root`, every node after its sources.
 
-    The walk stops at a REDUCE below `root` (its loops are lowered separately) unless `into_reduce`.
+    The walk stops at a REDUCE below `root` (its loops are lowered separately) unless `into_reduce`,
+    and at nodes whose id is in `known` (already handled).
     """
     order: list[LazyOp] = []
     done: set[int] = set()
+    known = known or {}
     stack: list[tuple[LazyOp, bool]] = [(root, False)]
     while stack:
         node, sources_done = stack.pop()
-        if id(node) in done:
+        if id(node) in done or id(node) in known:
             continue
         if sources_done:
             done.add(id(node))
@@ -206,7 +208,7 @@ def _postorder(root: LazyOp, into_reduce: bool = False) -> list[LazyOp]:
             continue
         stack.append((node, True))
         if into_reduce or not isinstance(node.op, ReduceOps):
-            stack.extend((s, False) for s in reversed(node.src) if id(s) not in done)
+            stack.extend((s, False) for s in reversed(node.src) if id(s) not in done and id(s) not in known)
     return order
 
 
