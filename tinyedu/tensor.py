@@ -226,6 +226,9 @@ class Tensor(CreationMixin, ElementwiseMixin, ReduceMixin, MovementMixin, Indexi
         grads: dict[int, LazyBuffer] = {id(self): gradient.lazydata.cast(self.dtype)}
         for node in self._graph_order():
             grad = grads.pop(id(node), None)
+            if node._backward_done and grad is not None:  # an inner node whose graph an earlier call freed
+                raise RuntimeError("backward: part of this graph was already freed by an earlier backward(); "
+                                   "pass retain_graph=True to the first call to go through it twice")
             if node._ctx is None:  # a leaf: accumulate into .grad
                 if grad is not None and node.requires_grad:
                     g = Tensor(grad, device=node.device)

@@ -128,6 +128,14 @@ class ElementwiseMixin:
         """`cond.where(x, y)`: x where cond is true, else y (cond, x and y broadcast together)."""
         from tinyedu.tensor import Tensor, broadcast_shape
 
+        for name, value in (("x", x), ("y", y)):
+            if isinstance(value, Tensor) and value.device != self.device:
+                raise ValueError(f"where: tensors are on different devices: the condition is on "
+                                 f"{self.device}, {name} on {value.device}; move it with "
+                                 f".to({self.device!r})")
+            if not isinstance(value, (Tensor, bool, int, float)):
+                raise TypeError(f"where: {name} must be a Tensor or a Python number, not "
+                                f"{type(value).__name__}")
         cond = self.cast(dtypes.bool)
         if not isinstance(x, Tensor) and not isinstance(y, Tensor):
             x = Tensor(x, device=self.device)

@@ -61,11 +61,12 @@ class MovementMixin:
 
     def pad(self, padding: Sequence[tuple[int, int] | None], value: float = 0.0) -> "Tensor":
         """Add `lo` elements before and `hi` after along each axis (None: no padding), filled with `value`."""
-        padding = self._per_axis(padding, "pad")
-        pairs = tuple((0, 0) if p is None else tuple(p) for p in padding)
-        if any(len(p) != 2 or min(p) < 0 or not all(isinstance(v, int) for v in p) for p in pairs):
+        pairs = self._pairs(padding, "pad", "(before, after)", tuple((0, 0) for _ in self.shape))
+        if any(min(p) < 0 for p in pairs):
             raise ValueError(f"pad: padding {tuple(padding)} must be (before, after) pairs of ints >= 0, one "
                              f"per axis of shape {self.shape}")
+        if not isinstance(value, (int, float)):
+            raise TypeError(f"pad: the fill value must be a number, got {type(value).__name__}")
         if all(p == (0, 0) for p in pairs):
             return self
         padded = self._apply(F.Pad, padding=pairs)
@@ -76,8 +77,7 @@ class MovementMixin:
 
     def shrink(self, bounds: Sequence[tuple[int, int] | None]) -> "Tensor":
         """Keep [start, end) along each axis (None keeps all)."""
-        bounds = self._per_axis(bounds, "shrink")
-        pairs = tuple((0, s) if b is None else tuple(b) for b, s in zip(bounds, self.shape, strict=True))
+        pairs = self._pairs(bounds, "shrink", "(start, end)", tuple((0, s) for s in self.shape))
         for (lo, hi), s in zip(pairs, self.shape, strict=True):
             if not 0 <= lo <= hi <= s:
                 raise ValueError(f"shrink: bounds {tuple(bounds)} are invalid for shape {self.shape}; each "
@@ -94,7 +94,22 @@ class MovementMixin:
                              f"{self.shape}")
         return self if all(k == 1 for k in steps) else self._apply(F.Stride, steps=steps)
 
+    def _pairs(self, arg: Sequence[Any], op: str, what: str, defaults: tuple) -> tuple[tuple[int, int], ...]:
+        """One (int, int) pair per axis; None takes the axis' default."""
+        pairs = []
+        for entry, default in zip(self._per_axis(arg, op), defaults, strict=True):
+            ok = entry is None or (isinstance(entry, (tuple, list)) and len(entry) == 2 and
+                                   all(isinstance(v, int) and not isinstance(v, bool) for v in entry))
+            if not ok:
+                raise ValueError(f"{op}: {tuple(arg)} must hold one {what} pair of ints (or None) per axis "
+                                 f"of shape {self.shape}; {entry!r} is not one")
+            pairs.append(default if entry is None else tuple(entry))
+        return tuple(pairs)
+
     def _per_axis(self, arg: Sequence[Any], op: str) -> tuple[Any, ...]:
+        if not isinstance(arg, (tuple, list)):
+            raise TypeError(f"{op}: expected a tuple with one entry per axis of shape {self.shape}, got "
+                            f"{type(arg).__name__}")
         arg = tuple(arg)
         if len(arg) != self.ndim:
             raise ValueError(f"{op}: expected one entry per axis ({self.ndim} for shape {self.shape}), got "
@@ -107,8 +122,10 @@ class MovementMixin:
         return self._stride(tuple(-1 if i in axes else 1 for i in range(self.ndim)))
 
     def transpose(self, dim0: int = 1, dim1: int = 0) -> "Tensor":
-        order = list(range(self.ndim))
         a, b = self._axis(dim0, "transpose"), self._axis(dim1, "transpose")
+        if self.ndim == 0:
+            return self
+        order = list(range(self.ndim))
         order[a], order[b] = order[b], order[a]
         return self.permute(order)
 

@@ -26,6 +26,18 @@ def _pair(value: Any, name: str, op: str, minimum: int) -> tuple[int, int]:
     return pair
 
 
+def check_tensors(op: str, device: str, **tensors: Any) -> None:
+    """Weights, biases and targets must be Tensors on the input's device (None means not given)."""
+    from tinyedu.tensor import Tensor
+
+    for name, t in tensors.items():
+        if t is not None and not isinstance(t, Tensor):
+            raise TypeError(f"{op}: {name} must be a Tensor, got {type(t).__name__}")
+        if t is not None and t.device != device:
+            raise ValueError(f"{op}: {name} is on {t.device} but the input is on {device}; move it with "
+                             f".to({device!r})")
+
+
 class NNMixin:
     def matmul(self, other: "Tensor") -> "Tensor":
         """Batched matrix product with broadcasting, as a broadcast multiply and a sum.
@@ -33,7 +45,7 @@ class NNMixin:
         (..., n, k) @ (..., k, m): put x as (..., n, 1, k) and w as (..., 1, m, k), multiply
         (broadcasting makes (..., n, m, k)) and sum the last axis. No new primitive is needed.
         """
-        from tinyedu.tensor import Tensor
+        from tinyedu.tensor import Tensor, broadcast_shape
 
         if not isinstance(other, Tensor):
             raise TypeError(f"matmul: expected a Tensor, got {type(other).__name__}")
@@ -48,6 +60,8 @@ class NNMixin:
             raise ValueError(f"matmul: shapes {self.shape} and {other.shape} do not line up: the last axis "
                              f"of the first ({x.shape[-1]}) must equal the second-to-last of the second "
                              f"({w.shape[-2]})")
+        batch_op = f"matmul: the batch axes of {self.shape} and {other.shape}"
+        broadcast_shape(x.shape[:-2], w.shape[:-2], op=batch_op)  # a clear error if they do not broadcast
         out = (x.unsqueeze(-2) * w.transpose(-1, -2).unsqueeze(-3)).sum(-1)
         if x1:
             out = out.squeeze(-2)
@@ -60,6 +74,7 @@ class NNMixin:
 
     def linear(self, weight: "Tensor", bias: "Tensor | None" = None) -> "Tensor":
         """x @ weight.T + bias, with PyTorch's layout: weight is (out_features, in_features)."""
+        check_tensors("linear", self.device, weight=weight, bias=bias)
         if self.ndim == 0 or weight.ndim != 2 or self.shape[-1] != weight.shape[1]:
             raise ValueError(f"linear: input of shape {self.shape} and weight of shape {weight.shape} do not "
                              "fit; the weight must be (out_features, in_features) with in_features = the "
@@ -106,12 +121,16 @@ class NNMixin:
         slice of the weight.
         """
         x, op = self, "conv2d"
+        check_tensors(op, self.device, weight=weight, bias=bias)
         if x.ndim not in (3, 4) or weight.ndim != 4:
             raise ValueError(f"{op}: expected input (N, C_in, H, W) or (C_in, H, W) and weight (C_out, "
                              f"C_in/groups, kH, kW), got input {self.shape} and weight {weight.shape}")
         unbatched = x.ndim == 3
         x = x.unsqueeze(0) if unbatched else x
         (n, cin, _, _), (cout, cin_g, kh, kw) = x.shape, weight.shape
+        if kh == 0 or kw == 0:
+            raise ValueError(f"{op}: the weight {weight.shape} has an empty kernel ({kh}, {kw}); kH and kW "
+                             "must be >= 1")
         if not isinstance(groups, int) or isinstance(groups, bool) or groups < 1:
             raise ValueError(f"{op}: groups must be a positive int, got {groups!r}")
         if cin != cin_g * groups or cout % groups:

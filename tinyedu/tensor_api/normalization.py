@@ -10,6 +10,8 @@ from __future__ import annotations
 from contextlib import ContextDecorator
 from typing import TYPE_CHECKING, Sequence
 
+from tinyedu.tensor_api.nn_ops import check_tensors
+
 if TYPE_CHECKING:
     from tinyedu.tensor import Tensor
 
@@ -57,6 +59,10 @@ class NormalizationMixin:
                    bias: "Tensor | None" = None, eps: float = 1e-5) -> "Tensor":
         """Normalize over the last len(normalized_shape) axes (each sample on its own), then
         * weight + bias (both of shape normalized_shape), as torch.nn.functional.layer_norm."""
+        check_tensors("layer_norm", self.device, weight=weight, bias=bias)
+        if not isinstance(normalized_shape, (int, tuple, list)):
+            raise TypeError(f"layer_norm: normalized_shape must be an int or a tuple of ints, got "
+                            f"{type(normalized_shape).__name__}")
         shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
         if not shape or self.shape[self.ndim - len(shape):] != shape or len(shape) > self.ndim:
             raise ValueError(f"layer_norm: normalized_shape {shape} must be the last axes of the input, but "
@@ -79,6 +85,8 @@ class NormalizationMixin:
         statistics. Unlike PyTorch it does not update running_mean/var in place (tensors are
         immutable here): a BatchNorm layer computes the new running values itself.
         """
+        check_tensors("batch_norm", self.device, running_mean=running_mean, running_var=running_var,
+                      weight=weight, bias=bias)
         if self.ndim < 2:
             raise ValueError("batch_norm: expected input (N, C, ...) with at least 2 axes, got shape "
                              f"{self.shape}")

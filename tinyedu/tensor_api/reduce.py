@@ -19,6 +19,8 @@ class ReduceMixin:
         """Normalize `axis` (None = all, an int, or a tuple; negatives count from the end)."""
         if axis is None:
             return tuple(range(self.ndim))
+        if not isinstance(axis, (int, tuple, list)):
+            raise TypeError(f"{op}: axis must be an int, a tuple of ints or None, got {type(axis).__name__}")
         axes = (axis,) if isinstance(axis, int) else tuple(axis)
         normalized = tuple(self._axis(a, op) for a in axes)
         if len(set(normalized)) != len(normalized):
