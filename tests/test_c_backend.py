@@ -274,7 +274,7 @@ def _sanitized_env() -> dict[str, str]:
         pytest.skip("needs Linux with gcc's AddressSanitizer runtime (libasan.so); on macOS, ASan libraries "
                     "must be loaded with DYLD_INSERT_LIBRARIES instead, which this test does not set up")
     return {**os.environ, "CC": "gcc", "TINYEDU_SANITIZE": "1", "LD_PRELOAD": libasan,
-            "ASAN_OPTIONS": "detect_leaks=0", "PYTHONPATH": str(REPO)}
+            "ASAN_OPTIONS": "detect_leaks=0", "PYTHONPATH": str(REPO), "TINYEDU_DIFFERENTIAL_EXAMPLES": "40"}
 
 
 def test_sanitizer_catches_an_out_of_bounds_read():
@@ -292,10 +292,12 @@ def test_sanitizer_catches_an_out_of_bounds_read():
 
 
 def test_op_tests_run_clean_under_address_and_ub_sanitizers():
-    """Pads, shrinks, flips, strides and reductions on C, with ASan + UBSan watching every access."""
+    """Pads, shrinks, flips, strides and reductions on C, with ASan + UBSan watching every access:
+    the edge-value tests above, random programs (test_differential.py) and a slice of test_ops.py."""
     env = _sanitized_env()
     pytest = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider"]
-    runs = [pytest + [__file__, "-k", "(test_edge_values_match_numpy or test_int_min_division) and C]"]]
+    runs = [pytest + [__file__, "-k", "(test_edge_values_match_numpy or test_int_min_division) and C]"],
+            pytest + [str(REPO / "tests" / "test_differential.py")]]
     op_tests = REPO / "tests" / "test_ops.py"
     if op_tests.exists():
         chosen = "(test_movement or test_reduce_non_contiguous or test_reduce_over_nothing) and [C-"

@@ -8,7 +8,8 @@ two processes compiling the same kernel at once each see a whole file; a file th
 (say, truncated by a crash) is compiled again.
 
 Environment:
-- `CC` picks the compiler (default: the first of cc, gcc, clang on PATH).
+- `CC` picks the compiler, e.g. `CC=clang` or `CC="ccache gcc"` (default: the first of cc, gcc,
+  clang on PATH).
 - `TINYEDU_SANITIZE=1` compiles with AddressSanitizer and UBSan. Python itself is not built with
   ASan, so the ASan runtime must be loaded first: run python with
   `LD_PRELOAD=$(gcc -print-file-name=libasan.so) ASAN_OPTIONS=detect_leaks=0`.
@@ -21,6 +22,7 @@ import ctypes
 import functools
 import hashlib
 import os
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -47,10 +49,15 @@ class CompileError(RuntimeError):
     """The compiler rejected generated source: a bug in the renderer (or a broken compiler)."""
 
 
-def _compiler_env() -> dict[str, str]:
-    """The environment for compiler runs: without LD_PRELOAD, so that a sanitizer runtime preloaded
-    into python is not also loaded into (and slowing down) every compiler process."""
-    return {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+def run_compiler(compiler: str, args: list[str], source: str | None = None) -> subprocess.CompletedProcess:
+    """Run the compiler (`CC` may hold several words) with `args`, `source` on its stdin.
+
+    LD_PRELOAD is dropped, so that a sanitizer runtime preloaded into python is not also loaded
+    into (and slowing down) every compiler process.
+    """
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    return subprocess.run([*shlex.split(compiler), *args], input=source, capture_output=True, text=True,
+                          env=env)
 
 
 def find_compiler() -> str:
@@ -78,15 +85,14 @@ def _accepts(compiler: str, flag: str) -> bool:
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "probe.c"
         src.write_text("int probe(void) { return 0; }\n")
-        result = subprocess.run([compiler, flag, "-c", str(src), "-o", str(Path(tmp) / "probe.o")],
-                                capture_output=True, env=_compiler_env())
+        result = run_compiler(compiler, [flag, "-c", str(src), "-o", str(Path(tmp) / "probe.o")])
         return result.returncode == 0
 
 
 @functools.cache
 def _compiler_version(compiler: str) -> str:
     """Part of the cache key: a new compiler version must not reuse old libraries."""
-    result = subprocess.run([compiler, "--version"], capture_output=True, text=True, env=_compiler_env())
+    result = run_compiler(compiler, ["--version"])
     return (result.stdout or result.stderr).strip()
 
 
@@ -132,8 +138,7 @@ class Compiler:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}-", suffix=".so")
         os.close(fd)
         try:
-            result = subprocess.run([self.compiler, *self.flags, "-x", "c", "-", "-o", tmp, *LIBRARIES],
-                                    input=source, capture_output=True, text=True, env=_compiler_env())
+            result = run_compiler(self.compiler, [*self.flags, "-x", "c", "-", "-o", tmp, *LIBRARIES], source)
             if result.returncode != 0:
                 raise CompileError(f"C device: {self.compiler} failed to compile this kernel "
                                    f"(flags {' '.join(self.flags)}):\n{numbered(source)}\n"
