@@ -171,7 +171,11 @@ def disassemble(path: Path, symbol: str) -> str:
         result = subprocess.run([objdump, "--no-show-raw-insn", *args, str(path)],
                                 capture_output=True, text=True)
         if result.returncode == 0 and symbol in result.stdout:
-            return result.stdout.strip()
+            lines = result.stdout.splitlines()
+            heads = (f"<{symbol}>:", f"<_{symbol}>:")  # macOS prefixes C symbols with _
+            start = next((i for i, line in enumerate(lines) if line.endswith(heads)), 0)
+            end = next((i for i in range(start, len(lines)) if not lines[i].strip()), len(lines))
+            return "\n".join(lines[start:end])
     return f"DEBUG=6: {objdump} could not disassemble {path}"
 
 
