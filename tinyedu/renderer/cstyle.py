@@ -5,7 +5,7 @@
         float acc0 = 0.0f;
         for (int ridx0 = 0; ridx0 < 16; ridx0++) {
           float val0 = data1[(gidx0*16)+ridx0];
-          acc0 = (acc0+val0);
+          acc0 = acc0+val0;
         }
         data0[gidx0] = acc0;
       }
