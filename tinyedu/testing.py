@@ -296,6 +296,47 @@ def check_tensor_grads(loss: Callable[..., float], arrays: Sequence[np.ndarray],
 
 
 # ================================================================================================
+# stage 1: tensors (notebook 01) -- exercises on broadcasting and on composing ops
+# ================================================================================================
+def check_broadcast_shape(a: Sequence[int], b: Sequence[int], answer: Sequence[int] | None) -> None:
+    """Exercise: the shape numpy broadcasting gives `a` and `b` (None if they do not broadcast)."""
+    try:
+        expected: tuple[int, ...] | None = tuple(np.broadcast_shapes(tuple(a), tuple(b)))
+    except ValueError:
+        expected = None
+    given = None if answer is None else tuple(answer)
+    if given != expected:
+        raise AssertionError(
+            "not quite. Line the shapes up on the right; pad the shorter one with 1s on the left. Then each "
+            "axis must be equal, or one of them 1 (which stretches to the other); if neither, the shapes do "
+            "not broadcast and the answer is None.")
+    print(f"Correct: {expected}")
+
+
+def check_mish(mish: Callable[[Any], Any]) -> None:
+    """Exercise: mish(x) = x * tanh(softplus(x)), written with Tensor ops; values and gradient checked."""
+    from tinyedu import Tensor
+
+    xs = np.array([-4.0, -1.5, -0.3, 0.0, 0.4, 1.0, 2.5, 6.0], dtype=np.float32)
+
+    def reference(x: np.ndarray) -> np.ndarray:
+        return x * np.tanh(np.log1p(np.exp(x)))
+
+    x = Tensor(xs, requires_grad=True)
+    out = mish(x)
+    if not isinstance(out, Tensor) or out.shape != x.shape:
+        raise AssertionError(f"mish must return a Tensor of the input's shape {x.shape}")
+    got = out.numpy()
+    if not np.allclose(got, reference(xs), rtol=1e-4, atol=1e-5):
+        raise AssertionError("the values are off. softplus(x) = log(1 + exp(x)) (Tensor has .softplus()), "
+                             "then tanh, then multiply by x itself.")
+    out.sum().backward()
+    check_tensor_grads(lambda a: float(reference(a.astype(np.float64)).sum()), [xs], [x.grad.numpy()])
+    print("Correct: values match numpy and the gradient matches finite differences. You wrote no "
+          "backward: autograd composed it from the primitives.")
+
+
+# ================================================================================================
 # stage 1: views (notebook 02) -- exercises on strides and index expressions
 # ================================================================================================
 def check_strides(shape: Sequence[int], order: Sequence[int], answer: Sequence[int]) -> None:
