@@ -11,7 +11,7 @@ picked element receives the gradient of every place it was picked for.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
 
@@ -37,7 +37,7 @@ class IndexingMixin:
         # Basic indexing, one axis at a time: bounds to shrink to, steps to stride by, the final shape.
         bounds, steps, shape = [], [], []
         picks: list[tuple[int, Tensor]] = []  # (axis in `shape`, integer tensor) for advanced indexing
-        selects: list[tuple[int, Tensor]] = []  # 0-d integer tensors act like ints: their axis goes
+        selects: list[tuple[int, Tensor]] = []  # 0-d integer tensors: like ints, their axis is removed
         axis = 0
         for item in items:
             if item is None:
@@ -64,6 +64,12 @@ class IndexingMixin:
             axis += 1
         x = self.shrink(bounds)._stride(steps).reshape(shape)
         return x._take(picks, selects) if picks or selects else x
+
+    def __iter__(self) -> Iterator["Tensor"]:
+        """Rows along the first axis, as views (x[0], x[1], ...)."""
+        if not self.ndim:
+            raise TypeError("iter(): a 0-d tensor has no first axis to iterate over; use .item()")
+        return (self[i] for i in range(self.shape[0]))
 
     def __setitem__(self, index: Any, value: Any) -> None:
         raise TypeError("__setitem__: tinyedu tensors are immutable (buffers are never written in place); "

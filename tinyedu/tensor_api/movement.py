@@ -189,9 +189,10 @@ class MovementMixin:
         tensor flattened in C order (torch.as_strided reads the memory; tinyedu tensors share none,
         so the C-order layout plays that role).
 
-        One View could say this directly, but we spell it with movement ops so that it stays
-        differentiable: every axis is a sliding window over the positions (see `_windows`), and
-        the ShapeTracker merges the steps back into a single view where it can.
+        One View(size, stride, storage_offset) says exactly this, but a new view would need a new
+        primitive with its own backward. Spelled with movement ops it is differentiable for free:
+        every axis is a sliding window over the positions (see `_windows`). It is still a view (no
+        copy), though a stack of several: the ShapeTracker cannot yet prove that they merge into one.
         """
         size, stride = tuple(size), tuple(stride)
         ints = all(isinstance(v, int) and not isinstance(v, bool) for v in (*size, *stride, storage_offset))
@@ -212,7 +213,7 @@ class MovementMixin:
         x = flat.shrink(((storage_offset, self.numel()),))
         for count, step in zip(size, stride, strict=True):
             x = x._windows(count, step)  # x[..., i, p] = previous x[..., p + i*step]
-        return x.shrink(((0, 1),) if not size else (None,) * len(size) + ((0, 1),)).reshape(size)
+        return x.shrink((None,) * len(size) + ((0, 1),)).reshape(size)  # position p = 0
 
     def _windows(self, count: int, step: int) -> "Tensor":
         """(..., n) -> (..., count, n - (count-1)*step), where out[..., i, p] = self[..., p + i*step].

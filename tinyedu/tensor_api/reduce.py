@@ -43,18 +43,24 @@ class ReduceMixin:
             x = x.cast(dtypes.int32)
         return x._reduce(F.Sum, axis, keepdim, "sum")
 
-    def max(self, axis: Axis = None, keepdim: bool = False) -> "Tensor":
-        for a in self._reduce_axes(axis, "max"):
+    def _check_not_empty(self, axis: Axis, op: str) -> None:
+        for a in self._reduce_axes(axis, op):
             if self.shape[a] == 0:
-                raise ValueError(f"max: cannot reduce over axis {a} of size 0 (shape {self.shape}); the max "
-                                 "of nothing is undefined")
+                raise ValueError(f"{op}: cannot reduce over axis {a} of size 0 (shape {self.shape}); the "
+                                 f"{op} of nothing is undefined")
+
+    def max(self, axis: Axis = None, keepdim: bool = False) -> "Tensor":
+        self._check_not_empty(axis, "max")
         return self._reduce(F.Max, axis, keepdim, "max")
 
     def min(self, axis: Axis = None, keepdim: bool = False) -> "Tensor":
         # min(x) = -max(-x). bool and uint8 have no negation, so they take the detour through int32
         # (int32 itself overflows only for -2**31, whose negation does not exist).
-        x = self if self.dtype in (dtypes.float32, dtypes.int32) else self.cast(dtypes.int32)
-        return (-((-x).max(axis, keepdim))).cast(self.dtype)
+        self._check_not_empty(axis, "min")
+        return (-((-self._negatable()).max(axis, keepdim))).cast(self.dtype)
+
+    def _negatable(self) -> "Tensor":
+        return self if self.dtype in (dtypes.float32, dtypes.int32) else self.cast(dtypes.int32)
 
     def mean(self, axis: Axis = None, keepdim: bool = False) -> "Tensor":
         """The average; integer tensors are averaged as floats."""
@@ -96,30 +102,30 @@ class ReduceMixin:
         max, give position i the score n - i (a countdown), and take the max score: the first
         marked position wins. n - score is its index. All primitives, no loop.
         """
+        return self._first_max_index(axis, keepdim, "argmax")
+
+    def argmin(self, axis: int | None = None, keepdim: bool = False) -> "Tensor":
+        """The index of the smallest value (first on ties): the argmax of -x."""
+        return (-self._negatable())._first_max_index(axis, keepdim, "argmin")
+
+    def _first_max_index(self, axis: int | None, keepdim: bool, op: str) -> "Tensor":
         from tinyedu.tensor import Tensor
 
-        if axis is None:
-            flat = self.reshape(-1).argmax(0) if self.ndim else self.argmax(0)
-            return flat.reshape((1,) * self.ndim) if keepdim else flat
-        a = self._axis(axis, "argmax")
-        if not self.ndim:
+        if not self.ndim:  # a single value is at index 0
+            if axis is not None:
+                self._axis(axis, op)  # (only 0 and -1 are valid)
             return Tensor(0, device=self.device)
+        if axis is None:
+            flat = self.reshape(-1)._first_max_index(0, False, op)
+            return flat.reshape((1,) * self.ndim) if keepdim else flat
+        a = self._axis(axis, op)
+        self._check_not_empty(a, op)
         n = self.shape[a]
-        if n == 0:
-            raise ValueError(f"argmax: cannot reduce over axis {axis} of size 0 (shape {self.shape}); there "
-                             "is no largest element")
         is_max = self == self.max(a, keepdim=True)
         if self.dtype.is_float:
             is_max = is_max | (self != self)  # NaN != NaN: NaNs count as the maximum, as in PyTorch
         countdown = Tensor.arange(n, 0, -1, device=self.device).reshape((n,) + (1,) * (self.ndim - a - 1))
         return n - is_max.where(countdown, 0).max(a, keepdim)
-
-    def argmin(self, axis: int | None = None, keepdim: bool = False) -> "Tensor":
-        """The index of the smallest value (first on ties): argmax of -x."""
-        x = self if self.dtype in (dtypes.float32, dtypes.int32) else self.cast(dtypes.int32)
-        if self.ndim and axis is not None:
-            self._axis(axis, "argmin")  # name argmin, not argmax, in the error
-        return (-x).argmax(axis, keepdim)
 
     # ---- softmax family: subtract the max first so exp never overflows ----
     def _stable_max(self, axis: Axis, op: str) -> "Tensor":
