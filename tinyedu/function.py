@@ -17,6 +17,7 @@ from tinyedu.lazy import LazyBuffer
 from tinyedu.ops import BinaryOps, ReduceOps, TernaryOps, UnaryOps
 
 
+# --8<-- [start:function]
 class Function:
     """The context an op keeps for its backward pass: which inputs need a gradient, and saved values."""
 
@@ -30,6 +31,7 @@ class Function:
         raise NotImplementedError(f"{type(self).__name__} has no gradient")
 
 
+# --8<-- [end:function]
 # ---- unary ----
 class Contiguous(Function):
     def forward(self, x: LazyBuffer) -> LazyBuffer:
@@ -146,6 +148,7 @@ class Sub(Function):
                 grad.e(UnaryOps.NEG) if self.needs_input_grad[1] else None)
 
 
+# --8<-- [start:mul]
 class Mul(Function):
     def forward(self, x: LazyBuffer, y: LazyBuffer) -> LazyBuffer:
         self.x, self.y = x, y
@@ -156,6 +159,7 @@ class Mul(Function):
                 self.x.e(BinaryOps.MUL, grad) if self.needs_input_grad[1] else None)
 
 
+# --8<-- [end:mul]
 class Div(Function):
     def forward(self, x: LazyBuffer, y: LazyBuffer) -> LazyBuffer:
         self.x, self.y = x, y
@@ -200,6 +204,7 @@ class Where(Function):
 
 
 # ---- reduce ----
+# --8<-- [start:reduce]
 class Sum(Function):
     def forward(self, x: LazyBuffer, axes: tuple[int, ...]) -> LazyBuffer:
         self.input_shape = x.shape
@@ -224,6 +229,7 @@ class Max(Function):
         return share.e(BinaryOps.MUL, grad.expand(self.x.shape))
 
 
+# --8<-- [end:reduce]
 # ---- movement: each backward is the inverse movement ----
 class Reshape(Function):
     def forward(self, x: LazyBuffer, shape: tuple[int, ...]) -> LazyBuffer:
@@ -244,6 +250,7 @@ class Permute(Function):
         return grad.permute(inverse)
 
 
+# --8<-- [start:expand]
 class Expand(Function):
     def forward(self, x: LazyBuffer, shape: tuple[int, ...]) -> LazyBuffer:
         self.input_shape = x.shape
@@ -254,6 +261,7 @@ class Expand(Function):
         return grad.r(ReduceOps.SUM, axes)
 
 
+# --8<-- [end:expand]
 class Pad(Function):
     def forward(self, x: LazyBuffer, padding: tuple[tuple[int, int], ...]) -> LazyBuffer:
         self.bounds = tuple((lo, lo + s) for s, (lo, _) in zip(x.shape, padding))

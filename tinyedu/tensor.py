@@ -91,7 +91,7 @@ class Tensor(CreationMixin, ElementwiseMixin, ReduceMixin, MovementMixin, Indexi
         self._ctx: F.Function | None = None
         self._parents: tuple[Tensor, ...] = ()
         self._backward_done = False
-        self.requires_grad: bool | None = None
+        self.requires_grad: bool = False
         if requires_grad is not None:
             self.requires_grad_(requires_grad)
 
@@ -176,6 +176,7 @@ class Tensor(CreationMixin, ElementwiseMixin, ReduceMixin, MovementMixin, Indexi
         return Tensor(self.lazydata, device=self.device, requires_grad=False)
 
     # ---- autograd ----
+    # --8<-- [start:apply]
     def _apply(self, function: type[F.Function], *others: "Tensor", **kwargs: Any) -> "Tensor":
         """Run a Function's forward on the LazyBuffers and, if any input needs it, record it for backward."""
         inputs = (self, *others)
@@ -189,6 +190,8 @@ class Tensor(CreationMixin, ElementwiseMixin, ReduceMixin, MovementMixin, Indexi
             out.requires_grad, out._ctx, out._parents = True, ctx, inputs
         return out
 
+    # --8<-- [end:apply]
+    # --8<-- [start:backward]
     def _graph_order(self) -> list["Tensor"]:
         """Tensors from self back to the leaves, each after all its users (iterative, no recursion)."""
         order, visited, stack = [], set(), [(self, False)]
@@ -247,12 +250,14 @@ class Tensor(CreationMixin, ElementwiseMixin, ReduceMixin, MovementMixin, Indexi
                 node._ctx, node._parents, node._backward_done = None, (), True
         return self
 
+    # --8<-- [end:backward]
     # ---- broadcasting ----
     def _to_tensor(self, x: "Tensor | Scalar", dtype: DType) -> "Tensor":
         if isinstance(x, Tensor):
             return x if x.dtype == dtype else x.cast(dtype)
         return Tensor(LazyBuffer.full(x, (), dtype, self.device), device=self.device)
 
+    # --8<-- [start:broadcast]
     def _broadcasted(self, other: "Tensor | Scalar", op: str, reverse: bool = False,
                      match_dtype: bool = True) -> tuple["Tensor", "Tensor"]:
         """Make two operands the same shape (numpy rules) and, if asked, the same dtype (PyTorch rules)."""
@@ -278,6 +283,7 @@ class Tensor(CreationMixin, ElementwiseMixin, ReduceMixin, MovementMixin, Indexi
         padded = (1,) * (len(shape) - self.ndim) + self.shape
         return self.reshape(padded).expand(shape)
 
+    # --8<-- [end:broadcast]
     def _axis(self, axis: int, op: str, ndim: int | None = None) -> int:
         ndim = self.ndim if ndim is None else ndim
         if not isinstance(axis, int) or isinstance(axis, bool):

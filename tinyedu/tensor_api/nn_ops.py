@@ -39,6 +39,7 @@ def check_tensors(op: str, device: str, **tensors: Any) -> None:
 
 
 class NNMixin:
+    # --8<-- [start:matmul]
     def matmul(self, other: "Tensor") -> "Tensor":
         """Batched matrix product with broadcasting, as a broadcast multiply and a sum.
 
@@ -69,6 +70,7 @@ class NNMixin:
             out = out.squeeze(-1)
         return out
 
+    # --8<-- [end:matmul]
     def dot(self, other: "Tensor") -> "Tensor":
         return self.matmul(other)
 
@@ -88,6 +90,7 @@ class NNMixin:
         return out
 
     # ---- windows, convolution, pooling ----
+    # --8<-- [start:pool]
     def _pool(self, kernel: tuple[int, ...], stride: tuple[int, ...], dilation: tuple[int, ...]) -> "Tensor":
         """Sliding windows over the last len(kernel) axes: (..., *spatial) -> (..., *out, *kernel).
 
@@ -110,6 +113,7 @@ class NNMixin:
         outs = [first + 2 * i for i in range(nd)]
         return x.permute(*range(first), *outs, *(o + 1 for o in outs))
 
+    # --8<-- [end:pool]
     def conv2d(self, weight: "Tensor", bias: "Tensor | None" = None, stride: IntPair = 1,
                padding: IntPair | str = 0, dilation: IntPair = 1, groups: int = 1) -> "Tensor":
         """2-d convolution (cross-correlation, as in PyTorch) of (N, C_in, H, W) or (C_in, H, W) input

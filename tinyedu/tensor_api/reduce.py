@@ -140,12 +140,14 @@ class ReduceMixin:
         m = self.detach().max(axes, keepdim=True)
         return (m.abs() == float("inf")).where(0.0, m)
 
+    # --8<-- [start:softmax]
     def softmax(self, axis: int = -1) -> "Tensor":
         """exp(x) / sum(exp(x)) along axis: positive values that sum to 1 (probabilities)."""
         x = self._float()
         e = (x - x._stable_max(axis, "softmax")).exp()
         return e / e.sum(axis, keepdim=True)
 
+    # --8<-- [end:softmax]
     def log_softmax(self, axis: int = -1) -> "Tensor":
         """log(softmax(x)) = x - logsumexp(x), without ever forming the tiny softmax values."""
         x = self._float()
