@@ -274,7 +274,7 @@ def _sanitized_env() -> dict[str, str]:
         pytest.skip("needs Linux with gcc's AddressSanitizer runtime (libasan.so); on macOS, ASan libraries "
                     "must be loaded with DYLD_INSERT_LIBRARIES instead, which this test does not set up")
     return {**os.environ, "CC": "gcc", "TINYEDU_SANITIZE": "1", "LD_PRELOAD": libasan,
-            "ASAN_OPTIONS": "detect_leaks=0", "PYTHONPATH": str(REPO), "TINYEDU_DIFFERENTIAL_EXAMPLES": "40"}
+            "ASAN_OPTIONS": "detect_leaks=0", "PYTHONPATH": str(REPO), "TINYEDU_DIFFERENTIAL_EXAMPLES": "25"}
 
 
 def test_sanitizer_catches_an_out_of_bounds_read():
