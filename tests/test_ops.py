@@ -1,5 +1,5 @@
 """Every Tensor op, forward and backward, on every device: against PyTorch (when it is installed)
-and always against numerical gradients (central differences).
+and, whether or not it is, against numerical gradients (central differences).
 
 `helper_test_op(shapes, torch_fn, tinyedu_fn)` does the work: it makes random float32 inputs of the
 given shapes (optionally seen through a non-contiguous view: permuted, flipped, strided or padded),
@@ -7,7 +7,9 @@ runs both functions, compares the outputs, back-propagates the same random cotan
 and compares the input gradients, then checks tinyedu's gradients against finite differences.
 When torch_fn and tinyedu_fn are the same code (same method names), pass only one.
 
-The autouse `device` fixture runs every test once per device in `Device.known`.
+The autouse `device` fixture runs every test once per device in `Device.known` (or only on $DEVICE
+when it is set). Finite differences run on the NUMPY device, the oracle; on the other devices the
+reference is torch, or the NUMPY device when torch is missing.
 """
 
 from __future__ import annotations
@@ -34,7 +36,11 @@ except ImportError:  # the file still runs: numerical gradients need no torch
 pytestmark = pytest.mark.filterwarnings("ignore:.*degrees of freedom:UserWarning")
 
 
-@pytest.fixture(autouse=True, params=Device.known)
+# Every known device by default; DEVICE=C pytest tests/test_ops.py runs just one.
+DEVICES = (Device.DEFAULT,) if os.environ.get("DEVICE") else Device.known
+
+
+@pytest.fixture(autouse=True, params=DEVICES)
 def device(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     monkeypatch.setenv("DEVICE", request.param)
     return request.param
