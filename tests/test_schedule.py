@@ -138,7 +138,7 @@ def test_counters_count_flops_and_bytes(abc):
 def test_intermediates_are_freed_while_the_schedule_runs():
     x = Tensor(RNG.standard_normal(1 << 16).astype(np.float32)).realize()
     t = x
-    for i in range(12):  # each step reads the previous result twice: stored, then no longer needed
+    for _ in range(12):  # each step reads the previous result twice: stored, then no longer needed
         t = (t.contiguous() * 0.5 + 1)
     GlobalCounters.reset()
     t.realize()

@@ -170,7 +170,8 @@ class Div(Function):
         dx = grad.e(BinaryOps.DIV, self.y) if self.needs_input_grad[0] else None
         dy = None
         if self.needs_input_grad[1]:
-            dy = grad.e(UnaryOps.NEG).e(BinaryOps.MUL, self.x).e(BinaryOps.DIV, self.y.e(BinaryOps.MUL, self.y))
+            y_squared = self.y.e(BinaryOps.MUL, self.y)
+            dy = grad.e(UnaryOps.NEG).e(BinaryOps.MUL, self.x).e(BinaryOps.DIV, y_squared)
         return dx, dy
 
 
@@ -257,14 +258,14 @@ class Expand(Function):
         return x.expand(shape)
 
     def backward(self, grad: LazyBuffer) -> LazyBuffer:  # every copy sends its gradient back: a sum
-        axes = tuple(i for i, (a, b) in enumerate(zip(self.input_shape, grad.shape)) if a != b)
+        axes = tuple(i for i, (a, b) in enumerate(zip(self.input_shape, grad.shape, strict=True)) if a != b)
         return grad.r(ReduceOps.SUM, axes)
 
 
 # --8<-- [end:expand]
 class Pad(Function):
     def forward(self, x: LazyBuffer, padding: tuple[tuple[int, int], ...]) -> LazyBuffer:
-        self.bounds = tuple((lo, lo + s) for s, (lo, _) in zip(x.shape, padding))
+        self.bounds = tuple((lo, lo + s) for s, (lo, _) in zip(x.shape, padding, strict=True))
         return x.pad(padding)
 
     def backward(self, grad: LazyBuffer) -> LazyBuffer:
@@ -273,7 +274,7 @@ class Pad(Function):
 
 class Shrink(Function):
     def forward(self, x: LazyBuffer, bounds: tuple[tuple[int, int], ...]) -> LazyBuffer:
-        self.padding = tuple((lo, s - hi) for s, (lo, hi) in zip(x.shape, bounds))
+        self.padding = tuple((lo, s - hi) for s, (lo, hi) in zip(x.shape, bounds, strict=True))
         return x.shrink(bounds)
 
     def backward(self, grad: LazyBuffer) -> LazyBuffer:
@@ -291,7 +292,7 @@ class Stride(Function):
         # Undo the flips first, then put each gradient back at every k-th slot with zeros between:
         # along an axis, (n,) -> (n, 1) -pad-> (n, k) -> (n*k,), then shift and fit to the input size.
         grad = grad.stride(tuple(-1 if k < 0 else 1 for k in self.steps))
-        for axis, (step, size) in enumerate(zip(self.steps, self.input_shape)):
+        for axis, (step, size) in enumerate(zip(self.steps, self.input_shape, strict=True)):
             k = abs(step)
             if k == 1:
                 continue

@@ -106,7 +106,9 @@ class LazyBuffer:
             return LazyBuffer(device, st, dtype, op, arg, srcs)
         key = (device, st, dtype, op, arg, tuple(id(s) for s in srcs))
         cached = _NODES.get(key)
-        if cached is not None and len(cached.srcs) == len(srcs) and all(a is b for a, b in zip(cached.srcs, srcs)):
+        same_sources = cached is not None and len(cached.srcs) == len(srcs) and all(
+            a is b for a, b in zip(cached.srcs, srcs, strict=True))
+        if same_sources:
             return cached
         node = LazyBuffer(device, st, dtype, op, arg, srcs)
         _NODES[key] = node
@@ -165,7 +167,8 @@ class LazyBuffer:
         if not axes:
             return self
         new_shape = tuple(1 if i in axes else s for i, s in enumerate(self.shape))
-        return LazyBuffer.create(self.device, ShapeTracker.from_shape(new_shape), self.dtype, op, axes, (self,))
+        st = ShapeTracker.from_shape(new_shape)
+        return LazyBuffer.create(self.device, st, self.dtype, op, axes, (self,))
 
     # --8<-- [end:elementwise]
     def cast(self, dtype: DType) -> "LazyBuffer":

@@ -180,7 +180,7 @@ class Tensor(CreationMixin, ElementwiseMixin, ReduceMixin, MovementMixin, Indexi
     def _apply(self, function: type[F.Function], *others: "Tensor", **kwargs: Any) -> "Tensor":
         """Run a Function's forward on the LazyBuffers and, if any input needs it, record it for backward."""
         inputs = (self, *others)
-        needs = tuple(bool(t.requires_grad) for t in inputs) if Tensor.grad_enabled else (False,) * len(inputs)
+        needs = tuple(bool(t.requires_grad) and Tensor.grad_enabled for t in inputs)
         ctx = function(needs)
         for counts in count_primitives.active:
             counts[function.__name__] += 1
@@ -241,10 +241,11 @@ class Tensor(CreationMixin, ElementwiseMixin, ReduceMixin, MovementMixin, Indexi
                 continue
             local = node._ctx.backward(grad)
             local = local if isinstance(local, tuple) else (local,)
-            for parent, g in zip(node._parents, local):
+            for parent, g in zip(node._parents, local, strict=True):
                 if g is None or not parent.requires_grad:
                     continue
-                assert g.shape == parent.shape, f"{type(node._ctx).__name__} gave grad {g.shape} for {parent.shape}"
+                assert g.shape == parent.shape, \
+                    f"{type(node._ctx).__name__} gave a gradient of shape {g.shape} for {parent.shape}"
                 grads[id(parent)] = g if id(parent) not in grads else grads[id(parent)].e(F.BinaryOps.ADD, g)
             if not retain_graph:
                 node._ctx, node._parents, node._backward_done = None, (), True
@@ -263,7 +264,8 @@ class Tensor(CreationMixin, ElementwiseMixin, ReduceMixin, MovementMixin, Indexi
         """Make two operands the same shape (numpy rules) and, if asked, the same dtype (PyTorch rules)."""
         if isinstance(other, Tensor):
             if other.device != self.device:
-                raise ValueError(f"{op}: tensors are on different devices ({self.device} and {other.device}); "
+                raise ValueError(f"{op}: tensors are on different devices ({self.device} and "
+                                 f"{other.device}); "
                                  f"move one with .to({self.device!r})")
             dtype = least_upper_dtype(self.dtype, other.dtype)
         elif isinstance(other, (bool, int, float)):
@@ -289,7 +291,8 @@ class Tensor(CreationMixin, ElementwiseMixin, ReduceMixin, MovementMixin, Indexi
         if not isinstance(axis, int) or isinstance(axis, bool):
             raise TypeError(f"{op}: axis must be an int, got {type(axis).__name__}")
         if not -max(ndim, 1) <= axis < max(ndim, 1):
-            raise IndexError(f"{op}: axis {axis} is out of range for a tensor of shape {self.shape}; valid axes "
+            raise IndexError(f"{op}: axis {axis} is out of range for a tensor of shape {self.shape}; "
+                             f"valid axes "
                              f"are {-max(ndim, 1)}..{max(ndim, 1) - 1}")
         return axis % max(ndim, 1)
 
@@ -299,10 +302,11 @@ def broadcast_shape(*shapes: tuple[int, ...], op: str = "broadcast") -> tuple[in
     ndim = max(len(s) for s in shapes)
     padded = [(1,) * (ndim - len(s)) + tuple(s) for s in shapes]
     out = []
-    for sizes in zip(*padded):
+    for sizes in zip(*padded, strict=True):
         real = {s for s in sizes if s != 1}
         if len(real) > 1:
-            raise ValueError(f"{op}: shapes {' and '.join(str(tuple(s)) for s in shapes)} cannot be broadcast "
+            listed = " and ".join(str(tuple(s)) for s in shapes)
+            raise ValueError(f"{op}: shapes {listed} cannot be broadcast "
                              "together; each axis (aligned from the right) must be equal or 1")
         out.append(real.pop() if real else 1)
     return tuple(out)
@@ -324,7 +328,8 @@ def _to_numpy(data: Sequence | np.ndarray, want: DType | None) -> np.ndarray:
     if array.dtype.kind in "iu" and dtype.is_int and array.size:
         info = np.iinfo(dtype.np)
         if array.min() < info.min or array.max() > info.max:
-            raise OverflowError(f"Tensor: values from {array.min()} to {array.max()} do not fit in {dtype.name} "
+            raise OverflowError(f"Tensor: values from {array.min()} to {array.max()} do not fit in "
+                                f"{dtype.name} "
                                 f"({info.min}..{info.max})")
     return array.astype(dtype.np)
 

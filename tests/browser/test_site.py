@@ -132,7 +132,8 @@ def test_stage0_notebook_page_shows_graph_and_plot(site_url: str, browser) -> No
     dom = browser("--virtual-time-budget=5000", "--dump-dom", url)
     # Notebook outputs are embedded as data URLs: a Value's graph as graphviz SVG, the loss curve
     # and the decision boundary as matplotlib PNGs.
-    svgs = [base64.b64decode(m).decode() for m in re.findall(r'src="data:image/svg\+xml;base64,([^"]+)"', dom)]
+    encoded = re.findall(r'src="data:image/svg\+xml;base64,([^"]+)"', dom)
+    svgs = [base64.b64decode(m).decode() for m in encoded]
     assert any('class="graph"' in svg and "grad" in svg for svg in svgs), \
         "the Value graph (graphviz SVG with data and grad on its nodes) is not on the page"
     assert "data:image/png;base64," in dom, "the matplotlib plots are not on the page"
@@ -154,7 +155,8 @@ def test_navigation_reaches_every_page(site_url: str, browser) -> None:
     collector.feed(browser("--dump-dom", site_url))
     reached = {urljoin(site_url, href).split("#")[0] for href in collector.nav_links}
     reached = {u for u in reached if urlparse(u).netloc == urlparse(site_url).netloc}
-    assert expected <= reached, f"pages in mkdocs.yml but not in the site navigation: {sorted(expected - reached)}"
+    missing = sorted(expected - reached)
+    assert not missing, f"pages in mkdocs.yml but not in the site navigation: {missing}"
 
     for url in sorted(expected):
         dom = browser("--dump-dom", url)

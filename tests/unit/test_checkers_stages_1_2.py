@@ -4,8 +4,13 @@ import numpy as np
 import pytest
 
 from tinyedu import Tensor
-from tinyedu.testing import (check_broadcast_shape, check_index_expression, check_kernel_count, check_mish,
-                             check_strides)
+from tinyedu.testing import (
+    check_broadcast_shape,
+    check_index_expression,
+    check_kernel_count,
+    check_mish,
+    check_strides,
+)
 
 
 def test_broadcast_shape(capsys):

@@ -58,7 +58,8 @@ def _run_kernel(item: ScheduleItem, buffer: Buffer) -> None:
     if debug_level() >= 2:
         seconds = max(elapsed, 1e-9)
         print(f"*** {item.out.device:6s} {GlobalCounters.kernel_count:4d} {item.name:28s} "
-              f"{elapsed * 1e3:9.3f} ms {flops / seconds * 1e-9:8.3f} GFLOPS {moved / seconds * 1e-9:8.3f} GB/s")
+              f"{elapsed * 1e3:9.3f} ms {flops / seconds * 1e-9:8.3f} GFLOPS "
+              f"{moved / seconds * 1e-9:8.3f} GB/s")
     if debug_level() >= 3:
         print(f"stored because {item.reason}\n{item.ast}")
 

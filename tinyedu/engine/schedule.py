@@ -30,8 +30,18 @@ from dataclasses import dataclass, field, replace
 
 from tinyedu.helpers import prod
 from tinyedu.lazy import LazyBuffer
-from tinyedu.ops import (ALU_OPS, BinaryOps, BufferOps, ConstBuffer, LazyOp, LoadOps, MemBuffer, ReduceOps,
-                         TernaryOps, UnaryOps)
+from tinyedu.ops import (
+    ALU_OPS,
+    BinaryOps,
+    BufferOps,
+    ConstBuffer,
+    LazyOp,
+    LoadOps,
+    MemBuffer,
+    ReduceOps,
+    TernaryOps,
+    UnaryOps,
+)
 from tinyedu.shape import ShapeTracker
 
 MAX_KERNEL_DEPTH = 100
@@ -169,7 +179,7 @@ def pick_realized(outs: list[LazyBuffer], bases: list[LazyBuffer]) -> dict[LazyB
         parts = [brought_in(src) for src in b.srcs]
         # One reduce per kernel (rule 4): a reduce stores sources that carry a reduce; an elementwise op
         # that would join two different reduces stores every source that carries one but the first.
-        carriers = [src for src, p in zip(b.srcs, parts) if p.reduces]
+        carriers = [src for src, p in zip(b.srcs, parts, strict=True) if p.reduces]
         if isinstance(b.op, ReduceOps) or len(set().union(*(p.reduces for p in parts))) > 1:
             for src in carriers[0 if isinstance(b.op, ReduceOps) else 1:]:
                 realized.add(src.base, 4)
@@ -262,7 +272,8 @@ def _reshape_leaves(ast: LazyOp, shape: tuple[int, ...]) -> LazyOp:
 def _kernel_for(base: LazyBuffer, realized: dict[LazyBuffer, str]) -> ScheduleItem:
     if base.op in (LoadOps.EMPTY, LoadOps.COPY, LoadOps.CONST):
         # No compute: the realizer allocates (EMPTY), copies (COPY) or fills (a CONST output).
-        return ScheduleItem(LazyOp(base.op, (), base.arg), base, tuple(s.base for s in base.srcs), realized[base])
+        sources = tuple(s.base for s in base.srcs)
+        return ScheduleItem(LazyOp(base.op, (), base.arg), base, sources, realized[base])
     builder = _KernelBuilder(base, realized)
     if base.op is LoadOps.CONTIGUOUS:
         body = builder.read(base.srcs[0], base.srcs[0].st)
@@ -283,7 +294,10 @@ def create_schedule(outs: list[LazyBuffer], fuse: bool | None = None) -> list[Sc
     """
     fuse = fusion_enabled() if fuse is None else fuse
     bases = _bases_to_run(outs)
-    realized = pick_realized(outs, bases) if fuse else {b: RULES[0] for b in bases if not b.is_unrealized_const()}
+    if fuse:
+        realized = pick_realized(outs, bases)
+    else:
+        realized = {b: RULES[0] for b in bases if not b.is_unrealized_const()}
     return [_kernel_for(b, realized) for b in bases if b in realized]
 
 

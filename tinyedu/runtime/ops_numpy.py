@@ -27,8 +27,9 @@ def gather_view(flat: np.ndarray, view: View) -> np.ndarray:
     shape = view.shape
     index = np.full(shape, view.offset, dtype=np.int64)
     valid = np.ones(shape, dtype=bool)
-    for axis, (size, stride) in enumerate(zip(shape, view.strides)):
-        position = np.arange(size, dtype=np.int64).reshape([-1 if a == axis else 1 for a in range(len(shape))])
+    for axis, (size, stride) in enumerate(zip(shape, view.strides, strict=True)):
+        along_axis = [-1 if a == axis else 1 for a in range(len(shape))]
+        position = np.arange(size, dtype=np.int64).reshape(along_axis)
         index = index + position * stride
         if view.mask is not None:
             low, high = view.mask[axis]
@@ -49,14 +50,17 @@ def gather(flat: np.ndarray, st: ShapeTracker) -> np.ndarray:
 
 # --8<-- [end:gather]
 def _int_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    safe = np.where(b == 0, 1, b)
-    quotient = np.abs(a) // np.abs(safe) * np.sign(a) * np.sign(safe)
+    """C's truncating division, with x / 0 = 0. Computed in float64, which holds every int32
+    quotient exactly enough to truncate right, then wrapped back (INT_MIN / -1 wraps to INT_MIN)."""
+    safe = np.where(b == 0, 1, b).astype(np.float64)
+    quotient = np.trunc(a.astype(np.float64) / safe).astype(np.int64)
     return np.where(b == 0, 0, quotient).astype(a.dtype)
 
 
 def _int_mod(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    safe = np.where(b == 0, 1, b)
-    return np.where(b == 0, 0, a - _int_div(a, safe) * safe).astype(a.dtype)
+    """C's remainder (the sign of the dividend), with x % 0 = 0."""
+    wide_a, wide_b = a.astype(np.int64), np.where(b == 0, 1, b).astype(np.int64)
+    return np.where(b == 0, 0, wide_a - _int_div(a, b).astype(np.int64) * wide_b).astype(a.dtype)
 
 
 def alu(op, *srcs: np.ndarray, arg=None) -> np.ndarray:
