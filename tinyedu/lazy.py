@@ -135,7 +135,10 @@ class LazyBuffer:
 
     @staticmethod
     def full(value: float | int | bool, shape: tuple[int, ...], dtype: DType, device: str) -> "LazyBuffer":
-        value = dtype.np(value).item()  # 2.7 in an int32 buffer is 2, like numpy's cast
+        # Cast like C and like PyTorch's scalars: 2.7 in an int32 buffer is 2, -2 in a uint8 one
+        # wraps to 254, anything non-zero in a bool one is True.
+        wide = np.array(value, dtype=np.float64 if isinstance(value, float) else np.int64)
+        value = wide.astype(dtype.np).item()
         scalar = LazyBuffer.loadop(LoadOps.CONST, (), dtype, device, arg=value)
         return scalar.reshape((1,) * len(shape)).expand(shape)
 

@@ -62,7 +62,7 @@ class _DeviceRegistry:
     """`Device["C"]` gives the C backend; `Device.DEFAULT` is $DEVICE or the default device."""
 
     known = ("NUMPY", "PYTHON", "C")  # NEON joins when its backend lands
-    fallback = "NUMPY"
+    fallback = "C"  # the default device: kernels compiled from generated C (set DEVICE= to change)
 
     def __init__(self) -> None:
         self._backends: dict[str, DeviceBackend] = {}
