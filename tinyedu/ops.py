@@ -112,6 +112,15 @@ class LazyOp:
             return ""
         return f" {self.arg}"
 
+    def walk(self) -> list["LazyOp"]:
+        """Every node of the AST, parents before children (iterative: kernel ASTs can be deep)."""
+        nodes, stack = [], [self]
+        while stack:
+            node = stack.pop()
+            nodes.append(node)
+            stack.extend(reversed(node.src))
+        return nodes
+
     @property
     def leaves(self) -> list["LazyOp"]:
         """The BufferOps leaves below this node, left to right."""

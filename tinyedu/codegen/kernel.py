@@ -26,16 +26,6 @@ from tinyedu.shape import ShapeTracker
 Leaf = MemBuffer | ConstBuffer
 
 
-def walk_ast(ast: LazyOp) -> list[LazyOp]:
-    """Every node of an AST, parents before children (iterative: kernel ASTs can be deep)."""
-    nodes, stack = [], [ast]
-    while stack:
-        node = stack.pop()
-        nodes.append(node)
-        stack.extend(reversed(node.src))
-    return nodes
-
-
 class Kernel:
     """An AST plus one ShapeTracker per buffer, all in the kernel's full shape."""
 
@@ -44,7 +34,7 @@ class Kernel:
             raise ValueError(f"Kernel: an AST must be rooted at STORE, got {ast.op}; "
                              "pass ScheduleItem.ast of a compute kernel (not a COPY/EMPTY item)")
         self.ast = ast
-        reduces = [n for n in walk_ast(ast) if isinstance(n.op, ReduceOps)]
+        reduces = [n for n in ast.walk() if isinstance(n.op, ReduceOps)]
         if any(r != reduces[0] for r in reduces):
             raise ValueError("Kernel: an AST may hold one REDUCE (possibly repeated), found different ones: "
                              + ", ".join(f"{r.op.name} over {r.arg}" for r in dedup(reduces)))

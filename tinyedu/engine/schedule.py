@@ -67,19 +67,9 @@ class ScheduleItem:
         """`E_4_16` for an elementwise kernel over (4, 16), `r_4_16` for a reduce over a (4, 16) input."""
         if isinstance(self.ast.op, LoadOps):
             return f"{self.ast.op.name.lower()}_{'_'.join(map(str, self.out.shape)) or 'scalar'}"
-        reduce = next((n for n in walk(self.ast) if isinstance(n.op, ReduceOps)), None)
+        reduce = next((n for n in self.ast.walk() if isinstance(n.op, ReduceOps)), None)
         shape = leaf_shape(reduce.src[0]) if reduce else self.ast.arg.st.shape
         return ("r_" if reduce else "E_") + ("_".join(map(str, shape)) or "1")
-
-
-def walk(ast: LazyOp) -> list[LazyOp]:
-    """Every node of an AST, parents before children."""
-    nodes, stack = [], [ast]
-    while stack:
-        node = stack.pop()
-        nodes.append(node)
-        stack.extend(reversed(node.src))
-    return nodes
 
 
 def leaf_shape(ast: LazyOp) -> tuple[int, ...]:
@@ -304,4 +294,4 @@ def create_schedule(outs: list[LazyBuffer], fuse: bool | None = None) -> list[Sc
 def count_flops(ast: LazyOp) -> int:
     """ALU and reduce operations one run of the kernel performs (each op once per element it makes)."""
     return sum(prod(leaf_shape(n.src[0]) if isinstance(n.op, ReduceOps) else leaf_shape(n))
-               for n in walk(ast) if isinstance(n.op, ALU_OPS) or isinstance(n.op, ReduceOps))
+               for n in ast.walk() if isinstance(n.op, ALU_OPS) or isinstance(n.op, ReduceOps))

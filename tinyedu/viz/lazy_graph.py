@@ -14,7 +14,7 @@ from typing import Sequence
 
 import graphviz
 
-from tinyedu.engine.schedule import ScheduleItem, create_schedule, walk
+from tinyedu.engine.schedule import ScheduleItem, create_schedule
 from tinyedu.lazy import LazyBuffer
 from tinyedu.ops import BinaryOps, BufferOps, LazyOp, LoadOps, ReduceOps, TernaryOps, UnaryOps
 
@@ -102,9 +102,9 @@ def draw_ast(ast: LazyOp) -> graphviz.Digraph:
                              node_attr={"shape": "box", "style": "filled", "fontname": "Helvetica",
                                         "fontsize": "10"})
     ids: dict[int, str] = {}
-    for number, node in enumerate(walk(ast)):
+    for number, node in enumerate(ast.walk()):
         ids[id(node)] = f"a{number}"
-    for node in walk(ast):
+    for node in ast.walk():
         graph.node(ids[id(node)], _ast_label(node), fillcolor=_color(node.op))
         for child in node.src:
             graph.edge(ids[id(child)], ids[id(node)])
