@@ -45,6 +45,7 @@ class Kernel:
         above = dedup(leaf.arg for leaf in _leaves_above_reduce(ast))
         self.name, input_shape, output_shape = self._shapes(below, above)
 
+        # --8<-- [start:full-shape]
         # 1. output axes first, reduced axes last
         axes = tuple(self.reduceop.arg) if self.reduceop else ()
         order = [a for a in range(len(input_shape)) if a not in axes] + sorted(axes)
@@ -64,6 +65,7 @@ class Kernel:
         self.bufs: list[Leaf] = [store] + dedup(below + above)
         self.sts: list[ShapeTracker] = [to_full(store_st)] + [to_full(b.st) for b in self.bufs[1:]]
         self._st_of = {b: st for b, st in zip(self.bufs[1:], self.sts[1:], strict=True)}
+        # --8<-- [end:full-shape]
 
     def _shapes(self, below: list[Leaf], above: list[Leaf]) -> tuple[str, tuple, tuple]:
         """The kernel's name, input shape and output shape; errors when the leaves disagree."""

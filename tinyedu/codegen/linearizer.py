@@ -27,6 +27,7 @@ from tinyedu.shape import AndNode, DivNode, LtNode, ModNode, MulNode, Node, NumN
 # ctx is (builder, {loop name: RANGE uop}); every handler returns a UOp.
 
 
+# --8<-- [start:index-ops]
 def _variable(n: Variable, ops: dict, ctx: tuple) -> UOp:
     return ctx[1][n.name]
 
@@ -77,6 +78,7 @@ INDEX_OPS = {
     LtNode: _less_than,
     AndNode: _and,
 }
+# --8<-- [end:index-ops]
 
 
 def ast_dtype(node: LazyOp, known: dict[int, DType]) -> DType:
@@ -104,6 +106,7 @@ class Linearizer:
     def index(self, node: Node) -> UOp:
         return node.render_with(INDEX_OPS, (self.b, self.loops))
 
+    # --8<-- [start:linearize]
     def linearize(self) -> list[UOp]:
         k, b = self.kernel, self.b
         buffers = {buf.idx: buf.dtype for buf in k.bufs if isinstance(buf, MemBuffer)}
@@ -126,7 +129,9 @@ class Linearizer:
         for _ in range(k.first_reduce):
             b.close_range()
         return b.uops
+    # --8<-- [end:linearize]
 
+    # --8<-- [start:reduce]
     def lower_reduce(self, reduce: LazyOp) -> UOp:
         """acc = identity; for ridx...: acc = acc op x; the value after the loops is the result.
 
@@ -147,6 +152,7 @@ class Linearizer:
         for _ in names[k.first_reduce:]:
             b.close_range()
         return result
+    # --8<-- [end:reduce]
 
     def idxs_for(self, shape: tuple[int, ...]) -> list[Node]:
         """Loop variables to index a buffer of `shape`; an axis it does not span (size 1) reads at 0."""
@@ -167,6 +173,7 @@ class Linearizer:
                 self.memo[id(node)] = self._lower_one(node)
         return self.memo[id(root)]
 
+    # --8<-- [start:lower-one]
     def _lower_one(self, node: LazyOp) -> UOp:
         b, dtype = self.b, self._dtype(node)
         if isinstance(node.op, ReduceOps):
@@ -186,6 +193,7 @@ class Linearizer:
         if node.op is UnaryOps.CAST:
             return srcs[0] if srcs[0].dtype == dtype else b.emit(UOps.CAST, dtype, (srcs[0],))
         return b.alu(node.op, *srcs, dtype=dtype)
+    # --8<-- [end:lower-one]
 
 
 def _postorder(root: LazyOp, into_reduce: bool = False, known: dict | None = None) -> list[LazyOp]:

@@ -150,6 +150,7 @@ class UOpBuilder:
         # An accumulator changes on every iteration, so whatever reads it stays in the innermost loop.
         return len(self.blocks) - 1 if u in self.accumulators else self.depth[u]
 
+    # --8<-- [start:emit]
     def emit(self, op: UOps, dtype: DType | None, src: tuple[UOp, ...] = (), arg: Any = None,
              hoist: bool = True) -> UOp:
         """A UOp for this value: an existing one if it was computed before, else a new one.
@@ -167,6 +168,7 @@ class UOpBuilder:
         if hoist:
             self.cache[key] = u
         return u
+    # --8<-- [end:emit]
 
     def const(self, value: float | int | bool, dtype: DType) -> UOp:
         return self.emit(UOps.CONST, dtype, (), const_value(value, dtype))
@@ -178,6 +180,7 @@ class UOpBuilder:
         simpler = self._simplify(op, src, dtype)
         return simpler if simpler is not None else self.emit(UOps.ALU, dtype, src, op)
 
+    # --8<-- [start:simplify]
     def _simplify(self, op: Any, src: tuple[UOp, ...], dtype: DType) -> UOp | None:
         """Integer/bool identities and constant folding; None when nothing applies.
 
@@ -202,8 +205,10 @@ class UOpBuilder:
         if op is BinaryOps.DIV and b.op is UOps.CONST and b.arg == 1:
             return a
         return None
+    # --8<-- [end:simplify]
 
     # ---- loops ----
+    # --8<-- [start:loops]
     def open_range(self, name: str, size: int) -> UOp:
         """Start `for name in range(size)`; values that use it go inside."""
         start, end = self.const(0, dtypes.int32), self.const(size, dtypes.int32)
@@ -223,6 +228,7 @@ class UOpBuilder:
             if u.op is UOps.ASSIGN:
                 # after the loop, the accumulator holds its final value, readable out here
                 self.depth[u] = outer
+    # --8<-- [end:loops]
 
     def define_acc(self, init: float | int | bool, dtype: DType) -> UOp:
         """An accumulator in the current block; loops opened after it update it via `assign`."""

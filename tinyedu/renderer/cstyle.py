@@ -67,6 +67,7 @@ def _shortest_float32(value: float) -> str:
 
 
 # Small functions that some kernels need, written out once at the top of the source when used.
+# --8<-- [start:helpers]
 HELPERS = {
     # NaN wins, like np.maximum (a != a is true only for NaN); when equal, b (np.maximum(0., -0.) is -0.)
     "max_float32": "static inline float max_float32(float a, float b) { return (a > b || a != a) ? a : b; }",
@@ -74,6 +75,7 @@ HELPERS = {
                  "  /* x/0 is 0; INT_MIN/-1 would trap */",
     "mod_int32": "static inline int mod_int32(int a, int b) { return (b == 0 || b == -1) ? 0 : a % b; }",
 }
+# --8<-- [end:helpers]
 
 
 def _helper(name: str, dtype: DType) -> str:
@@ -124,6 +126,7 @@ class CRenderer:
         self.counters[prefix] += 1
         return f"{prefix}{self.counters[prefix] - 1}"
 
+    # --8<-- [start:render]
     def render(self) -> str:
         params, body, indent = [], [], 1
         for u in self.uops:
@@ -172,6 +175,7 @@ class CRenderer:
         lines = ["#include <math.h>", "#include <stdbool.h>", *self.helpers.values(),
                  f"void {self.function_name}({', '.join(params)}) {{", *body, "}"]
         return "\n".join(lines) + "\n"
+    # --8<-- [end:render]
 
     def use_helper(self, name: str, dtype: DType) -> str:
         self.helpers.setdefault(name, _helper(name, dtype))

@@ -37,9 +37,11 @@ from tinyedu.ops import LazyOp
 from tinyedu.renderer.cstyle import render_c
 from tinyedu.runtime.device import Buffer
 
+# --8<-- [start:flags]
 # -fwrapv: int32 overflow wraps as in numpy; -ffp-contract=off: no fused multiply-add (numpy rounds
 # a*b before adding c); -fno-math-errno: sqrtf can be one instruction (errno is never read).
 BASE_FLAGS = ("-O2", "-shared", "-fPIC", "-fwrapv", "-ffp-contract=off", "-fno-math-errno")
+# --8<-- [end:flags]
 SANITIZE_FLAGS = ("-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer",
                   "-g")
 LIBRARIES = ("-lm",)  # sinf, exp2f, ... (after the source, where linkers look for them)
@@ -117,6 +119,7 @@ class Compiler:
         self.compiler = compiler or find_compiler()
         self.flags = compiler_flags(self.compiler, sanitize_enabled() if sanitize is None else sanitize)
 
+    # --8<-- [start:cache]
     def library_path(self, source: str) -> Path:
         """Where the library for `source` lives in the cache (whether or not it is there yet)."""
         key = "\0".join([source, self.compiler, _compiler_version(self.compiler), *self.flags])
@@ -147,8 +150,10 @@ class Compiler:
         finally:
             if os.path.exists(tmp):
                 os.unlink(tmp)
+    # --8<-- [end:cache]
 
 
+# --8<-- [start:program]
 class CProgram:
     """A compiled kernel: `program([out, *inputs])` calls the C function on the buffers' memory."""
 
@@ -159,6 +164,7 @@ class CProgram:
 
     def __call__(self, buffers: list[Buffer]) -> None:
         self.function(*(ctypes.c_void_p(b.as_numpy().ctypes.data) for b in buffers))
+# --8<-- [end:program]
 
 
 def disassemble(path: Path, symbol: str) -> str:

@@ -88,6 +88,7 @@ class PythonProgram:
         self.loop_end: dict[int, int] = {position[u.src[0]]: i for i, u in enumerate(uops)
                                           if u.op is UOps.ENDRANGE}
 
+    # --8<-- [start:run]
     def __call__(self, buffers: list[Buffer]) -> None:
         memory = [b.as_numpy() for b in buffers]
         uops, srcs = self.uops, self.srcs
@@ -125,6 +126,7 @@ class PythonProgram:
                 else:
                     raise NotImplementedError(f"PYTHON device: no rule for UOp {u.op.name}")
                 pc += 1
+    # --8<-- [end:run]
 
     def check(self, u: UOp, args: list[Any]) -> int:
         """The index of a LOAD/STORE, after checking it is inside the buffer (numpy would wrap -1)."""
