@@ -1,34 +1,38 @@
-"""Small shared helpers: environment flags, products, timing, global counters.
+"""Small shared helpers: environment flags, products, global counters.
 
 Everything here is dependency-free so that every stage can import it without pulling in another.
 """
 
 from __future__ import annotations
 
-import functools
 import math
 import os
-import time
 from typing import Iterable
 
 
-@functools.cache
 def getenv(key: str, default: int | str = 0) -> int | str:
-    """Read an environment flag, typed like its default (so `DEBUG=2` gives the int 2)."""
-    value = os.environ.get(key)
-    if value is None:
+    """An environment flag, typed like its default (`DEBUG=2` gives the int 2).
+
+    Read on every call, not cached, so a notebook or a test can change a flag while running.
+    """
+    value = os.environ.get(key, "")
+    if value == "":
         return default
-    return type(default)(value)
+    try:
+        return type(default)(value)
+    except ValueError:
+        raise ValueError(f"environment variable {key}={value!r}: expected {type(default).__name__} "
+                         f"(for example {key}={default})") from None
 
 
 def debug_level() -> int:
-    """The current DEBUG level (read every call, so tests and notebooks can change it)."""
-    return int(os.environ.get("DEBUG", "0") or 0)
+    """DEBUG=n prints more as n grows (see the README)."""
+    return int(getenv("DEBUG", 0))
 
 
 def graph_enabled() -> bool:
     """True when GRAPH=1 asks every realized schedule to be drawn."""
-    return os.environ.get("GRAPH", "0") not in ("", "0")
+    return getenv("GRAPH", 0) != 0
 
 
 def prod(xs: Iterable[int]) -> int:
@@ -36,29 +40,9 @@ def prod(xs: Iterable[int]) -> int:
     return math.prod(xs)
 
 
-def all_int(xs: Iterable[object]) -> bool:
-    return all(isinstance(x, int) and not isinstance(x, bool) for x in xs)
-
-
 def dedup(xs: Iterable) -> list:
     """Keep the first occurrence of each item, in order."""
     return list(dict.fromkeys(xs))
-
-
-class Timing:
-    """`with Timing("schedule "):` prints how long the block took (in ms)."""
-
-    def __init__(self, prefix: str = "", enabled: bool = True):
-        self.prefix, self.enabled = prefix, enabled
-
-    def __enter__(self) -> "Timing":
-        self.start = time.perf_counter_ns()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.elapsed_ns = time.perf_counter_ns() - self.start
-        if self.enabled:
-            print(f"{self.prefix}{self.elapsed_ns * 1e-6:.2f} ms")
 
 
 class GlobalCounters:

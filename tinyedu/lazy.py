@@ -24,7 +24,7 @@ import numpy as np
 
 from tinyedu.dtype import DType, dtypes
 from tinyedu.helpers import prod
-from tinyedu.ops import BinaryOps, LoadOps, MovementOps, Op, ReduceOps, TernaryOps, UnaryOps
+from tinyedu.ops import BinaryOps, LoadOps, Op, ReduceOps, TernaryOps, UnaryOps
 from tinyedu.shape import ShapeTracker
 
 
@@ -237,9 +237,6 @@ class LazyBuffer:
     def stride(self, steps: tuple[int, ...]) -> "LazyBuffer":
         return self._view(self.st.stride(steps))
 
-    def movement(self, op: MovementOps, arg: Any) -> "LazyBuffer":
-        """Dispatch by enum, for code that walks ops generically."""
-        return getattr(self, op.name.lower())(arg)
 
 
 # Every node built, by what it computes; weak, so the cache never keeps a graph alive.

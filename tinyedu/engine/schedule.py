@@ -25,10 +25,9 @@ Everything not realized is inlined into the kernel that reads it. The rules, one
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field, replace
 
-from tinyedu.helpers import prod
+from tinyedu.helpers import getenv, prod
 from tinyedu.lazy import LazyBuffer
 from tinyedu.ops import (
     ALU_OPS,
@@ -48,7 +47,7 @@ MAX_KERNEL_DEPTH = 100
 
 
 def fusion_enabled() -> bool:
-    return os.environ.get("FUSION", "1") != "0"
+    return getenv("FUSION", 1) != 0
 
 # Ops with f(0, ..., 0) == 0: padding (which reads 0) may be applied before them (rule 6).
 ZERO_PRESERVING = {UnaryOps.NEG, UnaryOps.SIN, UnaryOps.SQRT, UnaryOps.CAST, BinaryOps.ADD, BinaryOps.SUB,
