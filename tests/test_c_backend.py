@@ -83,6 +83,15 @@ def test_cache_key_covers_source_compiler_and_flags(cache: Path):
     assert plain.library_path(kernel_source(1.0)) == Compiler(sanitize=False).library_path(kernel_source(1.0))
 
 
+def test_cache_key_covers_the_processor(cache: Path, monkeypatch: pytest.MonkeyPatch):
+    """Libraries are built with -march=native: another CPU must not load this one's."""
+    import tinyedu.runtime.ops_c as ops_c
+
+    here = Compiler().library_path(kernel_source(1.0))
+    monkeypatch.setattr(ops_c, "cpu_signature", lambda: "another processor")
+    assert Compiler().library_path(kernel_source(1.0)) != here
+
+
 def test_corrupt_cache_entry_is_rebuilt(cache: Path):
     source = kernel_source(0.75)
     path = Compiler().library_path(source)

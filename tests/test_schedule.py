@@ -203,3 +203,15 @@ def test_mlp_forward_and_backward_kernel_counts():
     np.testing.assert_allclose(loss.item(), ((r @ W2 - Y) ** 2).mean(), rtol=1e-5)
     np.testing.assert_allclose(w2.grad.numpy(), r.T @ d_out, rtol=1e-4, atol=1e-6)
     np.testing.assert_allclose(w1.grad.numpy(), X.T @ ((d_out @ W2.T) * (h > 0)), rtol=1e-4, atol=1e-6)
+
+
+def test_a_realized_constant_does_not_turn_later_constants_into_loads(abc):
+    a, _, _ = abc
+
+    def loads(t: Tensor) -> int:
+        return sum(1 for leaf in create_schedule([t.lazydata])[-1].ast.leaves if leaf.op.name == "LOAD")
+
+    assert loads(a + 1) == 1
+    ones = Tensor.ones(4, 6).realize()  # a realized constant, alive while the next kernel is built
+    assert loads(a + 1) == 1
+    assert ones.numpy().sum() == 24

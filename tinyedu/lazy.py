@@ -101,6 +101,8 @@ class LazyBuffer:
 
         Deduplication makes `f(x) + f(x)` compute f(x) once. Host data (COPY) and EMPTY buffers are
         never shared, and a cached node whose sources were released by realize() is not reused.
+        Nor is a constant that was realized: a kernel should read `1.0` as a literal, not load it
+        from whatever buffer an unrelated `Tensor.ones(...).realize()` left in memory.
         """
         if op in (LoadOps.COPY, LoadOps.EMPTY):
             return LazyBuffer(device, st, dtype, op, arg, srcs)
@@ -108,7 +110,7 @@ class LazyBuffer:
         cached = _NODES.get(key)
         same_sources = cached is not None and len(cached.srcs) == len(srcs) and all(
             a is b for a, b in zip(cached.srcs, srcs, strict=True))
-        if same_sources:
+        if same_sources and not (op is LoadOps.CONST and cached.realized is not None):
             return cached
         node = LazyBuffer(device, st, dtype, op, arg, srcs)
         _NODES[key] = node

@@ -1,8 +1,9 @@
 """The C device: kernel AST -> Kernel -> UOps -> C source -> shared library -> called with ctypes.
 
 Compiling takes a C compiler a few dozen milliseconds, so compiled kernels are cached twice: in
-memory (per process, keyed by the AST) and on disk (keyed by a hash of the source, the compiler
-and its flags), under `$TINYEDU_CACHE` or `~/.cache/tinyedu`. The disk cache is safe to share:
+memory (per process, keyed by the AST) and on disk (keyed by a hash of the source, the compiler,
+its flags and the processor, since `-march=native` builds for this CPU), under `$TINYEDU_CACHE` or
+`~/.cache/tinyedu`. The disk cache is safe to share:
 a library is written under a temporary name and renamed into place (`os.replace` is atomic), so
 two processes compiling the same kernel at once each see a whole file; a file that fails to load
 (say, truncated by a crash) is compiled again.
@@ -22,6 +23,7 @@ import ctypes
 import functools
 import hashlib
 import os
+import platform
 import shlex
 import shutil
 import subprocess
@@ -32,7 +34,7 @@ from tinyedu.codegen.kernel import Kernel
 from tinyedu.codegen.linearizer import linearize
 from tinyedu.codegen.uops import uops_listing
 from tinyedu.dtype import dtypes
-from tinyedu.helpers import debug_level
+from tinyedu.helpers import debug_level, getenv
 from tinyedu.ops import LazyOp
 from tinyedu.renderer.cstyle import render_c
 from tinyedu.runtime.device import Buffer
@@ -105,7 +107,22 @@ def cache_dir() -> Path:
 
 
 def sanitize_enabled() -> bool:
-    return os.environ.get("TINYEDU_SANITIZE", "0") not in ("", "0")
+    return getenv("TINYEDU_SANITIZE", 0) != 0
+
+
+@functools.cache
+def cpu_signature() -> str:
+    """Part of the cache key: `-march=native` code may use instructions another CPU lacks, so a
+    cache shared between machines (a network home folder) must not mix their libraries."""
+    parts = [platform.machine(), platform.system()]
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:  # Linux: the model and its instruction-set flags
+            parts += sorted({line.strip() for line in cpuinfo
+                             if line.startswith(("model name", "flags", "Features", "CPU part"))})
+    except OSError:
+        result = subprocess.run(["sysctl", "-n", "machdep.cpu.brand_string"], capture_output=True, text=True)
+        parts.append(result.stdout.strip() or platform.processor())  # macOS
+    return "\n".join(parts)
 
 
 def numbered(source: str) -> str:
@@ -122,7 +139,8 @@ class Compiler:
     # --8<-- [start:cache]
     def library_path(self, source: str) -> Path:
         """Where the library for `source` lives in the cache (whether or not it is there yet)."""
-        key = "\0".join([source, self.compiler, _compiler_version(self.compiler), *self.flags])
+        parts = [source, self.compiler, _compiler_version(self.compiler), *self.flags, cpu_signature()]
+        key = "\0".join(parts)
         return cache_dir() / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.so"
 
     def load(self, source: str) -> ctypes.CDLL:
