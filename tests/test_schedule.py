@@ -90,7 +90,7 @@ def test_one_reduce_per_kernel(abc):
     t = a.sum() + b.max()
     schedule = create_schedule([t.lazydata])
     for item in schedule:
-        reduces = [n for n in item.ast.leaves if isinstance(n.op, ReduceOps)]
+        reduces = [n for n in item.ast.walk() if isinstance(n.op, ReduceOps)]
         assert len(reduces) <= 1
     check(t, A.sum() + B.max(), kernels=2)
 

@@ -31,8 +31,6 @@ from tinyedu.shape import ShapeTracker
 class Engine(Protocol):
     """What the lazy graph needs from the stages below it."""
 
-    default_device: str
-
     def canonical_device(self, device: str | None) -> str: ...
 
     def realize(self, outs: list["LazyBuffer"]) -> None: ...

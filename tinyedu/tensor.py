@@ -74,7 +74,7 @@ class Tensor(CreationMixin, ElementwiseMixin, ReduceMixin, MovementMixin, Indexi
             lazydata = data
         elif isinstance(data, Tensor):
             lazydata = data.lazydata
-        elif isinstance(data, (bool, int, float, np.generic)) and not isinstance(data, np.ndarray):
+        elif isinstance(data, (bool, int, float, np.generic)):
             data = data.item() if isinstance(data, np.generic) else data
             lazydata = LazyBuffer.full(data, (), want or _python_dtype(data), device)
         elif isinstance(data, (list, tuple, np.ndarray)):

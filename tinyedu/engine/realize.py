@@ -67,10 +67,6 @@ def _run_kernel(item: ScheduleItem, buffer: Buffer) -> None:
 class _Engine:
     """What lazy.py calls: realize some buffers, and name devices."""
 
-    @property
-    def default_device(self) -> str:
-        return Device.DEFAULT
-
     def canonical_device(self, device: str | None) -> str:
         return Device.canonicalize(device)
 

@@ -291,6 +291,21 @@ def create_schedule(outs: list[LazyBuffer], fuse: bool | None = None) -> list[Sc
 
 
 def count_flops(ast: LazyOp) -> int:
-    """ALU and reduce operations one run of the kernel performs (each op once per element it makes)."""
-    return sum(prod(leaf_shape(n.src[0]) if isinstance(n.op, ReduceOps) else leaf_shape(n))
-               for n in ast.walk() if isinstance(n.op, ALU_OPS) or isinstance(n.op, ReduceOps))
+    """ALU and reduce operations one run of the kernel performs (each op once per element it makes).
+
+    One pass, children before parents, carrying each node's shape up (this runs for every kernel).
+    """
+    shapes: dict[int, tuple[int, ...]] = {}
+    flops = 0
+    for node in reversed(ast.walk()):
+        if node.op in (BufferOps.LOAD, BufferOps.CONST):
+            shapes[id(node)] = node.arg.st.shape
+            continue
+        shape = shapes[id(node.src[0])]
+        if isinstance(node.op, ReduceOps):
+            flops += prod(shape)
+            shape = tuple(1 if i in node.arg else s for i, s in enumerate(shape))
+        elif isinstance(node.op, ALU_OPS):
+            flops += prod(shape)
+        shapes[id(node)] = shape
+    return flops

@@ -33,7 +33,6 @@ from pathlib import Path
 from tinyedu.codegen.kernel import Kernel
 from tinyedu.codegen.linearizer import linearize
 from tinyedu.codegen.uops import uops_listing
-from tinyedu.dtype import dtypes
 from tinyedu.helpers import debug_level, getenv
 from tinyedu.ops import LazyOp
 from tinyedu.renderer.cstyle import render_c
@@ -205,7 +204,6 @@ def disassemble(path: Path, symbol: str) -> str:
 
 class CDevice:
     name = "C"
-    dtypes = dtypes.all
 
     def __init__(self) -> None:
         self.programs: dict[tuple[LazyOp, bool], CProgram] = {}

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinyedu.dtype import dtypes
 from tinyedu.ops import BinaryOps, BufferOps, LazyOp, ReduceOps, TernaryOps, UnaryOps
 from tinyedu.runtime.device import Buffer
 from tinyedu.shape import ShapeTracker, View
@@ -143,7 +142,6 @@ def _lowest(np_dtype: np.dtype):
 
 class NumpyDevice:
     name = "NUMPY"
-    dtypes = dtypes.all
 
     def get_runner(self, ast: LazyOp) -> NumpyProgram:
         return NumpyProgram(ast)

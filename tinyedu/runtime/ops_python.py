@@ -145,7 +145,6 @@ class PythonProgram:
 
 class PythonDevice:
     name = "PYTHON"
-    dtypes = dtypes.all
 
     def __init__(self) -> None:
         self.programs: dict[LazyOp, PythonProgram] = {}

@@ -10,6 +10,7 @@ import numpy as np
 from tinyedu.dtype import DType, dtypes
 from tinyedu.helpers import flatten_args
 from tinyedu.lazy import LazyBuffer, engine
+from tinyedu.ops import LoadOps
 
 if TYPE_CHECKING:
     from tinyedu.tensor import Tensor
@@ -55,8 +56,6 @@ class CreationMixin:
     @classmethod
     def empty(cls, *shape: Any, dtype: Any = dtypes.float32, device: str | None = None) -> "Tensor":
         """Memory with no values written: a LoadOps.EMPTY buffer (tinyedu fills it with zeros)."""
-        from tinyedu.ops import LoadOps
-
         shape = _check_shape(flatten_args(shape), "empty")
         device = engine().canonical_device(device)
         return cls(LazyBuffer.loadop(LoadOps.EMPTY, shape, dtypes.from_any(dtype), device), device=device)
