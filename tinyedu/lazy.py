@@ -81,9 +81,9 @@ class LazyBuffer:
     def size(self) -> int:
         return prod(self.shape)
 
-    def is_unrealized_const(self) -> bool:
-        """A CONST that was never materialized: kernels read it as a constant, not from memory."""
-        return self.base.realized is None and self.base.op is LoadOps.CONST
+    def is_const(self) -> bool:
+        """A CONST, in memory or not: its value is known, so kernels read it as a literal."""
+        return self.base.op is LoadOps.CONST
 
     def __repr__(self) -> str:
         kind = "realized" if self.base.realized is not None else getattr(self.base.op, "name", "?")
@@ -99,8 +99,6 @@ class LazyBuffer:
 
         Deduplication makes `f(x) + f(x)` compute f(x) once. Host data (COPY) and EMPTY buffers are
         never shared, and a cached node whose sources were released by realize() is not reused.
-        Nor is a constant that was realized: a kernel should read `1.0` as a literal, not load it
-        from whatever buffer an unrelated `Tensor.ones(...).realize()` left in memory.
         """
         if op in (LoadOps.COPY, LoadOps.EMPTY):
             return LazyBuffer(device, st, dtype, op, arg, srcs)
@@ -108,7 +106,7 @@ class LazyBuffer:
         cached = _NODES.get(key)
         same_sources = cached is not None and len(cached.srcs) == len(srcs) and all(
             a is b for a, b in zip(cached.srcs, srcs, strict=True))
-        if same_sources and not (op is LoadOps.CONST and cached.realized is not None):
+        if same_sources:
             return cached
         node = LazyBuffer(device, st, dtype, op, arg, srcs)
         _NODES[key] = node
@@ -245,8 +243,8 @@ _NODES: "weakref.WeakValueDictionary[tuple, LazyBuffer]" = weakref.WeakValueDict
 
 # --8<-- [start:fold]
 def _constant(x: LazyBuffer) -> float | int | bool | None:
-    """The value of an unrealized, unpadded constant (padding would make some elements 0)."""
-    if x.is_unrealized_const() and all(v.mask is None for v in x.st.views):
+    """The value of an unpadded constant (padding would make some elements 0)."""
+    if x.is_const() and all(v.mask is None for v in x.st.views):
         return x.base.arg
     return None
 

@@ -158,7 +158,7 @@ def pick_realized(outs: list[LazyBuffer], bases: list[LazyBuffer]) -> dict[LazyB
         """What reading `src` brings into a kernel: itself if it is stored, else its fused graph."""
         base = src.base
         if base.realized is not None or base in realized or base not in fused:
-            return _Fused(set(), 0 if src.is_unrealized_const() else src.st.max_index() + 1)
+            return _Fused(set(), 0 if src.is_const() else src.st.max_index() + 1)
         return fused[base]
 
     # --8<-- [start:rules-forward]
@@ -221,7 +221,7 @@ class _KernelBuilder:
     def read(self, src: LazyBuffer, st: ShapeTracker) -> LazyOp:
         """The AST that reads `src`'s base through `st` (a ShapeTracker over the base's memory)."""
         base = src.base
-        if src.is_unrealized_const():
+        if src.is_const():
             return LazyOp(BufferOps.CONST, (), ConstBuffer(base.arg, src.dtype, st))
         if base.realized is not None or (base in self.realized and base is not self.root):
             if base not in self.inputs:
@@ -286,7 +286,7 @@ def create_schedule(outs: list[LazyBuffer], fuse: bool | None = None) -> list[Sc
     if fuse:
         realized = pick_realized(outs, bases)
     else:
-        realized = {b: RULES[0] for b in bases if not b.is_unrealized_const()}
+        realized = {b: RULES[0] for b in bases if not b.is_const()}
     return [_kernel_for(b, realized) for b in bases if b in realized]
 
 
