@@ -12,12 +12,14 @@ PYTEST_ARGS ?=
 # mkdocs-material prints a banner about MkDocs 2.0 on every build; it is not a problem of this site.
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: help venv system system-browser serve site test test-unit test-notebooks notebooks lint bench clean
+.PHONY: help venv system system-browser serve site test test-unit test-notebooks notebooks check-exercises lint \
+        bench clean
 
 help:
 	@echo "make serve      build and serve the walkthrough site at http://$(HOST):$(PORT)"
 	@echo "make test       run the whole test suite (unit, nbval, strict site build, browser)"
 	@echo "make notebooks  open the notebooks in Jupyter Lab"
+	@echo "make check-exercises [CHAPTER=3]  check your answers in the notebooks' exercise cells"
 	@echo "make bench      run the benchmarks (not tests)"
 
 # The venv is rebuilt when pyproject.toml changes; the stamp file records a finished install.
@@ -53,6 +55,12 @@ test-notebooks: venv system
 
 notebooks: venv system
 	$(BIN)/jupyter lab notebooks
+
+# Your answers in the notebooks' exercise cells (save the notebook first), chapter by chapter. It runs
+# only the exercise checkers, not the test suite; stubs count as "not done yet", not as failures.
+# `pytest -m chapter3` checks the same answers as pytest tests.
+check-exercises: venv system
+	$(BIN)/python -m tinyedu.testing $(CHAPTER)
 
 lint: venv
 	$(BIN)/ruff check tinyedu tests bench

@@ -2,8 +2,10 @@
 
 Build the site with `mkdocs build --strict` (a broken link, a missing notebook or a source excerpt
 whose section no longer exists fails the build), serve it on 127.0.0.1, and open it in a real
-headless Chromium: the stage-0 notebook page must show its graph and its plot, and the navigation
-must reach every page listed in mkdocs.yml. A screenshot is saved to artifacts/screenshots/.
+headless Chromium: the stage-0 notebook page must show its graph and its plot; math must be typeset
+by the MathJax the site serves itself (the machine has no network); the nbval markers must not show;
+solutions must be collapsed; every link inside a notebook page must lead to a page of the site; and
+the navigation must reach every page listed in mkdocs.yml. Screenshots go to artifacts/screenshots/.
 """
 
 from __future__ import annotations
@@ -162,3 +164,55 @@ def test_navigation_reaches_every_page(site_url: str, browser) -> None:
         dom = browser("--dump-dom", url)
         assert "<h1" in dom, f"{url} has no heading"
         assert "404 - Not found" not in dom, f"{url} is the 404 page"
+
+
+def notebook_pages() -> list[str]:
+    return sorted(p.name for p in (ROOT / "notebooks").glob("*.ipynb"))
+
+
+def test_math_is_typeset_offline(site_url: str, browser, built_site: Path) -> None:
+    """Formulas become MathJax output, from the site's own copy of MathJax (no CDN is referenced)."""
+    for page, formulas in (("stage0_scalar_autograd/", 5), ("notebooks/00_scalar_autograd/", 20)):
+        html = (built_site / page / "index.html").read_text()
+        scripts = re.findall(r'<script[^>]*src="([^"]+)"', html)
+        assert any(s.endswith("javascripts/mathjax/tex-chtml.js") for s in scripts), scripts
+        assert not [s for s in scripts if s.startswith(("http://", "https://", "//"))], scripts
+        dom = browser("--virtual-time-budget=10000", "--dump-dom", urljoin(site_url, page))
+        typeset = dom.count("<mjx-container")
+        assert typeset >= formulas, f"{page}: {typeset} formulas typeset by MathJax, expected {formulas} or more"
+        assert "$$" not in re.sub(r"<(pre|code|script)[^>]*>.*?</\1>", "", dom, flags=re.S), \
+            f"{page}: raw $$...$$ left in the text"
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    shot = SCREENSHOTS / "math_stage0.png"
+    browser("--window-size=1280,1600", "--virtual-time-budget=10000", f"--screenshot={shot}",
+            urljoin(site_url, "stage0_scalar_autograd/"))
+    assert shot.is_file() and shot.stat().st_size > 10_000
+
+
+@pytest.mark.parametrize("notebook", notebook_pages())
+def test_notebook_pages_hide_nbval_markers_and_link_to_real_pages(notebook: str, site_url: str, browser,
+                                                                  built_site: Path) -> None:
+    source = (ROOT / "notebooks" / notebook).read_text()
+    url = urljoin(site_url, f"notebooks/{notebook[:-len('.ipynb')]}/")
+    dom = browser("--dump-dom", url)
+    if "NBVAL_" in source:
+        assert "NBVAL_" not in dom, f"{notebook}: an nbval marker shows on the site"
+    hrefs = set(re.findall(r'href="([^"#]*)(?:#[^"]*)?"', dom))
+    internal = {h for h in hrefs if h and not h.startswith(("http://", "https://", "mailto:", "data:"))}
+    for href in sorted(internal):
+        target = urlparse(urljoin(url, href)).path.lstrip("/")
+        path = built_site / target
+        assert path.is_file() or (path / "index.html").is_file(), f"{notebook}: the link {href} is broken"
+    assert not any(h.endswith((".md", ".ipynb")) and "/" in h and not h.startswith("../") for h in internal)
+
+
+def test_solutions_are_collapsed(site_url: str, browser) -> None:
+    """Each solution sits in a closed <details>; the notebooks never contain it."""
+    dom = browser("--dump-dom", urljoin(site_url, "solutions/chapter00/"))
+    blocks = re.findall(r"<details([^>]*)>(.*?)</details>", dom, flags=re.S)
+    assert len(blocks) >= 5, "the chapter 00 solutions are not in <details> blocks"
+    assert all("open" not in attributes for attributes, _ in blocks), "a solution is expanded by default"
+    assert any("topological_order" in body and "stack" in body for _, body in blocks)
+    notebook = browser("--dump-dom", urljoin(site_url, "notebooks/00_scalar_autograd/"))
+    assert "stack.append((node, True))" not in notebook, "the notebook page shows a solution"
+    assert "not done yet" in notebook  # the stubs' checks ran when the notebook was executed
