@@ -33,7 +33,7 @@ Scalar = float | int | bool
 
 
 class no_grad:  # noqa: N801 - used like torch.no_grad
-    """`with no_grad():` builds no autograd graph (for inference and optimizer updates)."""
+    """`with no_grad():` builds no autograd graph (for inference and parameter updates)."""
 
     def __enter__(self) -> None:
         self.previous = Tensor.grad_enabled
@@ -208,8 +208,8 @@ class Tensor(CreationMixin, ElementwiseMixin, ReduceMixin, MovementMixin, Indexi
     def backward(self, gradient: "Tensor | None" = None, retain_graph: bool = False) -> "Tensor":
         """Fill `.grad` of every leaf that requires a gradient, adding to what is there (like PyTorch).
 
-        Gradients accumulate across calls until you zero them (`t.grad = None` or an optimizer's
-        `zero_grad()`). The graph is freed afterwards unless `retain_graph=True`.
+        Gradients accumulate across calls until you zero them (`t.grad = None`). The graph is freed
+        afterwards unless `retain_graph=True`.
         """
         if not self.requires_grad:
             raise RuntimeError("backward: this tensor does not require grad and has no graph behind it; "

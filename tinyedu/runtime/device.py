@@ -1,6 +1,6 @@
 """Devices, and the buffers that live on them.
 
-A device is registered by name (NUMPY, PYTHON, C, NEON). Each provides an allocator (here, all
+A device is registered by name (NUMPY, PYTHON, C). Each provides an allocator (here, all
 devices keep their memory in host numpy arrays, which the C backend passes to kernels as pointers)
 and `get_runner(ast)`, which turns a kernel AST into something callable on buffers. How it does
 that is the device's business: NUMPY interprets the AST, C compiles generated source.

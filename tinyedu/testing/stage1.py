@@ -82,7 +82,7 @@ def check_tensor_grads(loss: Callable[..., float], arrays: Sequence[np.ndarray],
 # ================================================================================================
 # stage 1: tensors (notebook 01) -- exercises on broadcasting and on composing ops
 # ================================================================================================
-def check_broadcast_shape(a: Sequence[int], b: Sequence[int], answer: Sequence[int] | None) -> None:
+def check_broadcast_shape(a: Sequence[int], b: Sequence[int], answer: Sequence[int] | None) -> str:
     """Exercise: the shape numpy broadcasting gives `a` and `b` (None if they do not broadcast)."""
     try:
         expected: tuple[int, ...] | None = tuple(np.broadcast_shapes(tuple(a), tuple(b)))
@@ -94,10 +94,10 @@ def check_broadcast_shape(a: Sequence[int], b: Sequence[int], answer: Sequence[i
             "not quite. Line the shapes up on the right; pad the shorter one with 1s on the left. Then each "
             "axis must be equal, or one of them 1 (which stretches to the other); if neither, the shapes do "
             "not broadcast and the answer is None.")
-    print(f"Correct: {expected}")
+    return f"{expected}"
 
 
-def check_mish(mish: Callable[[Any], Any]) -> None:
+def check_mish(mish: Callable[[Any], Any]) -> str:
     """Exercise: mish(x) = x * tanh(softplus(x)), written with Tensor ops; values and gradient checked."""
     from tinyedu import Tensor
 
@@ -116,14 +116,14 @@ def check_mish(mish: Callable[[Any], Any]) -> None:
                              "then tanh, then multiply by x itself.")
     out.sum().backward()
     check_tensor_grads(lambda a: float(reference(a.astype(np.float64)).sum()), [xs], [x.grad.numpy()])
-    print("Correct: values match numpy and the gradient matches finite differences. You wrote no "
-          "backward: autograd composed it from the primitives.")
+    return ("values match numpy and the gradient matches finite differences. You wrote no backward: "
+            "autograd composed it from the primitives.")
 
 
 # ================================================================================================
 # stage 1: views (notebook 02) -- exercises on strides and index expressions
 # ================================================================================================
-def check_strides(shape: Sequence[int], order: Sequence[int], answer: Sequence[int]) -> None:
+def check_strides(shape: Sequence[int], order: Sequence[int], answer: Sequence[int]) -> str:
     """Exercise: the strides of a fresh C-order tensor of `shape` after `permute(order)`."""
     from tinyedu.shape import ShapeTracker
 
@@ -135,20 +135,67 @@ def check_strides(shape: Sequence[int], order: Sequence[int], answer: Sequence[i
             "not quite. First write the strides of the fresh tensor: the last axis has stride 1, and each "
             "axis before it steps over everything after it. Then permute moves those strides with their "
             "axes: new axis k is old axis order[k].")
-    print(f"Correct: strides {tuple(expected)}. Permute only reorders the strides; memory is untouched.")
+    return f"strides {tuple(expected)}. Permute only reorders the strides; memory is untouched."
 
 
-def check_index_expression(t: Any, answer: str) -> None:
-    """Exercise: the index expression a tensor's ShapeTracker renders (spaces are ignored)."""
-    index, _ = t.lazydata.st.expr_idxs()
-    expected = index.render()
+def evaluate_index_expression(text: str, grids: dict[str, np.ndarray]) -> np.ndarray:
+    """Evaluate an index expression such as "((idx0*-4)+idx1+8)" on integer arrays, safely.
+
+    Allowed: the variables in `grids`, integers, + - * / % and parentheses. `/` is integer division,
+    as in the rendered expressions (and in C, for the non-negative values index math divides).
+    """
+    import ast
+    import operator
+
+    ops = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.floordiv,
+           ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod}
+
+    def value(node: ast.AST) -> Any:
+        if isinstance(node, ast.BinOp) and type(node.op) in ops:
+            return ops[type(node.op)](value(node.left), value(node.right))
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+            return -value(node.operand) if isinstance(node.op, ast.USub) else value(node.operand)
+        if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
+            return node.value
+        if isinstance(node, ast.Name) and node.id in grids:
+            return grids[node.id]
+        what = node.id if isinstance(node, ast.Name) else type(node).__name__
+        raise AssertionError(f"the expression may only use {sorted(grids)}, integers, + - * / % and "
+                             f"parentheses; it has {what!r}")
+
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+    except SyntaxError as error:
+        raise AssertionError(f"the expression does not parse ({error.msg}); write it like \"((idx0*4)+idx1)\"")\
+            from None
+    return np.broadcast_to(np.asarray(value(tree.body), dtype=np.int64), next(iter(grids.values())).shape)
+
+
+def check_index_expression(t: Any, answer: str) -> str:
+    """Exercise: an index expression for a tensor's view, compared by value at every position.
+
+    Any expression that gives the same buffer index at every valid position is right, however it is
+    written: "8 - 4*idx0 + idx1" is as good as the rendered "((idx0*-4)+idx1+8)".
+    """
     if not isinstance(answer, str):
         raise AssertionError("write the expression as a string, e.g. \"((idx0*4)+idx1)\"")
-    if answer.replace(" ", "") != expected.replace(" ", ""):
-        variables = sorted({part for part in expected.replace("(", " ").replace(")", " ").replace("*", " ")
-                            .replace("+", " ").split() if part.startswith("idx")})
-        raise AssertionError(
-            f"not quite. The expression uses the variables {variables}. Work out the offset of element "
-            "(0, 0) first, then how far one step along each axis moves in memory (a flip makes that step "
-            "negative). The renderer writes products as (idxK*stride) and sums left to right.")
-    print(f"Correct: {expected}")
+    st = t.lazydata.st
+    expected, valid = st.index_arrays()
+    grids = {f"idx{axis}": g for axis, g in enumerate(np.indices(st.shape, dtype=np.int64))}
+    got = evaluate_index_expression(answer, grids)
+    if np.array_equal(got[valid], expected[valid]):
+        return f"{answer.strip()} reads the same element as {st.expr_idxs()[0].render()} at all {valid.sum()} positions."
+    origin = (0,) * st.ndim
+    if got[origin] != expected[origin]:
+        raise AssertionError(f"not quite: at {', '.join(f'idx{a} = 0' for a in range(st.ndim))} your expression "
+                             f"gives {got[origin]}, which is not the buffer index of element {origin}. Start "
+                             "with the offset: where in memory does the first element of this view live?")
+    for axis in range(st.ndim):
+        if st.shape[axis] > 1:
+            step = tuple(1 if a == axis else 0 for a in range(st.ndim))
+            if got[step] - got[origin] != expected[step] - expected[origin]:
+                raise AssertionError(f"not quite: one step along idx{axis} moves your index by "
+                                     f"{got[step] - got[origin]}, and that is not this view's stride on axis "
+                                     f"{axis} (a flip makes a stride negative, an expand makes it 0).")
+    raise AssertionError("not quite: the offset and the steps are right, but somewhere further in the range "
+                         "your expression reads another element. Is the expression linear in each index?")

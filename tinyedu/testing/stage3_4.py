@@ -32,7 +32,7 @@ def _int_list(answer: Any) -> list[int] | None:
     return list(answer)
 
 
-def check_loop_bounds(build: Callable[[], Any], predicted: Sequence[int]) -> None:
+def check_loop_bounds(build: Callable[[], Any], predicted: Sequence[int]) -> str:
     """Exercise: the loop sizes (the RANGE ends) of the kernel for `build()`, outermost first."""
     kernel = _one_kernel(build, "check_loop_bounds")
     expected = list(kernel.full_shape)
@@ -41,9 +41,8 @@ def check_loop_bounds(build: Callable[[], Any], predicted: Sequence[int]) -> Non
         raise AssertionError("give one int per loop, outermost loop first, e.g. [4, 6]")
     if given == expected:
         loops = " ".join(f"{name}<{size}" for name, size in zip(kernel.loop_names, expected, strict=True))
-        print(f"Correct: {loops}" + (f" (the reduce loops start at {kernel.loop_names[kernel.first_reduce]})"
-                                     if kernel.reduceop is not None else ""))
-        return
+        return loops + (f" (the reduce loops start at {kernel.loop_names[kernel.first_reduce]})"
+                        if kernel.reduceop is not None else "")
     if sorted(given) == sorted(expected):
         raise AssertionError("the right sizes in the wrong order: the Kernel puts the output axes first and "
                              "the reduced axes last, so the reduce loops are the innermost.")
@@ -57,7 +56,7 @@ def check_loop_bounds(build: Callable[[], Any], predicted: Sequence[int]) -> Non
                          "output axes first, then the reduced axes.")
 
 
-def check_load_count(build: Callable[[], Any], predicted: int) -> None:
+def check_load_count(build: Callable[[], Any], predicted: int) -> str:
     """Exercise: how many LOAD UOps the linearizer emits for the kernel of `build()`."""
     from tinyedu.codegen.linearizer import linearize
     from tinyedu.codegen.uops import UOps
@@ -67,8 +66,7 @@ def check_load_count(build: Callable[[], Any], predicted: int) -> None:
     kernel = _one_kernel(build, "check_load_count")
     expected = sum(u.op is UOps.LOAD for u in linearize(kernel))
     if predicted == expected:
-        print(f"Correct: {expected} LOAD(s).")
-        return
+        return f"{expected} LOAD(s)."
     if predicted > expected:
         raise AssertionError(f"fewer LOADs than {predicted}. A subtree the AST repeats is computed once, so "
                              "a buffer read through the same view is loaded once per iteration however many "
@@ -101,7 +99,7 @@ def _c_expression_inputs(kernel: Any) -> dict[int, np.ndarray]:
     return inputs
 
 
-def check_c_expression(build: Callable[[], Any], answer: str) -> None:
+def check_c_expression(build: Callable[[], Any], answer: str) -> str:
     """Exercise: the C expression the kernel of `build()` stores, written by hand from its UOps.
 
     The kernel must be elementwise over one axis, reading float32 buffers element by element. Name
@@ -171,11 +169,11 @@ def check_c_expression(build: Callable[[], Any], answer: str) -> None:
             "the STORE's value back to the loads: each ALU names its sources by number, in order. A literal "
             "without the f suffix is a double, which rounds differently; MAX must keep NaN (max_float32, "
             "not fmaxf); a comparison with its constant first (CMPLT [const, x]) is const < x.")
-    print(f"Correct: bit for bit the kernel's result on {total} inputs (edge values included).")
+    return f"bit for bit the kernel's result on {total} inputs (edge values included)."
 
 
 # -- exercise: how many compiles -------------------------------------------------------------------
-def check_compile_count(build: Callable[[], Sequence[Any]], predicted: int) -> None:
+def check_compile_count(build: Callable[[], Sequence[Any]], predicted: int) -> str:
     """Exercise: how many different C sources (compiles, on a cold cache) the Tensors of `build()` need.
 
     Each Tensor is realized on its own, as with `.realize()` one after the other. The compile
@@ -199,9 +197,7 @@ def check_compile_count(build: Callable[[], Sequence[Any]], predicted: int) -> N
                 sources.add(render_c(kernel.name, linearize(kernel)))
                 kernels += 1
     if predicted == len(sources):
-        print(f"Correct: {kernels} kernel(s), {len(sources)} different source(s), "
-              f"so {len(sources)} compile(s).")
-        return
+        return f"{kernels} kernel(s), {len(sources)} different source(s), so {len(sources)} compile(s)."
     if predicted > len(sources):
         raise AssertionError(f"fewer compiles than {predicted}. The cache key is the C source (with the "
                              "compiler and flags): which buffers a kernel reads is not in the source, they "
