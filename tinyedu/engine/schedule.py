@@ -54,6 +54,24 @@ ZERO_PRESERVING = {UnaryOps.NEG, UnaryOps.SIN, UnaryOps.SQRT, UnaryOps.CAST, Bin
                    BinaryOps.MUL, BinaryOps.MAX, BinaryOps.CMPLT, TernaryOps.WHERE}
 
 
+# --8<-- [start:rule-questions]
+# The two questions the rules ask about costs and values, as functions: the scheduler calls them by
+# name, so chapter 03's exercises can plug a learner's answer in (tinyedu/testing/hooks.py).
+def keeps_zero(op: object) -> bool:
+    """Rule 6: is f(0, ..., 0) == 0 for this op? Then padding may be read before the op runs."""
+    return op in ZERO_PRESERVING
+
+
+def store_is_cheaper(kernels: int, leaf_elements: int, size: int, has_reduce: bool) -> bool:
+    """Rule 5: store a buffer that `kernels` kernels read, rather than recompute it in each of them?
+
+    Storing moves `size` elements out once and `size` in per reading kernel; recomputing reads the
+    buffer's inputs (`leaf_elements`) in every reading kernel. A reduce is never recomputed.
+    """
+    return kernels > 1 and (has_reduce or kernels * leaf_elements > size * (1 + kernels))
+# --8<-- [end:rule-questions]
+
+
 @dataclass(frozen=True)
 class ScheduleItem:
     ast: LazyOp
@@ -174,7 +192,7 @@ def pick_realized(outs: list[LazyBuffer], bases: list[LazyBuffer]) -> dict[LazyB
                 realized.add(src.base, 4)
             parts = [brought_in(src) for src in b.srcs]
         info = _Fused(set().union(*(p.reduces for p in parts)), sum(p.leaf_elements for p in parts),
-                      all(p.zero_preserving for p in parts) and b.op in ZERO_PRESERVING,
+                      all(p.zero_preserving for p in parts) and keeps_zero(b.op),
                       1 + max((p.depth for p in parts), default=0))
         if isinstance(b.op, ReduceOps):
             info.reduces.add(id(b))
@@ -197,8 +215,7 @@ def pick_realized(outs: list[LazyBuffer], bases: list[LazyBuffer]) -> dict[LazyB
             continue
         kernels[b] = set().union(*({r} if r in realized else kernels.get(r, set()) for r, _ in users[b]))
         info = fused[b]
-        if len(kernels[b]) > 1 and (info.reduces or len(kernels[b]) * info.leaf_elements > b.size * (
-                1 + len(kernels[b]))):
+        if store_is_cheaper(len(kernels[b]), info.leaf_elements, b.size, bool(info.reduces)):
             realized.add(b, 5)
     return realized
 
