@@ -51,7 +51,8 @@ def _tensor(array: np.ndarray, requires_grad: bool = True) -> Any:
 
 
 def _close(got: Any, want: np.ndarray) -> bool:
-    return got is not None and np.shape(got) == np.shape(want) and np.allclose(got, want, rtol=1e-4, atol=1e-5)
+    return got is not None and np.shape(got) == np.shape(want) and bool(np.allclose(got, want, rtol=1e-4,
+                                                                                      atol=1e-5))
 
 
 def _pipeline_grads() -> list[np.ndarray]:
@@ -87,23 +88,27 @@ def check_mul(Mul: Any) -> str:  # noqa: N803 - the answer is a class
         out = x * y
         got = out.numpy()
         if not _close(got, X * Y):
-            hint = "you added instead" if _close(got, X + Y) else "x.e(BinaryOps.MUL, y) multiplies elementwise"
+            hint = "you added instead" if _close(got, X + Y) else ("x.e(BinaryOps.MUL, y) multiplies "
+                                                                   "elementwise")
             raise AssertionError(f"forward: x * y gives wrong values ({hint}).")
         ctx = Mul((True, True))  # as Tensor._apply makes it when both inputs need a gradient
         ctx.forward(x.lazydata, y.lazydata)
         grads = ctx.backward(x.lazydata)
         if not isinstance(grads, tuple) or len(grads) != 2:
-            raise AssertionError("backward must return a tuple with one gradient per input: (grad_x, grad_y).")
+            raise AssertionError("backward must return a tuple with one gradient per input: (grad_x, "
+                                 "grad_y).")
         out.sin().sum().backward()  # the gradient arriving at Mul is cos(x*y): not all ones
         G = np.cos(X * Y)
         gx = None if x.grad is None else x.grad.numpy()
         gy = None if y.grad is None else y.grad.numpy()
         if gx is None or gy is None:
-            raise AssertionError("backward gave no gradient for " + ("x" if gx is None else "y") + ", though it "
+            raise AssertionError("backward gave no gradient for " + ("x" if gx is None else "y") + ", though "
+                                                                                                   "it "
                                  "needs one (needs_input_grad is True there).")
         if not (_close(gx, Y * G) and _close(gy, X * G)):
             if _close(gx, X * G) and _close(gy, Y * G):
-                hint = "you swapped them: d(x*y)/dx is y, so x's gradient is y times grad (and y's is x times grad)."
+                hint = ("you swapped them: d(x*y)/dx is y, so x's gradient is y times grad (and y's is x "
+                        "times grad).")
             elif _close(gx, Y) and _close(gy, X):
                 hint = "multiply by grad, the gradient arriving from above (chain rule)."
             elif _close(gx, G) or _close(gy, G):

@@ -70,7 +70,8 @@ def _tensor_checks(cases: list[tuple[str, Callable[[Any], Any], Callable[[np.nda
         got = program(Tensor(X)).numpy()
         want = reference(X)
         if got.shape != want.shape or not np.allclose(got, want, rtol=1e-5, atol=1e-5):
-            raise AssertionError(f"every view above was right, yet `{name}` computed with your {what} plugged in "
+            raise AssertionError(f"every view above was right, yet `{name}` computed with your {what} "
+                                 "plugged in "
                                  "differs from numpy. Does your function change the view it was given, or "
                                  "depend on something besides its arguments?")
 
@@ -96,18 +97,21 @@ def _pipeline_cases() -> list:
         ("x.permute(2, 0, 1) * 2", lambda x: x.permute(2, 0, 1) * 2, lambda X: X.transpose(2, 0, 1) * 2),
         ("x.sum(0)", lambda x: x.sum(0), lambda X: X.sum(0)),
         ("x[0] @ x[1].T", lambda x: x[0] @ x[1].T, lambda X: X[0] @ X[1].T),
-        ("x.pad(...).flip(2).permute(1, 2, 0)", lambda x: x.pad(((0, 0), (1, 2), (0, 1))).flip(2).permute(1, 2, 0),
+        ("x.pad(...).flip(2).permute(1, 2, 0)",
+         lambda x: x.pad(((0, 0), (1, 2), (0, 1))).flip(2).permute(1, 2, 0),
          lambda X: np.pad(X, ((0, 0), (1, 2), (0, 1)))[:, :, ::-1].transpose(1, 2, 0)),
         ("conv2d with padding 1", lambda x: x.reshape(2, 3, 2, 2).conv2d(w, padding=1),
          lambda X: _conv_reference(X.reshape(2, 3, 2, 2), _W)),
     ]
 
 
-@exercise("02.permute", answer="permute", title="View.permute: reorder the axes of a view", hook="View.permute")
+@exercise("02.permute", answer="permute", title="View.permute: reorder the axes of a view",
+          hook="View.permute")
 def check_permute(permute: Callable[..., View]) -> str:
     """Plug `permute` in as View.permute: every kind of view, then tensors through the whole pipeline."""
     if not callable(permute):
-        raise AssertionError(f"permute: expected a function permute(self, order), got {type(permute).__name__}")
+        raise AssertionError("permute: expected a function permute(self, order), got "
+                             f"{type(permute).__name__}")
     orders = {2: [(1, 0)], 3: [(2, 0, 1), (1, 2, 0), (0, 2, 1)]}
     for name, view in _views().items():
         for order in orders[view.ndim]:
@@ -117,7 +121,8 @@ def check_permute(permute: Callable[..., View]) -> str:
             except ValueError as error:
                 if "mask" not in str(error):
                     raise
-                raise AssertionError(f"{call} raised ValueError: {error}. Hint: the mask is one (lo, hi) range "
+                raise AssertionError(f"{call} raised ValueError: {error}. Hint: the mask is one (lo, hi) "
+                                     "range "
                                      "per axis, and each range moves with its axis.") from None
             want = REFERENCE_PERMUTE(view, order)
             if got == want:
@@ -136,8 +141,8 @@ def check_permute(permute: Callable[..., View]) -> str:
             elif g["mask"] != w["mask"]:
                 hint = "the mask is one (lo, hi) range per axis, and each range moves with its axis."
             else:
-                hint = "build the result with View.create(shape, strides, offset, mask), which also works out " \
-                       "`contiguous`."
+                hint = ("build the result with View.create(shape, strides, offset, mask), which also works "
+                        "out `contiguous`.")
             raise AssertionError(f"{call} gave {got}, not the permuted view. Hint: {hint}")
     with plug(View, "permute", permute):
         _tensor_checks(_pipeline_cases(), "permute")
@@ -163,7 +168,8 @@ def check_pad(pad: Callable[..., View]) -> str:
             if g["shape"] != w["shape"]:
                 hint = "the shape: each axis grows by before + after."
             elif g["offset"] != w["offset"]:
-                hint = ("the offset: the first element of the padded view lies `before` steps *before* the old "
+                hint = ("the offset: the first element of the padded view lies `before` steps *before* the "
+                        "old "
                         "first element, so it moves back by before * stride on every axis (a negative stride "
                         "moves it forward).")
             elif w["mask"] is not None and g["mask"] is None:
@@ -172,13 +178,16 @@ def check_pad(pad: Callable[..., View]) -> str:
                 hint = ("this view was padded before: its valid range per axis (view.valid_ranges()) is "
                         "shifted by `before`, not replaced by the range of the whole old shape.")
             else:
-                hint = "the valid range of an axis is where the old elements now sit: (before, before + size)."
+                hint = ("the valid range of an axis is where the old elements now sit: (before, before + "
+                        "size).")
             raise AssertionError(f"{call} gave {got}, not the padded view. Hint: {hint}")
     with plug(View, "pad", pad):
         _tensor_checks(_pipeline_cases() + [
-            ("(x.exp().pad(...) + 1).sum(2)", lambda x: ((x * 0.1).exp().pad(((1, 1), (0, 0), (2, 0))) + 1).sum(2),
+            ("(x.exp().pad(...) + 1).sum(2)",
+             lambda x: ((x * 0.1).exp().pad(((1, 1), (0, 0), (2, 0))) + 1).sum(2),
              lambda X: (np.pad(np.exp(X * np.float32(0.1)), ((1, 1), (0, 0), (2, 0))) + 1).sum(2)),
         ], "pad")
-    return ("every kind of view, padded once and twice; then padded tensors, a padded conv2d and a padded exp "
+    return ("every kind of view, padded once and twice; then padded tensors, a padded conv2d and a padded "
+            "exp "
             "ran through the scheduler and the C compiler on your pad and match numpy: no read outside a "
             "buffer, zeros where the padding is.")

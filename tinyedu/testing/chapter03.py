@@ -40,11 +40,13 @@ KERNEL_COUNT_QUESTIONS = {
 def check_kernel_counts(answers: Any) -> str:
     """`answers` maps each name of KERNEL_COUNT_QUESTIONS to a predicted number of kernels."""
     if not isinstance(answers, dict) or set(answers) != set(KERNEL_COUNT_QUESTIONS):
-        raise AssertionError(f"expected a dict with one prediction per expression: {sorted(KERNEL_COUNT_QUESTIONS)}")
+        raise AssertionError("expected a dict with one prediction per expression: "
+                             f"{sorted(KERNEL_COUNT_QUESTIONS)}")
     a, b, _, _ = _inputs()
     for name, expression in KERNEL_COUNT_QUESTIONS.items():
         try:
-            check_kernel_count(lambda expression=expression: eval(expression, {"a": a, "b": b}), answers[name])  # noqa: S307
+            build = lambda expression=expression: eval(expression, {"a": a, "b": b})  # noqa: S307
+            check_kernel_count(build, answers[name])
         except AssertionError as error:
             raise AssertionError(f"{name}, {expression}: {error}") from None
     return f"all {len(answers)} kernel counts."
@@ -77,18 +79,21 @@ def _padded_programs() -> list[tuple[str, Callable, Callable]]:
     ]
 
 
-@exercise("03.keeps_zero", answer="keeps_zero", title="Rule 6: which ops keep 0 at 0", hook="schedule.keeps_zero")
+@exercise("03.keeps_zero", answer="keeps_zero", title="Rule 6: which ops keep 0 at 0",
+          hook="schedule.keeps_zero")
 def check_keeps_zero(keeps_zero: Callable[[Any], bool]) -> str:
     """The answer for every ALU op, then padded programs scheduled with it, compiled and run."""
     if not callable(keeps_zero):
-        raise AssertionError(f"keeps_zero: expected a function of one op returning a bool, got {type(keeps_zero)}")
+        raise AssertionError("keeps_zero: expected a function of one op returning a bool, got "
+                             f"{type(keeps_zero)}")
     for op, question in _ZERO_QUESTIONS.items():
         answer = keeps_zero(op)
         if not isinstance(answer, bool):
             raise AssertionError(f"keeps_zero({op}) returned {answer!r}; it must return True or False.")
         if answer != (op in schedule.ZERO_PRESERVING):
             said = "keeps 0 at 0" if answer else "does not keep 0 at 0"
-            raise AssertionError(f"your rule says {op.name} {said}. Evaluate it with every input 0: {question} "
+            raise AssertionError(f"your rule says {op.name} {said}. Evaluate it with every input 0: "
+                                 f"{question} "
                                  "(a comparison that is false is 0, a true one is 1)")
     from tinyedu import Tensor
 
@@ -97,9 +102,11 @@ def check_keeps_zero(keeps_zero: Callable[[Any], bool]) -> str:
     with plug(schedule, "keeps_zero", keeps_zero):
         for name, program, reference in _padded_programs():
             out = program(Tensor(A))
-            kernels.append(sum(not isinstance(i.ast.op, LoadOps) for i in schedule.create_schedule([out.lazydata])))
+            items = schedule.create_schedule([out.lazydata])
+            kernels.append(sum(not isinstance(i.ast.op, LoadOps) for i in items))
             if not np.allclose(out.numpy(), reference(A), rtol=1e-5, atol=1e-6, equal_nan=True):
-                raise AssertionError(f"every op's answer is right, yet {name} computed with your rule differs "
+                raise AssertionError(f"every op's answer is right, yet {name} computed with your rule "
+                                     "differs "
                                      "from numpy. Does your function depend on anything but the op?")
     return (f"all {len(_ZERO_QUESTIONS)} ops; padded exp, reciprocal, == and sqrt were scheduled with your "
             f"rule ({', '.join(map(str, kernels))} kernels), compiled and match numpy.")
@@ -116,7 +123,8 @@ _STORE_CASES = [
 
 def _store_hint(kernels: int, leaf: int, size: int, has_reduce: bool, answer: bool) -> str:
     if kernels == 1:
-        return "a buffer read by one kernel only is simply inlined there: there is nothing to save by storing it."
+        return ("a buffer read by one kernel only is simply inlined there: there is nothing to save by "
+                "storing it.")
     if has_reduce:
         return ("a buffer with a reduce inside is never recomputed: each reading kernel would redo the whole "
                 "reduction, and a kernel holds at most one reduce.")
@@ -152,7 +160,8 @@ def _run_counting(program: Callable, a: Any, b: Any) -> tuple[np.ndarray, int, i
     return out.numpy(), GlobalCounters.kernel_count, GlobalCounters.global_mem
 
 
-@exercise("03.store_is_cheaper", answer="store_is_cheaper", title="Rule 5: store a shared buffer or recompute it",
+@exercise("03.store_is_cheaper", answer="store_is_cheaper", title=("Rule 5: store a shared buffer or "
+                                                                   "recompute it"),
           hook="schedule.store_is_cheaper")
 def check_store_is_cheaper(store_is_cheaper: Callable[..., bool]) -> str:
     """Decisions on cases without ties, then real schedules: same kernels and bytes as the library's."""
@@ -163,8 +172,10 @@ def check_store_is_cheaper(store_is_cheaper: Callable[..., bool]) -> str:
         if not isinstance(answer, bool):
             raise AssertionError(f"store_is_cheaper returned {answer!r}; it must return True or False.")
         if answer != schedule.store_is_cheaper(kernels, leaf, size, has_reduce):
-            call = f"store_is_cheaper(kernels={kernels}, leaf_elements={leaf}, size={size}, has_reduce={has_reduce})"
-            raise AssertionError(f"{call} returned {answer}. Hint: {_store_hint(kernels, leaf, size, has_reduce, answer)}")
+            call = (f"store_is_cheaper(kernels={kernels}, leaf_elements={leaf}, size={size}, "
+                    f"has_reduce={has_reduce})")
+            raise AssertionError(f"{call} returned {answer}. Hint: "
+                                 f"{_store_hint(kernels, leaf, size, has_reduce, answer)}")
     a, b, _, _ = _inputs()
     moved = []
     for name, program in _memory_programs():
@@ -172,8 +183,10 @@ def check_store_is_cheaper(store_is_cheaper: Callable[..., bool]) -> str:
         with plug(schedule, "store_is_cheaper", store_is_cheaper):
             got = _run_counting(program, a, b)
         if not np.allclose(got[0], want[0], rtol=1e-5, atol=1e-6) or got[1:] != want[1:]:
-            raise AssertionError(f"every case is right, yet {name} scheduled with your rule runs {got[1]} kernels "
-                                 f"moving {got[2]} bytes, the library's {want[1]} kernels and {want[2]} bytes.")
+            raise AssertionError(f"every case is right, yet {name} scheduled with your rule runs {got[1]} "
+                                 "kernels "
+                                 f"moving {got[2]} bytes, the library's {want[1]} kernels and {want[2]} "
+                                 "bytes.")
         moved.append(f"{got[1]} kernels / {got[2]} bytes")
     return ("every decision; the notebook's examples and an MLP's gradient scheduled with your rule run the "
             f"same kernels and move the same bytes as the library's ({'; '.join(moved)}).")

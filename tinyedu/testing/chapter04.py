@@ -50,7 +50,8 @@ def _predictions(answers: Any, questions: dict[str, str], checker: Callable, wha
 LOOP_QUESTIONS = {"row_sums_of_transpose": "a.T.sum(1)", "matmul": "a.T @ b",
                   "size_one_axis": "a.reshape(4, 1, 6).sum(2)"}
 LOAD_QUESTIONS = {"a_three_times": "(a * a + a).relu()", "a_and_its_flip": "a + a.flip(0)",
-                  "two_pads_of_a": "a.pad(((1, 1), (0, 0))) * a.pad(((2, 0), (0, 0))) + b.pad(((1, 1), (0, 0)))"}
+                  "two_pads_of_a": ("a.pad(((1, 1), (0, 0))) * a.pad(((2, 0), (0, 0))) + b.pad(((1, 1), (0, "
+                                    "0)))")}
 
 
 @exercise("04.loop_bounds", answer="loop_bounds", title="Predict a kernel's loops")
@@ -112,7 +113,8 @@ def _run_c(uops: list[UOp], kernel: Any, inputs: list, like: np.ndarray) -> np.n
 
 def _same(got: np.ndarray, want: np.ndarray, exact: bool) -> bool:
     if exact:
-        return got.tobytes() == want.tobytes() or bool(np.all((got == want) | (np.isnan(got) & np.isnan(want))))
+        same_or_both_nan = (got == want) | (np.isnan(got) & np.isnan(want))
+        return got.tobytes() == want.tobytes() or bool(np.all(same_or_both_nan))
     return bool(np.allclose(got, want, rtol=1e-5, atol=1e-6, equal_nan=True))
 
 
@@ -131,7 +133,8 @@ def _run_everywhere(programs: list[tuple[str, Callable]], what: str) -> int:
             raise AssertionError(f"`{name}` linearized with your {what} computes other values than numpy on "
                                  "the PYTHON device (which runs the UOps one by one).")
         if not _same(c, python, exact=True):
-            raise AssertionError(f"`{name}` linearized with your {what}: the compiled C and the PYTHON device "
+            raise AssertionError(f"`{name}` linearized with your {what}: the compiled C and the PYTHON "
+                                 "device "
                                  "disagree. A value computed inside a loop may be used after it.")
         ran += 1
     return ran
@@ -156,9 +159,11 @@ def _simplify_cases() -> list[tuple[str, Callable[[UOpBuilder], tuple], str]]:
 
     return [
         ("gidx0*1", lambda bb: (BinaryOps.MUL, (g(bb), c(bb, 1)), i32), "x*1 is x"),
-        ("1*gidx0", lambda bb: (BinaryOps.MUL, (c(bb, 1), g(bb)), i32), "1*x is x too: the constant can be first"),
+        ("1*gidx0", lambda bb: (BinaryOps.MUL, (c(bb, 1), g(bb)), i32), "1*x is x too: the constant can be "
+                                                                        "first"),
         ("gidx0+0", lambda bb: (BinaryOps.ADD, (g(bb), c(bb, 0)), i32), "x+0 is x"),
-        ("0+gidx0", lambda bb: (BinaryOps.ADD, (c(bb, 0), g(bb)), i32), "0+x is x too: the constant can be first"),
+        ("0+gidx0", lambda bb: (BinaryOps.ADD, (c(bb, 0), g(bb)), i32), "0+x is x too: the constant can be "
+                                                                        "first"),
         ("gidx0-0", lambda bb: (BinaryOps.SUB, (g(bb), c(bb, 0)), i32), "x-0 is x"),
         ("gidx0*0", lambda bb: (BinaryOps.MUL, (g(bb), c(bb, 0)), i32), "x*0 is the constant 0 (integers)"),
         ("gidx0/1", lambda bb: (BinaryOps.DIV, (g(bb), c(bb, 1)), i32), "x/1 is x"),
@@ -172,7 +177,8 @@ def _simplify_cases() -> list[tuple[str, Callable[[UOpBuilder], tuple], str]]:
         ("-7%2", lambda bb: (BinaryOps.MOD, (c(bb, -7), c(bb, 2)), i32),
          "fold with C's semantics: C's % takes the sign of the dividend (-7%2 is -1), Python's % the "
          "divisor's (1). tinyedu.codegen.uops has INT_FOLD"),
-        ("5<7", lambda bb: (BinaryOps.CMPLT, (c(bb, 5), c(bb, 7)), b), "a comparison of constants folds to a bool"),
+        ("5<7", lambda bb: (BinaryOps.CMPLT, (c(bb, 5), c(bb, 7)), b), "a comparison of constants folds to a "
+                                                                       "bool"),
         ("true+true (bools)", lambda bb: (BinaryOps.ADD, (c(bb, True, b), c(bb, True, b)), b),
          "for bools ADD is OR (and MUL is AND): true+true is true, a bool, not 2"),
         ("flag*true (bools)", lambda bb: (BinaryOps.MUL, (flag(bb), c(bb, True, b)), b), "x AND true is x"),
@@ -208,7 +214,8 @@ def _simplify_programs() -> list[tuple[str, Callable]]:
 def check_simplify(simplify: Callable[..., UOp | None]) -> str:
     """Case by case against the library's rule, then whole kernels linearized with it and run."""
     if not callable(simplify):
-        raise AssertionError(f"simplify: expected a function simplify(self, op, src, dtype), got {type(simplify)}")
+        raise AssertionError("simplify: expected a function simplify(self, op, src, dtype), got "
+                             f"{type(simplify)}")
     for what, build, hint in _simplify_cases():
         mine, theirs = UOpBuilder(), UOpBuilder()
         got = simplify(mine, *build(mine))
@@ -229,10 +236,13 @@ def check_simplify(simplify: Callable[..., UOp | None]) -> str:
         kernel = _kernel(_simplify_programs()[1][1](a, b))[0]
         mine = uops_listing(linearize(Kernel(kernel.ast)))
     if mine != uops_listing(_reference_uops(kernel.ast)):
-        raise AssertionError("the kernels compute the right values, but the padded, flipped kernel's UOps differ "
+        raise AssertionError("the kernels compute the right values, but the padded, flipped kernel's UOps "
+                             "differ "
                              "from the library's: some index arithmetic is left unsimplified.")
-    return (f"every case; {ran} kernels (a reduce, a flipped padded view, a matmul, a strided reshape, a max) "
-            "linearized with your simplify run right on PYTHON and as C, with the same UOps as the library's.")
+    return (f"every case; {ran} kernels (a reduce, a flipped padded view, a matmul, a strided reshape, a "
+            "max) "
+            "linearized with your simplify run right on PYTHON and as C, with the same UOps as the "
+            "library's.")
 
 
 def _reference_uops(ast: Any) -> list[UOp]:
@@ -245,7 +255,8 @@ def _reference_uops(ast: Any) -> list[UOp]:
 # -- exercise: lowering a REDUCE ---------------------------------------------------------------------------
 def _reduce_programs() -> list[tuple[str, Callable, str]]:
     return [
-        ("(a * b).sum(1)", lambda a, b: (a * b).sum(1), "a SUM starts at 0 and adds each element (BinaryOps.ADD)"),
+        ("(a * b).sum(1)", lambda a, b: (a * b).sum(1), "a SUM starts at 0 and adds each element "
+                                                        "(BinaryOps.ADD)"),
         ("(-a.abs() - 1).max(1)", lambda a, b: (-a.abs() - 1).max(1),
          "a MAX combines the accumulator and each element with BinaryOps.MAX, starting from the lowest "
          "value of the dtype"),
@@ -267,7 +278,8 @@ def check_lower_reduce(lower_reduce: Callable[..., UOp]) -> str:
     from tinyedu.codegen.linearizer import linearize
 
     if not callable(lower_reduce):
-        raise AssertionError(f"lower_reduce: expected a function lower_reduce(self, reduce), got {type(lower_reduce)}")
+        raise AssertionError("lower_reduce: expected a function lower_reduce(self, reduce), got "
+                             f"{type(lower_reduce)}")
     a, b, _, _ = _tensors()
     ran = 0
     with plug(Linearizer, "lower_reduce", lower_reduce):
@@ -278,25 +290,30 @@ def check_lower_reduce(lower_reduce: Callable[..., UOp]) -> str:
             except AssertionError as error:
                 if "loops still open" not in str(error):
                     raise
-                raise AssertionError(f"`{name}`: {error}. Hint: close every loop you open (self.b.close_range(), "
+                raise AssertionError(f"`{name}`: {error}. Hint: close every loop you open "
+                                     "(self.b.close_range(), "
                                      "once per reduce loop) before you return.") from None
             except KeyError as error:
                 raise AssertionError(f"`{name}`: no loop named {error} is open when the reduce's input is "
                                      f"lowered. Hint: {hint}.") from None
             result = [u for u in uops if u.op is UOps.STORE][0].src[2]
             if result.op is UOps.ALU and any(s.op is UOps.DEFINE_ACC for s in result.src):
-                raise AssertionError(f"`{name}`: the value stored after the loops is the ALU that combines the "
-                                     "accumulator, not an ASSIGN. Hint: return self.b.assign(acc, new value): "
+                raise AssertionError(f"`{name}`: the value stored after the loops is the ALU that combines "
+                                     "the "
+                                     "accumulator, not an ASSIGN. Hint: return self.b.assign(acc, new "
+                                     "value): "
                                      "after the loops, the ASSIGN is the accumulator's final value.")
             python = _run_python(uops, kernel, inputs, want)
             if "max" in name and not _same(python, want, exact=False) and np.all(python == 0):
                 hint = ("every element here is negative, and your maxima are all 0: a MAX accumulator must "
                         "start at the lowest value (codegen.uops.lowest_value(dtype)), not at 0")
             if not _same(python, want, exact=False):
-                raise AssertionError(f"`{name}` lowered with your lower_reduce gives other values than numpy. "
+                raise AssertionError(f"`{name}` lowered with your lower_reduce gives other values than "
+                                     "numpy. "
                                      f"Hint: {hint}.")
             if not _same(_run_c(uops, kernel, inputs, want), python, exact=True):
-                raise AssertionError(f"`{name}`: the compiled C and the PYTHON device disagree on your UOps. Is "
+                raise AssertionError(f"`{name}`: the compiled C and the PYTHON device disagree on your UOps. "
+                                     "Is "
                                      "the accumulator defined (define_acc) before the reduce loops open?")
             ran += 1
     return (f"{ran} kernels (sums, a max of negative numbers, two reduce axes, an int sum, a matmul with a "

@@ -155,7 +155,7 @@ def evaluate_index_expression(text: str, grids: dict[str, np.ndarray]) -> np.nda
             return ops[type(node.op)](value(node.left), value(node.right))
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
             return -value(node.operand) if isinstance(node.op, ast.USub) else value(node.operand)
-        if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
+        if isinstance(node, ast.Constant) and type(node.value) is int:
             return node.value
         if isinstance(node, ast.Name) and node.id in grids:
             return grids[node.id]
@@ -166,7 +166,8 @@ def evaluate_index_expression(text: str, grids: dict[str, np.ndarray]) -> np.nda
     try:
         tree = ast.parse(text.strip(), mode="eval")
     except SyntaxError as error:
-        raise AssertionError(f"the expression does not parse ({error.msg}); write it like \"((idx0*4)+idx1)\"")\
+        raise AssertionError(f"the expression does not parse ({error.msg}); write it like "
+                             "\"((idx0*4)+idx1)\"")\
             from None
     return np.broadcast_to(np.asarray(value(tree.body), dtype=np.int64), next(iter(grids.values())).shape)
 
@@ -184,10 +185,12 @@ def check_index_expression(t: Any, answer: str) -> str:
     grids = {f"idx{axis}": g for axis, g in enumerate(np.indices(st.shape, dtype=np.int64))}
     got = evaluate_index_expression(answer, grids)
     if np.array_equal(got[valid], expected[valid]):
-        return f"{answer.strip()} reads the same element as {st.expr_idxs()[0].render()} at all {valid.sum()} positions."
+        return (f"{answer.strip()} reads the same element as {st.expr_idxs()[0].render()} at all "
+                f"{valid.sum()} positions.")
     origin = (0,) * st.ndim
     if got[origin] != expected[origin]:
-        raise AssertionError(f"not quite: at {', '.join(f'idx{a} = 0' for a in range(st.ndim))} your expression "
+        raise AssertionError(f"not quite: at {', '.join(f'idx{a} = 0' for a in range(st.ndim))} your "
+                             "expression "
                              f"gives {got[origin]}, which is not the buffer index of element {origin}. Start "
                              "with the offset: where in memory does the first element of this view live?")
     for axis in range(st.ndim):

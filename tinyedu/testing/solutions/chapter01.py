@@ -43,7 +43,8 @@ class Expand(Function):
 
     def backward(self, grad: LazyBuffer) -> LazyBuffer:
         # every copy made by the expand sends its gradient back: sum over the stretched axes
-        axes = tuple(i for i, (before, after) in enumerate(zip(self.input_shape, grad.shape)) if before != after)
+        pairs = zip(self.input_shape, grad.shape, strict=True)
+        axes = tuple(i for i, (before, after) in enumerate(pairs) if before != after)
         return grad.r(ReduceOps.SUM, axes)
 # --8<-- [end:Expand]
 
@@ -82,7 +83,7 @@ class _ExpandIdentity(Expand):
 
 class _ExpandMax(Expand):
     def backward(self, grad):
-        axes = tuple(i for i, (a, b) in enumerate(zip(self.input_shape, grad.shape)) if a != b)
+        axes = tuple(i for i, (a, b) in enumerate(zip(self.input_shape, grad.shape, strict=True)) if a != b)
         return grad.r(ReduceOps.MAX, axes)
 
 

@@ -31,7 +31,8 @@ def permute(self: View, order: Sequence[int]) -> View:
 # --8<-- [start:pad]
 def pad(self: View, padding: Sequence[tuple[int, int]]) -> View:
     offset, shape, mask = self.offset, [], []
-    for size, stride, (lo, hi), (before, after) in zip(self.shape, self.strides, self.valid_ranges(), padding):
+    axes = zip(self.shape, self.strides, self.valid_ranges(), padding, strict=True)
+    for size, stride, (lo, hi), (before, after) in axes:
         offset -= before * stride           # the new first element lies `before` steps before the old one
         shape.append(size + before + after)
         mask.append((lo + before, hi + before))  # the old valid range, shifted
@@ -50,8 +51,8 @@ def _permute_shape_only(self, order):
 
 
 def _permute_keeps_mask(self, order):
-    return View.create(tuple(self.shape[a] for a in order), tuple(self.strides[a] for a in order), self.offset,
-                       self.mask)
+    strides = tuple(self.strides[a] for a in order)
+    return View.create(tuple(self.shape[a] for a in order), strides, self.offset, self.mask)
 
 
 def _permute_resets_offset(self, order):
@@ -61,7 +62,7 @@ def _permute_resets_offset(self, order):
 
 def _pad_offset_forward(self, padding):
     good = pad(self, padding)
-    offset = self.offset + sum(b * s for (b, _), s in zip(padding, self.strides))
+    offset = self.offset + sum(b * s for (b, _), s in zip(padding, self.strides, strict=True))
     return View.create(good.shape, good.strides, offset, good.mask)
 
 
@@ -71,16 +72,17 @@ def _pad_no_mask(self, padding):
 
 
 def _pad_forgets_old_mask(self, padding):
-    offset = self.offset - sum(b * s for (b, _), s in zip(padding, self.strides))
-    shape = [n + b + a for n, (b, a) in zip(self.shape, padding)]
-    mask = [(b, b + n) for n, (b, _) in zip(self.shape, padding)]
+    offset = self.offset - sum(b * s for (b, _), s in zip(padding, self.strides, strict=True))
+    shape = [n + b + a for n, (b, a) in zip(self.shape, padding, strict=True)]
+    mask = [(b, b + n) for n, (b, _) in zip(self.shape, padding, strict=True)]
     return View.create(shape, self.strides, offset, mask)
 
 
 def _pad_shape_before_only(self, padding):
     good = pad(self, padding)
-    shape = [n + b for n, (b, _) in zip(self.shape, padding)]
-    return View.create(shape, good.strides, good.offset, [(lo, min(hi, n)) for (lo, hi), n in zip(good.mask, shape)])
+    shape = [n + b for n, (b, _) in zip(self.shape, padding, strict=True)]
+    mask = [(lo, min(hi, n)) for (lo, hi), n in zip(good.mask, shape, strict=True)]
+    return View.create(shape, good.strides, good.offset, mask)
 
 
 MISTAKES = [

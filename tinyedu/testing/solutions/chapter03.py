@@ -8,7 +8,7 @@ from tinyedu.testing.exercise import Mistake
 # --8<-- [start:kernel_counts]
 kernel_counts = {
     "centered_square_sum": 2,  # the row mean is broadcast back over its row (rule 4), then one sum
-    "two_reductions": 2,       # two reduces cannot share a kernel: one is stored (rule 4); a * 3 is recomputed
+    "two_reductions": 2,       # two reduces never share a kernel: one is stored (rule 4); a * 3 is recomputed
     "padded_log": 2,           # log(0) is not 0: the log is stored before it is padded (rule 6)
     "views_then_sum": 1,       # transposes and flips are views: they fuse into the loads (rule 3)
     "normalize_rows": 3,       # mean and variance are reduces broadcast back (rule 4), then the output

@@ -60,7 +60,7 @@ def lower_reduce(self: Linearizer, reduce: LazyOp) -> UOp:
         return b.const(identity, dtype)  # nothing to reduce: no loops at all
     acc = b.define_acc(identity, dtype)  # before the loops: one running total per output element
     names, sizes = k.loop_names[k.first_reduce:], k.full_shape[k.first_reduce:]
-    for name, size in zip(names, sizes):
+    for name, size in zip(names, sizes, strict=True):
         self.loops[name] = b.open_range(name, size)
     x = self.lower(reduce.src[0])  # everything below the REDUCE, inside the reduce loops
     result = b.assign(acc, b.alu(BinaryOps.ADD if reduce.op is ReduceOps.SUM else BinaryOps.MAX, acc, x))
@@ -73,7 +73,8 @@ def lower_reduce(self: Linearizer, reduce: LazyOp) -> UOp:
 # ---- typical mistakes -------------------------------------------------------------------------------
 def _simplify_python_division(self, op, src, dtype):
     a, b = src if len(src) == 2 else (None, None)
-    if a is not None and a.op is UOps.CONST and b.op is UOps.CONST and op is BinaryOps.DIV and not dtype.is_float:
+    both_const = a is not None and a.op is UOps.CONST and b.op is UOps.CONST
+    if both_const and op is BinaryOps.DIV and not dtype.is_float:
         return self.const(a.arg // b.arg, dtype)
     return simplify(self, op, src, dtype)
 
@@ -105,7 +106,7 @@ def _lower_reduce_with(identity_zero=False, combine=None, open_first_only=False,
         names, sizes = k.loop_names[k.first_reduce:], k.full_shape[k.first_reduce:]
         if open_first_only:
             names, sizes = names[:1], sizes[:1]
-        for name, size in zip(names, sizes):
+        for name, size in zip(names, sizes, strict=True):
             self.loops[name] = b.open_range(name, size)
         x = self.lower(reduce.src[0])
         op = combine or (BinaryOps.ADD if reduce.op is ReduceOps.SUM else BinaryOps.MAX)
