@@ -7,7 +7,8 @@
 - Math: MathJax is served from the site itself, copied from the `mathjax` Python package (installed
   with the docs extra), so formulas render without a network.
 - The home page's pipeline picture is drawn at build time from the real objects of one small
-  computation (tinyedu.viz.pipeline), in place of the `<!-- pipeline-picture -->` marker.
+  computation (tinyedu.viz.pipeline), in place of the `<!-- pipeline-picture -->` marker (an HTML
+  comment, so the page still reads well where the hook does not run).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import File, Files
 
 MATHJAX_DEST = "javascripts/mathjax"
+PICTURE_MARKER = "<!-- pipeline-picture -->"
 # The parts of MathJax's es5 build the site needs: the TeX-to-HTML bundle, its fonts, the TeX
 # extensions it may load on demand, and the accessibility and menu modules behind its context menu.
 MATHJAX_PARTS = ("tex-chtml.js", "output/chtml/fonts/woff-v2", "input/tex/extensions", "a11y", "ui")
@@ -75,12 +77,8 @@ def site_links(html: str, page, files: Files) -> str:
 def on_page_content(html: str, page, config, files: Files) -> str:
     if page.file.src_uri.endswith(".ipynb"):
         html = site_links(strip_nbval_markers(html), page, files)
-    return html
-
-
-def on_page_markdown(markdown: str, page, config, files: Files) -> str:
-    if "<!-- pipeline-picture -->" in markdown:
+    if PICTURE_MARKER in html:
         from tinyedu.viz.pipeline import pipeline_figure
 
-        markdown = markdown.replace("<!-- pipeline-picture -->", pipeline_figure())
-    return markdown
+        html = html.replace(PICTURE_MARKER, pipeline_figure())
+    return html

@@ -1,7 +1,8 @@
 """tinyedu: a deep-learning framework meant to be read.
 
 Stage 0 is `tinyedu.scalar` (scalar autograd). Stage 1 is `Tensor` (tinyedu/tensor.py) over the
-lazy graph (tinyedu/lazy.py) and views (tinyedu/shape/). See DESIGN.md and the walkthrough site.
+lazy graph (tinyedu/lazy.py) and views (tinyedu/shape/). The map of all stages is the walkthrough
+site's architecture page (docs/architecture.md; `make serve` builds the site).
 """
 
 import tinyedu.engine.realize  # noqa: F401 - installs the engine under the lazy graph (see lazy.py)

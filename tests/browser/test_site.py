@@ -207,12 +207,36 @@ def test_notebook_pages_hide_nbval_markers_and_link_to_real_pages(notebook: str,
 
 
 def test_solutions_are_collapsed(site_url: str, browser) -> None:
-    """Each solution sits in a closed <details>; the notebooks never contain it."""
+    """Every solution sits in a closed <details>; the notebook pages show stubs, never a solution."""
+    from tinyedu.testing import exercises
+
+    for chapter in sorted({e.chapter for e in exercises()}):
+        dom = browser("--dump-dom", urljoin(site_url, f"solutions/chapter{chapter}/"))
+        blocks = re.findall(r"<details([^>]*)>(.*?)</details>", dom, flags=re.S)
+        names = [e.name for e in exercises(chapter)]
+        assert len(blocks) == len(names), f"chapter {chapter}: {len(blocks)} <details> for {names}"
+        assert all("open" not in attributes for attributes, _ in blocks), f"chapter {chapter}: one is open"
+        for name in names:
+            assert any(name in body and "<code" in body for _, body in blocks), f"{name}: no collapsed solution"
     dom = browser("--dump-dom", urljoin(site_url, "solutions/chapter00/"))
-    blocks = re.findall(r"<details([^>]*)>(.*?)</details>", dom, flags=re.S)
-    assert len(blocks) >= 5, "the chapter 00 solutions are not in <details> blocks"
-    assert all("open" not in attributes for attributes, _ in blocks), "a solution is expanded by default"
-    assert any("topological_order" in body and "stack" in body for _, body in blocks)
+    assert any("topological_order" in body and "stack" in body for _, body in
+               re.findall(r"<details([^>]*)>(.*?)</details>", dom, flags=re.S))
     notebook = browser("--dump-dom", urljoin(site_url, "notebooks/00_scalar_autograd/"))
     assert "stack.append((node, True))" not in notebook, "the notebook page shows a solution"
     assert "not done yet" in notebook  # the stubs' checks ran when the notebook was executed
+
+
+def test_home_page_shows_the_pipeline_picture(site_url: str, browser) -> None:
+    """The picture drawn at build time from one computation: graph, kernel AST, UOps, C, result."""
+    dom = browser("--virtual-time-budget=5000", "--dump-dom", site_url)
+    match = re.search(r'<svg class="pipeline-picture".*?</svg>', dom, flags=re.S)
+    assert match, "the home page has no pipeline picture"
+    svg = match.group(0)
+    for text in ("the lazy graph", "ReduceOps.SUM", "kernel r_2_3", "BufferOps.STORE", "DEFINE_GLOBAL",
+                 "RANGE", "void r_2_3(", "data0[gidx0]", "y = [5., 0.]"):
+        assert text in svg, f"the pipeline picture lacks {text!r}"
+    assert "pipeline-picture -->" not in dom
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    shot = SCREENSHOTS / "home_pipeline.png"
+    browser("--window-size=1280,1800", f"--screenshot={shot}", site_url)
+    assert shot.is_file() and shot.stat().st_size > 20_000
