@@ -168,3 +168,32 @@ def test_answers_are_read_from_notebook_cells(tmp_path):
 
 def test_notebooks_folder_is_the_repositorys():
     assert NOTEBOOKS_DIR == ROOT / "notebooks"
+
+
+def test_plug_counts_calls_and_a_cache_that_answers_is_an_error():
+    with plug(Value, "tanh", lambda self: self) as plugged:
+        Value(1.0).tanh()
+        Value(2.0).tanh()
+    assert plugged.calls == 2
+    with plug(Value, "tanh", lambda self: self) as plugged:
+        with pytest.raises(RuntimeError, match="some cache answered"):
+            plugged.require_called("Value.tanh")
+
+
+def test_clear_caches_empties_memoized_functions_of_tinyedu():
+    import functools
+    import sys
+    import types
+
+    from tinyedu.testing.hooks import clear_caches
+
+    module = types.ModuleType("tinyedu._memo_probe")
+    module.square = functools.cache(lambda x: x * x)
+    sys.modules[module.__name__] = module
+    try:
+        module.square(3)
+        assert module.square.cache_info().currsize == 1
+        clear_caches()
+        assert module.square.cache_info().currsize == 0
+    finally:
+        del sys.modules[module.__name__]

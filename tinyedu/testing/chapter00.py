@@ -150,7 +150,7 @@ def _tanh_slope_hint(grad: float, x: float, t: float) -> str:
 def check_tanh(tanh: Callable[[Value], Value]) -> str:
     """Plug `tanh` in as Value.tanh: forward, graph link, chain rule, accumulation, then train with it."""
     _need_function(tanh, "tanh", "taking a Value (self) and returning a Value")
-    with plug(Value, "tanh", tanh):
+    with plug(Value, "tanh", tanh) as plugged:
         for x in _TANH_POINTS:
             xv = Value(x)
             try:
@@ -175,7 +175,9 @@ def check_tanh(tanh: Callable[[Value], Value]) -> str:
                                      "not the sum over both uses. Hint: use `self.grad += ...` in _backward, "
                                      "not `=`.")
         check_value_grads(lambda a, b: (a * b + 0.3).tanh() * a, [0.7, -1.3])
+        plugged.calls = 0
         mine = _train_tanh_mlp()
+        plugged.require_called("Value.tanh")
     reference = _train_tanh_mlp()
     if any(abs(a - b) > 1e-9 for a, b in zip(mine, reference, strict=True)):
         raise AssertionError("each op is right on its own, yet an MLP trained with your tanh follows another "
@@ -296,11 +298,12 @@ def check_topological_order(topological_order: Callable[[Value], list[Value]]) -
                              f"{2 * depth + 1} nodes with the constants) your order is not right; the "
                              "small graph passed, so look for a limit or a shortcut that only shows on long "
                              "graphs.")
-    with plug(Value, "_topological_order", topological_order):
+    with plug(Value, "_topological_order", topological_order) as plugged:
         grads = check_value_grads(lambda a, b: ((a * b + a) * (a * b + a)).tanh() + b, [0.4, -0.7])
         root, _ = _diamond()
         root.backward()
         root.zero_grad()
+        plugged.require_called("Value._topological_order")
     return (f"every node once, after its inputs, even on a chain of {depth} ops; backward() and zero_grad() "
             f"ran on your order and the gradients match finite differences ({grads[0]:.4f}, {grads[1]:.4f}).")
 

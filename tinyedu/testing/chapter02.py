@@ -144,8 +144,9 @@ def check_permute(permute: Callable[..., View]) -> str:
                 hint = ("build the result with View.create(shape, strides, offset, mask), which also works "
                         "out `contiguous`.")
             raise AssertionError(f"{call} gave {got}, not the permuted view. Hint: {hint}")
-    with plug(View, "permute", permute):
+    with plug(View, "permute", permute) as plugged:
         _tensor_checks(_pipeline_cases(), "permute")
+        plugged.require_called("View.permute")
     return ("every kind of view (offsets, negative and zero strides, masks); then transposes, a sum over "
             "axis 0 (the Kernel permutes the reduce axis last with your permute), a matmul and a padded "
             "conv2d ran through the scheduler and the C compiler on your permute and match numpy.")
@@ -181,12 +182,13 @@ def check_pad(pad: Callable[..., View]) -> str:
                 hint = ("the valid range of an axis is where the old elements now sit: (before, before + "
                         "size).")
             raise AssertionError(f"{call} gave {got}, not the padded view. Hint: {hint}")
-    with plug(View, "pad", pad):
+    with plug(View, "pad", pad) as plugged:
         _tensor_checks(_pipeline_cases() + [
             ("(x.exp().pad(...) + 1).sum(2)",
              lambda x: ((x * 0.1).exp().pad(((1, 1), (0, 0), (2, 0))) + 1).sum(2),
              lambda X: (np.pad(np.exp(X * np.float32(0.1)), ((1, 1), (0, 0), (2, 0))) + 1).sum(2)),
         ], "pad")
+        plugged.require_called("View.pad")
     return ("every kind of view, padded once and twice; then padded tensors, a padded conv2d and a padded "
             "exp "
             "ran through the scheduler and the C compiler on your pad and match numpy: no read outside a "

@@ -99,7 +99,7 @@ def check_keeps_zero(keeps_zero: Callable[[Any], bool]) -> str:
 
     a, _, A, _ = _inputs()
     kernels = []
-    with plug(schedule, "keeps_zero", keeps_zero):
+    with plug(schedule, "keeps_zero", keeps_zero) as plugged:
         for name, program, reference in _padded_programs():
             out = program(Tensor(A))
             items = schedule.create_schedule([out.lazydata])
@@ -108,6 +108,7 @@ def check_keeps_zero(keeps_zero: Callable[[Any], bool]) -> str:
                 raise AssertionError(f"every op's answer is right, yet {name} computed with your rule "
                                      "differs "
                                      "from numpy. Does your function depend on anything but the op?")
+        plugged.require_called("schedule.keeps_zero")
     return (f"all {len(_ZERO_QUESTIONS)} ops; padded exp, reciprocal, == and sqrt were scheduled with your "
             f"rule ({', '.join(map(str, kernels))} kernels), compiled and match numpy.")
 
@@ -180,8 +181,9 @@ def check_store_is_cheaper(store_is_cheaper: Callable[..., bool]) -> str:
     moved = []
     for name, program in _memory_programs():
         want = _run_counting(program, a, b)
-        with plug(schedule, "store_is_cheaper", store_is_cheaper):
+        with plug(schedule, "store_is_cheaper", store_is_cheaper) as plugged:
             got = _run_counting(program, a, b)
+            plugged.require_called("schedule.store_is_cheaper")
         if not np.allclose(got[0], want[0], rtol=1e-5, atol=1e-6) or got[1:] != want[1:]:
             raise AssertionError(f"every case is right, yet {name} scheduled with your rule runs {got[1]} "
                                  "kernels "

@@ -226,12 +226,13 @@ def check_simplify(simplify: Callable[..., UOp | None]) -> str:
         if not same:
             shown = "None (nothing to simplify)" if got is None else _describe_uop(got)
             raise AssertionError(f"simplify({what}) returned {shown}. Hint: {hint}.")
-    with plug(UOpBuilder, "_simplify", simplify):
+    with plug(UOpBuilder, "_simplify", simplify) as plugged:
         from tinyedu.codegen.kernel import Kernel
         from tinyedu.codegen.linearizer import linearize
         from tinyedu.codegen.uops import uops_listing
 
         ran = _run_everywhere(_simplify_programs(), "simplify")
+        plugged.require_called("UOpBuilder._simplify")
         a, b, _, _ = _tensors()
         kernel = _kernel(_simplify_programs()[1][1](a, b))[0]
         mine = uops_listing(linearize(Kernel(kernel.ast)))
@@ -282,7 +283,7 @@ def check_lower_reduce(lower_reduce: Callable[..., UOp]) -> str:
                              f"{type(lower_reduce)}")
     a, b, _, _ = _tensors()
     ran = 0
-    with plug(Linearizer, "lower_reduce", lower_reduce):
+    with plug(Linearizer, "lower_reduce", lower_reduce) as plugged:
         for name, program, hint in _reduce_programs():
             kernel, inputs, want = _kernel(program(a, b))
             try:
@@ -316,5 +317,6 @@ def check_lower_reduce(lower_reduce: Callable[..., UOp]) -> str:
                                      "Is "
                                      "the accumulator defined (define_acc) before the reduce loops open?")
             ran += 1
+        plugged.require_called("Linearizer.lower_reduce")
     return (f"{ran} kernels (sums, a max of negative numbers, two reduce axes, an int sum, a matmul with a "
             "relu, an empty reduce) lowered with your lower_reduce run right on PYTHON and as compiled C.")

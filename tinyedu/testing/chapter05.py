@@ -183,8 +183,9 @@ def check_c_literal(c_literal: Callable[[Any, DType], str]) -> str:
         hint = _literal_hint(value, dtype, int(kind[k]), float(f[k]), int(i[k]), int(minus[k]))
         if hint:
             raise AssertionError(f"c_literal({value!r}, {dtype.name}) = {text!r} {hint}")
-    with plug(cstyle, "c_literal", c_literal):
+    with plug(cstyle, "c_literal", c_literal) as plugged:
         ran = _kernels_against_numpy(_literal_programs(), "c_literal")
+        plugged.require_called("cstyle.c_literal")
     return (f"all {n} literals compile to the right value and type; {ran} kernels rendered with your "
             "c_literal (constants, -INFINITY in a max, INT_MIN, bools) match the NUMPY device bit for bit.")
 

@@ -27,15 +27,21 @@ The hooks the chapters use (each chapter's notebook says which one its exercise 
 from __future__ import annotations
 
 import contextlib
+import functools
+import sys
+import types
+from dataclasses import dataclass
 from typing import Any, Iterator, MutableMapping
 
 _MISSING = object()
 
 
 def clear_caches() -> None:
-    """Forget compiled programs and deduplicated lazy nodes, so nothing made before is reused.
+    """Forget compiled programs, deduplicated lazy nodes and memoized results, so nothing is reused.
 
-    If you add a cache that could hand back something computed by a replaced piece, clear it here.
+    Also empties every `functools.cache`/`lru_cache` of tinyedu's modules and classes. If you add a
+    cache of another kind that could hand back something computed by a replaced piece, clear it here
+    (the checkers notice a hook that the library never called: `Plugged.calls`).
     """
     from tinyedu import lazy
     from tinyedu.runtime.device import Device
@@ -45,15 +51,43 @@ def clear_caches() -> None:
         programs = getattr(backend, "programs", None)
         if isinstance(programs, dict):
             programs.clear()
+    for name, module in list(sys.modules.items()):
+        if name.startswith("tinyedu.") and not name.startswith("tinyedu.testing") and module is not None:
+            _clear_memoized(vars(module).values(), depth=1)
+
+
+def _clear_memoized(objects: Any, depth: int) -> None:
+    for obj in list(objects):
+        target = obj.__func__ if isinstance(obj, (staticmethod, classmethod)) else obj
+        if hasattr(target, "cache_clear") and isinstance(target, functools._lru_cache_wrapper):
+            target.cache_clear()
+        elif depth and isinstance(obj, type) and obj.__module__.startswith("tinyedu."):
+            _clear_memoized(vars(obj).values(), depth - 1)
+
+
+@dataclass
+class Plugged:
+    """What `plug` hands back: `calls` counts how often the library called a replacement function."""
+
+    replacement: Any
+    calls: int = 0
+
+    def require_called(self, what: str) -> None:
+        """Fail loudly if the library ran without ever calling the replacement (a cache answered)."""
+        if self.calls == 0:
+            raise RuntimeError(f"tinyedu never called the plugged-in {what} while checking: some cache "
+                               "answered for it (tinyedu.testing.hooks.clear_caches must clear it).")
 
 
 @contextlib.contextmanager
-def plug(owner: Any, name: str, replacement: Any) -> Iterator[Any]:
+def plug(owner: Any, name: str, replacement: Any) -> Iterator[Plugged]:
     """Within the block, `owner.name` (or `owner[name]` for a dict) is `replacement`; then restored.
 
     `owner` is a class (a function replaces a method: `plug(Value, "tanh", tanh)`), a module
     (`plug(tinyedu.function, "Mul", MyMul)`) or a dict (`plug(HELPERS, "max_float32", source)`).
     The original must exist: a misspelled name raises instead of adding a new attribute nobody calls.
+    A replacement function is installed behind a counter: `with plug(...) as plugged:` then
+    `plugged.calls` says how often the library called it.
     """
     is_mapping = isinstance(owner, MutableMapping)
     if is_mapping:
@@ -65,13 +99,20 @@ def plug(owner: Any, name: str, replacement: Any) -> Iterator[Any]:
         inherited = original is _MISSING and hasattr(owner, name)
     if original is _MISSING and not inherited:
         raise AttributeError(f"plug: {owner!r} has no {name!r} to replace; hooks only replace what exists")
+    plugged = Plugged(replacement)
+    installed = replacement
+    if isinstance(replacement, types.FunctionType):
+        @functools.wraps(replacement)
+        def installed(*args: Any, **kwargs: Any) -> Any:
+            plugged.calls += 1
+            return replacement(*args, **kwargs)
     clear_caches()
     if is_mapping:
-        owner[name] = replacement
+        owner[name] = installed
     else:
-        setattr(owner, name, replacement)
+        setattr(owner, name, installed)
     try:
-        yield replacement
+        yield plugged
     finally:
         if is_mapping:
             owner[name] = original
