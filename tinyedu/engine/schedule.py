@@ -95,10 +95,27 @@ def _bases_to_run(outs: list[LazyBuffer]) -> list[LazyBuffer]:
         if id(node) in visited or node.realized is not None:
             continue
         visited.add(id(node))
+        _check_versions(node)
         stack.append((node, True))
         for src in reversed(node.srcs):
             stack.append((src.base, False))
     return order
+
+
+def _check_versions(node: LazyBuffer) -> None:
+    """Refuse to run a computation on memory that `assign` overwrote after it was planned.
+
+    Lazy graphs read memory when they run, not when they are built; an eager framework would have
+    used the old values. Rather than silently mixing old and new, say so (like PyTorch's "modified by
+    an inplace operation").
+    """
+    for src, planned in zip(node.srcs, node.src_versions, strict=True):
+        buffer = src.base.realized
+        if planned is not None and buffer is not None and buffer.version != planned:
+            raise RuntimeError(f"assign: a computation ({getattr(node.op, 'name', node.op)} of shape "
+                               f"{node.shape}) was planned on a tensor of shape {src.base.shape} that assign "
+                               "has overwritten since; realize what you need before assigning "
+                               "(Tensor.realize_all(...)), or build it again afterwards")
 
 
 # ---- step 2: which buffers get memory (the rules above) ----

@@ -1,0 +1,91 @@
+"""Writing new values into existing memory: what `Tensor.assign` asks of the engine.
+
+An optimizer updates a weight *in place*: the same buffer, new contents, so everything that holds
+the weight (the model, a view of it, a captured TinyJit step) sees the update without rebinding.
+
+The one danger is reading and writing the same memory. `w.assign(w - lr * w.grad)`: the gradient
+of *another* weight may also read `w`, and must see its old values. So every value is computed
+first, in one schedule, and only then written. And a computation that was built on the old values
+but has not run yet (say the loss, still lazy after `optimizer.step()`) is pointed at a snapshot of
+them, so it computes what it would have computed before the write, as in an eager framework.
+
+The write costs a copy, unless the kernel that computes a value can store straight into the
+target, which is safe when
+
+1. no later kernel of the schedule reads the target's old contents, and
+2. the kernel itself reads the target, if at all, only at the element it is about to write
+   (the same view as its store, and no reduce): every element is read before it is written.
+
+Otherwise the value goes to memory of its own, and is copied into the target after the schedule.
+"""
+
+from __future__ import annotations
+
+from tinyedu.engine.realize import BufferCopy, run_program, run_schedule
+from tinyedu.engine.schedule import ScheduleItem, create_schedule
+from tinyedu.lazy import LazyBuffer, pending_readers
+from tinyedu.ops import BufferOps, LoadOps, ReduceOps
+from tinyedu.runtime.device import Buffer
+
+
+# --8<-- [start:assign]
+def assign(pairs: list[tuple[LazyBuffer, LazyBuffer]]) -> None:
+    """Write each value into its target's memory. Targets are writable() memory; values are lazy."""
+    targets: list[Buffer] = [target.base.realized for target, _ in pairs]
+    if len({id(b) for b in targets}) != len(targets):
+        raise ValueError("assign: the same tensor is assigned twice in one update; give each target one value")
+    values = [_as_base(value) for _, value in pairs]
+    work = [(buffer, value) for buffer, value in zip(targets, values, strict=True) if value.realized is not buffer]
+    schedule = create_schedule([v for _, v in work if v.realized is None])
+    position = {id(item.out): k for k, item in enumerate(schedule)}
+    for target, buffer in zip(pairs, targets, strict=True):
+        _snapshot_for_pending_readers(target[0], buffer, stored=position)
+    copies = []
+    for buffer, value in work:
+        k = position.pop(id(value), None)  # pop: a value assigned to two targets is written once
+        if k is not None and _in_place_is_safe(schedule, k, buffer):
+            value.realized = buffer  # run_schedule writes an output that already has memory in place
+        else:
+            copies.append((buffer, value))
+    run_schedule(schedule)
+    for buffer, value in copies:
+        run_program(f"copy_{buffer.size}", None, BufferCopy(), [buffer, value.realized])
+    for buffer in targets:
+        buffer.version += 1
+
+
+# --8<-- [end:assign]
+def _snapshot_for_pending_readers(target: LazyBuffer, buffer: Buffer, stored: dict[int, int]) -> None:
+    """Computations planned on `buffer` that will not run in this schedule read a copy of it from now on."""
+    pending = [node for node in pending_readers(buffer) if id(node) not in stored]
+    if not pending:
+        return
+    snapshot = Buffer(buffer.device, buffer.size, buffer.dtype)
+    run_program(f"snapshot_{buffer.size}", None, BufferCopy(), [snapshot, buffer])
+    base = target.base
+    old = LazyBuffer.from_buffer(snapshot, base.shape, base.dtype, base.device)
+    for node in pending:
+        node.read_old_values(buffer, old)
+
+
+def _as_base(value: LazyBuffer) -> LazyBuffer:
+    """A base whose memory holds `value` in element order (a reordering view gets a copy kernel)."""
+    if not value.is_view or (value.st.contiguous and value.size == value.base.size):
+        return value.base
+    return value.contiguous()
+
+
+# --8<-- [start:safe]
+def _in_place_is_safe(schedule: list[ScheduleItem], k: int, target: Buffer) -> bool:
+    """Can kernel k store straight into `target` (rules 1 and 2 of the module docstring)?"""
+    if any(inp.realized is target for item in schedule[k + 1:] for inp in item.inputs):
+        return False  # rule 1: a later kernel still needs the old contents
+    item = schedule[k]
+    reads = {n + 1 for n, inp in enumerate(item.inputs) if inp.realized is target}
+    if not reads:
+        return True
+    if isinstance(item.ast.op, LoadOps) or any(isinstance(n.op, ReduceOps) for n in item.ast.walk()):
+        return False
+    store_st = item.ast.arg.st
+    return all(n.arg.st == store_st for n in item.ast.walk() if n.op is BufferOps.LOAD and n.arg.idx in reads)
+# --8<-- [end:safe]
