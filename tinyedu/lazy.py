@@ -218,7 +218,7 @@ class LazyBuffer:
                           srcs=(self,))
         return node.realize()
 
-    def read_old_values(self, buffer: Any, snapshot: "LazyBuffer") -> None:
+    def read_old_values(self, buffer: Any, snapshot: Any) -> None:
         """Read `snapshot` (a copy of `buffer` as it was) wherever this computation reads `buffer`.
 
         assign calls this before overwriting `buffer`, for every computation that was planned on it
@@ -227,7 +227,8 @@ class LazyBuffer:
         srcs = []
         for src in self.srcs:
             if src.base.realized is buffer:
-                src = snapshot if not src.is_view else LazyBuffer(src.device, src.st, src.dtype, base=snapshot)
+                old = LazyBuffer.from_buffer(snapshot, src.base.shape, src.base.dtype, src.device)
+                src = old if not src.is_view else LazyBuffer(src.device, src.st, src.dtype, base=old)
             srcs.append(src)
         self.srcs, self.src_versions = tuple(srcs), _versions(tuple(srcs))
 

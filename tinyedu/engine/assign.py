@@ -38,8 +38,8 @@ def assign(pairs: list[tuple[LazyBuffer, LazyBuffer]]) -> None:
     work = [(buffer, value) for buffer, value in zip(targets, values, strict=True) if value.realized is not buffer]
     schedule = create_schedule([v for _, v in work if v.realized is None])
     position = {id(item.out): k for k, item in enumerate(schedule)}
-    for target, buffer in zip(pairs, targets, strict=True):
-        _snapshot_for_pending_readers(target[0], buffer, stored=position)
+    for buffer in targets:
+        snapshot_for_pending_readers(buffer, stored=position)
     copies = []
     for buffer, value in work:
         k = position.pop(id(value), None)  # pop: a value assigned to two targets is written once
@@ -55,17 +55,16 @@ def assign(pairs: list[tuple[LazyBuffer, LazyBuffer]]) -> None:
 
 
 # --8<-- [end:assign]
-def _snapshot_for_pending_readers(target: LazyBuffer, buffer: Buffer, stored: dict[int, int]) -> None:
-    """Computations planned on `buffer` that will not run in this schedule read a copy of it from now on."""
-    pending = [node for node in pending_readers(buffer) if id(node) not in stored]
+def snapshot_for_pending_readers(buffer: Buffer, stored: dict[int, int] | None = None) -> None:
+    """Computations planned on `buffer` that will not run now (are not `stored` outputs of the schedule
+    about to run) read a copy of its current contents from now on. Called before `buffer` is written."""
+    pending = [node for node in pending_readers(buffer) if stored is None or id(node) not in stored]
     if not pending:
         return
     snapshot = Buffer(buffer.device, buffer.size, buffer.dtype)
     run_program(f"snapshot_{buffer.size}", None, BufferCopy(), [snapshot, buffer])
-    base = target.base
-    old = LazyBuffer.from_buffer(snapshot, base.shape, base.dtype, base.device)
     for node in pending:
-        node.read_old_values(buffer, old)
+        node.read_old_values(buffer, snapshot)
 
 
 def _as_base(value: LazyBuffer) -> LazyBuffer:
