@@ -13,8 +13,10 @@ The write costs a copy, unless the kernel that computes a value can store straig
 target, which is safe when
 
 1. no later kernel of the schedule reads the target's old contents, and
-2. the kernel itself reads the target, if at all, only at the element it is about to write
-   (the same view as its store, and no reduce): every element is read before it is written.
+2. the kernel itself reads the target, if at all, only at the element it is about to write: with
+   the same view as its store, and outside any reduce (an update fused after the reduce that
+   computes its gradient reads the old weight once per output element, just before the store).
+   Every element is then read before it is written, and by no one else.
 
 Otherwise the value goes to memory of its own, and is copied into the target after the schedule.
 """
@@ -26,6 +28,10 @@ from tinyedu.engine.schedule import ScheduleItem, create_schedule
 from tinyedu.lazy import LazyBuffer, pending_readers
 from tinyedu.ops import BufferOps, LoadOps, ReduceOps
 from tinyedu.runtime.device import Buffer
+
+
+class SnapshotCopy(BufferCopy):
+    """The copy that keeps old values for pending computations (TinyJit tells it from the step's own work)."""
 
 
 # --8<-- [start:assign]
@@ -62,7 +68,7 @@ def snapshot_for_pending_readers(buffer: Buffer, stored: dict[int, int] | None =
     if not pending:
         return
     snapshot = Buffer(buffer.device, buffer.size, buffer.dtype)
-    run_program(f"snapshot_{buffer.size}", None, BufferCopy(), [snapshot, buffer])
+    run_program(f"snapshot_{buffer.size}", None, SnapshotCopy(), [snapshot, buffer])
     for node in pending:
         node.read_old_values(buffer, snapshot)
 
@@ -83,8 +89,15 @@ def _in_place_is_safe(schedule: list[ScheduleItem], k: int, target: Buffer) -> b
     reads = {n + 1 for n, inp in enumerate(item.inputs) if inp.realized is target}
     if not reads:
         return True
-    if isinstance(item.ast.op, LoadOps) or any(isinstance(n.op, ReduceOps) for n in item.ast.walk()):
+    if isinstance(item.ast.op, LoadOps):
         return False
-    store_st = item.ast.arg.st
-    return all(n.arg.st == store_st for n in item.ast.walk() if n.op is BufferOps.LOAD and n.arg.idx in reads)
+    store_st = item.ast.arg.st  # contiguous; a load that is contiguous too reads element k where k is stored
+    for node in item.ast.walk():
+        if isinstance(node.op, ReduceOps) and any(leaf.arg.idx in reads for leaf in node.leaves
+                                                  if leaf.op is BufferOps.LOAD):
+            return False  # read inside a reduce: other output elements would see new values
+        same_order = node.arg.st.contiguous and node.arg.st.size == store_st.size if node.op is BufferOps.LOAD else True
+        if node.op is BufferOps.LOAD and node.arg.idx in reads and not same_order:
+            return False  # read through another view: some element is read after it was written
+    return True
 # --8<-- [end:safe]

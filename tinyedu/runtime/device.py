@@ -9,7 +9,6 @@ that is the device's business: NUMPY interprets the AST, C compiles generated so
 from __future__ import annotations
 
 import importlib
-import itertools
 import os
 from typing import Callable, Protocol
 
@@ -18,9 +17,6 @@ import numpy as np
 from tinyedu.dtype import DType
 from tinyedu.helpers import GlobalCounters
 from tinyedu.ops import LazyOp
-
-
-_serials = itertools.count()
 
 
 class Buffer:
@@ -32,14 +28,21 @@ class Buffer:
     """
 
     live: int = 0  # buffers alive right now (a leak shows up as a number that keeps growing)
+    _serial: int = 0
 
     def __init__(self, device: str, size: int, dtype: DType):
         self.device, self.size, self.dtype = device, size, dtype
         self._memory = np.empty(size, dtype=dtype.np)
         self.version = 0
-        self.serial = next(_serials)
+        self.serial = Buffer._serial
+        Buffer._serial += 1
         GlobalCounters.mem_used += self.nbytes
         Buffer.live += 1
+
+    @staticmethod
+    def next_serial() -> int:
+        """The serial number the next buffer will get."""
+        return Buffer._serial
 
     @property
     def nbytes(self) -> int:
