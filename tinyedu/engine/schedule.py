@@ -42,6 +42,7 @@ from tinyedu.ops import (
     UnaryOps,
 )
 from tinyedu.shape import ShapeTracker
+from tinyedu.shape.memo import memoized
 
 MAX_KERNEL_DEPTH = 100
 
@@ -307,6 +308,7 @@ def create_schedule(outs: list[LazyBuffer], fuse: bool | None = None) -> list[Sc
     return [_kernel_for(b, realized) for b in bases if b in realized]
 
 
+@memoized
 def count_flops(ast: LazyOp) -> int:
     """ALU and reduce operations one run of the kernel performs (each op once per element it makes).
 
