@@ -93,8 +93,8 @@ def mnist(path: str | os.PathLike | None = None, split: str = "test", url: str |
         files = [download_mnist_file(name, url, cache_dir) for name in names]
     images, labels = read_idx(files[0]), read_idx(files[1])
     if images.ndim != 3 or labels.ndim != 1 or len(images) != len(labels):
-        raise ValueError(f"mnist: {files[0]} holds an array of shape {images.shape} and {files[1]} one of shape "
-                         f"{labels.shape}; expected images (n, 28, 28) and n labels")
+        raise ValueError(f"mnist: {files[0]} holds an array of shape {images.shape} and {files[1]} one of "
+                         f"shape {labels.shape}; expected images (n, 28, 28) and n labels")
     if labels.size and labels.max() > 9:
         raise ValueError(f"mnist: {files[1]} holds label {labels.max()}; digits are 0..9")
     return images, labels.astype(np.int64)
@@ -106,8 +106,8 @@ def _find_idx(folder: Path, name: str) -> Path:
     for candidate in (folder / name, folder / name.removesuffix(".gz")):
         if candidate.is_file():
             return candidate
-    raise FileNotFoundError(f"mnist: no {name} (or {name.removesuffix('.gz')}) in {folder}; the folder must hold "
-                            f"the MNIST IDX files (MNIST_PATH={os.environ.get('MNIST_PATH')!r})")
+    raise FileNotFoundError(f"mnist: no {name} (or {name.removesuffix('.gz')}) in {folder}; the folder must "
+                            f"hold the MNIST IDX files (MNIST_PATH={os.environ.get('MNIST_PATH')!r})")
 
 
 def mnist_cache_dir(cache_dir: str | os.PathLike | None = None) -> Path:
@@ -117,7 +117,8 @@ def mnist_cache_dir(cache_dir: str | os.PathLike | None = None) -> Path:
     return Path(root) / "mnist"
 
 
-def download_mnist_file(name: str, url: str | None = None, cache_dir: str | os.PathLike | None = None) -> Path:
+def download_mnist_file(name: str, url: str | None = None,
+                        cache_dir: str | os.PathLike | None = None) -> Path:
     """The MNIST file `name` in the cache folder, downloaded and checked first if it is not there yet."""
     if name not in MNIST_MD5:
         raise ValueError(f"mnist: unknown file {name!r}; the files are {', '.join(MNIST_MD5)}")
@@ -134,12 +135,12 @@ def download_mnist_file(name: str, url: str | None = None, cache_dir: str | os.P
                 with urllib.request.urlopen(source, timeout=60) as response:
                     shutil.copyfileobj(response, out)
             except (urllib.error.URLError, OSError) as e:
-                raise ConnectionError(f"mnist: could not download {source} ({e}); if you have the files, pass "
-                                      "mnist(path=folder) or set MNIST_PATH to that folder") from None
+                raise ConnectionError(f"mnist: could not download {source} ({e}); if you have the files, "
+                                      "pass mnist(path=folder) or set MNIST_PATH to that folder") from None
         digest = _md5(Path(tmp))
         if digest != MNIST_MD5[name]:
-            raise ValueError(f"mnist: {source} has MD5 {digest}, but the published sum is {MNIST_MD5[name]}: the "
-                             "download is damaged or the mirror serves another file; nothing was kept")
+            raise ValueError(f"mnist: {source} has MD5 {digest}, but the published sum is {MNIST_MD5[name]}: "
+                             "the download is damaged or the mirror serves another file; nothing was kept")
         os.replace(tmp, target)  # atomic: the cache never holds a half-written file
     finally:
         if os.path.exists(tmp):

@@ -209,9 +209,9 @@ class LazyBuffer:
         in_order = not self.is_view or (self.st.contiguous and self.size == base.size)
         if base.realized is not None and base.op is not LoadOps.CONST:
             if not in_order:
-                raise ValueError(f"assign: the target is a view of shape {self.shape} that reorders or selects "
-                                 f"part of a buffer of shape {base.shape}; assign into the whole tensor "
-                                 "instead (build the new value with where, pad or cat)")
+                raise ValueError(f"assign: the target is a view of shape {self.shape} that reorders or "
+                                 f"selects part of a buffer of shape {base.shape}; assign into the whole "
+                                 "tensor instead (build the new value with where, pad or cat)")
             return self
         # never shared through the dedup cache: this memory is about to be written
         node = LazyBuffer(self.device, ShapeTracker.from_shape(self.shape), self.dtype, LoadOps.CONTIGUOUS,

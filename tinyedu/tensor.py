@@ -323,9 +323,10 @@ def _memory_versions(inputs: tuple[Tensor, ...]) -> tuple:
 def _check_not_assigned(ctx: F.Function) -> None:
     for buffer, version in ctx.memory_versions:
         if buffer.version != version:
-            raise RuntimeError(f"backward: an input of {type(ctx).__name__} (a tensor of {buffer.size} elements) "
-                               "was overwritten by assign() after the forward pass, so its gradient would use "
-                               "the new values; call backward() before updating (e.g. before optimizer.step())")
+            raise RuntimeError(f"backward: an input of {type(ctx).__name__} (a tensor of {buffer.size} "
+                               "elements) was overwritten by assign() after the forward pass, so its "
+                               "gradient would use the new values; call backward() before updating (e.g. "
+                               "before optimizer.step())")
 
 
 def _python_dtype(x: Scalar) -> DType:

@@ -39,9 +39,11 @@ def assign(pairs: list[tuple[LazyBuffer, LazyBuffer]]) -> None:
     """Write each value into its target's memory. Targets are writable() memory; values are lazy."""
     targets: list[Buffer] = [target.base.realized for target, _ in pairs]
     if len({id(b) for b in targets}) != len(targets):
-        raise ValueError("assign: the same tensor is assigned twice in one update; give each target one value")
+        raise ValueError("assign: the same tensor is assigned twice in one update; give each target one "
+                         "value")
     values = [_as_base(value) for _, value in pairs]
-    work = [(buffer, value) for buffer, value in zip(targets, values, strict=True) if value.realized is not buffer]
+    work = [(buffer, value) for buffer, value in zip(targets, values, strict=True)
+            if value.realized is not buffer]  # (w.assign(w) writes nothing)
     schedule = create_schedule([v for _, v in work if v.realized is None])
     position = {id(item.out): k for k, item in enumerate(schedule)}
     for buffer in targets:
@@ -96,8 +98,8 @@ def _in_place_is_safe(schedule: list[ScheduleItem], k: int, target: Buffer) -> b
         if isinstance(node.op, ReduceOps) and any(leaf.arg.idx in reads for leaf in node.leaves
                                                   if leaf.op is BufferOps.LOAD):
             return False  # read inside a reduce: other output elements would see new values
-        same_order = node.arg.st.contiguous and node.arg.st.size == store_st.size if node.op is BufferOps.LOAD else True
-        if node.op is BufferOps.LOAD and node.arg.idx in reads and not same_order:
+        if node.op is BufferOps.LOAD and node.arg.idx in reads and not (
+                node.arg.st.contiguous and node.arg.st.size == store_st.size):
             return False  # read through another view: some element is read after it was written
     return True
 # --8<-- [end:safe]

@@ -130,8 +130,8 @@ class TinyJit:
                             for k, ib in enumerate(input_buffers) if b is ib]
         fresh = [k for k, b in enumerate(output_buffers) if id(b) in made_here
                  and not any(b is ib for ib in input_buffers)]
-        self.output_slots = [(i, j, k) for i, item in enumerate(self.items) for j, b in enumerate(item.buffers)
-                             for k in fresh if b is output_buffers[k]]
+        self.output_slots = [(i, j, k) for i, item in enumerate(self.items)
+                             for j, b in enumerate(item.buffers) for k in fresh if b is output_buffers[k]]
         self.output_buffers, self.fresh_outputs = output_buffers, fresh
         self.output_views = [(t.lazydata.st, t.lazydata.base.shape, t.dtype, t.device) for t in outputs]
         self.output_structure = _structure(out)
@@ -214,8 +214,8 @@ class TinyJit:
                                f"{new[3]}, but the step was recorded with shape {was[1]}, {was[2].name} on "
                                f"{was[3]}; a replay runs the recorded kernels, which are made for one shape: "
                                "use a new TinyJit for each shape (e.g. drop the last, smaller batch)")
-            raise JitError(f"TinyJit: argument {position} changed from {was[1]!r} to {new[1]!r}; a replay does not "
-                           "run the Python code that used it: pass values that change as tensors")
+            raise JitError(f"TinyJit: argument {position} changed from {was[1]!r} to {new[1]!r}; a replay "
+                           "does not run the Python code that used it: pass values that change as tensors")
 
 
 def _realized_inputs(args: tuple, kwargs: dict) -> tuple[tuple, dict, list[Tensor]]:
@@ -307,26 +307,26 @@ def _roles(items: list[JitItem], inputs: list[Buffer], start: int) -> list[list[
 def _compare(first: list[JitItem], first_roles: list, second: list[JitItem], second_roles: list) -> None:
     """Both recorded calls must have run the same programs on buffers in the same roles."""
     if len(first) != len(second):
-        raise JitError(f"TinyJit: the step ran {len(first)} programs on its first call and {len(second)} on its "
-                       "second; it does different work on different calls (Python control flow on data, or a "
-                       "cache warming up) and cannot be replayed")
+        raise JitError(f"TinyJit: the step ran {len(first)} programs on its first call and {len(second)} on "
+                       "its second; it does different work on different calls (Python control flow on data, "
+                       "or a cache warming up) and cannot be replayed")
     for n, (a, b, ra, rb) in enumerate(zip(first, second, first_roles, second_roles, strict=True)):
         same_program = a.name == b.name and a.ast == b.ast and type(a.program) is type(b.program)
         if not same_program:
-            raise JitError(f"TinyJit: program {n} was {a.name} on the first call and {b.name} on the second; the "
-                           "step runs different kernels on different calls and cannot be replayed")
+            raise JitError(f"TinyJit: program {n} was {a.name} on the first call and {b.name} on the second; "
+                           "the step runs different kernels on different calls and cannot be replayed")
         if isinstance(a.program, realize.HostCopy) and not np.array_equal(a.program.array, b.program.array):
             raise JitError(f"TinyJit: program {n} ({a.name}) copies different host data on each call: random "
-                           "numbers drawn on the host (Tensor.rand, dropout) or a Tensor made from Python data "
-                           "inside the step. A replay would repeat the recorded data; pass it in as an input "
-                           "tensor instead")
+                           "numbers drawn on the host (Tensor.rand, dropout) or a Tensor made from Python "
+                           "data inside the step. A replay would repeat the recorded data; pass it in as an "
+                           "input tensor instead")
         if isinstance(a.program, realize.Fill) and a.program.value != b.program.value:
-            raise JitError(f"TinyJit: program {n} ({a.name}) fills a different value on each call; pass the value "
-                           "as an input tensor")
+            raise JitError(f"TinyJit: program {n} ({a.name}) fills a different value on each call; pass the "
+                           "value as an input tensor")
         if ra != rb:
-            raise JitError(f"TinyJit: program {n} ({a.name}) ran on different memory on the two recorded calls "
-                           f"({ra} vs {rb}); the step reads tensors that change between calls other than its "
-                           "inputs (pass them as arguments)")
+            raise JitError(f"TinyJit: program {n} ({a.name}) ran on different memory on the two recorded "
+                           f"calls ({ra} vs {rb}); the step reads tensors that change between calls other "
+                           "than its inputs (pass them as arguments)")
 
 
 __all__ = ["TinyJit", "JitError"]

@@ -48,8 +48,8 @@ class Conv2d:
                  padding: IntPair | str = 0, dilation: IntPair = 1, groups: int = 1, bias: bool = True):
         _check_sizes("Conv2d", in_channels=in_channels, out_channels=out_channels, groups=groups)
         if in_channels % groups or out_channels % groups:
-            raise ValueError(f"Conv2d: in_channels ({in_channels}) and out_channels ({out_channels}) must both "
-                             f"be divisible by groups ({groups})")
+            raise ValueError(f"Conv2d: in_channels ({in_channels}) and out_channels ({out_channels}) must "
+                             f"both be divisible by groups ({groups})")
         self.kernel_size = _pair(kernel_size, "kernel_size", "Conv2d", 1)
         self.stride, self.padding, self.dilation, self.groups = stride, padding, dilation, groups
         fan_in = in_channels // groups * self.kernel_size[0] * self.kernel_size[1]
@@ -78,8 +78,8 @@ class BatchNorm2d:
     biased one (divided by n). momentum=None uses the cumulative average 1 / num_batches_tracked.
     """
 
-    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1, affine: bool = True,
-                 track_running_stats: bool = True):
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
+                 affine: bool = True, track_running_stats: bool = True):
         _check_sizes("BatchNorm2d", num_features=num_features)
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
         self.weight = Tensor.ones(num_features, requires_grad=True) if affine else None
@@ -94,8 +94,8 @@ class BatchNorm2d:
         if x.ndim != 4:
             raise ValueError(f"BatchNorm2d: expected 4-d input (N, C, H, W), got shape {x.shape}")
         if x.shape[1] != self.num_features:
-            raise ValueError(f"BatchNorm2d: input has {x.shape[1]} channels (shape {x.shape}) but the layer was "
-                             f"made for num_features={self.num_features}")
+            raise ValueError(f"BatchNorm2d: input has {x.shape[1]} channels (shape {x.shape}) but the layer "
+                             f"was made for num_features={self.num_features}")
         if Tensor.training or not self.track_running_stats:
             if Tensor.training and self.track_running_stats:
                 self._update_running_stats(x)
@@ -129,8 +129,8 @@ class BatchNorm2d:
 class LayerNorm:
     """Normalize over the last len(normalized_shape) axes of each sample, then * weight + bias."""
 
-    def __init__(self, normalized_shape: int | Sequence[int], eps: float = 1e-5, elementwise_affine: bool = True,
-                 bias: bool = True):
+    def __init__(self, normalized_shape: int | Sequence[int], eps: float = 1e-5,
+                 elementwise_affine: bool = True, bias: bool = True):
         shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
         _check_sizes("LayerNorm", **{f"normalized_shape[{i}]": s for i, s in enumerate(shape)})
         self.normalized_shape, self.eps = shape, eps
@@ -145,7 +145,7 @@ class LayerNorm:
 
 
 class Embedding:
-    """A lookup table: row i of `weight` (num_embeddings, embedding_dim) for each index i, drawn from N(0, 1)."""
+    """A lookup table: row i of `weight` (num_embeddings, embedding_dim) for index i; weights from N(0, 1)."""
 
     def __init__(self, num_embeddings: int, embedding_dim: int):
         _check_sizes("Embedding", num_embeddings=num_embeddings, embedding_dim=embedding_dim)

@@ -40,8 +40,8 @@ class Optimizer:
         for p in self.params:
             if not isinstance(p, Tensor) or not p.requires_grad:
                 what = type(p).__name__ if not isinstance(p, Tensor) else f"a tensor of shape {p.shape}"
-                raise ValueError(f"{type(self).__name__}: every parameter must be a Tensor with requires_grad=True, "
-                                 f"got {what}")
+                raise ValueError(f"{type(self).__name__}: every parameter must be a Tensor with "
+                                 f"requires_grad=True, got {what}")
         _check_number(type(self).__name__, "lr", lr, 0.0)
         Tensor.realize_all(*self.params)  # memory of their own, so step() can write them in place
         # in memory (not a literal): kernels read it, so a new value compiles nothing new
@@ -90,14 +90,15 @@ class SGD(Optimizer):
         p = p - lr * g
     """
 
-    def __init__(self, params: Iterable[Tensor], lr: float = 0.001, momentum: float = 0.0, dampening: float = 0.0,
-                 weight_decay: float = 0.0, nesterov: bool = False):
+    def __init__(self, params: Iterable[Tensor], lr: float = 0.001, momentum: float = 0.0,
+                 dampening: float = 0.0, weight_decay: float = 0.0, nesterov: bool = False):
         super().__init__(params, lr)
         for name, value in (("momentum", momentum), ("dampening", dampening), ("weight_decay", weight_decay)):
             _check_number("SGD", name, value, 0.0)
         if nesterov and (momentum == 0 or dampening != 0):
             raise ValueError("SGD: Nesterov momentum needs momentum > 0 and dampening = 0")
-        self.momentum, self.dampening, self.weight_decay, self.nesterov = momentum, dampening, weight_decay, nesterov
+        self.momentum, self.dampening, self.nesterov = momentum, dampening, nesterov
+        self.weight_decay = weight_decay
         self.buffers = {id(p): self._zeros_like(p) for p in self.params} if momentum else {}
         # PyTorch's first step sets b = g. With a zero buffer, momentum * 0 + g already is g; only
         # dampening needs to know which step it is, so only then is there a tensor that says so.
@@ -118,7 +119,9 @@ class SGD(Optimizer):
         return [(p, p - self.lr * g), *pairs]
 
     def step_state(self) -> list[tuple[Tensor, Tensor]]:
-        return [(self.first, Tensor.zeros((), dtype=dtypes.bool, device=self.first.device))] if self.first else []
+        if self.first is None:
+            return []
+        return [(self.first, Tensor.zeros((), dtype=dtypes.bool, device=self.first.device))]
 # --8<-- [end:sgd]
 
 
@@ -160,7 +163,7 @@ class Adam(Optimizer):
         m, v = self.m[id(p)], self.v[id(p)]
         new_m = m + (1 - self.b1) * (g - m)  # = beta1 * m + (1 - beta1) * g, rounded as torch's lerp_
         new_v = self.b2 * v + (1 - self.b2) * g * g
-        b1_t, b2_t = self.b1_t * self.b1, self.b2_t * self.b2  # this step's beta^t (same nodes as step_state's)
+        b1_t, b2_t = self.b1_t * self.b1, self.b2_t * self.b2  # this step's beta^t (step_state's nodes)
         step_size = self.lr / (1 - b1_t)
         denominator = new_v.sqrt() / (1 - b2_t).sqrt() + self.eps
         return [(p, new_p - step_size * (new_m / denominator)), (m, new_m), (v, new_v)]

@@ -101,7 +101,8 @@ NATIVE = {"F32": dtypes.float32, "I32": dtypes.int32, "U8": dtypes.uint8, "BOOL"
 # rounded for F64), integers to int32 (refused if a value does not fit).
 CONVERTED = {"F16": "<f2", "F64": "<f8", "I8": "<i1", "I16": "<i2", "U16": "<u2", "U32": "<u4",
              "I64": "<i8", "U64": "<u8"}
-ITEMSIZE = {"F32": 4, "I32": 4, "U8": 1, "BOOL": 1, "BF16": 2, **{k: np.dtype(v).itemsize for k, v in CONVERTED.items()}}
+ITEMSIZE = {"F32": 4, "I32": 4, "U8": 1, "BOOL": 1, "BF16": 2,
+            **{kind: np.dtype(code).itemsize for kind, code in CONVERTED.items()}}
 # --8<-- [end:dtypes]
 MAX_HEADER = 100_000_000  # what the reference implementation accepts; a larger claim is a damaged file
 
@@ -110,12 +111,14 @@ class SafetensorsError(ValueError):
     """A file that is not a valid safetensors file (the message says what is wrong and where)."""
 
 
-def safe_save(tensors: dict[str, Tensor], path: str | os.PathLike, metadata: dict[str, str] | None = None) -> None:
+def safe_save(tensors: dict[str, Tensor], path: str | os.PathLike,
+              metadata: dict[str, str] | None = None) -> None:
     """Write `tensors` (a state dict) to a safetensors file."""
     if not isinstance(tensors, dict) or not all(isinstance(k, str) and isinstance(v, Tensor)
                                                 for k, v in tensors.items()):
         raise TypeError("safe_save: expected a dict of names (str) to Tensors, e.g. get_state_dict(model)")
-    if metadata is not None and not all(isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):
+    if metadata is not None and not all(isinstance(k, str) and isinstance(v, str)
+                                        for k, v in metadata.items()):
         raise TypeError("safe_save: metadata must map str to str (the format allows nothing else)")
     names = {dt: name for name, dt in NATIVE.items()}
     header: dict[str, Any] = {"__metadata__": metadata} if metadata else {}
@@ -143,12 +146,13 @@ def safe_load(path: str | os.PathLike, device: str | None = None) -> dict[str, T
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
         if size < 8:
-            raise SafetensorsError(f"safe_load: {path} has {size} bytes; a safetensors file starts with an 8-byte "
-                                   "header length")
+            raise SafetensorsError(f"safe_load: {path} has {size} bytes; a safetensors file starts with an "
+                                   "8-byte header length")
         (header_len,) = struct.unpack("<Q", f.read(8))
         if header_len > min(MAX_HEADER, size - 8):
-            raise SafetensorsError(f"safe_load: {path}: the header claims {header_len} bytes but the file has "
-                                   f"{size - 8} after the length (limit {MAX_HEADER}); truncated or not safetensors")
+            raise SafetensorsError(f"safe_load: {path}: the header claims {header_len} bytes but the file "
+                                   f"has {size - 8} after the length (limit {MAX_HEADER}); truncated or not "
+                                   "safetensors")
         header = _parse_header(f.read(header_len), path)
         data_len = size - 8 - header_len
         entries = _check_entries(header, data_len, path)
@@ -172,7 +176,8 @@ def _parse_header(raw: bytes, path: Any) -> dict[str, Any]:
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise SafetensorsError(f"safe_load: {path}: the header is not valid UTF-8 JSON ({e})") from None
     if not isinstance(header, dict):
-        raise SafetensorsError(f"safe_load: {path}: the header must be a JSON object, got {type(header).__name__}")
+        raise SafetensorsError(f"safe_load: {path}: the header must be a JSON object, got "
+                               f"{type(header).__name__}")
     return header
 
 
@@ -181,13 +186,15 @@ def _check_entries(header: dict[str, Any], data_len: int, path: Any) -> dict[str
     known dtype, non-negative int shape, byte range inside the data, of the right size, and the ranges
     tiling the data exactly (no overlaps, no holes), as the reference implementation requires."""
     metadata = header.pop("__metadata__", None)
-    if metadata is not None and not (isinstance(metadata, dict) and all(isinstance(v, str) for v in metadata.values())):
+    if metadata is not None and not (isinstance(metadata, dict)
+                                     and all(isinstance(v, str) for v in metadata.values())):
         raise SafetensorsError(f"safe_load: {path}: __metadata__ must map strings to strings")
     entries = {}
     for name, info in header.items():
         where = f"safe_load: {path}: tensor {name!r}"
         if not isinstance(info, dict) or set(info) != {"dtype", "shape", "data_offsets"}:
-            raise SafetensorsError(f"{where}: expected exactly the keys dtype, shape and data_offsets, got {info!r}")
+            raise SafetensorsError(f"{where}: expected exactly the keys dtype, shape and data_offsets, got "
+                                   f"{info!r}")
         kind, shape, offsets = info["dtype"], info["shape"], info["data_offsets"]
         if kind not in ITEMSIZE:
             known = ", ".join(sorted(ITEMSIZE))
@@ -195,25 +202,27 @@ def _check_entries(header: dict[str, Any], data_len: int, path: Any) -> dict[str
         if not isinstance(shape, list) or not all(_is_count(s) for s in shape):
             raise SafetensorsError(f"{where}: shape must be a list of non-negative ints, got {shape!r}")
         if not (isinstance(offsets, list) and len(offsets) == 2 and all(_is_count(o) for o in offsets)):
-            raise SafetensorsError(f"{where}: data_offsets must be [begin, end] with ints >= 0, got {offsets!r}")
+            raise SafetensorsError(f"{where}: data_offsets must be [begin, end] with ints >= 0, got "
+                                   f"{offsets!r}")
         begin, end = offsets
         if not begin <= end <= data_len:
-            raise SafetensorsError(f"{where}: bytes {begin}..{end} are outside the data ({data_len} bytes); the "
-                                   "file is truncated or the header is wrong")
+            raise SafetensorsError(f"{where}: bytes {begin}..{end} are outside the data ({data_len} bytes); "
+                                   "the file is truncated or the header is wrong")
         expected = int(np.prod(shape, dtype=object)) * ITEMSIZE[kind]
         if end - begin != expected:
-            raise SafetensorsError(f"{where}: shape {shape} of {kind} needs {expected} bytes but data_offsets "
-                                   f"give {end - begin}")
+            raise SafetensorsError(f"{where}: shape {shape} of {kind} needs {expected} bytes but "
+                                   f"data_offsets give {end - begin}")
         entries[name] = (kind, tuple(shape), begin, end)
     position = 0
     for name, (_, _, begin, end) in sorted(entries.items(), key=lambda e: (e[1][2], e[1][3])):
         if begin != position:
-            problem = "overlaps the one before" if begin < position else f"leaves a hole of {begin - position} bytes"
+            problem = "overlaps the one before" if begin < position else \
+                f"leaves a hole of {begin - position} bytes"
             raise SafetensorsError(f"safe_load: {path}: tensor {name!r} (bytes {begin}..{end}) {problem}")
         position = end
     if position != data_len:
-        raise SafetensorsError(f"safe_load: {path}: the tensors cover {position} bytes of data but the file has "
-                               f"{data_len} after the header")
+        raise SafetensorsError(f"safe_load: {path}: the tensors cover {position} bytes of data but the file "
+                               f"has {data_len} after the header")
     return entries
 
 
@@ -222,7 +231,8 @@ def _decode(raw: bytes, kind: str, shape: tuple[int, ...], name: str, path: Any)
     if kind in NATIVE:
         array = np.frombuffer(raw, dtype=_le(NATIVE[kind]))
         if kind == "BOOL" and array.size and np.frombuffer(raw, dtype=np.uint8).max() > 1:
-            raise SafetensorsError(f"safe_load: {path}: tensor {name!r} is BOOL but holds bytes other than 0 and 1")
+            raise SafetensorsError(f"safe_load: {path}: tensor {name!r} is BOOL but holds bytes other than 0 "
+                                   "and 1")
     elif kind == "BF16":  # the top half of a float32: shift it back into place
         array = (np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16).view(np.float32)
     else:
@@ -230,8 +240,8 @@ def _decode(raw: bytes, kind: str, shape: tuple[int, ...], name: str, path: Any)
         if array.dtype.kind in "iu":
             info = np.iinfo(np.int32)
             if array.size and (array.min() < info.min or array.max() > info.max):
-                raise SafetensorsError(f"safe_load: {path}: tensor {name!r} ({kind}) holds values outside int32, "
-                                       "the widest integer tinyedu has")
+                raise SafetensorsError(f"safe_load: {path}: tensor {name!r} ({kind}) holds values outside "
+                                       "int32, the widest integer tinyedu has")
             array = array.astype(np.int32)
         else:
             array = array.astype(np.float32)
@@ -246,4 +256,5 @@ def _is_count(x: Any) -> bool:
     return isinstance(x, int) and not isinstance(x, bool) and x >= 0
 
 
-__all__ = ["get_state_dict", "get_parameters", "load_state_dict", "safe_save", "safe_load", "SafetensorsError"]
+__all__ = ["get_state_dict", "get_parameters", "load_state_dict", "safe_save", "safe_load",
+           "SafetensorsError"]

@@ -213,6 +213,6 @@ def _check_in_range(index: "Tensor", n: int, what: str, negative_ok: bool) -> "T
         values = values.astype(np.int64)
         bad = values[(values < low) | (values >= n)]
         if bad.size:
-            raise IndexError(f"{what}: value {bad.reshape(-1)[0]} is out of range for size {n}; valid values are "
-                             f"{low}..{n - 1}")
+            raise IndexError(f"{what}: value {bad.reshape(-1)[0]} is out of range for size {n}; valid values "
+                             f"are {low}..{n - 1}")
     return index

@@ -122,13 +122,15 @@ class LossMixin:
         valid = target != ignore_index
         values = target.lazydata.known_values()  # data given by the user: checked without running anything
         if values is None and target.numel():  # computed on the device: checking it means running it
-            values = target.numpy() if ((valid & ((target < 0) | (target >= n_classes))).any().item()) else None
+            bad = valid & ((target < 0) | (target >= n_classes))
+            values = target.numpy() if bad.any().item() else None
         if values is not None:
             values = values.astype(np.int64)
             bad = values[(values != ignore_index) & ((values < 0) | (values >= n_classes))]
             if bad.size:
-                raise IndexError(f"{op}: target {bad.reshape(-1)[0]} is out of range for {n_classes} classes; valid "
-                                 f"targets are 0..{n_classes - 1} (or ignore_index={ignore_index})")
+                raise IndexError(f"{op}: target {bad.reshape(-1)[0]} is out of range for {n_classes} "
+                                 f"classes; valid targets are 0..{n_classes - 1} (or "
+                                 f"ignore_index={ignore_index})")
         classes = Tensor.arange(n_classes, device=logp.device)
         classes = classes.reshape((n_classes,) + (1,) * (logp.ndim - 1 - class_axis))  # along the class axis
         onehot = target.unsqueeze(class_axis) == classes
