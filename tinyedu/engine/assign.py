@@ -48,16 +48,19 @@ def assign(pairs: list[tuple[LazyBuffer, LazyBuffer]]) -> None:
     position = {id(item.out): k for k, item in enumerate(schedule)}
     for buffer in targets:
         snapshot_for_pending_readers(buffer, stored=position)
-    copies = []
+    copies: list[tuple[Buffer, LazyBuffer | Buffer]] = []
     for buffer, value in work:
         k = position.pop(id(value), None)  # pop: a value assigned to two targets is written once
         if k is not None and _in_place_is_safe(schedule, k, buffer):
             value.realized = buffer  # run_schedule writes an output that already has memory in place
+        elif any(value.realized is b for b in targets):  # another target (a swap): keep its old contents
+            copies.append((buffer, _copy_of(value.realized)))
         else:
             copies.append((buffer, value))
     run_schedule(schedule)
-    for buffer, value in copies:
-        run_program(f"copy_{buffer.size}", None, BufferCopy(), [buffer, value.realized])
+    for buffer, source in copies:
+        source = source.realized if isinstance(source, LazyBuffer) else source
+        run_program(f"copy_{buffer.size}", None, BufferCopy(), [buffer, source])
     for buffer in targets:
         buffer.version += 1
 
@@ -73,6 +76,12 @@ def snapshot_for_pending_readers(buffer: Buffer, stored: dict[int, int] | None =
     run_program(f"snapshot_{buffer.size}", None, SnapshotCopy(), [snapshot, buffer])
     for node in pending:
         node.read_old_values(buffer, snapshot)
+
+
+def _copy_of(buffer: Buffer) -> Buffer:
+    copy = Buffer(buffer.device, buffer.size, buffer.dtype)
+    run_program(f"copy_{buffer.size}", None, BufferCopy(), [copy, buffer])
+    return copy
 
 
 def _as_base(value: LazyBuffer) -> LazyBuffer:

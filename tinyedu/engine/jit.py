@@ -176,6 +176,7 @@ class TinyJit:
         """Replay once (a real step: it updates whatever the step updates), timing each item in seconds."""
         if self.calls < 2:
             raise JitError("TinyJit.time_items: the step is not recorded yet; call it twice first")
+        args, kwargs, _ = _realized_inputs(args, kwargs)  # any copy-in happens before the timing
         times = []
 
         def observe(name: str, ast: Any, program: Any, buffers: Any) -> None:

@@ -82,13 +82,13 @@ class BatchNorm2d:
                  affine: bool = True, track_running_stats: bool = True):
         _check_sizes("BatchNorm2d", num_features=num_features)
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
-        self.weight = Tensor.ones(num_features, requires_grad=True) if affine else None
-        self.bias = Tensor.zeros(num_features, requires_grad=True) if affine else None
+        self.weight = _in_memory(Tensor.ones(num_features), requires_grad=True) if affine else None
+        self.bias = _in_memory(Tensor.zeros(num_features), requires_grad=True) if affine else None
         self.track_running_stats = track_running_stats
         if track_running_stats:
-            self.running_mean = Tensor.zeros(num_features).contiguous().realize()
-            self.running_var = Tensor.ones(num_features).contiguous().realize()
-            self.num_batches_tracked = Tensor.zeros((), dtype=dtypes.int32).contiguous().realize()
+            self.running_mean = _in_memory(Tensor.zeros(num_features))
+            self.running_var = _in_memory(Tensor.ones(num_features))
+            self.num_batches_tracked = _in_memory(Tensor.zeros((), dtype=dtypes.int32))
 
     def __call__(self, x: Tensor) -> Tensor:
         if x.ndim != 4:
@@ -134,8 +134,9 @@ class LayerNorm:
         shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
         _check_sizes("LayerNorm", **{f"normalized_shape[{i}]": s for i, s in enumerate(shape)})
         self.normalized_shape, self.eps = shape, eps
-        self.weight = Tensor.ones(*shape, requires_grad=True) if elementwise_affine else None
-        self.bias = Tensor.zeros(*shape, requires_grad=True) if elementwise_affine and bias else None
+        self.weight = _in_memory(Tensor.ones(*shape), requires_grad=True) if elementwise_affine else None
+        with_bias = elementwise_affine and bias
+        self.bias = _in_memory(Tensor.zeros(*shape), requires_grad=True) if with_bias else None
 
     def __call__(self, x: Tensor) -> Tensor:
         return x.layer_norm(self.normalized_shape, self.weight, self.bias, self.eps)
@@ -174,6 +175,12 @@ class Dropout:
 
     def __repr__(self) -> str:
         return f"Dropout(p={self.p})"
+
+
+def _in_memory(t: Tensor, requires_grad: bool = False) -> Tensor:
+    """A constant (Tensor.ones) given memory of its own. Kernels read a constant as a literal and fold
+    x * 1 away; a weight that training will change must be read from memory from the start."""
+    return t.contiguous().realize().requires_grad_(requires_grad)
 
 
 def _check_sizes(layer: str, **sizes: int) -> None:

@@ -43,7 +43,9 @@ class Optimizer:
                 raise ValueError(f"{type(self).__name__}: every parameter must be a Tensor with "
                                  f"requires_grad=True, got {what}")
         _check_number(type(self).__name__, "lr", lr, 0.0)
-        Tensor.realize_all(*self.params)  # memory of their own, so step() can write them in place
+        Tensor.realize_all(*self.params)
+        for p in self.params:  # memory of their own (a constant like Tensor.ones has none), written in place
+            p.lazydata = p.lazydata.writable()
         # in memory (not a literal): kernels read it, so a new value compiles nothing new
         self.lr = Tensor(np.array(lr, dtype=np.float32), device=self.params[0].device).realize()
 
