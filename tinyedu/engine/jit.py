@@ -4,9 +4,10 @@ A training step spends most of its Python time *deciding* what to run: building 
 scheduling it into kernels, looking each kernel up in the compile cache. The decisions come out
 the same every step, because the shapes are the same; only the data differs. So TinyJit
 
-1. calls the function normally twice, recording every program that runs and on which buffers
-   (through the capture hook in engine/realize.py), and checks that both calls ran the same
-   programs on buffers playing the same roles;
+1. calls the function normally three times: the first call warms up (it compiles kernels and
+   realizes whatever the step reads that was still lazy), the next two record every program that
+   runs and on which buffers (through the capture hook in engine/realize.py), and TinyJit checks
+   that both recorded calls ran the same programs on buffers playing the same roles;
 2. from then on, *replays* the recording: the same programs on the same buffers, with the new
    inputs' buffers in place of the old ones, and fresh memory for the outputs it returns.
 
@@ -18,7 +19,7 @@ made from Python data inside the step): pass such data in as an input tensor ins
 
 What persists across calls is what the kernels write: tensors updated with `assign` (weights,
 optimizer state, running statistics) and the returned tensors. Python side effects of the
-function (a counter, a print, `p.grad`) happen on the two recorded calls only.
+function (a counter, a print, `p.grad`) happen on the first three calls only.
 """
 
 from __future__ import annotations
@@ -56,9 +57,34 @@ class JitItem:
         return self.ast is not None
 
 
+@dataclass(frozen=True)
+class ItemFacts:
+    """What TinyJit knows about one recorded program when it decides whether a replay must run it."""
+
+    constant: bool      # a copy of host data or a fill: the same data on both recorded calls (checked)
+    made_in_step: bool  # the buffer it writes was created during the step (not a weight from before it)
+    writers: int        # how many recorded programs write that buffer
+    returned: bool      # the buffer is what the step returns (a replay hands back fresh memory)
+
+
+# --8<-- [start:skip]
+def replay_can_skip(item: JitItem, facts: ItemFacts) -> bool:
+    """May a replay leave this recorded program out? Only when its result cannot change: constant data
+    (say `Tensor.arange(10)` inside cross_entropy) written into memory that the step itself made, that
+    no other program writes and that is not returned. That memory then keeps the recorded contents.
+
+    (Chapter 08's exercise plugs a learner's version in here: TinyJit looks this name up.)
+    """
+    return facts.constant and facts.made_in_step and facts.writers == 1 and not facts.returned
+
+
+# --8<-- [end:skip]
 # --8<-- [start:jit]
 class TinyJit:
-    """`step = TinyJit(fn)`: calls 1 and 2 run fn and record its programs; later calls replay them."""
+    """`step = TinyJit(fn)`: call 1 runs fn, calls 2 and 3 run it and record its programs, later calls
+    replay the recording."""
+
+    WARMUP = 1  # calls before recording
 
     def __init__(self, fn: Callable[..., Any]):
         self.fn = fn
@@ -70,19 +96,21 @@ class TinyJit:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         args, kwargs, inputs = _realized_inputs(args, kwargs)
         signature = _signature(args, kwargs)
-        if self.calls >= 2:
+        if self.calls > 0:
             self._check_same_call(signature)
-            out = self._replay(inputs)
+        self.signature = signature
+        if self.calls < self.WARMUP:
+            out = self.fn(*args, **kwargs)
+            Tensor.realize_all(*_output_tensors(out))
+        elif self.calls < self.WARMUP + 2:
+            out = self._record(args, kwargs, inputs)
         else:
-            out = self._record(args, kwargs, inputs, signature)
+            out = self._replay(inputs)
         self.calls += 1
         return out
 
-    # ---- calls 1 and 2: run the function and record what ran ----
-    def _record(self, args: tuple, kwargs: dict, inputs: list[Tensor], signature: tuple) -> Any:
-        if self.calls == 1:
-            self._check_same_call(signature)
-        self.signature = signature
+    # ---- calls 2 and 3: run the function and record what ran ----
+    def _record(self, args: tuple, kwargs: dict, inputs: list[Tensor]) -> Any:
         recorded: list[JitItem] = []
         start = Buffer.next_serial()
 
@@ -99,7 +127,7 @@ class TinyJit:
         recorded = _without_outside_snapshots(recorded)
         input_buffers = [t.lazydata.base.realized for t in inputs]
         roles = _roles(recorded, input_buffers, start)
-        if self.calls == 0:
+        if self.calls == self.WARMUP:
             self._first, self._first_roles = recorded, roles
         else:
             _compare(self._first, self._first_roles, recorded, roles)
@@ -119,12 +147,11 @@ class TinyJit:
         self.items, self.dropped = [], []
         for item in recorded:
             target = item.buffers[0]
-            constant = isinstance(item.program, (realize.HostCopy, realize.Fill))
-            if (constant and id(target) in made_here and len(written_by[id(target)]) == 1
-                    and not any(target is b for b in output_buffers)):
-                self.dropped.append(item)  # e.g. arange copied from the host: the buffer keeps it
-            else:
-                self.items.append(item)
+            facts = ItemFacts(constant=isinstance(item.program, (realize.HostCopy, realize.Fill)),
+                              made_in_step=id(target) in made_here, writers=len(written_by[id(target)]),
+                              returned=any(target is b for b in output_buffers))
+            # (a module-level name is looked up when called, so an exercise can plug its own rule in)
+            (self.dropped if replay_can_skip(item, facts) else self.items).append(item)
         # where the buffers of the inputs and of the outputs sit, to swap in new ones on a replay
         self.input_slots = [(i, j, k) for i, item in enumerate(self.items) for j, b in enumerate(item.buffers)
                             for k, ib in enumerate(input_buffers) if b is ib]
@@ -174,8 +201,8 @@ class TinyJit:
 
     def time_items(self, *args: Any, **kwargs: Any) -> list[tuple[str, float]]:
         """Replay once (a real step: it updates whatever the step updates), timing each item in seconds."""
-        if self.calls < 2:
-            raise JitError("TinyJit.time_items: the step is not recorded yet; call it twice first")
+        if self.calls < self.WARMUP + 2:
+            raise JitError("TinyJit.time_items: the step is not recorded yet; call it three times first")
         args, kwargs, _ = _realized_inputs(args, kwargs)  # any copy-in happens before the timing
         times = []
 
@@ -330,4 +357,4 @@ def _compare(first: list[JitItem], first_roles: list, second: list[JitItem], sec
                            "than its inputs (pass them as arguments)")
 
 
-__all__ = ["TinyJit", "JitError"]
+__all__ = ["TinyJit", "JitError", "JitItem", "ItemFacts", "replay_can_skip"]
