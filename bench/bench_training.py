@@ -169,7 +169,8 @@ def report(name: str, kind: str, make: Callable[[], object], shape: tuple[int, .
     print(f"tinyedu eager       {ours['eager'] * 1e3:8.2f} ms   ({ours['eager_kernels']} kernels; Python "
           f"{(ours['eager'] - ours['kernels']) * 1e3:.2f} ms a step)")
     print(f"tinyedu TinyJit     {ours['jit'] * 1e3:8.2f} ms   ({ours['jit_kernels']} kernels replayed, "
-          f"{ours['dropped']} constant copies dropped; JIT saves {(ours['eager'] - ours['jit']) * 1e3:.2f} ms "
+          f"{ours['dropped']} constant copies dropped; JIT saves "
+          f"{(ours['eager'] - ours['jit']) * 1e3:.2f} ms "
           f"= {ours['eager'] / ours['jit']:.1f}x)")
     print(f"  kernels alone     {ours['kernels'] * 1e3:8.2f} ms   (replay overhead "
           f"{(ours['jit'] - ours['kernels']) * 1e3:.2f} ms)")
@@ -212,8 +213,9 @@ def lr_schedule_compiles() -> None:
         opt.lr.assign(0.1 * 0.9 ** k)
         step()
     if before is not None:
-        print(f"\nlr schedule: {len(Device[Device.DEFAULT].programs) - before} kernels compiled over 20 steps "
-              "of a decaying lr (the lr is a buffer the kernels read, not a literal)")
+        compiled = len(Device[Device.DEFAULT].programs) - before
+        print(f"\nlr schedule: {compiled} kernels compiled over 20 steps of a decaying lr (the lr is a buffer "
+              "the kernels read, not a literal)")
 
 
 if __name__ == "__main__":

@@ -18,7 +18,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-NOT_DONE = "○ not done yet: replace the `raise NotImplementedError(...)` with your code, then run this cell again"
+NOT_DONE = ("○ not done yet: replace the `raise NotImplementedError(...)` with your code, then run this "
+            "cell again")
 
 
 def _stub(run: Callable[[], str]) -> str | None:
@@ -79,8 +80,8 @@ def _check_momentum_sgd(cls: type) -> str:
     _, got = _train_steps(lambda p: cls(p, lr=lr, momentum=momentum), 1)
     _, wanted_one = _train_steps(lambda p: SGD(p, lr=lr, momentum=momentum), 1)
     if not all(np.allclose(a, b, rtol=1e-5, atol=1e-7) for a, b in zip(got, wanted_one, strict=True)):
-        raise AssertionError("the very first step is already off. With a buffer b that starts at zero, "
-                             "b = momentum * b + g is just g, and p moves by -lr * g: check the sign and that "
+        raise AssertionError("the very first step is already off. With a buffer b that starts at zero, b = "
+                             "momentum * b + g is just g, and p moves by -lr * g: check the sign and that "
                              "you use self.lr (a tensor) and the new b")
     _, got = _train_steps(lambda p: cls(p, lr=lr, momentum=momentum), 6)
     if all(np.allclose(a, b, rtol=1e-5, atol=1e-7) for a, b in zip(got, plain, strict=True)):
@@ -126,8 +127,9 @@ def _check_replay_can_skip(rule: Callable[..., bool]) -> str:
 
     def ask(program: Any, **facts: Any) -> bool:
         item = JitItem("probe", None, program, [])
-        answer = rule(item, ItemFacts(**{"constant": isinstance(program, (HostCopy, Fill)), "made_in_step": True,
-                                         "writers": 1, "returned": False, **facts}))
+        defaults = {"constant": isinstance(program, (HostCopy, Fill)), "made_in_step": True, "writers": 1,
+                    "returned": False}
+        answer = rule(item, ItemFacts(**{**defaults, **facts}))
         if not isinstance(answer, (bool, np.bool_)):
             raise AssertionError(f"the rule must return True or False, got {answer!r}")
         return bool(answer)
@@ -135,8 +137,8 @@ def _check_replay_can_skip(rule: Callable[..., bool]) -> str:
     arange = HostCopy(np.arange(10))
     if not ask(arange):
         raise AssertionError("a copy of constant host data (Tensor.arange(10) inside cross_entropy) into a "
-                             "buffer the step made, written by nothing else and not returned, can be skipped: "
-                             "the buffer still holds the recorded values at every replay")
+                             "buffer the step made, written by nothing else and not returned, can be "
+                             "skipped: the buffer still holds the recorded values at every replay")
     cases = [
         (dict(program=BufferCopy(), constant=False), "a copy between buffers (or a kernel) reads memory the "
          "step may have changed; only programs with facts.constant write the same data every time"),
@@ -145,8 +147,9 @@ def _check_replay_can_skip(rule: Callable[..., bool]) -> str:
          "must write it again"),
         (dict(program=Fill(0.0), writers=2), "another program also writes this buffer: after the first "
          "replay it no longer holds the constant, so the constant must be written again"),
-        (dict(program=Fill(1.0), returned=True), "the step returns this buffer, and a replay hands back fresh "
-         "memory for what it returns: the fill has to run to fill it"),
+        (dict(program=Fill(1.0), returned=True), "the step returns this buffer, and a replay hands back "
+                                                 "fresh memory for what it returns: the fill has to run to "
+                                                 "fill it"),
     ]
     for facts, hint in cases:
         if ask(**facts):
@@ -166,23 +169,10 @@ def _check_replay_can_skip(rule: Callable[..., bool]) -> str:
 def _replay_pair() -> tuple[list[float], list[float], list[str]]:
     """The same 5 steps of a tiny classifier, run and replayed; and the names the replay dropped."""
     from tinyedu import Tensor, TinyJit
-    from tinyedu.nn import Linear
-    from tinyedu.nn.optim import SGD
 
     results, dropped = [], []
     for use_jit in (False, True):
-        Tensor.manual_seed(0)
-        layer = Linear(4, 3)
-        opt = SGD([layer.weight, layer.bias], lr=0.1)
-        counter = Tensor([0.0]).realize()
-
-        def step(x: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
-            opt.zero_grad()
-            loss = layer(x).cross_entropy(y).backward()
-            opt.step()
-            counter.assign(Tensor([1.0]))  # a constant written into memory from before the step
-            return loss, Tensor.full((1,), 5.0).contiguous()
-
+        step, counter = _classifier_step()
         run = TinyJit(step) if use_jit else step
         rng = np.random.default_rng(1)
         values = []
@@ -195,6 +185,28 @@ def _replay_pair() -> tuple[list[float], list[float], list[str]]:
         if use_jit:
             dropped = [item.name for item in run.dropped]
     return results[0], results[1], dropped
+
+
+def _classifier_step() -> tuple[Callable, Any]:
+    """A training step that also writes a constant into memory from before the step, and returns a
+    constant (a fill into the memory it returns)."""
+    from tinyedu import Tensor
+    from tinyedu.nn import Linear
+    from tinyedu.nn.optim import SGD
+
+    Tensor.manual_seed(0)
+    layer = Linear(4, 3)
+    opt = SGD([layer.weight, layer.bias], lr=0.1)
+    counter = Tensor([0.0]).realize()
+
+    def step(x: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
+        opt.zero_grad()
+        loss = layer(x).cross_entropy(y).backward()
+        opt.step()
+        counter.assign(Tensor([1.0]))
+        return loss, Tensor(5.0)
+
+    return step, counter
 
 
 class _plugged:
