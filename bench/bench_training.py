@@ -214,8 +214,8 @@ def lr_schedule_compiles() -> None:
         step()
     if before is not None:
         compiled = len(Device[Device.DEFAULT].programs) - before
-        print(f"\nlr schedule: {compiled} kernels compiled over 20 steps of a decaying lr (the lr is a buffer "
-              "the kernels read, not a literal)")
+        print(f"\nlr schedule: {compiled} kernels compiled over 20 steps of a decaying lr (the lr is a "
+              "buffer the kernels read, not a literal)")
 
 
 if __name__ == "__main__":
