@@ -209,3 +209,13 @@ def test_versions_count_writes() -> None:
     w.assign(w + 1)
     w.assign(w + 1)
     assert buffer.version == start + 2
+
+
+def test_clone_does_not_share_memory() -> None:
+    w = Tensor([1.0, 2.0]).realize()
+    copy = w.clone()
+    w.assign(w * 10)
+    np.testing.assert_array_equal(copy.numpy(), [1, 2])
+    x = Tensor([1.0, 2.0], requires_grad=True)
+    x.clone().sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [1, 1])

@@ -213,10 +213,7 @@ class LazyBuffer:
                                  f"selects part of a buffer of shape {base.shape}; assign into the whole "
                                  "tensor instead (build the new value with where, pad or cat)")
             return self
-        # never shared through the dedup cache: this memory is about to be written
-        node = LazyBuffer(self.device, ShapeTracker.from_shape(self.shape), self.dtype, LoadOps.CONTIGUOUS,
-                          srcs=(self,))
-        return node.realize()
+        return self.copy().realize()  # (never shared through the dedup cache: it is about to be written)
 
     def read_old_values(self, buffer: Any, snapshot: Any) -> None:
         """Read `snapshot` (a copy of `buffer` as it was) wherever this computation reads `buffer`.
@@ -231,6 +228,11 @@ class LazyBuffer:
                 src = old if not src.is_view else LazyBuffer(src.device, src.st, src.dtype, base=old)
             srcs.append(src)
         self.srcs, self.src_versions = tuple(srcs), _versions(tuple(srcs))
+
+    def copy(self) -> "LazyBuffer":
+        """These values in new memory of their own (contiguous() may return the buffer itself)."""
+        return LazyBuffer(self.device, ShapeTracker.from_shape(self.shape), self.dtype, LoadOps.CONTIGUOUS,
+                          srcs=(self,))  # not deduplicated: two copies are two memories
 
     def copy_to_device(self, device: str) -> "LazyBuffer":
         if device == self.device:

@@ -72,8 +72,8 @@ class IndexingMixin:
         return (self[i] for i in range(self.shape[0]))
 
     def __setitem__(self, index: Any, value: Any) -> None:
-        raise TypeError("__setitem__: tinyedu tensors are immutable (buffers are never written in place); "
-                        "build a new tensor instead, e.g. with mask.where(value, x) or cat")
+        raise TypeError("__setitem__: indexed assignment is not supported; build the new values with "
+                        "mask.where(value, x) or cat, and write them in place with x.assign(new_values)")
 
     def _expand_ellipsis(self, items: list[Any]) -> list[Any]:
         """Check each index item, turn lists into tensors, and replace ... with enough full slices."""
