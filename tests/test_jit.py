@@ -170,3 +170,15 @@ def test_time_items_times_a_replay() -> None:
     assert all(seconds >= 0 for _, seconds in times)
     with pytest.raises(JitError, match="not recorded yet"):
         TinyJit(lambda x: x).time_items(Tensor.ones(1))
+
+
+def test_keyword_inputs_in_any_order_and_a_tensor_returned_twice() -> None:
+    @TinyJit
+    def step(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
+        out = a * 2 + b
+        return out, out
+
+    for k in range(5):
+        kwargs = {"a": Tensor([float(k)]), "b": Tensor([10.0])}
+        first, second = step(**(kwargs if k % 2 else dict(reversed(kwargs.items()))))
+        assert first.item() == second.item() == 2 * k + 10

@@ -155,7 +155,9 @@ class TinyJit:
         # where the buffers of the inputs and of the outputs sit, to swap in new ones on a replay
         self.input_slots = [(i, j, k) for i, item in enumerate(self.items) for j, b in enumerate(item.buffers)
                             for k, ib in enumerate(input_buffers) if b is ib]
-        fresh = [k for k, b in enumerate(output_buffers) if id(b) in made_here
+        # the first output with each buffer (a step may return the same tensor twice)
+        self.output_alias = [next(n for n, o in enumerate(output_buffers) if o is b) for b in output_buffers]
+        fresh = [k for k, b in enumerate(output_buffers) if id(b) in made_here and self.output_alias[k] == k
                  and not any(b is ib for ib in input_buffers)]
         self.output_slots = [(i, j, k) for i, item in enumerate(self.items)
                              for j, b in enumerate(item.buffers) for k in fresh if b is output_buffers[k]]
@@ -178,6 +180,7 @@ class TinyJit:
         for k in self.fresh_outputs:  # new memory for what we return, so earlier results stay valid
             old = self.output_buffers[k]
             outputs[k] = Buffer(old.device, old.size, old.dtype)
+        outputs = [outputs[first] for first in self.output_alias]
         for i, j, k in self.output_slots:
             buffers[i][j] = outputs[k]
         for buffer in self.written_old:
@@ -263,7 +266,7 @@ def _realized_inputs(args: tuple, kwargs: dict) -> tuple[tuple, dict, list[Tenso
         return x
 
     args = tuple(prepare(a) for a in args)
-    kwargs = {k: prepare(v) for k, v in kwargs.items()}
+    kwargs = {k: prepare(kwargs[k]) for k in sorted(kwargs)}  # the signature's order, whatever the call's
     return args, kwargs, inputs
 
 
