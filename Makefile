@@ -65,7 +65,10 @@ check-exercises: venv system
 lint: venv
 	$(BIN)/ruff check tinyedu tests bench
 
+# tinygrad (the bench extra) is compared against in bench/; its CPU backend compiles with clang.
 bench: venv system
+	@PYTHON=$(PYTHON) scripts/ensure_system_tools.sh --bench
+	$(BIN)/python -m pip install --quiet -e ".[bench]"
 	@for f in bench/bench_*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
 
 clean:

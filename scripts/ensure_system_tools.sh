@@ -2,13 +2,16 @@
 # Check (and where possible install) the system tools tinyedu needs beyond Python packages:
 #   - a C compiler (the C backend compiles kernels with it),
 #   - graphviz's `dot` (every stage draws itself with graphviz),
-#   - with --browser: a Chromium for the browser test of the site.
+#   - with --browser: a Chromium for the browser test of the site,
+#   - with --bench: clang, which tinygrad's CPU backend (compared against in bench/) compiles with.
 # On Debian/Ubuntu it installs what is missing with apt-get, on macOS with brew; anywhere else it
 # stops and prints exactly what to run.
 set -euo pipefail
 
 want_browser=0
+want_bench=0
 [ "${1:-}" = "--browser" ] && want_browser=1
+[ "${1:-}" = "--bench" ] && want_bench=1
 
 missing_apt=()   # Debian package names
 missing_brew=()  # Homebrew formula names
@@ -40,6 +43,10 @@ if [ "$want_browser" = 1 ] && ! find_chromium; then
   missing_apt+=(chromium); missing_brew+=("--cask chromium")
 fi
 
+if [ "$want_bench" = 1 ] && ! have clang; then
+  missing_apt+=(clang); missing_brew+=("(run: xcode-select --install)")
+fi
+
 if [ ${#missing_apt[@]} -eq 0 ]; then
   exit 0
 fi
@@ -57,7 +64,7 @@ if have apt-get; then
 elif [ "$(uname)" = Darwin ] && have brew; then
   for f in "${missing_brew[@]}"; do
     case "$f" in
-      "(run:"*) echo "A C compiler is missing. $f" >&2; exit 1 ;;
+      "(run:"*) echo "A C compiler (clang) is missing. $f" >&2; exit 1 ;;
       *) echo "Installing with brew: $f"; brew install $f ;;
     esac
   done

@@ -7,9 +7,11 @@ site's architecture page (docs/architecture.md; `make serve` builds the site).
 
 import tinyedu.engine.realize  # noqa: F401 - installs the engine under the lazy graph (see lazy.py)
 from tinyedu.dtype import dtypes
+from tinyedu.engine.jit import JitError, TinyJit
 from tinyedu.runtime.device import Device
 from tinyedu.scalar import MLP, Layer, Neuron, Value
 from tinyedu.tensor import Tensor, count_primitives, no_grad
 
-__all__ = ["Value", "Neuron", "Layer", "MLP", "Tensor", "no_grad", "count_primitives", "dtypes", "Device"]
+__all__ = ["Value", "Neuron", "Layer", "MLP", "Tensor", "no_grad", "count_primitives", "dtypes", "Device",
+           "TinyJit", "JitError"]
 __version__ = "0.1.0"

@@ -34,8 +34,8 @@ class Function:
 # --8<-- [end:function]
 # ---- unary ----
 class Contiguous(Function):
-    def forward(self, x: LazyBuffer) -> LazyBuffer:
-        return x.contiguous()
+    def forward(self, x: LazyBuffer, copy: bool = False) -> LazyBuffer:
+        return x.copy() if copy else x.contiguous()
 
     def backward(self, grad: LazyBuffer) -> LazyBuffer:
         return grad

@@ -35,6 +35,8 @@ class Engine(Protocol):
 
     def realize(self, outs: list["LazyBuffer"]) -> None: ...
 
+    def assign(self, pairs: list[tuple["LazyBuffer", "LazyBuffer"]]) -> None: ...
+
 
 # --8<-- [start:engine]
 _engine: Engine | None = None
@@ -64,6 +66,11 @@ class LazyBuffer:
             # A base owns the computation; `realized` is the device buffer once the engine ran it.
             self.op, self.arg, self.srcs = op, arg, srcs
             self.realized: Any = None
+            # Which version of each source's memory this computation was planned on (see assign).
+            self.src_versions = _versions(srcs)
+            for src in srcs:
+                if src.base.realized is not None:
+                    _register_reader(src.base.realized, self)
         else:
             assert base.base is base, "a view must point at a base, not at another view"
 
@@ -106,7 +113,7 @@ class LazyBuffer:
         cached = _NODES.get(key)
         same_sources = cached is not None and len(cached.srcs) == len(srcs) and all(
             a is b for a, b in zip(cached.srcs, srcs, strict=True))
-        if same_sources:
+        if same_sources and cached.src_versions == _versions(srcs):  # not if a source was assigned since
             return cached
         node = LazyBuffer(device, st, dtype, op, arg, srcs)
         _NODES[key] = node
@@ -117,6 +124,13 @@ class LazyBuffer:
     def loadop(op: LoadOps, shape: tuple[int, ...], dtype: DType, device: str, arg: Any = None,
                src: tuple["LazyBuffer", ...] = ()) -> "LazyBuffer":
         return LazyBuffer.create(device, ShapeTracker.from_shape(shape), dtype, op, arg, src)
+
+    @staticmethod
+    def from_buffer(buffer: Any, shape: tuple[int, ...], dtype: DType, device: str) -> "LazyBuffer":
+        """A realized base over an existing device buffer (how TinyJit hands back a replay's outputs)."""
+        node = LazyBuffer(device, ShapeTracker.from_shape(shape), dtype, LoadOps.EMPTY)
+        node.realized = buffer
+        return node
 
     @staticmethod
     def from_numpy(array: np.ndarray, device: str) -> "LazyBuffer":
@@ -184,10 +198,63 @@ class LazyBuffer:
             return self
         return LazyBuffer.loadop(LoadOps.CONTIGUOUS, self.shape, self.dtype, self.device, src=(self,))
 
+    def writable(self) -> "LazyBuffer":
+        """This value in memory of its own, in element order: what `assign` can write in place.
+
+        A buffer already in memory is returned as it is (or a view that only regroups its axes).
+        A value without memory yet (a lazy result, or a constant, which kernels read as a literal
+        and which must therefore never change) is first copied into memory of its own.
+        """
+        base = self.base
+        in_order = not self.is_view or (self.st.contiguous and self.size == base.size)
+        if base.realized is not None and base.op is not LoadOps.CONST:
+            if not in_order:
+                raise ValueError(f"assign: the target is a view of shape {self.shape} that reorders or "
+                                 f"selects part of a buffer of shape {base.shape}; assign into the whole "
+                                 "tensor instead (build the new value with where, pad or cat)")
+            return self
+        return self.copy().realize()  # (never shared through the dedup cache: it is about to be written)
+
+    def read_old_values(self, buffer: Any, snapshot: Any) -> None:
+        """Read `snapshot` (a copy of `buffer` as it was) wherever this computation reads `buffer`.
+
+        assign calls this before overwriting `buffer`, for every computation that was planned on it
+        and has not run yet: it will see the values it was built with, as in an eager framework.
+        """
+        srcs = []
+        for src in self.srcs:
+            if src.base.realized is buffer:
+                old = LazyBuffer.from_buffer(snapshot, src.base.shape, src.base.dtype, src.device)
+                src = old if not src.is_view else LazyBuffer(src.device, src.st, src.dtype, base=old)
+            srcs.append(src)
+        self.srcs, self.src_versions = tuple(srcs), _versions(tuple(srcs))
+
+    def copy(self) -> "LazyBuffer":
+        """These values in new memory of their own (contiguous() may return the buffer itself)."""
+        return LazyBuffer(self.device, ShapeTracker.from_shape(self.shape), self.dtype, LoadOps.CONTIGUOUS,
+                          srcs=(self,))  # not deduplicated: two copies are two memories
+
     def copy_to_device(self, device: str) -> "LazyBuffer":
         if device == self.device:
             return self
         return LazyBuffer.loadop(LoadOps.COPY, self.shape, self.dtype, device, src=(self.contiguous(),))
+
+    def known_values(self) -> np.ndarray | None:
+        """The values if they can be read without running a kernel, else None (do not modify them).
+
+        Known: a constant, data in memory (read in element order), or host data not copied yet. This
+        lets a check on data (are these class indices in range?) run without a hidden realize.
+        """
+        base = self.base
+        if self.is_const() and all(v.mask is None for v in self.st.views):
+            return np.full(self.shape, base.arg, dtype=self.dtype.np)
+        if self.is_view and not (self.st.contiguous and self.size == base.size):
+            return None
+        if base.realized is not None:
+            return base.realized.as_numpy().reshape(self.shape)
+        if base.op is LoadOps.COPY and isinstance(base.arg, np.ndarray):
+            return base.arg.reshape(self.shape)
+        return None
 
     def realize(self) -> "LazyBuffer":
         if self.base.realized is None:
@@ -239,6 +306,28 @@ class LazyBuffer:
 
 # Every node built, by what it computes; weak, so the cache never keeps a graph alive.
 _NODES: "weakref.WeakValueDictionary[tuple, LazyBuffer]" = weakref.WeakValueDictionary()
+
+
+# The computations planned on each device buffer (weakly: a dropped graph leaves no trace). assign
+# asks for the ones that have not run yet, so that they can keep reading the old values.
+_READERS: "weakref.WeakKeyDictionary[Any, weakref.WeakSet[LazyBuffer]]" = weakref.WeakKeyDictionary()
+
+
+def _register_reader(buffer: Any, reader: LazyBuffer) -> None:
+    readers = _READERS.get(buffer)
+    if readers is None:
+        readers = _READERS[buffer] = weakref.WeakSet()
+    readers.add(reader)
+
+
+def pending_readers(buffer: Any) -> list[LazyBuffer]:
+    """The computations planned on `buffer` that have not run yet (and are still alive)."""
+    return [node for node in _READERS.get(buffer, ()) if node.realized is None]
+
+
+def _versions(srcs: tuple[LazyBuffer, ...]) -> tuple[int | None, ...]:
+    """The write count of each source's memory (None for a source not in memory yet)."""
+    return tuple(None if s.base.realized is None else s.base.realized.version for s in srcs)
 
 
 # --8<-- [start:fold]

@@ -26,6 +26,7 @@ from typing import Any, Union
 
 from tinyedu.dtype import DType
 from tinyedu.shape import ShapeTracker
+from tinyedu.shape.memo import cached_hash
 
 
 class UnaryOps(Enum):
@@ -71,6 +72,8 @@ class MemBuffer:
     dtype: DType
     st: ShapeTracker
 
+    __hash__ = cached_hash
+
 
 @dataclass(frozen=True)
 class ConstBuffer:
@@ -79,6 +82,8 @@ class ConstBuffer:
     val: float | int | bool
     dtype: DType
     st: ShapeTracker
+
+    __hash__ = cached_hash
 
 
 @dataclass(frozen=True)
@@ -91,6 +96,8 @@ class LazyOp:
     op: Op
     src: tuple["LazyOp", ...] = ()
     arg: Any = None
+
+    __hash__ = cached_hash  # the compile cache looks kernels up by AST: hash each node once
 
     def __str__(self) -> str:
         return "\n".join(self._tree_lines())

@@ -18,6 +18,7 @@ import tinyedu.function as F
 from tinyedu.dtype import DType, dtypes, least_upper_dtype, promote_with_scalar
 from tinyedu.helpers import prod
 from tinyedu.lazy import LazyBuffer, engine
+from tinyedu.tensor_api.assign import AssignMixin
 from tinyedu.tensor_api.combine import CombineMixin
 from tinyedu.tensor_api.creation import CreationMixin
 from tinyedu.tensor_api.elementwise import ElementwiseMixin
@@ -62,7 +63,7 @@ class count_primitives:  # noqa: N801 - used like no_grad
 
 
 class Tensor(CreationMixin, ElementwiseMixin, ReduceMixin, MovementMixin, IndexingMixin, CombineMixin,
-             NNMixin, NormalizationMixin, LossMixin):
+             NNMixin, NormalizationMixin, LossMixin, AssignMixin):
     grad_enabled: ClassVar[bool] = True
     training: ClassVar[bool] = False  # dropout is active only while training (see Tensor.train)
 
@@ -188,6 +189,7 @@ class Tensor(CreationMixin, ElementwiseMixin, ReduceMixin, MovementMixin, Indexi
         # Only floats carry gradients (as in PyTorch): a comparison or an int cast ends the graph.
         if any(needs) and out.dtype.is_float:
             out.requires_grad, out._ctx, out._parents = True, ctx, inputs
+            ctx.memory_versions = _memory_versions(inputs)  # backward checks no input was assign()ed since
         return out
 
     # --8<-- [end:apply]
@@ -239,6 +241,7 @@ class Tensor(CreationMixin, ElementwiseMixin, ReduceMixin, MovementMixin, Indexi
                 continue
             if grad is None:
                 continue
+            _check_not_assigned(node._ctx)
             local = node._ctx.backward(grad)
             local = local if isinstance(local, tuple) else (local,)
             for parent, g in zip(node._parents, local, strict=True):
@@ -310,6 +313,20 @@ def broadcast_shape(*shapes: tuple[int, ...], op: str = "broadcast") -> tuple[in
                              "together; each axis (aligned from the right) must be equal or 1")
         out.append(real.pop() if real else 1)
     return tuple(out)
+
+
+def _memory_versions(inputs: tuple[Tensor, ...]) -> tuple:
+    """(buffer, write count) of each input that is in memory, as the forward pass saw it."""
+    return tuple((b, b.version) for t in inputs if (b := t.lazydata.base.realized) is not None)
+
+
+def _check_not_assigned(ctx: F.Function) -> None:
+    for buffer, version in ctx.memory_versions:
+        if buffer.version != version:
+            raise RuntimeError(f"backward: an input of {type(ctx).__name__} (a tensor of {buffer.size} "
+                               "elements) was overwritten by assign() after the forward pass, so its "
+                               "gradient would use the new values; call backward() before updating (e.g. "
+                               "before optimizer.step())")
 
 
 def _python_dtype(x: Scalar) -> DType:

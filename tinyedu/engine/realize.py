@@ -10,12 +10,56 @@ Importing this module installs it as the lazy graph's engine (see tinyedu/lazy.p
 from __future__ import annotations
 
 import time
+from typing import Any, Callable
+
+import numpy as np
 
 from tinyedu import lazy
 from tinyedu.engine.schedule import ScheduleItem, count_flops, create_schedule
 from tinyedu.helpers import GlobalCounters, debug_level, graph_enabled, prod
-from tinyedu.ops import LoadOps
+from tinyedu.ops import LazyOp, LoadOps
 from tinyedu.runtime.device import Buffer, Device
+
+# --8<-- [start:capture]
+Program = Callable[[list[Buffer]], None]
+# The capture hook: while TinyJit records a step, it appends a function here, and every program
+# that runs on buffers (a kernel, a copy or a fill) is reported to it with its name and AST.
+observers: list[Callable[[str, "LazyOp | None", Program, list[Buffer]], None]] = []
+
+
+def run_program(name: str, ast: LazyOp | None, program: Program, buffers: list[Buffer]) -> None:
+    """Run one program on buffers (buffers[0] is the one it writes), and report it to the observers."""
+    program(buffers)
+    for observe in observers:
+        observe(name, ast, program, buffers)
+
+
+# --8<-- [end:capture]
+class HostCopy:
+    """Copy host data (a numpy array) into buffers[0]."""
+
+    def __init__(self, array: np.ndarray):
+        self.array = array
+
+    def __call__(self, buffers: list[Buffer]) -> None:
+        buffers[0].copyin(self.array)
+
+
+class BufferCopy:
+    """Copy buffers[1] into buffers[0] (another device's buffer, or a value assign writes)."""
+
+    def __call__(self, buffers: list[Buffer]) -> None:
+        buffers[0].copyin(buffers[1].as_numpy())
+
+
+class Fill:
+    """Write one value into every element of buffers[0]."""
+
+    def __init__(self, value: Any):
+        self.value = value
+
+    def __call__(self, buffers: list[Buffer]) -> None:
+        buffers[0].as_numpy()[:] = self.value
 
 
 # --8<-- [start:run]
@@ -25,15 +69,18 @@ def run_schedule(schedule: list[ScheduleItem]) -> None:
     while schedule:
         item = schedule.pop()
         out = item.out
-        buffer = Buffer(out.device, prod(out.shape), out.dtype)
+        # An output that already has memory is an assign target: the kernel writes straight into it.
+        buffer = out.realized if out.realized is not None else Buffer(out.device, prod(out.shape), out.dtype)
         op = item.ast.op
         if op is LoadOps.COPY:
-            source = item.ast.arg if item.ast.arg is not None else item.inputs[0].realized.as_numpy()
-            buffer.copyin(source)
+            if item.ast.arg is not None:
+                run_program(item.name, None, HostCopy(item.ast.arg), [buffer])
+            else:
+                run_program(item.name, None, BufferCopy(), [buffer, item.inputs[0].realized])
         elif op is LoadOps.CONST:
-            buffer.as_numpy()[:] = item.ast.arg
+            run_program(item.name, None, Fill(item.ast.arg), [buffer])
         elif op is LoadOps.EMPTY:
-            buffer.as_numpy()[:] = 0  # deterministic, so notebooks and tests never see garbage
+            run_program(item.name, None, Fill(0), [buffer])  # deterministic: never garbage
         else:
             _run_kernel(item, buffer)
         GlobalCounters.mem_peak = max(GlobalCounters.mem_peak, GlobalCounters.mem_used)
@@ -47,7 +94,7 @@ def _run_kernel(item: ScheduleItem, buffer: Buffer) -> None:
     inputs = [x.realized for x in item.inputs]
     runner = Device[item.out.device].get_runner(item.ast)
     start = time.perf_counter()
-    runner([buffer, *inputs])
+    run_program(item.name, item.ast, runner, [buffer, *inputs])
     elapsed = time.perf_counter() - start
     flops = count_flops(item.ast)
     moved = buffer.nbytes + sum(x.nbytes for x in inputs)
@@ -80,6 +127,11 @@ class _Engine:
 
             print(f"GRAPH: wrote {save_schedule_graph(outs, schedule)}")
         run_schedule(schedule)
+
+    def assign(self, pairs: list[tuple[lazy.LazyBuffer, lazy.LazyBuffer]]) -> None:
+        from tinyedu.engine.assign import assign  # it builds on run_schedule above
+
+        assign(pairs)
 
 
 lazy.install_engine(_Engine())

@@ -42,6 +42,7 @@ from tinyedu.ops import (
     UnaryOps,
 )
 from tinyedu.shape import ShapeTracker
+from tinyedu.shape.memo import memoized
 
 MAX_KERNEL_DEPTH = 100
 
@@ -113,10 +114,27 @@ def _bases_to_run(outs: list[LazyBuffer]) -> list[LazyBuffer]:
         if id(node) in visited or node.realized is not None:
             continue
         visited.add(id(node))
+        _check_versions(node)
         stack.append((node, True))
         for src in reversed(node.srcs):
             stack.append((src.base, False))
     return order
+
+
+def _check_versions(node: LazyBuffer) -> None:
+    """Refuse to run a computation on memory that `assign` overwrote after it was planned.
+
+    Lazy graphs read memory when they run, not when they are built; an eager framework would have
+    used the old values. Rather than silently mixing old and new, say so (like PyTorch's "modified by
+    an inplace operation").
+    """
+    for src, planned in zip(node.srcs, node.src_versions, strict=True):
+        buffer = src.base.realized
+        if planned is not None and buffer is not None and buffer.version != planned:
+            raise RuntimeError(f"assign: a computation ({getattr(node.op, 'name', node.op)} of shape "
+                               f"{node.shape}) was planned on a tensor of shape {src.base.shape} that assign "
+                               "has overwritten since; realize what you need before assigning "
+                               "(Tensor.realize_all(...)), or build it again afterwards")
 
 
 # ---- step 2: which buffers get memory (the rules above) ----
@@ -307,6 +325,7 @@ def create_schedule(outs: list[LazyBuffer], fuse: bool | None = None) -> list[Sc
     return [_kernel_for(b, realized) for b in bases if b in realized]
 
 
+@memoized
 def count_flops(ast: LazyOp) -> int:
     """ALU and reduce operations one run of the kernel performs (each op once per element it makes).
 

@@ -20,12 +20,29 @@ from tinyedu.ops import LazyOp
 
 
 class Buffer:
-    """`size` elements of `dtype` in a device's memory."""
+    """`size` elements of `dtype` in a device's memory.
+
+    `version` counts in-place writes (`Tensor.assign`), so that a computation planned before a
+    write cannot silently read the values after it; `serial` numbers buffers in order of creation
+    (TinyJit uses it to tell the buffers a step made from the ones that existed before).
+    """
+
+    live: int = 0  # buffers alive right now (a leak shows up as a number that keeps growing)
+    _serial: int = 0
 
     def __init__(self, device: str, size: int, dtype: DType):
         self.device, self.size, self.dtype = device, size, dtype
         self._memory = np.empty(size, dtype=dtype.np)
+        self.version = 0
+        self.serial = Buffer._serial
+        Buffer._serial += 1
         GlobalCounters.mem_used += self.nbytes
+        Buffer.live += 1
+
+    @staticmethod
+    def next_serial() -> int:
+        """The serial number the next buffer will get."""
+        return Buffer._serial
 
     @property
     def nbytes(self) -> int:
@@ -33,6 +50,7 @@ class Buffer:
 
     def __del__(self) -> None:
         GlobalCounters.mem_used -= self.nbytes
+        Buffer.live -= 1
 
     def copyin(self, data: np.ndarray) -> "Buffer":
         flat = np.ascontiguousarray(data, dtype=self.dtype.np).reshape(-1)

@@ -8,7 +8,8 @@ does not exist raises IndexError. Every message starts with the op's name.
 from __future__ import annotations
 
 import operator
-from typing import Any, Sequence
+from collections.abc import Sequence  # (typing.Sequence works too, but isinstance is 3x slower with it)
+from typing import Any
 
 from tinyedu.helpers import prod
 

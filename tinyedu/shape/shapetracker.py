@@ -23,6 +23,7 @@ import numpy as np
 
 from tinyedu.helpers import prod
 from tinyedu.shape import checks
+from tinyedu.shape.memo import cached_hash, memoized
 from tinyedu.shape.rules import base_and_coefficient, terms_and_constant
 from tinyedu.shape.symbolic import AndNode, LtNode, Node, NumNode, Variable
 from tinyedu.shape.view import View, unflatten
@@ -44,10 +45,14 @@ class ShapeTracker:
         if not self.views:
             raise ValueError("ShapeTracker: needs at least one View; use ShapeTracker.from_shape(shape)")
 
+    __hash__ = cached_hash  # hashed on every graph-node lookup: computed once per tracker
+
     @staticmethod
     def from_shape(shape: Sequence[int]) -> ShapeTracker:
         """A contiguous C-order view of a fresh buffer of `shape`."""
-        return ShapeTracker((View.create(checks.check_shape("ShapeTracker.from_shape", shape)),))
+        if type(shape) is tuple and all(type(s) is int and s >= 0 for s in shape):  # usual case: valid
+            return _contiguous(shape)
+        return _contiguous(checks.check_shape("ShapeTracker.from_shape", shape))
 
     # ---- facts ------------------------------------------------------------------------------
     @property
@@ -69,6 +74,9 @@ class ShapeTracker:
         return len(self.views) == 1 and self.views[0].contiguous
 
     # ---- movement ops: each checks its argument and returns a new ShapeTracker ---------------
+    # Each movement op checks its argument, then asks the last View (whose movement ops are @memoized:
+    # views are immutable, so the same question always has the same answer, and a training step asks
+    # the same ones every step) and simplifies the stack (@memoized too).
     # --8<-- [start:reshape]
     def reshape(self, new_shape: Sequence[int]) -> ShapeTracker:
         """Same elements in C order, new shape: merged into the last view if it can express it,
@@ -105,6 +113,7 @@ class ShapeTracker:
         axes = checks.check_axes("flip", self.shape, axes)
         return self._with_last(self.views[-1].stride([-1 if a in axes else 1 for a in range(self.ndim)]))
 
+    @memoized
     def _with_last(self, view: View) -> ShapeTracker:
         if view.size == 0 or view.all_invalid:  # nothing is read, so the views below don't matter
             return ShapeTracker((view,))
@@ -182,6 +191,7 @@ class ShapeTracker:
         return tuple(found.get(v.name, 0) for v in variables)
 
     # --8<-- [start:simplify]
+    @memoized
     def simplify(self) -> ShapeTracker:
         """Merge neighbouring views into one wherever a single view reads the same elements."""
         views = list(self.views)
@@ -196,6 +206,7 @@ class ShapeTracker:
         return ShapeTracker(tuple(views))
 
     # --8<-- [end:simplify]
+    @memoized
     def max_index(self) -> int:
         """The largest buffer index any valid element reads (-1 when none is read)."""
         bounds = self.views[0].index_bounds()
@@ -225,6 +236,12 @@ class ShapeTracker:
         return "\n".join(lines)
 
 
+@memoized
+def _contiguous(shape: tuple[int, ...]) -> ShapeTracker:
+    return ShapeTracker((View.create(shape),))
+
+
+@memoized
 def merge_views(inner: View, outer: View) -> View | None:
     """One View equal to `outer` stacked on `inner`, or None when the pair needs two.
 

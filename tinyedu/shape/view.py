@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Optional, Sequence
 
 from tinyedu.helpers import prod
+from tinyedu.shape.memo import cached_hash, memoized
 from tinyedu.shape.symbolic import Node, NumNode, to_node
 
 Mask = Optional[tuple[tuple[int, int], ...]]
@@ -49,8 +50,11 @@ class View:
     mask: Mask
     contiguous: bool
 
+    __hash__ = cached_hash
+
     # --8<-- [start:create]
     @staticmethod
+    @memoized
     def create(shape: Sequence[int], strides: Sequence[int] | None = None, offset: int = 0,
                mask: Sequence[tuple[int, int]] | None = None) -> View:
         """A canonical View.
@@ -121,12 +125,14 @@ class View:
         return 0 if bounds is None else bounds[1] + 1
 
     # ---- movement: each returns a new View -------------------------------------------------
+    @memoized
     def permute(self, order: Sequence[int]) -> View:
         """Reorder the axes: new axis k is old axis order[k]."""
         mask = None if self.mask is None else tuple(self.mask[a] for a in order)
         return View.create(tuple(self.shape[a] for a in order), tuple(self.strides[a] for a in order),
                            self.offset, mask)
 
+    @memoized
     def expand(self, new_shape: Sequence[int]) -> View:
         """Broadcast size-1 axes to new sizes: stride 0 reads the same element again and again."""
         mask = None
@@ -136,6 +142,7 @@ class View:
         return View.create(new_shape, self.strides, self.offset, mask)
 
     # --8<-- [start:pad-shrink]
+    @memoized
     def pad(self, padding: Sequence[tuple[int, int]]) -> View:
         """Add (before, after) elements per axis that read 0: move the offset back, mask the rest."""
         offset, shape, mask = self.offset, [], []
@@ -146,6 +153,7 @@ class View:
             mask.append((lo + before, hi + before))
         return View.create(shape, self.strides, offset, mask)
 
+    @memoized
     def shrink(self, bounds: Sequence[tuple[int, int]]) -> View:
         """Keep elements start..end-1 of each axis: move the offset forward, cut the mask."""
         offset, shape, mask = self.offset, [], []
@@ -159,6 +167,7 @@ class View:
 
     # --8<-- [end:pad-shrink]
     # --8<-- [start:stride]
+    @memoized
     def stride(self, steps: Sequence[int]) -> View:
         """Take every k-th element of each axis (like `a[::k]`); a negative k walks it backwards."""
         shape, strides, mask, offset = [], [], [], self.offset
@@ -178,6 +187,7 @@ class View:
         """Reverse the given axes."""
         return self.stride([-1 if a in axes else 1 for a in range(self.ndim)])
 
+    @memoized
     def reshape(self, new_shape: Sequence[int]) -> View | None:
         """The same elements, in the same C order, seen with `new_shape`; None if one view can't.
 

@@ -72,8 +72,8 @@ class IndexingMixin:
         return (self[i] for i in range(self.shape[0]))
 
     def __setitem__(self, index: Any, value: Any) -> None:
-        raise TypeError("__setitem__: tinyedu tensors are immutable (buffers are never written in place); "
-                        "build a new tensor instead, e.g. with mask.where(value, x) or cat")
+        raise TypeError("__setitem__: indexed assignment is not supported; build the new values with "
+                        "mask.where(value, x) or cat, and write them in place with x.assign(new_values)")
 
     def _expand_ellipsis(self, items: list[Any]) -> list[Any]:
         """Check each index item, turn lists into tensors, and replace ... with enough full slices."""
@@ -202,11 +202,17 @@ def _slice_bounds(item: slice, size: int) -> tuple[int, int, int]:
 
 
 def _check_in_range(index: "Tensor", n: int, what: str, negative_ok: bool) -> "Tensor":
-    """Index values depend on data, so checking them means computing them: one small realize."""
-    index = index.cast(dtypes.int32)  # uint8 indices too: -n and index + n must fit
+    """Check the index values, which depend on data. Indices the user gave (in memory or host data) are
+    read directly; indices computed on the device have to be computed first: one small realize."""
     low = -n if negative_ok else 0
-    if index.numel() and ((index < low) | (index >= n)).any().item():
+    values = index.lazydata.known_values()
+    index = index.cast(dtypes.int32)  # uint8 indices too: -n and index + n must fit
+    if values is None and index.numel() and ((index < low) | (index >= n)).any().item():
         values = index.numpy()
-        bad = values[(values < low) | (values >= n)].reshape(-1)[0]
-        raise IndexError(f"{what}: value {bad} is out of range for size {n}; valid values are {low}..{n - 1}")
+    if values is not None:
+        values = values.astype(np.int64)
+        bad = values[(values < low) | (values >= n)]
+        if bad.size:
+            raise IndexError(f"{what}: value {bad.reshape(-1)[0]} is out of range for size {n}; valid values "
+                             f"are {low}..{n - 1}")
     return index

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from tinyedu.dtype import dtypes
 
 if TYPE_CHECKING:
@@ -118,11 +120,17 @@ class LossMixin:
         if reduction not in REDUCTIONS:
             raise ValueError(f"{op}: reduction must be one of {REDUCTIONS}, got {reduction!r}")
         valid = target != ignore_index
-        bad = valid & ((target < 0) | (target >= n_classes))
-        if target.numel() and bad.any().item():
-            value = target.numpy()[bad.numpy()].reshape(-1)[0]
-            raise IndexError(f"{op}: target {value} is out of range for {n_classes} classes; valid targets "
-                             f"are 0..{n_classes - 1} (or ignore_index={ignore_index})")
+        values = target.lazydata.known_values()  # data given by the user: checked without running anything
+        if values is None and target.numel():  # computed on the device: checking it means running it
+            bad = valid & ((target < 0) | (target >= n_classes))
+            values = target.numpy() if bad.any().item() else None
+        if values is not None:
+            values = values.astype(np.int64)
+            bad = values[(values != ignore_index) & ((values < 0) | (values >= n_classes))]
+            if bad.size:
+                raise IndexError(f"{op}: target {bad.reshape(-1)[0]} is out of range for {n_classes} "
+                                 f"classes; valid targets are 0..{n_classes - 1} (or "
+                                 f"ignore_index={ignore_index})")
         classes = Tensor.arange(n_classes, device=logp.device)
         classes = classes.reshape((n_classes,) + (1,) * (logp.ndim - 1 - class_axis))  # along the class axis
         onehot = target.unsqueeze(class_axis) == classes

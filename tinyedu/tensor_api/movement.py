@@ -163,8 +163,9 @@ class MovementMixin:
         return self._apply(F.Contiguous)
 
     def clone(self) -> "Tensor":
-        """A copy. Buffers are never written in place in tinyedu, so sharing memory is safe."""
-        return self.contiguous()
+        """A copy in memory of its own (contiguous() may return the tensor itself; a clone must not
+        share memory, since `assign` can write a tensor in place)."""
+        return self._apply(F.Contiguous, copy=True)
 
     def repeat(self, *repeats: Any) -> "Tensor":
         """Tile the tensor: (a, b).repeat(2, 3) is (2a, 3b), the copies one after another (torch.repeat).

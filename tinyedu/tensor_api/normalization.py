@@ -82,8 +82,8 @@ class NormalizationMixin:
         """Normalize each channel (axis 1 of (N, C, ...)) over the batch and all other axes.
 
         training=True uses this batch's mean and (biased) variance; otherwise the running
-        statistics. Unlike PyTorch it does not update running_mean/var in place (tensors are
-        immutable here): a BatchNorm layer computes the new running values itself.
+        statistics. Like PyTorch's functional form it never changes running_mean/var itself: the
+        BatchNorm2d layer (tinyedu.nn) updates them, in place, with `assign`.
         """
         check_tensors("batch_norm", self.device, running_mean=running_mean, running_var=running_var,
                       weight=weight, bias=bias)

@@ -1,0 +1,41 @@
+"""Test setup shared by tests/ and notebooks/ (pytest loads this file for both).
+
+MNIST: the tests that use the real digits and notebook 08 read the IDX files from the folder named
+by the environment variable MNIST_PATH (CI sets it in .ci/run). A learner's own run may instead
+have downloaded them once with `python -c "from tinyedu.datasets import mnist; mnist()"`, which
+fills the cache folder mnist() reads from. With neither, those tests and notebook 08 are skipped
+with a message that says so.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tinyedu.datasets import MNIST_FILES, MNIST_MD5, mnist_cache_dir
+
+MNIST_HELP = ("MNIST is not available: set MNIST_PATH to a folder with the MNIST IDX files "
+              f"({', '.join(MNIST_FILES['test'])}), or download them once with "
+              "`python -c \"from tinyedu.datasets import mnist; mnist()\"`")
+
+
+def mnist_available() -> bool:
+    """True when mnist() will find the test split without a network: in $MNIST_PATH or in the cache."""
+    folder = os.environ.get("MNIST_PATH")
+    names = MNIST_FILES["test"]
+    if folder:
+        return all((Path(folder) / n).is_file() or (Path(folder) / n.removesuffix(".gz")).is_file()
+                   for n in names)
+    cache = mnist_cache_dir()
+    return all((cache / n).is_file() for n in names if n in MNIST_MD5)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if mnist_available():
+        return
+    skip = pytest.mark.skip(reason=MNIST_HELP)
+    for item in items:
+        if "08_training_mnist" in str(item.fspath) or item.get_closest_marker("mnist"):
+            item.add_marker(skip)

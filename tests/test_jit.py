@@ -1,0 +1,184 @@
+"""TinyJit: replays give exactly what running the step gives, and everything a replay cannot follow is
+refused with a clear error."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tinyedu import JitError, Tensor, TinyJit, dtypes
+from tinyedu.nn import BatchNorm2d, Conv2d, Linear
+from tinyedu.nn.optim import SGD
+from tinyedu.nn.state import get_parameters, get_state_dict
+
+RNG = np.random.default_rng(0)
+
+
+class Net:
+    def __init__(self) -> None:
+        self.conv, self.bn, self.head = Conv2d(1, 4, 3), BatchNorm2d(4), Linear(4 * 6 * 6, 10)
+
+    def __call__(self, x: Tensor) -> Tensor:
+        return self.head(self.bn(self.conv(x)).relu().max_pool2d(2).flatten(1))
+
+
+def _train(jit: bool, steps: int = 5) -> tuple[list[float], Net]:
+    Tensor.manual_seed(4)
+    net = Net()
+    opt = SGD(get_parameters(net), lr=0.05, momentum=0.9)
+
+    def step(x: Tensor, y: Tensor) -> Tensor:
+        with Tensor.train():
+            opt.zero_grad()
+            loss = net(x).cross_entropy(y).backward()
+            opt.step()
+        return loss
+
+    run = TinyJit(step) if jit else step
+    data = np.random.default_rng(5)
+    losses = [run(Tensor(data.standard_normal((8, 1, 14, 14)).astype(np.float32)),
+                  Tensor(data.integers(0, 10, 8).astype(np.int32))).item() for _ in range(steps)]
+    return losses, net
+
+
+def test_replayed_training_is_identical_to_running_the_step() -> None:
+    """A small CNN with BatchNorm (running stats assigned in place) and SGD momentum: same losses, same
+    weights, same running statistics, bit for bit."""
+    eager_losses, eager = _train(jit=False)
+    jit_losses, jitted = _train(jit=True)
+    assert eager_losses == jit_losses
+    for (name, a), b in zip(get_state_dict(eager).items(), get_state_dict(jitted).values(), strict=True):
+        np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=name)
+
+
+def test_replay_does_not_run_the_function_and_returns_fresh_outputs() -> None:
+    calls = []
+    w = Tensor([1.0, 2.0, 3.0]).realize()
+
+    @TinyJit
+    def step(x: Tensor) -> tuple[Tensor, Tensor]:
+        calls.append(1)
+        w.assign(w + x)
+        return (w * 2).sum(), x + 1
+
+    results = [step(Tensor([float(k)] * 3)) for k in range(5)]
+    assert len(calls) == 3                      # warmed up, recorded twice, then replayed
+    totals = [r[0].item() for r in results]     # every earlier result keeps its own value
+    assert totals == [12.0, 18.0, 30.0, 48.0, 72.0]
+    np.testing.assert_array_equal(results[4][1].numpy(), [5, 5, 5])
+    np.testing.assert_array_equal(w.numpy(), [11, 12, 13])
+    assert step.kernel_count == 3
+
+
+def test_inputs_given_as_views_or_constants_are_copied_in() -> None:
+    @TinyJit
+    def double(x: Tensor) -> Tensor:
+        return x * 2
+
+    data = Tensor(np.arange(12, dtype=np.float32).reshape(3, 4)).realize()
+    for k in range(4):
+        np.testing.assert_array_equal(double(data.T[k % 4]).numpy(), 2 * np.arange(12).reshape(3, 4).T[k % 4])
+    np.testing.assert_array_equal(double(Tensor.full((3,), 7.0)).numpy(), [14, 14, 14])
+
+
+def test_constant_host_copies_are_not_replayed() -> None:
+    step = TinyJit(lambda logits, y: logits.cross_entropy(y))
+    for _ in range(3):
+        loss = step(Tensor(RNG.standard_normal((4, 3)).astype(np.float32)), Tensor([0, 1, 2, 0]))
+    assert [item.name for item in step.dropped] == ["copy_3"]   # Tensor.arange(3) inside cross_entropy
+    assert np.isfinite(loss.item())
+
+
+def _recorded(fn, *args):
+    jit = TinyJit(fn)
+    for _ in range(3):
+        jit(*args)
+    return jit
+
+
+def test_changed_input_shape_dtype_device_is_refused() -> None:
+    jit = _recorded(lambda x: x + 1, Tensor.ones(3))
+    with pytest.raises(JitError, match=r"shape \(4,\), float32 on C, but the step was recorded with shape"):
+        jit(Tensor.ones(4))
+    with pytest.raises(JitError, match="int32"):
+        jit(Tensor.ones(3, dtype=dtypes.int32))
+    with pytest.raises(JitError, match="NUMPY"):
+        jit(Tensor.ones(3, device="NUMPY"))
+    with pytest.raises(JitError, match="called with 2 arguments, recorded with 1"):
+        jit(Tensor.ones(3), Tensor.ones(3))
+
+
+def test_changed_python_argument_is_refused() -> None:
+    jit = _recorded(lambda x, k: x * k, Tensor.ones(3), 2)
+    np.testing.assert_array_equal(jit(Tensor.ones(3), 2).numpy(), [2, 2, 2])
+    with pytest.raises(JitError, match="argument 1 changed from 2 to 3"):
+        jit(Tensor.ones(3), 3)
+
+
+def test_a_step_that_changes_between_recorded_calls_is_refused() -> None:
+    calls = []
+
+    def step(x: Tensor) -> Tensor:
+        calls.append(1)
+        return x + 1 if len(calls) <= 2 else x.exp()
+
+    jit = TinyJit(step)
+    jit(Tensor.ones(3))
+    jit(Tensor.ones(3))
+    with pytest.raises(JitError, match="runs different kernels on different calls"):
+        jit(Tensor.ones(3))
+
+
+def test_random_numbers_drawn_on_the_host_are_refused() -> None:
+    jit = TinyJit(lambda x: x * Tensor.rand(3))
+    jit(Tensor.ones(3))
+    jit(Tensor.ones(3))
+    with pytest.raises(JitError, match="copies different host data on each call"):
+        jit(Tensor.ones(3))
+
+
+def test_returning_a_python_number_is_refused() -> None:
+    with pytest.raises(JitError, match="returned float"):
+        TinyJit(lambda x: x.sum().item())(Tensor.ones(3))
+
+
+def test_a_lazy_computation_outside_the_step_keeps_the_old_weights() -> None:
+    net = Linear(3, 2)
+    opt = SGD(get_parameters(net), lr=0.5)
+
+    @TinyJit
+    def step(x: Tensor) -> Tensor:
+        opt.zero_grad()
+        loss = net(x).square().sum().backward()
+        opt.step()
+        return loss
+
+    x = Tensor(RNG.standard_normal((4, 3)).astype(np.float32))
+    for _ in range(4):
+        step(x)
+    pending = net(x)                        # built on the current weights, not run yet
+    expected = x.numpy() @ net.weight.numpy().T + net.bias.numpy()
+    step(x)                                 # a replay writes the weights
+    np.testing.assert_allclose(pending.numpy(), expected, rtol=1e-6)
+    assert not np.allclose(net(x).numpy(), expected)
+
+
+def test_time_items_times_a_replay() -> None:
+    jit = _recorded(lambda x: (x + 1).sum(), Tensor.ones(8))
+    times = jit.time_items(Tensor.ones(8))
+    assert [name for name, _ in times] == [item.name for item in jit.items]
+    assert all(seconds >= 0 for _, seconds in times)
+    with pytest.raises(JitError, match="not recorded yet"):
+        TinyJit(lambda x: x).time_items(Tensor.ones(1))
+
+
+def test_keyword_inputs_in_any_order_and_a_tensor_returned_twice() -> None:
+    @TinyJit
+    def step(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
+        out = a * 2 + b
+        return out, out
+
+    for k in range(5):
+        kwargs = {"a": Tensor([float(k)]), "b": Tensor([10.0])}
+        first, second = step(**(kwargs if k % 2 else dict(reversed(kwargs.items()))))
+        assert first.item() == second.item() == 2 * k + 10
