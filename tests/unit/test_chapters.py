@@ -1,8 +1,10 @@
-"""Every chapter (notebook 00-05) is laid out as a course, and its links lead somewhere.
+"""Every chapter (notebooks/NN_*.ipynb) is laid out as a course, and its links lead somewhere.
 
 A chapter opens with prerequisites, what you will learn and how to run it, links its walkthrough
-page, and ends with a recap and the way on. Links into the site's pages (`../docs/page.md#anchor`)
-must name a page and an anchor that exist (the site build checks the pages; this checks anchors).
+page(s) (a stage page, or for chapter 08 the training pages), and ends with a recap, a link back to
+its walkthrough and the next chapter (the last chapter links back to an earlier one instead). Links
+into the site's pages (`../docs/page.md#anchor`) must name a page and an anchor that exist (the site
+build checks the pages; this checks anchors).
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-CHAPTERS = sorted((ROOT / "notebooks").glob("0[0-5]_*.ipynb"))
+CHAPTERS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+# A walkthrough page: a stage's page, or one of the pages of the training stack (chapter 08).
+WALKTHROUGH = r"\]\(\.\./docs/((?:stage\d_\w+|nn|optim|state|jit)\.md)\)"
 
 
 def markdown_cells(notebook: Path) -> list[str]:
@@ -31,8 +35,8 @@ def anchors(page: Path) -> set[str]:
     return found
 
 
-def test_there_are_six_chapters():
-    assert [p.name[:2] for p in CHAPTERS] == ["00", "01", "02", "03", "04", "05"]
+def test_the_chapters():
+    assert [p.name[:2] for p in CHAPTERS] == ["00", "01", "02", "03", "04", "05", "08"]
 
 
 @pytest.mark.parametrize("notebook", CHAPTERS, ids=lambda p: p.name)
@@ -41,12 +45,17 @@ def test_chapter_opens_and_closes_like_a_course(notebook: Path):
     opening, rest = cells[0], "\n".join(cells)
     for part in ("**Prerequisites.**", "**You will learn**", "**How to run it.**"):
         assert part in opening, f"{notebook.name}: the first cell lacks {part}"
-    assert re.search(r"\]\(\.\./docs/stage\d_\w+\.md\)", opening), f"{notebook.name}: no walkthrough link"
+    assert re.search(WALKTHROUGH, opening), f"{notebook.name}: no walkthrough link"
     assert re.search(r"^## (\d+ · )?Exercises", rest, flags=re.M), f"{notebook.name}: no exercises"
     closing = cells[-1]
-    assert "## Recap" in closing and re.search(r"\]\(\.\./docs/stage\d_\w+\.md\)", closing), \
+    assert "## Recap" in closing and re.search(WALKTHROUGH, closing), \
         f"{notebook.name}: the last cell must recap and link back to the walkthrough"
-    assert "**Next:**" in closing or notebook.name.startswith("05"), f"{notebook.name}: no next chapter"
+    if notebook == CHAPTERS[-1]:
+        assert re.search(r"\]\(\d\d_\w+\.ipynb\)", closing), f"{notebook.name}: no link back to a chapter"
+    else:
+        following = CHAPTERS[CHAPTERS.index(notebook) + 1].name
+        assert re.search(rf"\*\*Next:\*\*[^\n]*\]\({following}\)", closing), \
+            f"{notebook.name}: no **Next:** link to {following}"
 
 
 @pytest.mark.parametrize("notebook", CHAPTERS, ids=lambda p: p.name)
@@ -62,7 +71,7 @@ def test_links_to_site_pages_have_real_anchors(notebook: Path):
 
 
 @pytest.mark.parametrize("notebook", CHAPTERS, ids=lambda p: p.name)
-def test_walkthrough_page_links_back(notebook: Path):
-    opening = markdown_cells(notebook)[0]
-    page = re.search(r"\]\(\.\./docs/(stage\d_\w+\.md)\)", opening).group(1)
-    assert f"notebooks/{notebook.name}" in (ROOT / "docs" / page).read_text(), f"{page} lacks {notebook.name}"
+def test_walkthrough_pages_link_back(notebook: Path):
+    for page in set(re.findall(WALKTHROUGH, markdown_cells(notebook)[0])):
+        text = (ROOT / "docs" / page).read_text()
+        assert f"notebooks/{notebook.name}" in text, f"{page} lacks {notebook.name}"
