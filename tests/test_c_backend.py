@@ -157,8 +157,9 @@ def test_generated_reduce_source():
         void r_4_17(float* restrict data0, const float* restrict data1) {
           for (int gidx0 = 0; gidx0 < 4; gidx0++) {
             float acc0 = -INFINITY;
+            int alu0 = gidx0*16;
             for (int ridx0 = 0; ridx0 < 17; ridx0++) {
-              float val0 = (ridx0>0) ? data1[((gidx0*16)+ridx0)-1] : 0.0f;
+              float val0 = (ridx0>0) ? data1[(alu0+ridx0)-1] : 0.0f;
               acc0 = max_float32(acc0, val0);
             }
             data0[gidx0] = acc0;

@@ -1,5 +1,8 @@
 """Run a schedule: allocate each kernel's output, run it on its device, keep the counters.
 
+Each kernel is lowered to a program by tinyedu/engine/lower.py (Kernel -> opts -> UOps -> source ->
+binary, cached) and run with `run_program`.
+
 Memory: the schedule is consumed as it runs, and a realized buffer forgets its sources, so an
 intermediate's memory is released (by reference counting) right after the last kernel reading it,
 unless some Tensor still holds it.
@@ -9,9 +12,8 @@ Importing this module installs it as the lazy graph's engine (see tinyedu/lazy.p
 
 from __future__ import annotations
 
-import time
-
 from tinyedu import lazy
+from tinyedu.engine.lower import lower, run_program, show
 from tinyedu.engine.schedule import ScheduleItem, count_flops, create_schedule
 from tinyedu.helpers import GlobalCounters, debug_level, graph_enabled, prod
 from tinyedu.ops import LoadOps
@@ -45,10 +47,8 @@ def run_schedule(schedule: list[ScheduleItem]) -> None:
 # --8<-- [end:run]
 def _run_kernel(item: ScheduleItem, buffer: Buffer) -> None:
     inputs = [x.realized for x in item.inputs]
-    runner = Device[item.out.device].get_runner(item.ast)
-    start = time.perf_counter()
-    runner([buffer, *inputs])
-    elapsed = time.perf_counter() - start
+    program = lower(item.out.device, item.ast)
+    elapsed = run_program(program, [buffer, *inputs])
     flops = count_flops(item.ast)
     moved = buffer.nbytes + sum(x.nbytes for x in inputs)
     GlobalCounters.kernel_count += 1
@@ -59,9 +59,10 @@ def _run_kernel(item: ScheduleItem, buffer: Buffer) -> None:
         seconds = max(elapsed, 1e-9)
         print(f"*** {item.out.device:6s} {GlobalCounters.kernel_count:4d} {item.name:28s} "
               f"{elapsed * 1e3:9.3f} ms {flops / seconds * 1e-9:8.3f} GFLOPS "
-              f"{moved / seconds * 1e-9:8.3f} GB/s")
+              f"{moved / seconds * 1e-9:8.3f} GB/s  opts {program.opts}")
     if debug_level() >= 3:
         print(f"stored because {item.reason}\n{item.ast}")
+    show(program)
 
 
 class _Engine:

@@ -1,22 +1,48 @@
 """Devices, and the buffers that live on them.
 
-A device is registered by name (NUMPY, PYTHON, C, NEON). Each provides an allocator (here, all
-devices keep their memory in host numpy arrays, which the C backend passes to kernels as pointers)
-and `get_runner(ast)`, which turns a kernel AST into something callable on buffers. How it does
-that is the device's business: NUMPY interprets the AST, C compiles generated source.
+A device is registered by name (NUMPY, PYTHON, C). All devices keep their memory in host numpy
+arrays (which the C backend passes to kernels as pointers), aligned to 64 bytes, a cache line, so
+that vector loads do not straddle two lines. Each device supplies what the engine's lowering
+(tinyedu/engine/lower.py) needs to turn a kernel AST into a program:
+
+- `renderer(name, uops)`: the program's source (C: C source; PYTHON: the UOps themselves), or
+  None for a device that interprets the AST as it is (NUMPY, the oracle);
+- `compiler`: turns the source into something loadable (C: a shared library), or None;
+- `runtime(name, binary)`: the program, called as `program([out, *inputs])`;
+- `vector_width` and `threads()`: what the optimizer may use on this device.
+
+`Device["C"].get_runner(ast)` is a shortcut to that lowering, for notebooks and tests.
 """
 
 from __future__ import annotations
 
 import importlib
 import os
-from typing import Callable, Protocol
+from typing import Any, Callable, Protocol
 
 import numpy as np
 
 from tinyedu.dtype import DType
-from tinyedu.helpers import GlobalCounters
+from tinyedu.helpers import GlobalCounters, getenv
 from tinyedu.ops import LazyOp
+
+ALIGNMENT = 64  # bytes: one cache line, and one AVX-512 register
+
+
+def aligned_empty(size: int, dtype: DType) -> np.ndarray:
+    """An uninitialised array of `size` elements whose memory starts on a 64-byte boundary."""
+    raw = np.empty(size * dtype.itemsize + ALIGNMENT, dtype=np.uint8)
+    start = -raw.ctypes.data % ALIGNMENT
+    return raw[start:start + size * dtype.itemsize].view(dtype.np)
+
+
+def thread_count() -> int:
+    """THREADS=n, default the number of cores: how many threads a kernel may use."""
+    threads = int(getenv("THREADS", os.cpu_count() or 1))
+    if threads < 1:
+        raise ValueError(f"THREADS={threads}: expected a number of threads >= 1 (1 runs every kernel "
+                         "on one thread)")
+    return threads
 
 
 class Buffer:
@@ -24,7 +50,7 @@ class Buffer:
 
     def __init__(self, device: str, size: int, dtype: DType):
         self.device, self.size, self.dtype = device, size, dtype
-        self._memory = np.empty(size, dtype=dtype.np)
+        self._memory = aligned_empty(size, dtype)
         GlobalCounters.mem_used += self.nbytes
 
     @property
@@ -54,8 +80,34 @@ Runner = Callable[[list[Buffer]], None]
 
 class DeviceBackend(Protocol):
     name: str
+    renderer: Callable | None
+    compiler: Any
+    runtime: Callable[..., Runner]
+    vector_width: int
 
-    def get_runner(self, ast: LazyOp) -> Runner: ...
+    def threads(self) -> int: ...
+
+
+# The engine installs its lowering here (as lazy.py gets its engine): a device can hand out programs
+# without importing the engine, which sits above it.
+_lowering: Callable[[str, LazyOp], Any] | None = None
+
+
+def install_lowering(lowering: Callable[[str, LazyOp], Any]) -> None:
+    global _lowering
+    _lowering = lowering
+
+
+class Backend:
+    """What every device shares: `get_runner(ast)`, the program the engine's lowering builds."""
+
+    name = ""
+
+    def get_runner(self, ast: LazyOp) -> Runner:
+        """The program that runs `ast` on this device (Kernel -> opts -> ... -> program, cached)."""
+        if _lowering is None:
+            raise RuntimeError("no lowering installed: import tinyedu (which installs tinyedu.engine)")
+        return _lowering(self.name, ast).runner
 
 
 class _DeviceRegistry:
