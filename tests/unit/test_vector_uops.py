@@ -98,7 +98,7 @@ def test_threads_become_an_openmp_pragma_and_the_partials_a_local_array():
     ast = store(LazyOp(ReduceOps.SUM, (load(1, ShapeTracker.from_shape((64,))),), (0,)), (1,))
     kernel, uops = uops_for(ast, [Opt(OptOps.THREAD, 0, 4)])
     source = render_c(kernel.name, uops)
-    assert "#pragma omp parallel for num_threads(4) schedule(static)" in source
+    assert "#pragma omp parallel for num_threads(4) schedule(guided)" in source
     assert "float local0[4];" in source
     assert "data0[0] = (val1+val2)+(val3+val4);" in source  # the partials, in a fixed order
 

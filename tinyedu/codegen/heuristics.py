@@ -9,6 +9,9 @@ The choices, in the order they are made (each only when it applies):
 3. A vector axis: the axis along which the input buffers are contiguous (stride 1), weighted by
    their sizes, a buffer read with stride 0 counting as free and any other stride against. An
    output axis is UPCAST (a vector of outputs), a reduce axis is UNROLL'ed (a vector accumulator).
+   Not in kernels that compute exp2/log2/sin (no vector form: the lanes would be taken apart
+   around every call). A copy that reads along one axis and writes along another (a transpose)
+   is tiled instead, so that the lines it reads and writes stay in the cache while they are used.
 4. Register blocking, for reduces that reuse what they load (matmul, convolution): UPCAST the
    output axes along which some input does not move (stride 0), until 16 vector accumulators, so
    each load feeds several multiply-adds. Reduces without reuse get 4 accumulators instead (so
@@ -25,10 +28,10 @@ from __future__ import annotations
 from tinyedu.codegen.kernel import AxisKind, Kernel
 from tinyedu.codegen.opts import MAX_PACK_ELEMENTS, Opt, OptError, OptOps, apply_opt, pack_tile
 from tinyedu.helpers import prod
-from tinyedu.ops import MemBuffer
+from tinyedu.ops import MemBuffer, UnaryOps
 
 SMALL_KERNEL = 4096          # loop iterations below which a kernel gets no opts
-THREAD_MIN_WORK = 1 << 17    # loop iterations (times elements per iteration) worth waking threads for
+THREAD_MIN_WORK = 1 << 20    # loop iterations worth waking threads for (about 100 us on one core)
 ACCUMULATORS = 16            # vector accumulators a register block aims for (AVX-512 has 32 registers)
 
 
@@ -45,10 +48,12 @@ def hand_coded_optimizations(kernel: Kernel, vector_width: int, threads: int) ->
     if k.reduceop is not None and k.first_reduce == 0 and threads > 1 and work >= THREAD_MIN_WORK:
         reduce_axis = k.loop_axes[0]
         try_opt(Opt(OptOps.THREAD, reduce_axis, threads))
-    vector = _pick_vector_axis(k, vector_width)
+    vector = None if _has_scalar_only_ops(k) else _pick_vector_axis(k, vector_width)
     if vector is not None:
         axis, width = vector
         try_opt(Opt(OptOps.UPCAST if k.kinds[axis] is AxisKind.LOOP else OptOps.UNROLL, axis, width))
+    elif k.reduceop is None and not _has_scalar_only_ops(k):
+        _tile_transpose(k, try_opt, vector_width)
     packed = None
     if k.reduceop is not None:
         _register_block(k, try_opt, vector_width)
@@ -63,6 +68,12 @@ def hand_coded_optimizations(kernel: Kernel, vector_width: int, threads: int) ->
         if reuse and prod(k.full_shape[a] for a in pack_tile(k, packed, reuse[0])) <= MAX_PACK_ELEMENTS:
             try_opt(Opt(OptOps.PACK, reuse[0], packed))
     return k.applied_opts[start:]
+
+
+def _has_scalar_only_ops(k: Kernel) -> bool:
+    """Whether the kernel computes exp2/log2/sin: they have no vector form, so each lane would be
+    taken out of its vector and put back around every call, which costs more than vectors save."""
+    return any(node.op in (UnaryOps.EXP2, UnaryOps.LOG2, UnaryOps.SIN) for node in k.ast.walk())
 
 
 def _trier(k: Kernel):
@@ -102,6 +113,32 @@ def _pick_vector_axis(k: Kernel, vector_width: int) -> tuple[int, int] | None:
     return None if best is None else (best[1], best[2])
 
 
+def _tile_transpose(k: Kernel, try_opt, vector_width: int) -> None:
+    """A copy that reads along one axis and writes along another (a transpose): walk a tile of
+    `width` columns (TILE), written as vectors (UPCAST), over pairs of rows, so every cache line
+    read or written is used whole while it is in the cache."""
+    loads = [p for p in range(1, len(k.bufs)) if isinstance(k.bufs[p], MemBuffer)]
+    if not loads:
+        return
+    main = max(loads, key=lambda p: k.sts[p].max_index())  # the biggest input
+    out_strides, in_strides = (k.sts[p].real_strides(ignore_valid=True) for p in (0, main))
+    loops = [a for a in k.loop_axes if k.kinds[a] is AxisKind.LOOP]
+    out_axis = next((a for a in loops if out_strides[a] == 1), None)
+    in_axis = next((a for a in loops if in_strides[a] == 1), None)
+    width = vector_width if vector_width >= 4 else 4
+    if out_axis is None or in_axis is None or out_axis == in_axis or k.full_shape[out_axis] % width:
+        return
+    if not try_opt(Opt(OptOps.TILE, out_axis, width)):
+        return
+    out_strides = k.sts[0].real_strides(ignore_valid=True)
+    tile = next(a for a in k.loop_axes if k.kinds[a] is AxisKind.LOOP and out_strides[a] == 1)
+    try_opt(Opt(OptOps.UPCAST, tile, width))
+    in_strides = k.sts[main].real_strides(ignore_valid=True)
+    rows = next((a for a in k.loop_axes if k.kinds[a] is AxisKind.LOOP and in_strides[a] == 1), None)
+    if rows is not None and k.full_shape[rows] % 2 == 0:
+        try_opt(Opt(OptOps.UPCAST, rows, 2))
+
+
 def _vector_accumulators(k: Kernel, vector_width: int) -> int:
     lanes = prod(k.full_shape[a] for a in k.expanded_axes)
     return max(lanes // vector_width, 1)
@@ -111,7 +148,8 @@ def _register_block(k: Kernel, try_opt, vector_width: int) -> None:
     """UPCAST output axes that some input does not move along, so that each load feeds several
     multiply-adds: first up to 8 along an axis where a vector-loaded input is reused (the rows of a
     matmul reuse a vector of B), then 2 along one where a broadcast input is (two vectors of
-    columns reuse one element of A). Without such reuse, 4 accumulators along the vector axis."""
+    columns reuse one element of A). Without such reuse, 4 accumulators along the vector axis
+    (more independent additions, and longer contiguous runs per row for a column sum)."""
     vector = k.expanded_axes[-1] if k.expanded_axes else None
     inputs = _strides(k)
 
@@ -129,13 +167,16 @@ def _register_block(k: Kernel, try_opt, vector_width: int) -> None:
             if amount is not None and try_opt(Opt(OptOps.UPCAST, axis, amount)):
                 reused = True
                 break
-    if not reused and vector is not None and k.kinds[vector] is AxisKind.UNROLL:
-        reduce_loops = [a for a in k.loop_axes if k.kinds[a] is AxisKind.REDUCE]
-        if reduce_loops:
-            for amount in (4, 2):
-                if k.full_shape[reduce_loops[-1]] % amount == 0 and \
-                        try_opt(Opt(OptOps.UNROLL, reduce_loops[-1], amount)):
-                    break
+    if reused or vector is None:
+        return
+    # no reuse: 4 accumulators (independent additions), along the axis that was vectorized
+    op = OptOps.UNROLL if k.kinds[vector] is AxisKind.UNROLL else OptOps.UPCAST
+    kind = AxisKind.REDUCE if op is OptOps.UNROLL else AxisKind.LOOP
+    loops = [a for a in k.loop_axes if k.kinds[a] is kind]
+    if loops:
+        for amount in (4, 2):
+            if k.full_shape[loops[-1]] % amount == 0 and try_opt(Opt(op, loops[-1], amount)):
+                break
 
 
 def _order_for_pack(k: Kernel, try_opt) -> int | None:

@@ -60,12 +60,14 @@ class SearchResult:
     baseline: float                   # the kernel's time as written
     search_seconds: float             # how long the search took
     tried: int                        # kernels timed
+    cached: bool = False              # read from the disk cache (no search ran)
     history: list[tuple[list[Opt], float]] = field(default_factory=list)  # best per round
 
 
 def beam_search(kernel: Kernel, time_opts: Callable[[list[Opt]], float], width: int, threads: int,
-                start: list[list[Opt]] | None = None) -> SearchResult:
-    """The fastest opt list found, keeping the `width` best candidates each round."""
+                start: list[list[Opt]] | None = None, budget: float = math.inf) -> SearchResult:
+    """The fastest opt list found, keeping the `width` best candidates each round (and stopping
+    after the round that passes `budget` seconds)."""
     began = time.perf_counter()
     timed: dict[tuple[Opt, ...], float] = {}
 
@@ -79,6 +81,8 @@ def beam_search(kernel: Kernel, time_opts: Callable[[list[Opt]], float], width: 
     best = beam[0]
     history = [(best, measure(best))]
     for _ in range(MAX_ROUNDS):
+        if time.perf_counter() - began > budget:
+            break
         children = []
         for opts in beam:
             k = kernel.copy()
@@ -92,4 +96,5 @@ def beam_search(kernel: Kernel, time_opts: Callable[[list[Opt]], float], width: 
             break
         beam, best = ranked[:width], ranked[0]
         history.append((best, measure(best)))
-    return SearchResult(best, measure(best), baseline, time.perf_counter() - began, len(timed), history)
+    seconds = time.perf_counter() - began
+    return SearchResult(best, measure(best), baseline, seconds, len(timed), history=history)

@@ -108,8 +108,8 @@ def is_vector(dtype: AnyDType | None) -> bool:
 # Comparisons give a bool vector, which only ever feeds a WHERE.
 VECTOR_ALU_OPS: dict[DType, frozenset] = {
     dtypes.float32: frozenset({BinaryOps.ADD, BinaryOps.SUB, BinaryOps.MUL, BinaryOps.DIV, UnaryOps.NEG,
-                               BinaryOps.MAX, BinaryOps.CMPLT, BinaryOps.CMPEQ, TernaryOps.WHERE,
-                               FusedOps.MULACC}),
+                               UnaryOps.RECIP, UnaryOps.SQRT, BinaryOps.MAX, BinaryOps.CMPLT, BinaryOps.CMPEQ,
+                               TernaryOps.WHERE, FusedOps.MULACC}),
     dtypes.int32: frozenset({BinaryOps.ADD, BinaryOps.SUB, BinaryOps.MUL, UnaryOps.NEG, BinaryOps.MAX,
                              BinaryOps.CMPLT, BinaryOps.CMPEQ, TernaryOps.WHERE}),
 }

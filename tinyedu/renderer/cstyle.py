@@ -21,8 +21,8 @@ Vectors (stage 5) use the GCC/Clang vector extensions, so one source is SIMD on 
 and comparisons work on lane by lane, and `v[3]` reads one lane. `aligned(4)` lets a pointer to it
 point anywhere a float may be, so `*(floatx16*)(data1+i)` is an unaligned vector load. A
 comparison of vectors gives an int vector mask (-1 where true, 0 where false); WHERE and MAX are
-bit selections with it. MULACC is `fmaf` (one rounding), lane by lane for vectors: the compiler
-turns that loop into one vector fused multiply-add instruction. A THREAD loop gets
+bit selections with it. MULACC is `fmaf` (one rounding) and SQRT `sqrtf`, lane by lane for
+vectors: the compiler turns each such loop into one vector instruction. A THREAD loop gets
 `#pragma omp parallel for` (OpenMP; compiled without it, the same loop runs on one thread).
 
 C must give exactly what the NUMPY device gives (tinyedu/runtime/ops_numpy.py), and C's defaults
@@ -121,6 +121,9 @@ def _vector_helper(name: str, dtype: VectorDType) -> str:
     if name.startswith("fma_"):
         return (f"static inline {t} {name}({t} a, {t} b, {t} c) {{ {t} r; "
                 f"for (int i = 0; i < {n}; i++) r[i] = fmaf(a[i], b[i], c[i]); return r; }}")
+    if name.startswith("sqrt_"):  # lane by lane: the compiler makes it one vector square root
+        return (f"static inline {t} {name}({t} a) {{ {t} r; "
+                f"for (int i = 0; i < {n}; i++) r[i] = sqrtf(a[i]); return r; }}")
     raise NotImplementedError(f"C renderer: no vector helper {name}")
 # --8<-- [end:vector-helpers]
 
@@ -208,7 +211,7 @@ class CRenderer:
                 self.names[u] = name
                 if u.arg.threads > 1:  # OpenMP shares the iterations among threads, in equal blocks
                     threads = u.arg.threads
-                    body.append(f"{pad}#pragma omp parallel for num_threads({threads}) schedule(static)")
+                    body.append(f"{pad}#pragma omp parallel for num_threads({threads}) schedule(guided)")
                 body.append(f"{pad}for (int {name} = {start}; {name} < {end}; {name}++) {{")
                 indent += 1
             elif u.op is UOps.ENDRANGE:
@@ -320,12 +323,16 @@ class CRenderer:
 
     def vector_alu_expr(self, u: UOp, op, srcs: list[str], src_dtype: VectorDType) -> str:
         """A vector op: the C operators work lane by lane; MAX, WHERE and MULACC are helpers."""
-        helper = {BinaryOps.MAX: "max_", TernaryOps.WHERE: "where_", FusedOps.MULACC: "fma_"}.get(op)
+        helper = {BinaryOps.MAX: "max_", TernaryOps.WHERE: "where_", FusedOps.MULACC: "fma_",
+                  UnaryOps.SQRT: "sqrt_"}.get(op)
         if helper is not None:
             name = self.use_helper(helper + c_type(src_dtype), src_dtype)
             return f"{name}({', '.join(_unwrap(s) for s in srcs)})"
         if op is UnaryOps.NEG:
             return f"(-{srcs[0]})"
+        if op is UnaryOps.RECIP:
+            one = self.use_helper("broadcast_" + c_type(src_dtype), src_dtype)
+            return f"({one}(1.0f)/{srcs[0]})"
         return f"({srcs[0]}{BINARY_SYMBOLS[op]}{srcs[1]})"
 
 

@@ -70,10 +70,14 @@ def run_compiler(compiler: str, args: list[str], source: str | None = None) -> s
 
 def find_compiler() -> str:
     """$CC, else the first of cc, gcc, clang on PATH."""
-    if os.environ.get("CC"):
-        return os.environ["CC"]
+    return os.environ.get("CC") or _default_compiler(os.environ.get("PATH", ""))
+
+
+@functools.cache
+def _default_compiler(path: str) -> str:
+    """The first of cc, gcc, clang on this PATH (looked up once per PATH: it runs for every kernel)."""
     for name in ("cc", "gcc", "clang"):
-        if shutil.which(name):
+        if shutil.which(name, path=path):
             return name
     raise RuntimeError("C device: no C compiler found; install gcc or clang, or set CC to one "
                        "(or use DEVICE=NUMPY)")
@@ -172,11 +176,14 @@ class Compiler:
         self.compiler = compiler or find_compiler()
         self.flags = compiler_flags(self.compiler, sanitize_enabled() if sanitize is None else sanitize)
 
+    def signature(self) -> str:
+        """Everything besides the source that changes the library: compiler, version, flags, CPU."""
+        return "\0".join([self.compiler, _compiler_version(self.compiler), *self.flags, cpu_signature()])
+
     # --8<-- [start:cache]
     def library_path(self, source: str) -> Path:
         """Where the library for `source` lives in the cache (whether or not it is there yet)."""
-        parts = [source, self.compiler, _compiler_version(self.compiler), *self.flags, cpu_signature()]
-        key = "\0".join(parts)
+        key = "\0".join([source, self.signature()])
         return cache_dir() / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.so"
 
     def load(self, source: str) -> ctypes.CDLL:
