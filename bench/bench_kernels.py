@@ -17,7 +17,6 @@ Run: .venv/bin/python bench/bench_kernels.py [--quick] [--no-beam]      (not a t
 
 from __future__ import annotations
 
-import ctypes
 import os
 import sys
 import tempfile
@@ -73,53 +72,20 @@ def tinygrad_run(build: Callable[[], object]) -> Callable[[], object]:
 
 
 # ---- 1. the machine ----
-PROBES = r"""
-#include <math.h>
-typedef float floatx16 __attribute__((vector_size(64), aligned(4)));
-static inline floatx16 fma16(floatx16 a, floatx16 b, floatx16 c) {
-  floatx16 r; for (int i = 0; i < 16; i++) r[i] = fmaf(a[i], b[i], c[i]); return r; }
-void copy(float* restrict out, const float* restrict x, int n, int threads) {
-  #pragma omp parallel for num_threads(threads) schedule(static)
-  for (int i = 0; i < n / 16; i++) *(floatx16*)(out + 16 * i) = *(const floatx16*)(x + 16 * i);
-}
-float fma_peak(long iterations, int threads) {
-  float total = 0;
-  #pragma omp parallel num_threads(threads) reduction(+:total)
-  {
-    floatx16 m = (floatx16){0} + 0.9999f, c = (floatx16){0} + 0.0001f;
-    floatx16 a0 = m, a1 = m * 2, a2 = m * 3, a3 = m * 4, a4 = m * 5, a5 = m * 6;
-    floatx16 a6 = m * 7, a7 = m * 8, a8 = m * 9, a9 = m * 10, a10 = m * 11, a11 = m * 12;
-    for (long i = 0; i < iterations; i++) {  /* 12 independent chains: no waiting on latency */
-      a0 = fma16(a0, m, c); a1 = fma16(a1, m, c); a2 = fma16(a2, m, c); a3 = fma16(a3, m, c);
-      a4 = fma16(a4, m, c); a5 = fma16(a5, m, c); a6 = fma16(a6, m, c); a7 = fma16(a7, m, c);
-      a8 = fma16(a8, m, c); a9 = fma16(a9, m, c); a10 = fma16(a10, m, c); a11 = fma16(a11, m, c);
-    }
-    floatx16 s = a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7 + a8 + a9 + a10 + a11;
-    total += s[0];
-  }
-  return total;
-}
-"""
-
-
 def machine() -> dict[str, float]:
-    """Copy bandwidth (GB/s, bytes read + written) and peak FMA GFLOPS, one thread and all."""
+    """Copy bandwidth (GB/s, bytes read + written) and peak FMA GFLOPS, one thread and all
+    (the probes are in tinyedu/runtime/probe.py)."""
     from tinyedu.runtime.device import thread_count
-    from tinyedu.runtime.ops_c import Compiler
+    from tinyedu.runtime.probe import copy_bandwidth, peak_gflops
 
-    library = Compiler().load(PROBES)
-    library.fma_peak.restype = ctypes.c_float
     threads = thread_count()
-    n = 1 << 25  # 128 MB per array: far beyond the caches
-    x, out = np.ones(n, np.float32), np.zeros(n, np.float32)
-    result = {"threads": threads}
-    pointers = (ctypes.c_void_p(out.ctypes.data), ctypes.c_void_p(x.ctypes.data), ctypes.c_int(n))
+    result: dict[str, float] = {"threads": threads}
     iterations = 20_000_000 if not QUICK else 5_000_000
     for t in sorted({1, threads}):
-        seconds = best_time(lambda t=t: library.copy(*pointers, ctypes.c_int(t)))
-        result[f"copy GB/s ({t} threads)"] = 8 * n / seconds * 1e-9
-        seconds = best_time(lambda t=t: library.fma_peak(ctypes.c_long(iterations), ctypes.c_int(t)), 3)
-        result[f"peak GFLOPS ({t} threads)"] = iterations * 12 * 16 * 2 * t / seconds * 1e-9
+        result[f"copy GB/s ({t} threads)"] = copy_bandwidth(t, repeat=REPEAT)
+        result[f"peak GFLOPS ({t} threads)"] = peak_gflops(t, iterations)
+    n = 1 << 25
+    x, out = np.ones(n, np.float32), np.zeros(n, np.float32)
     result["numpy copy GB/s"] = 8 * n / best_time(lambda: np.copyto(out, x)) * 1e-9
     return result
 
@@ -262,6 +228,7 @@ def kernel_ast(expr: Tensor):
 # ---- 4. what the optimizer costs ----
 def optimizer_cost(rng: np.random.Generator) -> None:
     from tinyedu.engine import lower as lowering
+    from tinyedu.runtime.device import Device
 
     x = Tensor(rng.standard_normal((512, 512)).astype(np.float32)).realize()
     v = Tensor(rng.standard_normal(1 << 20).astype(np.float32)).realize()
@@ -278,7 +245,7 @@ def optimizer_cost(rng: np.random.Generator) -> None:
                 cells = []
                 for noopt in ("1", ""):
                     os.environ["NOOPT"] = noopt
-                    lowering._programs.clear()
+                    Device["C"].programs.clear()
                     program = lowering.lower("C", ast)
                     python = sum(program.seconds[s] for s in ("opts", "linearize", "render"))
                     cells.append(f"{python * 1e3:13.1f} {program.seconds['compile'] * 1e3:8.1f}")
@@ -289,7 +256,7 @@ def optimizer_cost(rng: np.random.Generator) -> None:
                 os.environ.pop("TINYEDU_CACHE", None)
             else:
                 os.environ["TINYEDU_CACHE"] = saved
-            lowering._programs.clear()
+            Device["C"].programs.clear()
 
 
 # ---- 5. BEAM ----

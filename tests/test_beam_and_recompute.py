@@ -13,9 +13,9 @@ from tinyedu.codegen.kernel import AxisKind, Kernel
 from tinyedu.codegen.opts import Opt, OptOps, apply_opts
 from tinyedu.codegen.search import beam_search, candidate_opts
 from tinyedu.engine import beam
-from tinyedu.engine import lower as lowering
 from tinyedu.engine.schedule import create_schedule
 from tinyedu.ops import LoadOps
+from tinyedu.runtime.device import Device
 
 
 def compute_items(t: Tensor):
@@ -75,7 +75,7 @@ def test_beam_results_match_numpy(tmp_path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("TINYEDU_CACHE", str(tmp_path))
     monkeypatch.setenv("BEAM_BUDGET", "0")
     monkeypatch.setenv("BEAM", "1")
-    lowering._programs.clear()
+    Device["C"].programs.clear()
     rng = np.random.default_rng(1)
     X, W = rng.standard_normal((24, 40)).astype(np.float32), rng.standard_normal((40, 16)).astype(np.float32)
     got = (Tensor(X) @ Tensor(W)).relu().numpy()

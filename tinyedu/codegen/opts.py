@@ -77,31 +77,58 @@ def apply_opts(kernel: Kernel, opts: list[Opt]) -> Kernel:
 def apply_opt(kernel: Kernel, opt: Opt) -> None:
     """Apply one opt to `kernel` (in place) after checking it; record it in `kernel.applied_opts`."""
     _check_common(kernel, opt)
-    k, axis, amount = kernel, opt.axis, opt.amount
-    if opt.op in (OptOps.UPCAST, OptOps.UNROLL):
-        # split (n/amount, amount); the amount part goes first among the expanded axes, so the first
-        # UPCAST/UNROLL applied stays the innermost (a later split of the n/amount part lies outside it)
-        k.split_axis(axis, amount)
-        first_expanded = min(k.expanded_axes, default=len(k.full_shape))
-        kind = AxisKind.UPCAST if opt.op is OptOps.UPCAST else AxisKind.UNROLL
-        k.move_axis(axis + 1, first_expanded - 1, kind)
-    elif opt.op is OptOps.THREAD:
-        if k.is_reduce_axis(axis):  # n partial results, one per thread, combined after the loop
-            k.split_axis(axis, k.full_shape[axis] // amount)
-        k.move_axis(axis, 0, AxisKind.THREAD)
-        k.threads = amount
-    elif opt.op is OptOps.SWAP:
-        first, second = sorted((axis, amount))
-        k.move_axis(second, first, k.kinds[second])
-        k.move_axis(first + 1, second, k.kinds[first + 1])
-    elif opt.op is OptOps.TILE:
-        k.split_axis(axis, amount)
-        first_loop = 1 if k.kinds[0] is AxisKind.THREAD else 0
-        k.move_axis(axis, first_loop, AxisKind.LOOP)
-    elif opt.op is OptOps.PACK:
-        k.packs.append((amount, axis))
-    k.drop_ones()
-    k.applied_opts.append(opt)
+    MOVES[opt.op](kernel, opt.axis, opt.amount)
+    kernel.drop_ones()  # an axis split by its own size leaves a size-1 axis: no loop runs once
+    kernel.applied_opts.append(opt)
+
+
+def upcast(k: Kernel, axis: int, amount: int) -> None:
+    """Split off `amount` positions and move them to the front of the expanded axes.
+
+    The front, so that the first UPCAST applied stays the innermost: a later split of what is
+    left of the same axis (its outer part) must lie outside the part split off before.
+    """
+    k.split_axis(axis, amount)
+    first_expanded = min(k.expanded_axes, default=len(k.full_shape))
+    k.move_axis(axis + 1, first_expanded - 1, AxisKind.UPCAST)
+
+
+def unroll(k: Kernel, axis: int, amount: int) -> None:
+    """UPCAST's twin for a reduce axis."""
+    k.split_axis(axis, amount)
+    first_expanded = min(k.expanded_axes, default=len(k.full_shape))
+    k.move_axis(axis + 1, first_expanded - 1, AxisKind.UNROLL)
+
+
+def thread(k: Kernel, axis: int, threads: int) -> None:
+    """The loop goes outermost, its iterations shared by `threads` threads; a reduce axis is first
+    split into `threads` parts (one partial result each, combined after the loop)."""
+    if k.is_reduce_axis(axis):
+        k.split_axis(axis, k.full_shape[axis] // threads)
+    k.move_axis(axis, 0, AxisKind.THREAD)
+    k.threads = threads
+
+
+def swap(k: Kernel, axis: int, other: int) -> None:
+    first, second = sorted((axis, other))
+    k.move_axis(second, first, k.kinds[second])
+    k.move_axis(first + 1, second, k.kinds[first + 1])
+
+
+def tile(k: Kernel, axis: int, amount: int) -> None:
+    """Split (n/amount, amount) and move the n/amount part to be the first output loop."""
+    k.split_axis(axis, amount)
+    k.move_axis(axis, 1 if k.kinds[0] is AxisKind.THREAD else 0, AxisKind.LOOP)
+
+
+def pack(k: Kernel, axis: int, buffer: int) -> None:
+    """Only recorded: the linearizer copies the tile when it opens loop `axis`."""
+    k.packs.append((buffer, axis))
+
+
+# What each opt does to the kernel's views (exercises plug their own in here, e.g. MOVES[UPCAST]).
+MOVES = {OptOps.UPCAST: upcast, OptOps.UNROLL: unroll, OptOps.THREAD: thread, OptOps.SWAP: swap,
+         OptOps.TILE: tile, OptOps.PACK: pack}
 # --8<-- [end:apply]
 
 

@@ -10,8 +10,9 @@ supplies only the renderer, the compiler and the runtime (see tinyedu/runtime/de
 has no renderer: it interprets the AST itself, sharing nothing with these steps, which is what
 makes it the oracle. PYTHON's "source" is the UOps list, which it runs one UOp at a time.
 
-Programs are cached per process (by device, AST and every setting that changes the program);
-compiled libraries are also cached on disk by the C device, and BEAM's choices by the search.
+Programs are cached per process in each device's `programs` (by AST and every setting that
+changes the program); compiled libraries are also cached on disk by the C device, and BEAM's
+choices by the search.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from tinyedu.codegen.heuristics import hand_coded_optimizations
+from tinyedu.codegen import heuristics
 from tinyedu.codegen.kernel import Kernel
 from tinyedu.codegen.linearizer import linearize
 from tinyedu.codegen.opts import Opt, apply_opts
@@ -55,9 +56,6 @@ def optimization_mode() -> str:
     return "beam" if int(getenv("BEAM", 0)) > 0 else "heuristics"
 
 
-_programs: dict[tuple, Program] = {}
-
-
 def settings_key(device: str) -> tuple:
     """Everything besides the AST that changes the program a device gets."""
     backend = Device[device]
@@ -68,11 +66,11 @@ def settings_key(device: str) -> tuple:
 
 # --8<-- [start:lower]
 def lower(device: str, ast: LazyOp) -> Program:
-    """The program that runs `ast` on `device` (cached)."""
-    key = (device, ast, settings_key(device))
-    if key in _programs:
-        return _programs[key]
+    """The program that runs `ast` on `device` (cached in the device's `programs`)."""
     backend, seconds = Device[device], {}
+    key = (ast, settings_key(device))
+    if key in backend.programs:
+        return backend.programs[key]
     if backend.renderer is None:  # NUMPY: the AST is the program
         program = Program(device, device, ast, backend.runtime(ast))
     else:
@@ -89,7 +87,7 @@ def lower(device: str, ast: LazyOp) -> Program:
         seconds["compile"] = time.perf_counter() - start - sum(seconds.values())
         runner = backend.runtime(kernel.name, binary)           # 6. a callable on buffers
         program = Program(kernel.name, device, ast, runner, kernel, uops, source, seconds)
-    _programs[key] = program
+    backend.programs[key] = program
     return program
 # --8<-- [end:lower]
 
@@ -105,7 +103,7 @@ def choose_opts(kernel: Kernel, device: str) -> None:
 
         opts = beam_opts(kernel.ast, device, int(getenv("BEAM", 0)))
     else:
-        opts = hand_coded_optimizations(kernel, backend.vector_width, backend.threads())
+        opts = heuristics.hand_coded_optimizations(kernel, backend.vector_width, backend.threads())
     apply_opts(kernel, opts)
 
 

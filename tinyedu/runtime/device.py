@@ -99,9 +99,13 @@ def install_lowering(lowering: Callable[[str, LazyOp], Any]) -> None:
 
 
 class Backend:
-    """What every device shares: `get_runner(ast)`, the program the engine's lowering builds."""
+    """What every device shares: `get_runner(ast)`, the program the engine's lowering builds, and
+    `programs`, where the lowering caches them."""
 
     name = ""
+
+    def __init__(self) -> None:
+        self.programs: dict = {}
 
     def get_runner(self, ast: LazyOp) -> Runner:
         """The program that runs `ast` on this device (Kernel -> opts -> ... -> program, cached)."""

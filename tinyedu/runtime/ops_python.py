@@ -220,6 +220,7 @@ class PythonDevice(Backend):
     name = "PYTHON"
 
     def __init__(self) -> None:
+        super().__init__()
         self.renderer = render_uops
         self.compiler = None
         self.runtime = lambda name, uops: PythonProgram(uops)

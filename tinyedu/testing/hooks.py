@@ -1,0 +1,82 @@
+"""Hooks: run the real library with one piece of it replaced by a learner's code, then put it back.
+
+Every stage of tinyedu looks its pieces up when it runs them: `Tensor.mul` asks the module
+`tinyedu.function` for `Mul`, `ShapeTracker.permute` calls the View's `permute` method, the C
+renderer calls `c_literal`, and so on. So replacing one of those names for a while makes the whole
+pipeline, everything before and after that piece, run on the replacement:
+
+    with plug(View, "permute", my_permute):
+        (x.T @ y).numpy()          # scheduled, compiled and run with my_permute's views
+
+`plug` restores the original when the block ends, even if it raised. Both on the way in and on
+the way out it empties the caches that could hold results made without (or with) the replacement:
+compiled programs are cached by kernel AST, and lazy nodes by what they compute.
+
+The hooks the chapters use (each chapter's notebook says which one its exercise plugs into):
+
+| hook                                  | chapter | the learner writes                            |
+| ------------------------------------- | ------- | --------------------------------------------- |
+| `Value.tanh`, `Value._topological_order` | 00   | a Value op with its backward; backward's order |
+| `tinyedu.function.Mul`, `.Expand`     | 01      | a Function: forward and backward              |
+| `View.permute`, `View.pad`            | 02      | movement ops as arithmetic on a view          |
+| `schedule.keeps_zero`, `schedule.store_is_cheaper` | 03 | a scheduler rule               |
+| `UOpBuilder._simplify`, `Linearizer.lower_reduce` | 04 | a UOp simplification; a REDUCE's loops |
+| `cstyle.c_literal`, `cstyle.HELPERS["max_float32"]` | 05 | C for constants and for a NaN-aware max |
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Iterator, MutableMapping
+
+_MISSING = object()
+
+
+def clear_caches() -> None:
+    """Forget compiled programs and deduplicated lazy nodes, so nothing made before is reused.
+
+    If you add a cache that could hand back something computed by a replaced piece, clear it here.
+    """
+    from tinyedu import lazy
+    from tinyedu.runtime.device import Device
+
+    lazy._NODES.clear()
+    for backend in Device._backends.values():
+        programs = getattr(backend, "programs", None)
+        if isinstance(programs, dict):
+            programs.clear()
+
+
+@contextlib.contextmanager
+def plug(owner: Any, name: str, replacement: Any) -> Iterator[Any]:
+    """Within the block, `owner.name` (or `owner[name]` for a dict) is `replacement`; then restored.
+
+    `owner` is a class (a function replaces a method: `plug(Value, "tanh", tanh)`), a module
+    (`plug(tinyedu.function, "Mul", MyMul)`) or a dict (`plug(HELPERS, "max_float32", source)`).
+    The original must exist: a misspelled name raises instead of adding a new attribute nobody calls.
+    """
+    is_mapping = isinstance(owner, MutableMapping)
+    if is_mapping:
+        original = owner.get(name, _MISSING)
+        inherited = False
+    else:
+        own = vars(owner) if hasattr(owner, "__dict__") else {}
+        original = own.get(name, _MISSING)
+        inherited = original is _MISSING and hasattr(owner, name)
+    if original is _MISSING and not inherited:
+        raise AttributeError(f"plug: {owner!r} has no {name!r} to replace; hooks only replace what exists")
+    clear_caches()
+    if is_mapping:
+        owner[name] = replacement
+    else:
+        setattr(owner, name, replacement)
+    try:
+        yield replacement
+    finally:
+        if is_mapping:
+            owner[name] = original
+        elif inherited:
+            delattr(owner, name)  # the name came from a base class: uncover it again
+        else:
+            setattr(owner, name, original)
+        clear_caches()
