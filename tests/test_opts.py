@@ -225,8 +225,8 @@ ERRORS = [
     ([Opt(OptOps.PACK, 1, 2)], "buffer 2 changes with loop gidx1"),
     ([Opt(OptOps.PACK, 1, 0)], "PACK's second number is the buffer's position in kernel.bufs"),
     ([Opt(OptOps.PACK, 1, 1), Opt(OptOps.UPCAST, 1, 2)], "PACK must come last"),
-    ([Opt(OptOps.UPCAST, 1, 16), Opt(OptOps.UPCAST, 1, 2), Opt(OptOps.UNROLL, 1, 12)],
-     "would be written out 384 times"),
+    ([Opt(OptOps.UPCAST, 1, 16), Opt(OptOps.UPCAST, 1, 2), Opt(OptOps.UPCAST, 0, 8),
+      Opt(OptOps.UNROLL, 0, 12)], "would hold 3072 copies of each scalar value"),
     ([Opt(OptOps.TILE, 1, 32)], "a tile as large as the axis moves nothing"),
 ]
 

@@ -35,6 +35,7 @@ THREAD_MIN_WORK = 1 << 20    # loop iterations worth waking threads for (about 1
 ACCUMULATORS = 16            # vector accumulators a register block aims for (AVX-512 has 32 registers)
 
 
+# --8<-- [start:heuristics]
 def hand_coded_optimizations(kernel: Kernel, vector_width: int, threads: int) -> list[Opt]:
     """The opts for this kernel (applied to a copy: `kernel` itself is not changed)."""
     k = Kernel(kernel.ast)
@@ -68,6 +69,7 @@ def hand_coded_optimizations(kernel: Kernel, vector_width: int, threads: int) ->
         if reuse and prod(k.full_shape[a] for a in pack_tile(k, packed, reuse[0])) <= MAX_PACK_ELEMENTS:
             try_opt(Opt(OptOps.PACK, reuse[0], packed))
     return k.applied_opts[start:]
+# --8<-- [end:heuristics]
 
 
 def _has_scalar_only_ops(k: Kernel) -> bool:

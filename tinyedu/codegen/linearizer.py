@@ -268,6 +268,7 @@ class Linearizer:
             return tuple(b.assign(a, v) for a, v in zip(acc, as_lanes(b, new, width), strict=True))
         return b.assign(acc, as_vector(b, new, width) if width > 1 else new)
 
+    # --8<-- [start:thread-reduce]
     def lower_thread_reduce(self, reduce: LazyOp) -> dict[Combo, Value]:
         """THREAD over a reduce axis: thread t sums part t into partial[t]; then partials are combined.
 
@@ -302,6 +303,7 @@ class Linearizer:
                     parts.append(loads[0] if width == 1 else loads)
             combined[combo] = tree(b, op, parts, dtype, width)
         return combined
+    # --8<-- [end:thread-reduce]
 
     # ---- the STORE ----
     def store(self) -> None:
@@ -340,6 +342,7 @@ class Linearizer:
             b.emit(UOps.STORE, None, (buffer, where, v), hoist=False)
 
     # ---- PACK: a tile copied into a local array ----
+    # --8<-- [start:pack]
     def pack(self, position: int, axis: int) -> None:
         """Copy the tile of buffer `position` that the loops from `axis` on read into a local array.
 
@@ -373,6 +376,7 @@ class Linearizer:
                 b.close_range()
         strides = [local_strides.get(a, 0) if a >= axis else 0 for a in range(len(st.shape))]
         self.sources[position] = (local, ShapeTracker((View.create(k.full_shape, strides),)))
+    # --8<-- [end:pack]
 
     # ---- values of AST nodes ----
     def idx(self, axis: int, size: int) -> Node:
@@ -432,6 +436,7 @@ class Linearizer:
         return alu(b, node.op, srcs, dtype, width, mask_ok=id(node) in self.masks)
     # --8<-- [end:lower-one]
 
+    # --8<-- [start:vector-load]
     def load(self, buffer: UOp, index: Node, valid: Node, dtype: DType, width: int) -> Value:
         """buffer[index] where valid (else 0): a scalar load if no lane moves it, a vector load if it
         moves by 1 per lane, else one (gated) scalar load per lane."""
@@ -456,6 +461,7 @@ class Linearizer:
             gate = () if isinstance(lane_valid, NumNode) else (self.index(lane_valid),)
             lanes.append(b.emit(UOps.LOAD, dtype, (buffer, self.index(index.substitute({LANE: n})), *gate)))
         return tuple(lanes)
+    # --8<-- [end:vector-load]
 
     def const(self, value: Any, dtype: DType, valid: Node, width: int) -> Value:
         """A constant seen through a (maybe padded) view: 0 where the view is padding."""

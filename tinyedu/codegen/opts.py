@@ -37,7 +37,7 @@ from tinyedu.helpers import prod
 from tinyedu.ops import MemBuffer
 from tinyedu.shape import NumNode, Variable
 
-MAX_EXPANDED = 256        # at most this many copies of the loop body (product of UPCAST/UNROLL sizes)
+MAX_EXPANDED = 1024       # at most this many lanes in the loop body (product of UPCAST/UNROLL sizes)
 MAX_PACK_ELEMENTS = 1 << 16   # a packed tile: at most 256 KB of float32, on the stack of each thread
 MAX_THREADS = 64
 
@@ -167,7 +167,8 @@ def _check_common(k: Kernel, opt: Opt) -> None:
         if opt.op is not OptOps.TILE:
             expanded = prod(k.full_shape[a] for a in k.expanded_axes) * opt.amount
             if expanded > MAX_EXPANDED:
-                _fail(k, opt, f"the loop body would be written out {expanded} times (limit {MAX_EXPANDED})")
+                _fail(k, opt, f"the loop body would hold {expanded} copies of each scalar value (the product "
+                              f"of the UPCAST and UNROLL sizes; limit {MAX_EXPANDED})")
         elif opt.amount == size:
             _fail(k, opt, "a tile as large as the axis moves nothing; pick a divisor smaller than the axis")
     elif opt.op is OptOps.THREAD:

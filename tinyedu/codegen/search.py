@@ -64,6 +64,7 @@ class SearchResult:
     history: list[tuple[list[Opt], float]] = field(default_factory=list)  # best per round
 
 
+# --8<-- [start:beam]
 def beam_search(kernel: Kernel, time_opts: Callable[[list[Opt]], float], width: int, threads: int,
                 start: list[list[Opt]] | None = None, budget: float = math.inf) -> SearchResult:
     """The fastest opt list found, keeping the `width` best candidates each round (and stopping
@@ -98,3 +99,4 @@ def beam_search(kernel: Kernel, time_opts: Callable[[list[Opt]], float], width: 
         history.append((best, measure(best)))
     seconds = time.perf_counter() - began
     return SearchResult(best, measure(best), baseline, seconds, len(timed), history=history)
+# --8<-- [end:beam]

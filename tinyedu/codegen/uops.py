@@ -69,6 +69,7 @@ class FusedOps(Enum):
 INDEX_DTYPE = dtypes.int32
 
 
+# --8<-- [start:vectors]
 @dataclass(frozen=True)
 class VectorDType:
     """`count` lanes of `scalar` in one value, e.g. float32x16 (one 512-bit SIMD register)."""
@@ -113,6 +114,7 @@ VECTOR_ALU_OPS: dict[DType, frozenset] = {
     dtypes.int32: frozenset({BinaryOps.ADD, BinaryOps.SUB, BinaryOps.MUL, UnaryOps.NEG, BinaryOps.MAX,
                              BinaryOps.CMPLT, BinaryOps.CMPEQ, TernaryOps.WHERE}),
 }
+# --8<-- [end:vectors]
 
 
 @dataclass(frozen=True)

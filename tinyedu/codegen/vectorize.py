@@ -92,6 +92,7 @@ def vector_alu_ok(op: Any, srcs: list[Value], dtype: DType, mask_ok: bool) -> bo
     return vectorizable(dtype)
 
 
+# --8<-- [start:alu]
 def alu(b: UOpBuilder, op: Any, srcs: list[Value], dtype: DType, width: int, mask_ok: bool = False) -> Value:
     """op on values of `width` lanes: scalar if every source is uniform, else one vector op when it
     can be, else one scalar op per lane. `dtype` is the result's lane dtype."""
@@ -102,6 +103,7 @@ def alu(b: UOpBuilder, op: Any, srcs: list[Value], dtype: DType, width: int, mas
         return b.alu(op, *vectors, dtype=VectorDType(dtype, width))
     lanes = [as_lanes(b, s, width) for s in srcs]
     return tuple(b.alu(op, *(src[lane] for src in lanes), dtype=dtype) for lane in range(width))
+# --8<-- [end:alu]
 
 
 def tree(b: UOpBuilder, op: Any, values: list[Value], dtype: DType, width: int) -> Value:

@@ -220,6 +220,7 @@ def pick_realized(outs: list[LazyBuffer], bases: list[LazyBuffer]) -> dict[LazyB
 
 
     # --8<-- [end:rule5]
+# --8<-- [start:rule8]
 def _expanded_expensive(srcs: tuple[LazyBuffer, ...], parts: list[_Fused]) -> set[LazyBuffer]:
     """The fused expensive bases that these sources read through an expand (rule 8)."""
     found = set().union(*(p.expanded_expensive for p in parts))
@@ -233,6 +234,7 @@ def _expands(st: ShapeTracker) -> bool:
     """A view that reads some element more than once: an axis of stride 0 (a broadcast)."""
     return any(stride == 0 and size > 1 for view in st.views
                for size, stride in zip(view.shape, view.strides, strict=True))
+# --8<-- [end:rule8]
 
 
 def _has_mask(st: ShapeTracker) -> bool:

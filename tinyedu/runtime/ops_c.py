@@ -83,6 +83,7 @@ def _default_compiler(path: str) -> str:
                        "(or use DEVICE=NUMPY)")
 
 
+# --8<-- [start:probed-flags]
 @functools.cache
 def compiler_flags(compiler: str, sanitize: bool) -> tuple[str, ...]:
     """The flags this compiler gets: the base flags, the probed ones it accepts, sanitizers if asked."""
@@ -93,6 +94,7 @@ def compiler_flags(compiler: str, sanitize: bool) -> tuple[str, ...]:
     if openmp_available(compiler):
         flags += ("-fopenmp",)
     return flags
+# --8<-- [end:probed-flags]
 
 
 @functools.cache
