@@ -303,11 +303,14 @@ def test_sanitizer_catches_an_out_of_bounds_read():
 
 def test_op_tests_run_clean_under_address_and_ub_sanitizers():
     """Pads, shrinks, flips, strides and reductions on C, with ASan + UBSan watching every access:
-    the edge-value tests above, random programs (test_differential.py) and a slice of test_ops.py."""
+    the edge-value tests above, random programs (test_differential.py), a slice of test_ops.py, and
+    random opts (vector loads at padded and strided edges, packed tiles, threads) from test_opts.py."""
     env = _sanitized_env()
     pytest = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider"]
     runs = [pytest + [__file__, "-k", "(test_edge_values_match_numpy or test_int_min_division) and C]"],
-            pytest + [str(REPO / "tests" / "test_differential.py")]]
+            pytest + [str(REPO / "tests" / "test_differential.py")],
+            pytest + [str(REPO / "tests" / "test_opts.py"), "-k", "random and (padded or strided or conv or "
+                      "odd or rows)"]]
     op_tests = REPO / "tests" / "test_ops.py"
     if op_tests.exists():
         chosen = "(test_movement or test_reduce_non_contiguous or test_reduce_over_nothing) and [C-"

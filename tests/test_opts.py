@@ -247,3 +247,39 @@ def test_no_opts_after_linearizing_and_none_on_an_empty_axis():
         apply_opts(k, [Opt(OptOps.UPCAST, 1, 2)])
     with pytest.raises(OptError, match="the axis is empty"):
         apply_opts(Kernel(kernel_item("empty").ast), [Opt(OptOps.UPCAST, 0, 2)])
+
+
+def test_without_openmp_the_same_kernel_runs_on_one_thread(tmp_path):
+    """A compiler without OpenMP (here: TINYEDU_NO_OPENMP=1) ignores the pragma; the kernel is the same
+    and still correct, and the heuristics no longer ask for threads."""
+    import os
+    import subprocess
+    import sys
+    import textwrap
+    from pathlib import Path
+
+    script = textwrap.dedent("""
+        import numpy as np
+        from tinyedu import Tensor
+        from tinyedu.runtime.device import Device
+        from tinyedu.runtime.ops_c import Compiler
+        assert "-fopenmp" not in Compiler().flags and Device["C"].threads() == 1
+        X = np.random.default_rng(0).standard_normal((512, 512)).astype(np.float32)
+        got = (Tensor(X) @ Tensor(X)).numpy()
+        np.testing.assert_allclose(got, X @ X, rtol=1e-3, atol=1e-3)
+        print("ok")
+    """)
+    repo = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "TINYEDU_NO_OPENMP": "1", "TINYEDU_CACHE": str(tmp_path), "PYTHONPATH": str(repo)}
+    result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0 and "ok" in result.stdout, result.stderr[-2000:]
+    # and the C of an explicit THREAD opt, compiled without -fopenmp, runs (the pragma is ignored)
+    item = kernel_item("matmul")
+    source = render_c("r", linearize(apply_opts(Kernel(item.ast), [Opt(OptOps.THREAD, 0, 2)])))
+    assert "#pragma omp parallel for" in source
+    plain = Compiler()
+    plain.flags = tuple(f for f in plain.flags if f != "-fopenmp")
+    out = Buffer("C", 8 * 32, item.out.dtype)
+    CProgram("r", plain.load(source))([out, *(x.realized for x in item.inputs)])
+    np.testing.assert_allclose(out.as_numpy(), run(item, "NUMPY"), rtol=1e-5, atol=1e-5)

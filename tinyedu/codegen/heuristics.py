@@ -42,7 +42,7 @@ def hand_coded_optimizations(kernel: Kernel, vector_width: int, threads: int) ->
     for opt in kernel.applied_opts:
         apply_opt(k, opt)
     work = prod(k.full_shape)
-    if work < SMALL_KERNEL:
+    if work < SMALL_KERNEL or work == 0 or not k.full_shape:  # small, empty, or a single element
         return []
     start = len(k.applied_opts)
     try_opt = _trier(k)
