@@ -212,7 +212,7 @@ class CRenderer:
                 if u.arg.threads > 1:  # OpenMP shares the iterations among threads, in equal blocks
                     threads = u.arg.threads
                     body.append(f"{pad}#pragma omp parallel for num_threads({threads}) schedule(guided)")
-                body.append(f"{pad}for (int {name} = {start}; {name} < {end}; {name}++) {{")
+                body.append(f"{pad}for ({u.dtype.c_name} {name} = {start}; {name} < {end}; {name}++) {{")
                 indent += 1
             elif u.op is UOps.ENDRANGE:
                 indent -= 1
