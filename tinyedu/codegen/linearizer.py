@@ -11,8 +11,8 @@ The shape of every program it writes is the same:
 
 Where a buffer is read, its ShapeTracker says at which index (and whether the position is valid at
 all, for padding): `st.expr_idxs(loop variables)` gives two symbolic expressions, which become
-integer ALU UOps through `Node.render_with` with the handler table `INDEX_OPS` below. A position
-that is not valid reads 0: the LOAD carries the validity as a gate.
+integer ALU UOps through `Node.render_with` with the handler table `INDEX_OPS` (in index.py). A
+position that is not valid reads 0: the LOAD carries the validity as a gate.
 
 With opts (stage 5, tinyedu/codegen/opts.py) the same program gets four more features:
 - UPCAST and UNROLL axes are not loops: the loop body is written out once per position of them
@@ -24,6 +24,7 @@ With opts (stage 5, tinyedu/codegen/opts.py) the same program gets four more fea
 - A THREAD loop is a RANGE whose iterations threads share; over a reduce axis, each thread writes
   its partial result into a local array, and the partials are combined after the loop, in order.
 - A PACK copies a buffer's tile into a local array before a loop, and the loads inside read that.
+  (These two, the opts that need a local array, are in local_arrays.py.)
 In an optimized kernel a SUM of products accumulates with MULACC (a fused multiply-add).
 """
 
@@ -32,10 +33,12 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+from tinyedu.codegen import local_arrays
+from tinyedu.codegen.index import INDEX_OPS  # noqa: F401 - also imported from here by notebook 04
 from tinyedu.codegen.kernel import AxisKind, Kernel
-from tinyedu.codegen.opts import pack_tile
-from tinyedu.codegen.uops import INDEX_DTYPE, FusedOps, UOp, UOpBuilder, UOps, VectorDType, lowest_value
+from tinyedu.codegen.uops import FusedOps, UOp, UOpBuilder, UOps, VectorDType, lowest_value
 from tinyedu.codegen.vectorize import (
+    LANE,
     Value,
     alu,
     as_lanes,
@@ -44,83 +47,13 @@ from tinyedu.codegen.vectorize import (
     horizontal,
     is_uniform,
     lane_stride,
+    mask_conditions,
     tree,
     vectorizable,
 )
 from tinyedu.dtype import DType, dtypes
-from tinyedu.helpers import prod
 from tinyedu.ops import BinaryOps, BufferOps, LazyOp, MemBuffer, ReduceOps, TernaryOps, UnaryOps
-from tinyedu.shape import (
-    AndNode,
-    DivNode,
-    LtNode,
-    ModNode,
-    MulNode,
-    Node,
-    NumNode,
-    ShapeTracker,
-    SumNode,
-    Variable,
-    View,
-    strides_for_shape,
-)
-
-# ---- symbolic index expressions -> integer UOps ----
-# ctx is (builder, {loop name: RANGE uop}); every handler returns a UOp.
-
-
-# --8<-- [start:index-ops]
-def _variable(n: Variable, ops: dict, ctx: tuple) -> UOp:
-    return ctx[1][n.name]
-
-
-def _binary(op: BinaryOps):
-    return lambda n, ops, ctx: ctx[0].alu(op, n.a.render_with(ops, ctx), ctx[0].const(n.b, INDEX_DTYPE))
-
-
-def _sum(n: SumNode, ops: dict, ctx: tuple) -> UOp:
-    """a + b*3 - c - 2: positive terms are added, negative ones subtracted (so a flip reads `3-gidx0`)."""
-    b = ctx[0]
-    plus = [t for t in n.nodes if not isinstance(t, NumNode) and not (isinstance(t, MulNode) and t.b < 0)]
-    minus = [MulNode(t.a, -t.b) if t.b != -1 else t.a for t in n.nodes if isinstance(t, MulNode) and t.b < 0]
-    constant = sum(t.b for t in n.nodes if isinstance(t, NumNode))
-    total = b.const(0, INDEX_DTYPE)
-    for term in plus:
-        total = b.alu(BinaryOps.ADD, total, term.render_with(ops, ctx))
-    if constant > 0 or not plus:
-        total = b.alu(BinaryOps.ADD, total, b.const(constant, INDEX_DTYPE))
-    for term in minus:
-        total = b.alu(BinaryOps.SUB, total, term.render_with(ops, ctx))
-    if constant < 0 and plus:
-        total = b.alu(BinaryOps.SUB, total, b.const(-constant, INDEX_DTYPE))
-    return total
-
-
-def _less_than(n: LtNode, ops: dict, ctx: tuple) -> UOp:
-    b = ctx[0]
-    if isinstance(n.a, MulNode) and n.a.b == -1:  # -x < c  is  -c < x: no negation needed
-        return b.alu(BinaryOps.CMPLT, b.const(-n.b, INDEX_DTYPE), n.a.a.render_with(ops, ctx))
-    return b.alu(BinaryOps.CMPLT, n.a.render_with(ops, ctx), b.const(n.b, INDEX_DTYPE))
-
-
-def _and(n: AndNode, ops: dict, ctx: tuple) -> UOp:
-    result = n.nodes[0].render_with(ops, ctx)
-    for child in n.nodes[1:]:
-        result = ctx[0].alu(BinaryOps.MUL, result, child.render_with(ops, ctx))  # bool MUL is AND
-    return result
-
-
-INDEX_OPS = {
-    NumNode: lambda n, ops, ctx: ctx[0].const(n.b, INDEX_DTYPE),
-    Variable: _variable,
-    MulNode: _binary(BinaryOps.MUL),
-    DivNode: _binary(BinaryOps.DIV),
-    ModNode: _binary(BinaryOps.MOD),
-    SumNode: _sum,
-    LtNode: _less_than,
-    AndNode: _and,
-}
-# --8<-- [end:index-ops]
+from tinyedu.shape import Node, NumNode, Variable
 
 
 def ast_dtype(node: LazyOp, known: dict[int, DType]) -> DType:
@@ -135,7 +68,6 @@ def ast_dtype(node: LazyOp, known: dict[int, DType]) -> DType:
 
 
 Combo = tuple[tuple[int, int], ...]   # a position of the expanded axes: ((axis, index), ...)
-LANE = "lane"                           # the index variable of the vector axis
 
 
 class Linearizer:
@@ -155,7 +87,7 @@ class Linearizer:
         self.mulacc = bool(kernel.applied_opts)  # fused multiply-add is an optimization, like the opts
         self.vector_axis = self._vector_axis()
         self.width = kernel.full_shape[self.vector_axis] if self.vector_axis is not None else 1
-        self.masks = _mask_conditions(kernel.ast, self._dtype)
+        self.masks = mask_conditions(kernel.ast, self._dtype)
 
     def index(self, node: Node) -> UOp:
         return node.render_with(INDEX_OPS, (self.b, self.loops))
@@ -176,7 +108,7 @@ class Linearizer:
         for axis in output_loops:
             self.open_loop(axis)
         if k.reduceop is not None and k.kinds and k.kinds[0] is AxisKind.THREAD and k.is_reduce_axis(0):
-            self.reduce_results = self.lower_thread_reduce(k.reduceop)
+            self.reduce_results = local_arrays.lower_thread_reduce(self, k.reduceop)
         elif k.reduceop is not None:
             self.reduce_results = self.lower_reduce(k.reduceop)
         self.store()
@@ -190,7 +122,7 @@ class Linearizer:
         k = self.kernel
         for position, pack_axis in k.packs:
             if pack_axis == axis:
-                self.pack(position, axis)
+                local_arrays.pack(self, position, axis)
         name = k.loop_names[axis]
         threads = k.threads if k.kinds[axis] is AxisKind.THREAD else 1
         self.loops[name] = self.b.open_range(name, k.full_shape[axis], threads)
@@ -268,42 +200,6 @@ class Linearizer:
             return tuple(b.assign(a, v) for a, v in zip(acc, as_lanes(b, new, width), strict=True))
         return b.assign(acc, as_vector(b, new, width) if width > 1 else new)
 
-    # --8<-- [start:thread-reduce]
-    def lower_thread_reduce(self, reduce: LazyOp) -> dict[Combo, Value]:
-        """THREAD over a reduce axis: thread t sums part t into partial[t]; then partials are combined.
-
-        The partials live in a local array made before the loop (so it is shared by the threads,
-        each writing its own slots); they are combined after the loop in a fixed order, so the
-        result does not depend on how many threads actually ran.
-        """
-        k, b = self.kernel, self.b
-        dtype, width = self._dtype(reduce.src[0]), self.width_above()
-        op = BinaryOps.ADD if reduce.op is ReduceOps.SUM else BinaryOps.MAX
-        out_combos = self.combos(reduce=False)
-        slots = len(out_combos) * width
-        partial = b.define_local(k.full_shape[0] * slots, dtype)
-        thread = self.open_loop(0)
-        results = self.lower_reduce(reduce)
-        for n, combo in enumerate(out_combos):
-            index = b.alu(BinaryOps.ADD, b.alu(BinaryOps.MUL, thread, b.const(slots, INDEX_DTYPE)),
-                          b.const(n * width, INDEX_DTYPE))
-            self.store_value(partial, index, results[combo], dtype, width)
-        b.close_range()
-        combined = {}
-        vector = VectorDType(dtype, width) if width > 1 and vectorizable(dtype) else None
-        for n, combo in enumerate(out_combos):
-            parts = []
-            for t in range(k.full_shape[0]):
-                first = t * slots + n * width
-                if vector is not None:
-                    parts.append(b.emit(UOps.LOAD, vector, (partial, b.const(first, INDEX_DTYPE))))
-                else:
-                    loads = tuple(b.emit(UOps.LOAD, dtype, (partial, b.const(first + lane, INDEX_DTYPE)))
-                                  for lane in range(width))
-                    parts.append(loads[0] if width == 1 else loads)
-            combined[combo] = tree(b, op, parts, dtype, width)
-        return combined
-    # --8<-- [end:thread-reduce]
 
     # ---- the STORE ----
     def store(self) -> None:
@@ -331,52 +227,6 @@ class Linearizer:
             where = index.substitute({LANE: n}) if width > 1 else index
             b.emit(UOps.STORE, None, (buffer, self.index(where), v), hoist=False)
 
-    def store_value(self, buffer: UOp, index: UOp, value: Value, dtype: DType, width: int) -> None:
-        """buffer[index...index+width-1] = value, for a local array with a UOp index."""
-        b = self.b
-        if width > 1 and vectorizable(dtype):
-            b.emit(UOps.STORE, None, (buffer, index, as_vector(b, value, width)), hoist=False)
-            return
-        for n, v in enumerate(as_lanes(b, value, width) if width > 1 else (value,)):
-            where = b.alu(BinaryOps.ADD, index, b.const(n, INDEX_DTYPE))
-            b.emit(UOps.STORE, None, (buffer, where, v), hoist=False)
-
-    # ---- PACK: a tile copied into a local array ----
-    # --8<-- [start:pack]
-    def pack(self, position: int, axis: int) -> None:
-        """Copy the tile of buffer `position` that the loops from `axis` on read into a local array.
-
-        The copy runs over the tile's axes (a vector copy along a contiguous innermost one); padded
-        positions read 0, so the loads from the local array need no gate. Afterwards the buffer is
-        read from the array through a contiguous view over the tile's axes (stride 0 on the rest).
-        """
-        k, b = self.kernel, self.b
-        buf, st = k.bufs[position], k.sts[position]
-        tile = pack_tile(k, position, axis)
-        sizes = [k.full_shape[a] for a in tile]
-        local = b.define_local(prod(sizes), buf.dtype)
-        local_strides = dict(zip(tile, strides_for_shape(sizes), strict=True))
-        width = self.width if tile[-1] == self.vector_axis and vectorizable(buf.dtype) else 1
-        variables: dict[int, Node] = {}
-        for n, a in enumerate(tile):
-            if a == tile[-1] and width > 1:
-                variables[a] = Variable(LANE, 0, width - 1)
-                continue
-            name = f"p{position}idx{n}"
-            self.loops[name] = b.open_range(name, k.full_shape[a])
-            variables[a] = Variable(name, 0, k.full_shape[a] - 1)
-        idxs = [variables.get(a, NumNode(0)) if a >= axis else self.idx(a, st.shape[a])
-                for a in range(len(st.shape))]
-        index, valid = st.expr_idxs(idxs)
-        value = self.load(self.globals[buf.idx], index, valid, buf.dtype, width)
-        local_index = Node.sum([variables[a] * local_strides[a] for a in tile])
-        self.store_at(local, local_index, value, buf.dtype, width)
-        for a in tile:
-            if not (a == tile[-1] and width > 1):
-                b.close_range()
-        strides = [local_strides.get(a, 0) if a >= axis else 0 for a in range(len(st.shape))]
-        self.sources[position] = (local, ShapeTracker((View.create(k.full_shape, strides),)))
-    # --8<-- [end:pack]
 
     # ---- values of AST nodes ----
     def idx(self, axis: int, size: int) -> Node:
@@ -500,27 +350,6 @@ def _restrict(combo: Combo, out_combo: Combo) -> bool:
     """Whether a position of all expanded axes lies at this position of the output ones."""
     fixed = dict(combo)
     return all(fixed[a] == i for a, i in out_combo)
-
-
-def _mask_conditions(ast: LazyOp, dtype_of_node) -> set[int]:
-    """The comparisons whose results only ever feed the condition of a WHERE on float32/int32
-    values: only those may be vector masks (a bool vector has no other use)."""
-    users: dict[int, list[LazyOp]] = {}
-    nodes: dict[int, LazyOp] = {}
-    for node in ast.walk():
-        nodes[id(node)] = node
-        for s in node.src:
-            users.setdefault(id(s), [])
-            if all(u is not node for u in users[id(s)]):
-                users[id(s)].append(node)
-    ok = set()
-    for key, node in nodes.items():
-        if node.op not in (BinaryOps.CMPLT, BinaryOps.CMPEQ) or not users.get(key):
-            continue
-        if all(u.op is TernaryOps.WHERE and u.src[0] is node and node not in u.src[1:]
-               and vectorizable(dtype_of_node(u)) for u in users[key]):
-            ok.add(key)
-    return ok
 
 
 def _postorder(root: LazyOp, into_reduce: bool = False, known: dict | None = None) -> list[LazyOp]:

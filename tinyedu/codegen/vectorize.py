@@ -20,11 +20,12 @@ from typing import Any, Union
 
 from tinyedu.codegen.uops import VECTOR_ALU_OPS, UOp, UOpBuilder, UOps, VectorDType, is_vector, scalar_of
 from tinyedu.dtype import DType, dtypes
-from tinyedu.ops import BinaryOps, TernaryOps
+from tinyedu.ops import BinaryOps, LazyOp, TernaryOps
 from tinyedu.shape import Node, Variable
 from tinyedu.shape.rules import base_and_coefficient, terms_and_constant
 
 Value = Union[UOp, tuple[UOp, ...]]
+LANE = "lane"  # the name of the index variable of the vector axis, in index expressions
 
 
 def vectorizable(dtype: DType) -> bool:
@@ -121,6 +122,27 @@ def horizontal(b: UOpBuilder, op: Any, value: Value, width: int) -> UOp:
         value = (value,) * width
     lanes = list(as_lanes(b, value, width))
     return tree(b, op, lanes, dtype_of(value), 1)  # type: ignore[return-value]
+
+
+def mask_conditions(ast: LazyOp, dtype_of_node) -> set[int]:
+    """The comparisons whose results only ever feed the condition of a WHERE on float32/int32
+    values: only those may be vector masks (a bool vector has no other use)."""
+    users: dict[int, list[LazyOp]] = {}
+    nodes: dict[int, LazyOp] = {}
+    for node in ast.walk():
+        nodes[id(node)] = node
+        for s in node.src:
+            users.setdefault(id(s), [])
+            if all(u is not node for u in users[id(s)]):
+                users[id(s)].append(node)
+    ok = set()
+    for key, node in nodes.items():
+        if node.op not in (BinaryOps.CMPLT, BinaryOps.CMPEQ) or not users.get(key):
+            continue
+        if all(u.op is TernaryOps.WHERE and u.src[0] is node and node not in u.src[1:]
+               and vectorizable(dtype_of_node(u)) for u in users[key]):
+            ok.add(key)
+    return ok
 
 
 def bool_vector(width: int) -> VectorDType:
