@@ -200,7 +200,6 @@ class Linearizer:
             return tuple(b.assign(a, v) for a, v in zip(acc, as_lanes(b, new, width), strict=True))
         return b.assign(acc, as_vector(b, new, width) if width > 1 else new)
 
-
     # ---- the STORE ----
     def store(self) -> None:
         k = self.kernel
@@ -226,7 +225,6 @@ class Linearizer:
         for n, v in enumerate(lanes):
             where = index.substitute({LANE: n}) if width > 1 else index
             b.emit(UOps.STORE, None, (buffer, self.index(where), v), hoist=False)
-
 
     # ---- values of AST nodes ----
     def idx(self, axis: int, size: int) -> Node:
