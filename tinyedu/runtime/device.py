@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
 from typing import Any, Callable, Protocol
 
 import numpy as np
@@ -29,11 +30,61 @@ from tinyedu.ops import LazyOp
 ALIGNMENT = 64  # bytes: one cache line, and one AVX-512 register
 
 
-def aligned_empty(size: int, dtype: DType) -> np.ndarray:
-    """An uninitialised array of `size` elements whose memory starts on a 64-byte boundary."""
-    raw = np.empty(size * dtype.itemsize + ALIGNMENT, dtype=np.uint8)
+def aligned_empty(size: int, dtype: DType, raw: np.ndarray | None = None) -> np.ndarray:
+    """An uninitialised array of `size` elements whose memory starts on a 64-byte boundary (carved
+    out of `raw`, bytes with room for the alignment, when given)."""
+    if raw is None:
+        raw = np.empty(size * dtype.itemsize + ALIGNMENT, dtype=np.uint8)
     start = -raw.ctypes.data % ALIGNMENT
     return raw[start:start + size * dtype.itemsize].view(dtype.np)
+
+
+class MemoryPool:
+    """Memory of freed buffers, kept to be handed out again to a buffer of the same size.
+
+    Why: fresh memory from the operating system is mapped page by page on first touch, so a kernel
+    writing a new 64 MB output spends about as long in page faults as in its own work, and freeing
+    it unmaps it again. Reusing the memory of a buffer that died (a previous output of the same
+    kernel, an intermediate of the last step) skips both. Only large buffers are kept (small ones
+    are cheap to allocate), at most LIMIT bytes in all, oldest dropped first; and only memory that
+    nothing else can still see (no numpy view of it survives the buffer; see Buffer.__del__).
+    """
+
+    SMALLEST = 1 << 18   # bytes: below this, allocating is cheap
+    LIMIT = 1 << 29      # bytes kept at most (512 MB)
+
+    def __init__(self) -> None:
+        self.free: dict[int, list[np.ndarray]] = {}
+        self.order: list[np.ndarray] = []  # oldest first, for dropping
+        self.bytes = 0
+
+    def take(self, nbytes: int) -> np.ndarray | None:
+        arrays = self.free.get(nbytes)
+        if not arrays:
+            return None
+        raw = arrays.pop()
+        self.order = [r for r in self.order if r is not raw]
+        self.bytes -= raw.nbytes
+        return raw
+
+    def give(self, raw: np.ndarray) -> None:
+        if raw.nbytes < self.SMALLEST or raw.nbytes > self.LIMIT:
+            return
+        while self.bytes + raw.nbytes > self.LIMIT and self.order:
+            oldest = self.order.pop(0)
+            self.free[oldest.nbytes] = [r for r in self.free[oldest.nbytes] if r is not oldest]
+            self.bytes -= oldest.nbytes
+        self.free.setdefault(raw.nbytes, []).append(raw)
+        self.order.append(raw)
+        self.bytes += raw.nbytes
+
+    def clear(self) -> None:
+        self.free.clear()
+        self.order.clear()
+        self.bytes = 0
+
+
+POOL = MemoryPool()
 
 
 def thread_count() -> int:
@@ -50,7 +101,9 @@ class Buffer:
 
     def __init__(self, device: str, size: int, dtype: DType):
         self.device, self.size, self.dtype = device, size, dtype
-        self._memory = aligned_empty(size, dtype)
+        self._raw = POOL.take(size * dtype.itemsize + ALIGNMENT)
+        self._memory = aligned_empty(size, dtype, self._raw)
+        self._raw = self._memory.base if self._raw is None else self._raw
         GlobalCounters.mem_used += self.nbytes
 
     @property
@@ -59,6 +112,12 @@ class Buffer:
 
     def __del__(self) -> None:
         GlobalCounters.mem_used -= self.nbytes
+        memory, raw = self.__dict__.pop("_memory", None), self.__dict__.pop("_raw", None)
+        # Back to the pool only if nothing else refers to this memory: references here are the local
+        # names, getrefcount's own argument and (for raw) the view's base. A numpy array made from
+        # as_numpy() and still alive holds one more, and its memory must not be handed out again.
+        if raw is not None and sys.getrefcount(memory) == 2 and sys.getrefcount(raw) == 3:
+            POOL.give(raw)
 
     def copyin(self, data: np.ndarray) -> "Buffer":
         flat = np.ascontiguousarray(data, dtype=self.dtype.np).reshape(-1)
