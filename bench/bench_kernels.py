@@ -168,7 +168,7 @@ def workloads(rng: np.random.Generator) -> list[Row]:
 
 def print_rows(rows: list[Row], probes: dict[str, float]) -> None:
     labels = [label for label in ("numpy", "torch", "tinygrad") if any(label in r.times for r in rows)]
-    print(f"{'workload':28s} {'tinyedu':>9s} {'kernels':>9s} {'rate':>14s} {'of peak':>8s} "
+    print(f"{'workload':28s} {'tinyedu':>9s} {'kernels':>9s} {'rate':>14s} {'of roof':>8s} "
           + " ".join(f"{label:>9s} {'ratio':>6s}" for label in labels))
     print(f"{'(times in ms, best of ' + str(REPEAT) + ')':28s} {'e2e':>9s} {'only':>9s} {'(kernels)':>14s}")
     threads = int(probes["threads"])
@@ -182,6 +182,8 @@ def print_rows(rows: list[Row], probes: dict[str, float]) -> None:
             t = r.times.get(label)
             cells.append(f"{t * 1e3:9.3f} {t / r.times['tinyedu']:5.2f}x" if t else f"{'-':>9s} {'-':>6s}")
         print(" ".join(cells))
+    print("(of roof: GFLOPS rows against the peak FMA rate, GB/s rows against the copy bandwidth; a copy "
+          "reads and writes, a sum only reads, so a sum can pass 100%)")
 
 
 # ---- 3. the targets ----
