@@ -26,7 +26,8 @@ from tinyedu.codegen.kernel import Kernel
 from tinyedu.codegen.linearizer import linearize
 from tinyedu.codegen.opts import Opt, apply_opts
 from tinyedu.codegen.uops import UOp, uops_listing
-from tinyedu.helpers import debug_level, getenv
+from tinyedu.engine.beam import beam_opts
+from tinyedu.helpers import debug_level, getenv, prod
 from tinyedu.ops import LazyOp
 from tinyedu.runtime.device import Buffer, Device, Runner, install_lowering
 
@@ -93,14 +94,13 @@ def lower(device: str, ast: LazyOp) -> Program:
 
 
 def choose_opts(kernel: Kernel, device: str) -> None:
-    """Apply the opts the current mode picks: none, the heuristics', or the BEAM search's."""
+    """Apply the opts the current mode picks: none, the heuristics', or the BEAM search's (not for
+    small kernels, which the heuristics leave as written: a search would cost more than they run)."""
     mode = optimization_mode()
     if mode == "none":
         return
     backend = Device[device]
-    if mode == "beam":
-        from tinyedu.engine.beam import beam_opts
-
+    if mode == "beam" and prod(kernel.full_shape) >= heuristics.SMALL_KERNEL:  # small kernels: no search
         opts = beam_opts(kernel.ast, device, int(getenv("BEAM", 0)))
     else:
         opts = heuristics.hand_coded_optimizations(kernel, backend.vector_width, backend.threads())

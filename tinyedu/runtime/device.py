@@ -3,8 +3,8 @@
 A device is registered by name (NUMPY, PYTHON, C). All devices keep their memory in host numpy
 arrays (which the C backend passes to kernels as pointers), aligned to 64 bytes, a cache line, so
 that vector loads do not straddle two lines. The memory of large buffers that die is kept in a
-pool and handed to the next buffer of the same size (see MemoryPool). Each device supplies what the engine's lowering
-(tinyedu/engine/lower.py) needs to turn a kernel AST into a program:
+pool and handed to the next buffer of the same size (see MemoryPool). Each device supplies what
+the engine's lowering (tinyedu/engine/lower.py) needs to turn a kernel AST into a program:
 
 - `renderer(name, uops)`: the program's source (C: C source; PYTHON: the UOps themselves), or
   None for a device that interprets the AST as it is (NUMPY, the oracle);
