@@ -38,9 +38,7 @@ ACCUMULATORS = 16            # vector accumulators a register block aims for (AV
 # --8<-- [start:heuristics]
 def hand_coded_optimizations(kernel: Kernel, vector_width: int, threads: int) -> list[Opt]:
     """The opts for this kernel (applied to a copy: `kernel` itself is not changed)."""
-    k = Kernel(kernel.ast)
-    for opt in kernel.applied_opts:
-        apply_opt(k, opt)
+    k = kernel.copy()
     work = prod(k.full_shape)
     if work < SMALL_KERNEL or work == 0 or not k.full_shape:  # small, empty, or a single element
         return []
