@@ -88,9 +88,12 @@ class MemoryPool:
 POOL = MemoryPool()
 
 
+CORES = os.cpu_count() or 1
+
+
 def thread_count() -> int:
     """THREADS=n, default the number of cores: how many threads a kernel may use."""
-    threads = int(getenv("THREADS", os.cpu_count() or 1))
+    threads = int(getenv("THREADS", CORES))
     if threads < 1:
         raise ValueError(f"THREADS={threads}: expected a number of threads >= 1 (1 runs every kernel "
                          "on one thread)")
