@@ -29,7 +29,7 @@ from tinyedu.codegen.uops import UOp, uops_listing
 from tinyedu.engine.beam import beam_opts
 from tinyedu.helpers import debug_level, getenv, prod
 from tinyedu.ops import LazyOp
-from tinyedu.runtime.device import Buffer, Device, Runner, install_lowering
+from tinyedu.runtime.device import Device, Runner, install_lowering
 
 
 @dataclass
@@ -107,17 +107,6 @@ def choose_opts(kernel: Kernel, device: str) -> None:
     apply_opts(kernel, opts)
 
 
-# --8<-- [start:run]
-def run_program(program: Program, buffers: list[Buffer]) -> float:
-    """Run a lowered program on buffers ([out, *inputs]); the seconds it took.
-
-    Every kernel the engine runs goes through here, so this is the one place to observe (or
-    record) kernel runs.
-    """
-    start = time.perf_counter()
-    program.runner(buffers)
-    return time.perf_counter() - start
-# --8<-- [end:run]
 
 
 def show(program: Program) -> None:

@@ -1,7 +1,7 @@
 """Run a schedule: allocate each kernel's output, run it on its device, keep the counters.
 
 Each kernel is lowered to a program by tinyedu/engine/lower.py (Kernel -> opts -> UOps -> source ->
-binary, cached) and run with `run_program`.
+binary, cached), then run on its buffers here.
 
 Memory: the schedule is consumed as it runs, and a realized buffer forgets its sources, so an
 intermediate's memory is released (by reference counting) right after the last kernel reading it,
@@ -12,8 +12,10 @@ Importing this module installs it as the lazy graph's engine (see tinyedu/lazy.p
 
 from __future__ import annotations
 
+import time
+
 from tinyedu import lazy
-from tinyedu.engine.lower import lower, run_program, show
+from tinyedu.engine.lower import lower, show
 from tinyedu.engine.schedule import ScheduleItem, count_flops, create_schedule
 from tinyedu.helpers import GlobalCounters, debug_level, graph_enabled, prod
 from tinyedu.ops import LoadOps
@@ -48,7 +50,9 @@ def run_schedule(schedule: list[ScheduleItem]) -> None:
 def _run_kernel(item: ScheduleItem, buffer: Buffer) -> None:
     inputs = [x.realized for x in item.inputs]
     program = lower(item.out.device, item.ast)
-    elapsed = run_program(program, [buffer, *inputs])
+    start = time.perf_counter()
+    program.runner([buffer, *inputs])
+    elapsed = time.perf_counter() - start
     flops = count_flops(item.ast)
     moved = buffer.nbytes + sum(x.nbytes for x in inputs)
     GlobalCounters.kernel_count += 1
