@@ -8,7 +8,7 @@ what a user waits for) and the kernels alone (GlobalCounters). Ratios are other 
 end, so > 1 means tinyedu is faster. Then: the time to compile one kernel, and a cache hit.
 
 Threads are reported, not forced: numpy's matmul calls a multithreaded BLAS and PyTorch uses all
-cores, while tinyedu's kernels are single-threaded loops, so read the matmul rows with that in mind.
+cores, and so do tinyedu's optimized kernels (THREADS, see bench/bench_kernels.py for stage 5).
 PyTorch and tinygrad columns appear when they are installed (tinygrad's CPU backend needs clang).
 """
 

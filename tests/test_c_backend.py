@@ -157,8 +157,9 @@ def test_generated_reduce_source():
         void r_4_17(float* restrict data0, const float* restrict data1) {
           for (int gidx0 = 0; gidx0 < 4; gidx0++) {
             float acc0 = -INFINITY;
+            int alu0 = gidx0*16;
             for (int ridx0 = 0; ridx0 < 17; ridx0++) {
-              float val0 = (ridx0>0) ? data1[((gidx0*16)+ridx0)-1] : 0.0f;
+              float val0 = (ridx0>0) ? data1[(alu0+ridx0)-1] : 0.0f;
               acc0 = max_float32(acc0, val0);
             }
             data0[gidx0] = acc0;
@@ -302,11 +303,14 @@ def test_sanitizer_catches_an_out_of_bounds_read():
 
 def test_op_tests_run_clean_under_address_and_ub_sanitizers():
     """Pads, shrinks, flips, strides and reductions on C, with ASan + UBSan watching every access:
-    the edge-value tests above, random programs (test_differential.py) and a slice of test_ops.py."""
+    the edge-value tests above, random programs (test_differential.py), a slice of test_ops.py, and
+    random opts (vector loads at padded and strided edges, packed tiles, threads) from test_opts.py."""
     env = _sanitized_env()
     pytest = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider"]
     runs = [pytest + [__file__, "-k", "(test_edge_values_match_numpy or test_int_min_division) and C]"],
-            pytest + [str(REPO / "tests" / "test_differential.py")]]
+            pytest + [str(REPO / "tests" / "test_differential.py")],
+            pytest + [str(REPO / "tests" / "test_opts.py"), "-k", "random and (padded or strided or conv or "
+                      "odd or rows)"]]
     op_tests = REPO / "tests" / "test_ops.py"
     if op_tests.exists():
         chosen = "(test_movement or test_reduce_non_contiguous or test_reduce_over_nothing) and [C-"

@@ -5,7 +5,8 @@ chain of steps: movement ops (reshape, permute, expand, pad, shrink, flip, strid
 ops with a second input that broadcasts, reduces, and `contiguous` (a kernel boundary). The same
 program runs with `device=` each device. NUMPY shares no code with the linearizer or the C
 renderer, so any disagreement is a bug in one of them (and PYTHON, which runs the UOps directly,
-says which). When a test fails, Hypothesis prints the smallest program it found that fails.
+says which). When a test fails, Hypothesis prints the smallest program it found that fails. The
+second test runs programs again with the heuristics' opts on every kernel, however small.
 """
 
 from __future__ import annotations
@@ -150,3 +151,27 @@ def test_c_python_and_numpy_agree(program: tuple[np.ndarray, list[Step]]):
     assert_same("C", run("C", data, steps), expected, steps)
     if work(data, steps) <= PYTHON_MAX_WORK:
         assert_same("PYTHON", run("PYTHON", data, steps), expected, steps)
+
+
+@settings(max_examples=max(EXAMPLES // 4, 10), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(programs())
+def test_c_python_and_numpy_agree_with_opts_on_every_kernel(program: tuple[np.ndarray, list[Step]]):
+    """The same programs with the heuristics' opts on every kernel, however small (vectors, register
+    blocks, threads...): C and PYTHON run the optimized UOps, NUMPY the AST."""
+    from tinyedu.codegen import heuristics
+    from tinyedu.runtime.device import Device
+
+    saved = heuristics.SMALL_KERNEL, heuristics.THREAD_MIN_WORK
+    heuristics.SMALL_KERNEL = heuristics.THREAD_MIN_WORK = 0
+    try:
+        for device in ("C", "PYTHON"):
+            Device[device].programs.clear()  # programs lowered without these opts must not be reused
+        data, steps = program
+        expected = run("NUMPY", data, steps)
+        assert_same("C", run("C", data, steps), expected, steps)
+        if work(data, steps) <= PYTHON_MAX_WORK:
+            assert_same("PYTHON", run("PYTHON", data, steps), expected, steps)
+    finally:
+        heuristics.SMALL_KERNEL, heuristics.THREAD_MIN_WORK = saved
+        for device in ("C", "PYTHON"):
+            Device[device].programs.clear()

@@ -13,17 +13,45 @@ The result is the *full shape*, e.g. (4, 16), with `first_reduce` = 1 telling wh
 axes start. Output-shaped buffers have size 1 on the reduce axes: they are read (and written) with
 index 0 there, outside the reduce loops.
 
-`applied_opts` is where optimizations (splitting loops, unrolling, vectorizing) will be recorded;
-each one is a small reshape/permute of these same ShapeTrackers. None are applied yet.
+Optimizations (stage 5, tinyedu/codegen/opts.py) change the loops without changing the result, and
+each one is again only a reshape and a permute of these same ShapeTrackers: split an axis of size
+n into (n/k, k), and move the k part elsewhere. Every axis has a *kind* that says what the
+linearizer makes of it, and the kinds always come in this order:
+
+    THREAD | LOOP ... | REDUCE ... | UPCAST and UNROLL ...
+    one loop split    output loops  reduce loops  not loops: written out k times in the loop body
+    across threads                                 (UPCAST: k outputs, UNROLL: k reduce steps)
+
+The opts applied so far are in `applied_opts`, printed with the kernel.
 """
 
 from __future__ import annotations
+
+import copy
+from enum import Enum
+from typing import TYPE_CHECKING
 
 from tinyedu.helpers import dedup, prod
 from tinyedu.ops import BufferOps, ConstBuffer, LazyOp, MemBuffer, ReduceOps
 from tinyedu.shape import ShapeTracker
 
+if TYPE_CHECKING:
+    from tinyedu.codegen.opts import Opt
+
 Leaf = MemBuffer | ConstBuffer
+
+
+class AxisKind(Enum):
+    """What the linearizer makes of one axis of the full shape."""
+
+    THREAD = "thread"   # the outermost loop, its iterations shared by several threads
+    LOOP = "loop"       # an output loop (gidx)
+    REDUCE = "reduce"   # a reduce loop (ridx)
+    UNROLL = "unroll"   # a reduce axis written out in the loop body: one accumulator per position
+    UPCAST = "upcast"   # an output axis written out in the loop body: a block of outputs (a vector)
+
+
+EXPANDED = (AxisKind.UPCAST, AxisKind.UNROLL)
 
 
 class Kernel:
@@ -39,7 +67,10 @@ class Kernel:
             raise ValueError("Kernel: an AST may hold one REDUCE (possibly repeated), found different ones: "
                              + ", ".join(f"{r.op.name} over {r.arg}" for r in dedup(reduces)))
         self.reduceop: LazyOp | None = reduces[0] if reduces else None
-        self.applied_opts: list[str] = []
+        self.applied_opts: list[Opt] = []
+        self.threads = 1                          # set by a THREAD opt
+        self.packs: list[tuple[int, int]] = []    # (buffer position, loop axis) of each PACK opt
+        self.linearized = False                   # set by the linearizer: no opts after that
 
         below = dedup(leaf.arg for leaf in self.reduceop.leaves) if self.reduceop else []
         above = dedup(leaf.arg for leaf in _leaves_above_reduce(ast))
@@ -64,8 +95,9 @@ class Kernel:
         # bufs[0] is the output; then every distinct leaf (a buffer read through one view, or a const)
         self.bufs: list[Leaf] = [store] + dedup(below + above)
         self.sts: list[ShapeTracker] = [to_full(store_st)] + [to_full(b.st) for b in self.bufs[1:]]
-        self._st_of = {b: st for b, st in zip(self.bufs[1:], self.sts[1:], strict=True)}
         # --8<-- [end:full-shape]
+        self.kinds: list[AxisKind] = [AxisKind.LOOP] * self.first_reduce + \
+            [AxisKind.REDUCE] * (len(self.full_shape) - self.first_reduce)
 
     def _shapes(self, below: list[Leaf], above: list[Leaf]) -> tuple[str, tuple, tuple]:
         """The kernel's name, input shape and output shape; errors when the leaves disagree."""
@@ -88,36 +120,114 @@ class Kernel:
                              f"output shape {output_shape}")
         return name, input_shape, output_shape
 
+    def copy(self) -> Kernel:
+        """An independent copy (to try opts on): the ShapeTrackers are immutable, the lists are copied."""
+        other = copy.copy(self)
+        other.sts, other.kinds, other.bufs = list(self.sts), list(self.kinds), list(self.bufs)
+        other.applied_opts, other.packs = list(self.applied_opts), list(self.packs)
+        return other
+
     # ---- what the linearizer asks ----
     def st_of(self, leaf: Leaf) -> ShapeTracker:
         """The ShapeTracker of a LOAD/CONST leaf, in the full shape."""
-        return self._st_of[leaf]
+        return self.sts[self.bufs.index(leaf, 1)]
 
     @property
     def output_shape(self) -> tuple[int, ...]:
         """The full shape with the reduce axes at size 1: the shape of bufs[0]."""
         return self.sts[0].shape
 
+    def is_reduce_axis(self, axis: int) -> bool:
+        """True for an axis that is reduced: the output does not span it."""
+        return self.output_shape[axis] == 1 and self.full_shape[axis] != 1
+
+    @property
+    def loop_axes(self) -> list[int]:
+        """The axes that are loops (THREAD, LOOP, REDUCE), outermost first."""
+        return [a for a, kind in enumerate(self.kinds) if kind not in EXPANDED]
+
+    @property
+    def expanded_axes(self) -> list[int]:
+        """The UPCAST and UNROLL axes: written out in the loop body, innermost last."""
+        return [a for a, kind in enumerate(self.kinds) if kind in EXPANDED]
+
     @property
     def loop_names(self) -> list[str]:
-        """`gidx0, gidx1, ...` for the output axes, `ridx0, ...` for the reduce axes."""
-        return [f"gidx{a}" for a in range(self.first_reduce)] + \
-               [f"ridx{a}" for a in range(len(self.full_shape) - self.first_reduce)]
+        """One name per axis: `tidx0` for the thread loop, `gidx0, ...` for output loops, `ridx0, ...`
+        for reduce loops; an expanded axis is named after its kind and size (`upcast16`)."""
+        names, counts = [], {"t": 0, "g": 0, "r": 0}
+        for axis, kind in enumerate(self.kinds):
+            if kind in EXPANDED:
+                names.append(f"{kind.value}{self.full_shape[axis]}")
+                continue
+            letter = "t" if kind is AxisKind.THREAD else "r" if self.is_reduce_axis(axis) else "g"
+            names.append(f"{letter}idx{counts[letter]}")
+            counts[letter] += 1
+        return names
 
     def __str__(self) -> str:
-        loops = [f"{name}<{size}" for name, size in zip(self.loop_names, self.full_shape, strict=True)]
-        lines = [f"Kernel {self.name}: full shape {self.full_shape}, first_reduce={self.first_reduce}",
-                 f"  loops: {' '.join(loops[:self.first_reduce]) or '(none)'}"
-                 + (f" | reduce {self.reduceop.op.name}: {' '.join(loops[self.first_reduce:])}"
-                    if self.reduceop else "")]
+        names, reduce_at = self.loop_names, self.first_reduce
+        loops = {a: f"{names[a]}<{self.full_shape[a]}" + (f" ({self.threads} threads)"
+                                                          if self.kinds[a] is AxisKind.THREAD else "")
+                 for a in self.loop_axes}
+        output = [text for a, text in loops.items() if a < reduce_at]
+        reduce = [text for a, text in loops.items() if a >= reduce_at]
+        lines = [f"Kernel {self.name}: full shape {self.full_shape}, first_reduce={reduce_at}",
+                 f"  loops: {' '.join(output) or '(none)'}"
+                 + (f" | reduce {self.reduceop.op.name}: {' '.join(reduce)}" if self.reduceop else "")]
+        expanded = [f"{names[a]} (axis {a})" for a in self.expanded_axes]
+        if expanded:
+            lines.append(f"  expanded in the loop body: {' '.join(expanded)}")
         for number, (buf, st) in enumerate(zip(self.bufs, self.sts, strict=True)):
             kind = "STORE" if number == 0 else ("LOAD" if isinstance(buf, MemBuffer) else "CONST")
             what = f"buf{buf.idx}" if isinstance(buf, MemBuffer) else f"{buf.val}"
             views = ", ".join(f"strides={v.strides} offset={v.offset}" + (f" mask={v.mask}" if v.mask else "")
                               for v in st.views)
-            lines.append(f"  {kind:5s} {what} {buf.dtype.name} shape={st.shape} {views}")
+            packed = [axis for position, axis in self.packs if position == number]
+            lines.append(f"  {kind:5s} {what} {buf.dtype.name} shape={st.shape} {views}"
+                         + (f" (packed before {names[packed[0]]})" if packed else ""))
         lines.append(f"  applied opts: {self.applied_opts}")
         return "\n".join(lines)
+
+    # ---- the two moves every opt is made of (see tinyedu/codegen/opts.py) ----
+    # --8<-- [start:moves]
+    def split_axis(self, axis: int, inner: int) -> None:
+        """Axis `axis` of size n becomes two, (n // inner, inner), in every ShapeTracker.
+
+        A buffer that does not span the axis (size 1 there, e.g. the output on a reduce axis) gets
+        (1, 1). Both new axes keep the old one's kind.
+        """
+        size = self.full_shape[axis]
+        assert size % inner == 0, f"split_axis: {inner} does not divide {size}"
+        self.sts = [st.reshape(st.shape[:axis] + ((size // inner, inner) if st.shape[axis] == size
+                                                  else (1, 1)) + st.shape[axis + 1:]) for st in self.sts]
+        self.full_shape = self.full_shape[:axis] + (size // inner, inner) + self.full_shape[axis + 1:]
+        self.kinds.insert(axis, self.kinds[axis])
+        self.first_reduce += axis < self.first_reduce
+
+    def move_axis(self, axis: int, to: int, kind: AxisKind) -> None:
+        """Move axis `axis` to position `to` (a permute of every ShapeTracker) and give it `kind`."""
+        order = list(range(len(self.full_shape)))
+        order.insert(to, order.pop(axis))
+        self.sts = [st.permute(order) for st in self.sts]
+        self.full_shape = tuple(self.full_shape[a] for a in order)
+        self.kinds.pop(axis)
+        self.kinds.insert(to, kind)
+        self._count_output_loops()
+    # --8<-- [end:moves]
+
+    def drop_ones(self) -> None:
+        """Remove axes of size 1 (what is left of an axis split by its own size): no loop runs once."""
+        keep = [a for a, size in enumerate(self.full_shape) if size != 1]
+        self.sts = [st.reshape(tuple(st.shape[a] for a in keep)) for st in self.sts]
+        self.full_shape = tuple(self.full_shape[a] for a in keep)
+        self.kinds = [self.kinds[a] for a in keep]
+        self._count_output_loops()
+
+    def _count_output_loops(self) -> None:
+        # the output loops (THREAD over outputs, LOOP) come first: first_reduce is where they end
+        self.first_reduce = sum(1 for a, k in enumerate(self.kinds)
+                                if k in (AxisKind.LOOP, AxisKind.THREAD) and not self.is_reduce_axis(a))
 
 
 def _leaves_above_reduce(ast: LazyOp) -> list[LazyOp]:
@@ -131,4 +241,3 @@ def _leaves_above_reduce(ast: LazyOp) -> list[LazyOp]:
             found.append(node)
         stack.extend(reversed(node.src))
     return found
-

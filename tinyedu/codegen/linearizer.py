@@ -11,74 +11,49 @@ The shape of every program it writes is the same:
 
 Where a buffer is read, its ShapeTracker says at which index (and whether the position is valid at
 all, for padding): `st.expr_idxs(loop variables)` gives two symbolic expressions, which become
-integer ALU UOps through `Node.render_with` with the handler table `INDEX_OPS` below. A position
-that is not valid reads 0: the LOAD carries the validity as a gate.
+integer ALU UOps through `Node.render_with` with the handler table `INDEX_OPS` (in index.py). A
+position that is not valid reads 0: the LOAD carries the validity as a gate.
+
+With opts (stage 5, tinyedu/codegen/opts.py) the same program gets four more features:
+- UPCAST and UNROLL axes are not loops: the loop body is written out once per position of them
+  (a *combo*), with that position as a constant in the index expressions. Each UNROLL position has
+  its own accumulator; they are combined after the reduce loops.
+- The innermost of them is a *vector axis* when a buffer is contiguous along it: every value is
+  then W lanes wide (see tinyedu/codegen/vectorize.py), loads and stores along it are vector
+  LOAD/STORE, and a sum over an UNROLL vector axis ends with a horizontal sum of the lanes.
+- A THREAD loop is a RANGE whose iterations threads share; over a reduce axis, each thread writes
+  its partial result into a local array, and the partials are combined after the loop, in order.
+- A PACK copies a buffer's tile into a local array before a loop, and the loads inside read that.
+  (These two, the opts that need a local array, are in local_arrays.py.)
+In an optimized kernel a SUM of products accumulates with MULACC (a fused multiply-add).
 """
 
 from __future__ import annotations
 
-from tinyedu.codegen.kernel import Kernel
-from tinyedu.codegen.uops import UOp, UOpBuilder, UOps, lowest_value
+import itertools
+from typing import Any
+
+from tinyedu.codegen import local_arrays
+from tinyedu.codegen.index import INDEX_OPS  # noqa: F401 - also imported from here by notebook 04
+from tinyedu.codegen.kernel import AxisKind, Kernel
+from tinyedu.codegen.uops import FusedOps, UOp, UOpBuilder, UOps, VectorDType, lowest_value
+from tinyedu.codegen.vectorize import (
+    LANE,
+    Value,
+    alu,
+    as_lanes,
+    as_vector,
+    dtype_of,
+    horizontal,
+    is_uniform,
+    lane_stride,
+    mask_conditions,
+    tree,
+    vectorizable,
+)
 from tinyedu.dtype import DType, dtypes
 from tinyedu.ops import BinaryOps, BufferOps, LazyOp, MemBuffer, ReduceOps, TernaryOps, UnaryOps
-from tinyedu.shape import AndNode, DivNode, LtNode, ModNode, MulNode, Node, NumNode, SumNode, Variable
-
-# ---- symbolic index expressions -> integer UOps ----
-# ctx is (builder, {loop name: RANGE uop}); every handler returns a UOp.
-
-
-# --8<-- [start:index-ops]
-def _variable(n: Variable, ops: dict, ctx: tuple) -> UOp:
-    return ctx[1][n.name]
-
-
-def _binary(op: BinaryOps):
-    return lambda n, ops, ctx: ctx[0].alu(op, n.a.render_with(ops, ctx), ctx[0].const(n.b, dtypes.int32))
-
-
-def _sum(n: SumNode, ops: dict, ctx: tuple) -> UOp:
-    """a + b*3 - c - 2: positive terms are added, negative ones subtracted (so a flip reads `3-gidx0`)."""
-    b = ctx[0]
-    plus = [t for t in n.nodes if not isinstance(t, NumNode) and not (isinstance(t, MulNode) and t.b < 0)]
-    minus = [MulNode(t.a, -t.b) if t.b != -1 else t.a for t in n.nodes if isinstance(t, MulNode) and t.b < 0]
-    constant = sum(t.b for t in n.nodes if isinstance(t, NumNode))
-    total = b.const(0, dtypes.int32)
-    for term in plus:
-        total = b.alu(BinaryOps.ADD, total, term.render_with(ops, ctx))
-    if constant > 0 or not plus:
-        total = b.alu(BinaryOps.ADD, total, b.const(constant, dtypes.int32))
-    for term in minus:
-        total = b.alu(BinaryOps.SUB, total, term.render_with(ops, ctx))
-    if constant < 0 and plus:
-        total = b.alu(BinaryOps.SUB, total, b.const(-constant, dtypes.int32))
-    return total
-
-
-def _less_than(n: LtNode, ops: dict, ctx: tuple) -> UOp:
-    b = ctx[0]
-    if isinstance(n.a, MulNode) and n.a.b == -1:  # -x < c  is  -c < x: no negation needed
-        return b.alu(BinaryOps.CMPLT, b.const(-n.b, dtypes.int32), n.a.a.render_with(ops, ctx))
-    return b.alu(BinaryOps.CMPLT, n.a.render_with(ops, ctx), b.const(n.b, dtypes.int32))
-
-
-def _and(n: AndNode, ops: dict, ctx: tuple) -> UOp:
-    result = n.nodes[0].render_with(ops, ctx)
-    for child in n.nodes[1:]:
-        result = ctx[0].alu(BinaryOps.MUL, result, child.render_with(ops, ctx))  # bool MUL is AND
-    return result
-
-
-INDEX_OPS = {
-    NumNode: lambda n, ops, ctx: ctx[0].const(n.b, dtypes.int32),
-    Variable: _variable,
-    MulNode: _binary(BinaryOps.MUL),
-    DivNode: _binary(BinaryOps.DIV),
-    ModNode: _binary(BinaryOps.MOD),
-    SumNode: _sum,
-    LtNode: _less_than,
-    AndNode: _and,
-}
-# --8<-- [end:index-ops]
+from tinyedu.shape import Node, NumNode, Variable
 
 
 def ast_dtype(node: LazyOp, known: dict[int, DType]) -> DType:
@@ -92,16 +67,27 @@ def ast_dtype(node: LazyOp, known: dict[int, DType]) -> DType:
     return known[id(node.src[-1])]
 
 
-class Linearizer:
-    """Lowers one Kernel to UOps. `Linearizer(kernel).linearize()` returns the list."""
+Combo = tuple[tuple[int, int], ...]   # a position of the expanded axes: ((axis, index), ...)
 
-    def __init__(self, kernel: Kernel):
-        self.kernel = kernel
+
+class Linearizer:
+    """Lowers one Kernel to UOps. `Linearizer(kernel).linearize()` returns the list.
+
+    `max_vector` is the widest vector the target has (lanes of float32): a vector axis wider than
+    that is written out lane by lane instead.
+    """
+
+    def __init__(self, kernel: Kernel, max_vector: int = 16):
+        self.kernel, self.max_vector = kernel, max_vector
         self.b = UOpBuilder()
         self.loops: dict[str, UOp] = {}
-        self.memo: dict[int, UOp] = {}       # id(AST node) -> its value (the AST repeats objects)
+        self.memo: dict[tuple, Value] = {}   # (id(AST node), combo, width) -> its value
         self.dtypes: dict[int, DType] = {}
-        self.reduce_result: UOp | None = None
+        self.reduce_results: dict[Combo, Value] = {}
+        self.mulacc = bool(kernel.applied_opts)  # fused multiply-add is an optimization, like the opts
+        self.vector_axis = self._vector_axis()
+        self.width = kernel.full_shape[self.vector_axis] if self.vector_axis is not None else 1
+        self.masks = mask_conditions(kernel.ast, self._dtype)
 
     def index(self, node: Node) -> UOp:
         return node.render_with(INDEX_OPS, (self.b, self.loops))
@@ -109,56 +95,160 @@ class Linearizer:
     # --8<-- [start:linearize]
     def linearize(self) -> list[UOp]:
         k, b = self.kernel, self.b
+        k.linearized = True
         buffers = {buf.idx: buf.dtype for buf in k.bufs if isinstance(buf, MemBuffer)}
         self.globals = {idx: b.emit(UOps.DEFINE_GLOBAL, buffers[idx], (), idx) for idx in sorted(buffers)}
-        if 0 in k.full_shape[:k.first_reduce]:
+        # where each LOAD leaf reads from: its buffer through its view (a PACK swaps in a local copy)
+        self.sources = {pos: (self.globals[buf.idx], k.sts[pos]) for pos, buf in enumerate(k.bufs)
+                        if pos > 0 and isinstance(buf, MemBuffer)}
+        self.positions = {buf: pos for pos, buf in enumerate(k.bufs) if pos > 0}
+        if any(size == 0 for a, size in enumerate(k.full_shape) if not k.is_reduce_axis(a)):
             return b.uops  # an empty output: there is nothing to compute
-        names = k.loop_names
-        for name, size in zip(names[:k.first_reduce], k.full_shape[:k.first_reduce], strict=True):
-            self.loops[name] = b.open_range(name, size)
-        if k.reduceop is not None:
-            self.reduce_result = self.lower_reduce(k.reduceop)
-        store = k.bufs[0]
-        value = self.lower(k.ast.src[0])
-        if value.dtype != store.dtype:
-            value = b.emit(UOps.CAST, store.dtype, (value,))
-        index, valid = k.sts[0].expr_idxs(self.idxs_for(k.sts[0].shape))
-        if not (isinstance(valid, NumNode) and valid.b == 1):
-            raise NotImplementedError(f"Kernel {k.name}: STORE through a masked view {k.sts[0]}")
-        b.emit(UOps.STORE, None, (self.globals[store.idx], self.index(index), value), hoist=False)
-        for _ in range(k.first_reduce):
+        output_loops = [a for a in k.loop_axes if not k.is_reduce_axis(a)]
+        for axis in output_loops:
+            self.open_loop(axis)
+        if k.reduceop is not None and k.kinds and k.kinds[0] is AxisKind.THREAD and k.is_reduce_axis(0):
+            self.reduce_results = local_arrays.lower_thread_reduce(self, k.reduceop)
+        elif k.reduceop is not None:
+            self.reduce_results = self.lower_reduce(k.reduceop)
+        self.store()
+        for _ in output_loops:
             b.close_range()
         return b.uops
     # --8<-- [end:linearize]
 
+    def open_loop(self, axis: int) -> UOp:
+        """Open the loop of `axis` (after copying the tiles that are packed before it)."""
+        k = self.kernel
+        for position, pack_axis in k.packs:
+            if pack_axis == axis:
+                local_arrays.pack(self, position, axis)
+        name = k.loop_names[axis]
+        threads = k.threads if k.kinds[axis] is AxisKind.THREAD else 1
+        self.loops[name] = self.b.open_range(name, k.full_shape[axis], threads)
+        return self.loops[name]
+
+    # ---- positions of the expanded axes ----
+    def combos(self, reduce: bool) -> list[Combo]:
+        """Every position of the expanded axes other than the vector axis (UNROLL ones only if
+        `reduce`, i.e. below the REDUCE), first axis slowest."""
+        k = self.kernel
+        axes = [a for a in k.expanded_axes
+                if a != self.vector_axis and (reduce or k.kinds[a] is AxisKind.UPCAST)]
+        return [tuple(zip(axes, position, strict=True))
+                for position in itertools.product(*(range(k.full_shape[a]) for a in axes))]
+
+    def width_above(self) -> int:
+        """Lanes of the values above the REDUCE: the vector axis counts only if it is an output axis."""
+        k = self.kernel
+        upcast = self.vector_axis is not None and k.kinds[self.vector_axis] is AxisKind.UPCAST
+        return self.width if upcast else 1
+
     # --8<-- [start:reduce]
-    def lower_reduce(self, reduce: LazyOp) -> UOp:
+    def lower_reduce(self, reduce: LazyOp) -> dict[Combo, Value]:
         """acc = identity; for ridx...: acc = acc op x; the value after the loops is the result.
 
-        Values that do not depend on a loop are computed before it (see UOpBuilder), which is only
-        safe if the loop runs at least once: so an empty reduce (or output) emits no loops at all.
+        One accumulator per position of the UPCAST and UNROLL axes (a vector one along the vector
+        axis); after the loops, the UNROLL accumulators of each output are combined, and a vector
+        axis that was reduced is summed across its lanes. Values that do not depend on a loop are
+        computed before it (see UOpBuilder), which is only safe if the loop runs at least once: so
+        an empty reduce (or output) emits no loops at all.
         """
-        k, b = self.kernel, self.b
+        k, b, width = self.kernel, self.b, self.width
         dtype = self._dtype(reduce.src[0])
         identity = 0 if reduce.op is ReduceOps.SUM else lowest_value(dtype)
-        if 0 in k.full_shape[k.first_reduce:]:
-            return b.const(identity, dtype)  # reducing no elements gives the identity (NUMPY does too)
-        acc = b.define_acc(identity, dtype)
-        names = k.loop_names
-        for name, size in zip(names[k.first_reduce:], k.full_shape[k.first_reduce:], strict=True):
-            self.loops[name] = b.open_range(name, size)
-        x = self.lower(reduce.src[0])
-        result = b.assign(acc, b.alu(BinaryOps.ADD if reduce.op is ReduceOps.SUM else BinaryOps.MAX, acc, x))
-        for _ in names[k.first_reduce:]:
+        op = BinaryOps.ADD if reduce.op is ReduceOps.SUM else BinaryOps.MAX
+        reduce_loops = [a for a in k.loop_axes if k.is_reduce_axis(a) and k.kinds[a] is not AxisKind.THREAD]
+        if any(k.full_shape[a] == 0 for a in reduce_loops + k.expanded_axes):
+            # reducing no elements gives the identity (NUMPY does too)
+            return {combo: b.const(identity, dtype) for combo in self.combos(reduce=False)}
+        combos = self.combos(reduce=True)
+        accs = {combo: self.define_acc(identity, dtype, width) for combo in combos}
+        for axis in reduce_loops:
+            self.open_loop(axis)
+        for combo in combos:
+            accs[combo] = self.accumulate(reduce, op, accs[combo], combo)
+        for _ in reduce_loops:
             b.close_range()
-        return result
+        results = {}
+        for out_combo in self.combos(reduce=False):
+            parts = [accs[c] for c in combos if _restrict(c, out_combo)]
+            total = tree(b, op, parts, dtype, width)
+            if self.width_above() == 1 and width > 1:  # the vector axis was reduced: sum its lanes
+                total = horizontal(b, op, total, width)
+            results[out_combo] = total
+        return results
     # --8<-- [end:reduce]
+
+    def define_acc(self, identity: Any, dtype: DType, width: int) -> Value:
+        if width == 1:
+            return self.b.define_acc(identity, dtype)
+        if vectorizable(dtype):
+            return self.b.define_acc(identity, VectorDType(dtype, width))
+        return tuple(self.b.define_acc(identity, dtype) for _ in range(width))
+
+    def accumulate(self, reduce: LazyOp, op: BinaryOps, acc: Value, combo: Combo) -> Value:
+        """acc = acc op x (or acc = MULACC(a, b, acc) for a sum of products a*b) at this position."""
+        b, width, src = self.b, self.width, reduce.src[0]
+        dtype = self._dtype(src)
+        if self.mulacc and op is BinaryOps.ADD and src.op is BinaryOps.MUL and dtype.is_float:
+            factors = [self.lower(s, combo, width) for s in src.src]
+            new = alu(b, FusedOps.MULACC, [*factors, acc], dtype, width)
+        else:
+            new = alu(b, op, [acc, self.lower(src, combo, width)], dtype, width)
+        if isinstance(acc, tuple):
+            return tuple(b.assign(a, v) for a, v in zip(acc, as_lanes(b, new, width), strict=True))
+        return b.assign(acc, as_vector(b, new, width) if width > 1 else new)
+
+    # ---- the STORE ----
+    def store(self) -> None:
+        k = self.kernel
+        out, width = k.bufs[0], self.width_above()
+        for combo in self.combos(reduce=False):
+            value = self.lower(k.ast.src[0], combo, width)
+            if dtype_of(value) != out.dtype:
+                value = self.cast(value, out.dtype, width)
+            index, valid = k.sts[0].expr_idxs(self.idxs(k.sts[0].shape, combo, width))
+            if not (isinstance(valid, NumNode) and valid.b == 1):
+                raise NotImplementedError(f"Kernel {k.name}: STORE through a masked view {k.sts[0]}")
+            self.store_at(self.globals[out.idx], index, value, out.dtype, width)
+
+    def store_at(self, buffer: UOp, index: Node, value: Value, dtype: DType, width: int) -> None:
+        """buffer[index] = value: one vector STORE where the index moves by 1 per lane, else per lane."""
+        b = self.b
+        lane = Variable(LANE, 0, width - 1)
+        if width > 1 and lane_stride(index, lane) == 1 and vectorizable(dtype):
+            first = self.index(index.substitute({LANE: 0}))
+            b.emit(UOps.STORE, None, (buffer, first, as_vector(b, value, width)), hoist=False)
+            return
+        lanes = as_lanes(b, value, width) if width > 1 else (value,)
+        for n, v in enumerate(lanes):
+            where = index.substitute({LANE: n}) if width > 1 else index
+            b.emit(UOps.STORE, None, (buffer, self.index(where), v), hoist=False)
+
+    # ---- values of AST nodes ----
+    def idx(self, axis: int, size: int) -> Node:
+        """The index of a loop axis in a buffer of this size there (a size-1 axis reads at 0)."""
+        return NumNode(0) if size == 1 else Variable(self.kernel.loop_names[axis], 0, max(size - 1, 0))
 
     def idxs_for(self, shape: tuple[int, ...]) -> list[Node]:
         """Loop variables to index a buffer of `shape`; an axis it does not span (size 1) reads at 0."""
-        k = self.kernel
-        return [NumNode(0) if size == 1 else Variable(name, 0, max(full - 1, 0))
-                for name, size, full in zip(k.loop_names, shape, k.full_shape, strict=True)]
+        return [self.idx(a, size) for a, size in enumerate(shape)]
+
+    def idxs(self, shape: tuple[int, ...], combo: Combo, width: int) -> list[Node]:
+        """Index variables at one position of the expanded axes (`lane` for the vector axis)."""
+        fixed = dict(combo)
+        idxs: list[Node] = []
+        for a, size in enumerate(shape):
+            if size == 1:
+                idxs.append(NumNode(0))
+            elif a == self.vector_axis and width > 1:
+                idxs.append(Variable(LANE, 0, width - 1))
+            elif a in fixed:
+                idxs.append(NumNode(fixed[a]))
+            else:
+                idxs.append(self.idx(a, size))
+        return idxs
 
     def _dtype(self, node: LazyOp) -> DType:
         if id(node) not in self.dtypes:
@@ -166,34 +256,98 @@ class Linearizer:
                 self.dtypes.setdefault(id(n), ast_dtype(n, self.dtypes))
         return self.dtypes[id(node)]
 
-    def lower(self, root: LazyOp) -> UOp:
-        """The UOp computing an AST node, sources first (iteratively: ASTs can be deep)."""
+    def lower(self, root: LazyOp, combo: Combo = (), width: int = 1) -> Value:
+        """The value of an AST node at one position of the expanded axes, sources first
+        (iteratively: ASTs can be deep)."""
         for node in _postorder(root):
-            if id(node) not in self.memo:
-                self.memo[id(node)] = self._lower_one(node)
-        return self.memo[id(root)]
+            key = (id(node), combo, width)
+            if key not in self.memo:
+                self.memo[key] = self._lower_one(node, combo, width)
+        return self.memo[(id(root), combo, width)]
 
     # --8<-- [start:lower-one]
-    def _lower_one(self, node: LazyOp) -> UOp:
+    def _lower_one(self, node: LazyOp, combo: Combo, width: int) -> Value:
         b, dtype = self.b, self._dtype(node)
         if isinstance(node.op, ReduceOps):
-            assert self.reduce_result is not None, "the REDUCE is lowered before the ops above it"
-            return self.reduce_result
+            return self.reduce_results[combo]  # above the REDUCE, combos are positions of the outputs
         if node.op in (BufferOps.LOAD, BufferOps.CONST):
-            st = self.kernel.st_of(node.arg)
-            index, valid = st.expr_idxs(self.idxs_for(st.shape))
-            if isinstance(valid, NumNode) and valid.b == 0:
-                return b.const(0, dtype)  # every position is padding
-            gate = () if isinstance(valid, NumNode) else (self.index(valid),)
             if node.op is BufferOps.CONST:
-                value = b.const(node.arg.val, dtype)
-                return b.alu(TernaryOps.WHERE, *gate, value, b.const(0, dtype)) if gate else value
-            return b.emit(UOps.LOAD, dtype, (self.globals[node.arg.idx], self.index(index), *gate))
-        srcs = [self.memo[id(s)] for s in node.src]
+                st = self.kernel.sts[self.positions[node.arg]]
+                index, valid = st.expr_idxs(self.idxs(st.shape, combo, width))
+                return self.const(node.arg.val, dtype, valid, width)
+            buffer, st = self.sources[self.positions[node.arg]]
+            index, valid = st.expr_idxs(self.idxs(st.shape, combo, width))
+            return self.load(buffer, index, valid, dtype, width)
+        srcs = [self.memo[(id(s), combo, width)] for s in node.src]
         if node.op is UnaryOps.CAST:
-            return srcs[0] if srcs[0].dtype == dtype else b.emit(UOps.CAST, dtype, (srcs[0],))
-        return b.alu(node.op, *srcs, dtype=dtype)
+            return srcs[0] if dtype_of(srcs[0]) == dtype else self.cast(srcs[0], dtype, width)
+        return alu(b, node.op, srcs, dtype, width, mask_ok=id(node) in self.masks)
     # --8<-- [end:lower-one]
+
+    # --8<-- [start:vector-load]
+    def load(self, buffer: UOp, index: Node, valid: Node, dtype: DType, width: int) -> Value:
+        """buffer[index] where valid (else 0): a scalar load if no lane moves it, a vector load if it
+        moves by 1 per lane, else one (gated) scalar load per lane."""
+        b = self.b
+        if isinstance(valid, NumNode) and valid.b == 0:
+            return b.const(0, dtype)  # every position is padding
+        lane = Variable(LANE, 0, max(width - 1, 0))
+        gate_moves = width > 1 and any(v.name == LANE for v in valid.vars())
+        stride = lane_stride(index, lane) if width > 1 else 0
+        if not gate_moves and stride in (0, 1) and (stride == 0 or vectorizable(dtype)):
+            gate = () if isinstance(valid, NumNode) else (self.index(valid),)
+            if stride == 0:
+                return b.emit(UOps.LOAD, dtype, (buffer, self.index(index), *gate))
+            return b.emit(UOps.LOAD, VectorDType(dtype, width),
+                          (buffer, self.index(index.substitute({LANE: 0})), *gate))
+        lanes = []
+        for n in range(width):
+            lane_valid = valid.substitute({LANE: n})
+            if isinstance(lane_valid, NumNode) and lane_valid.b == 0:
+                lanes.append(b.const(0, dtype))
+                continue
+            gate = () if isinstance(lane_valid, NumNode) else (self.index(lane_valid),)
+            lanes.append(b.emit(UOps.LOAD, dtype, (buffer, self.index(index.substitute({LANE: n})), *gate)))
+        return tuple(lanes)
+    # --8<-- [end:vector-load]
+
+    def const(self, value: Any, dtype: DType, valid: Node, width: int) -> Value:
+        """A constant seen through a (maybe padded) view: 0 where the view is padding."""
+        b = self.b
+        if isinstance(valid, NumNode):
+            return b.const(value if valid.b else 0, dtype)
+        if width > 1 and any(v.name == LANE for v in valid.vars()):
+            return tuple(self.const(value, dtype, valid.substitute({LANE: n}), 1) for n in range(width))
+        return b.alu(TernaryOps.WHERE, self.index(valid), b.const(value, dtype), b.const(0, dtype))
+
+    def cast(self, value: Value, dtype: DType, width: int) -> Value:
+        """A CAST, lane by lane (casts have no vector form: their edge cases are per element)."""
+        b = self.b
+        if width == 1 or is_uniform(value):
+            return b.emit(UOps.CAST, dtype, (value,))
+        return tuple(b.emit(UOps.CAST, dtype, (v,)) for v in as_lanes(b, value, width))
+
+    def _vector_axis(self) -> int | None:
+        """The innermost expanded axis, if its size is a vector width and a 4-byte buffer is
+        contiguous along it (stride 1): then values are vectors along it."""
+        k = self.kernel
+        if not k.expanded_axes:
+            return None
+        axis = k.expanded_axes[-1]
+        size = k.full_shape[axis]
+        if size not in (2, 4, 8, 16) or size > self.max_vector:
+            return None
+        for buf, st in zip(k.bufs, k.sts, strict=True):
+            if isinstance(buf, MemBuffer) and vectorizable(buf.dtype) and st.shape[axis] == size and \
+                    st.real_strides()[axis] == 1:
+                return axis
+        return None
+
+
+def _restrict(combo: Combo, out_combo: Combo) -> bool:
+    """Whether a position of all expanded axes lies at this position of the output ones."""
+    fixed = dict(combo)
+    return all(fixed[a] == i for a, i in out_combo)
 
 
 def _postorder(root: LazyOp, into_reduce: bool = False, known: dict | None = None) -> list[LazyOp]:
@@ -220,6 +374,6 @@ def _postorder(root: LazyOp, into_reduce: bool = False, known: dict | None = Non
     return order
 
 
-def linearize(kernel: Kernel) -> list[UOp]:
+def linearize(kernel: Kernel, max_vector: int = 16) -> list[UOp]:
     """The UOps of a kernel."""
-    return Linearizer(kernel).linearize()
+    return Linearizer(kernel, max_vector).linearize()

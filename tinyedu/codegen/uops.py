@@ -7,18 +7,34 @@ list of UOps, each one scalar value or one statement:
 | UOp           | src                        | arg                  | what it means                      |
 | ------------- | -------------------------- | -------------------- | ---------------------------------- |
 | DEFINE_GLOBAL | ()                         | buffer number        | a kernel argument: a pointer       |
+| DEFINE_LOCAL  | ()                         | number of elements   | a small array (per thread): a tile |
 | CONST         | ()                         | the value            | a literal                          |
-| RANGE         | (start, end)               | loop name (`gidx0`)  | open a loop; its value is the index|
+| RANGE         | (start, end)               | Loop(name, threads)  | open a loop; its value is the index|
 | ENDRANGE      | (range,)                   |                      | close that loop                    |
 | DEFINE_ACC    | ()                         | initial value        | a running total for a reduce       |
 | LOAD          | (buffer, index[, gate])    |                      | buffer[index], or 0 if gate false  |
-| ALU           | 1-3 operands               | a Unary/Binary/TernaryOps | one arithmetic op             |
+| ALU           | 1-3 operands               | a Unary/Binary/TernaryOps or MULACC | one arithmetic op   |
 | CAST          | (value,)                   |                      | convert to this UOp's dtype        |
 | ASSIGN        | (acc, value)               |                      | acc = value; later, the acc's value|
 | STORE         | (buffer, index, value)     |                      | buffer[index] = value              |
+| VECTORIZE     | (scalar, scalar, ...)      |                      | a vector made of these lanes       |
+| BROADCAST     | (scalar,)                  |                      | a vector with this value in every lane |
+| GEP           | (vector,)                  | lane number          | one lane of a vector               |
 
 Every UOp has a dtype (None for statements: ENDRANGE, STORE). Sources are other UOps that come
 earlier in the list, so a list is a program in SSA form: each value is computed once, by one UOp.
+
+Vectors (stage 5). A dtype can be a `VectorDType`, e.g. float32x16: 16 lanes in one value, one SIMD
+register. A LOAD or STORE of a vector dtype reads or writes that many consecutive elements from the
+index on; an ALU op on vectors works lane by lane (a vector ADD is 16 ADDs at once). Only the ops in
+VECTOR_ALU_OPS are ever emitted on vectors: everything else is done lane by lane (GEP each lane,
+scalar ops, VECTORIZE), so a renderer supplies only: vector types, vector LOAD/STORE, BROADCAST,
+VECTORIZE, GEP and the ops of VECTOR_ALU_OPS. A comparison of vectors gives a bool vector (a mask)
+that is only ever used as the condition of a vector WHERE.
+
+MULACC(a, b, c) is a*b + c rounded once (a fused multiply-add). The linearizer emits it only to
+accumulate a SUM of products in an optimized kernel, where the reduction order changes anyway;
+elementwise math is never fused, so it stays bit-identical across devices.
 
 `UOpBuilder` is how UOps get made. It keeps each distinct value once (the AST is a tree and repeats
 subtrees; the list computes each repeated value once), simplifies integer arithmetic (`x*1 -> x`,
@@ -40,7 +56,76 @@ from tinyedu.ops import BinaryOps, TernaryOps, UnaryOps
 class UOps(Enum):
     DEFINE_GLOBAL = auto(); CONST = auto(); RANGE = auto(); ENDRANGE = auto()  # noqa: E702
     DEFINE_ACC = auto(); LOAD = auto(); ALU = auto(); CAST = auto(); ASSIGN = auto()  # noqa: E702
-    STORE = auto()
+    STORE = auto(); DEFINE_LOCAL = auto(); VECTORIZE = auto(); BROADCAST = auto(); GEP = auto()  # noqa: E702
+
+
+class FusedOps(Enum):
+    """ALU ops that exist only in generated code, never in a kernel AST."""
+
+    MULACC = auto()  # MULACC(a, b, c) = a*b + c, rounded once (a fused multiply-add)
+
+
+# The one place the index type is decided: loop counters, sizes and every index computation use it.
+INDEX_DTYPE = dtypes.int32
+
+
+# --8<-- [start:vectors]
+@dataclass(frozen=True)
+class VectorDType:
+    """`count` lanes of `scalar` in one value, e.g. float32x16 (one 512-bit SIMD register)."""
+
+    scalar: DType
+    count: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.scalar.name}x{self.count}"
+
+    @property
+    def is_float(self) -> bool:
+        return self.scalar.is_float
+
+    @property
+    def itemsize(self) -> int:
+        return self.scalar.itemsize * self.count
+
+    def __repr__(self) -> str:
+        return f"{self.scalar!r}.vec({self.count})"
+
+
+AnyDType = DType | VectorDType
+
+
+def scalar_of(dtype: AnyDType) -> DType:
+    """The lane dtype of a vector dtype; a scalar dtype itself."""
+    return dtype.scalar if isinstance(dtype, VectorDType) else dtype
+
+
+def is_vector(dtype: AnyDType | None) -> bool:
+    return isinstance(dtype, VectorDType)
+
+
+# The ops a renderer must support on vectors, per lane dtype (4-byte lanes only: float32, int32).
+# Comparisons give a bool vector, which only ever feeds a WHERE.
+VECTOR_ALU_OPS: dict[DType, frozenset] = {
+    dtypes.float32: frozenset({BinaryOps.ADD, BinaryOps.SUB, BinaryOps.MUL, BinaryOps.DIV, UnaryOps.NEG,
+                               UnaryOps.RECIP, UnaryOps.SQRT, BinaryOps.MAX, BinaryOps.CMPLT, BinaryOps.CMPEQ,
+                               TernaryOps.WHERE, FusedOps.MULACC}),
+    dtypes.int32: frozenset({BinaryOps.ADD, BinaryOps.SUB, BinaryOps.MUL, UnaryOps.NEG, BinaryOps.MAX,
+                             BinaryOps.CMPLT, BinaryOps.CMPEQ, TernaryOps.WHERE}),
+}
+# --8<-- [end:vectors]
+
+
+@dataclass(frozen=True)
+class Loop:
+    """The arg of a RANGE: the loop's name, and how many threads share its iterations (1: none)."""
+
+    name: str
+    threads: int = 1
+
+    def __str__(self) -> str:
+        return self.name if self.threads == 1 else f"{self.name} ({self.threads} threads)"
 
 
 @dataclass(frozen=True, eq=False)
@@ -65,7 +150,8 @@ def uops_listing(uops: list[UOp]) -> str:
     lines = []
     for i, u in enumerate(uops):
         srcs = "[" + ", ".join(str(number[s]) for s in u.src) + "]"
-        dtype = "" if u.dtype is None else u.dtype.name + ("*" if u.op is UOps.DEFINE_GLOBAL else "")
+        dtype = "" if u.dtype is None else u.dtype.name + ("*" if u.op in (UOps.DEFINE_GLOBAL,
+                                                                           UOps.DEFINE_LOCAL) else "")
         lines.append(f"{i:4d} {u.op.name:<13s} {dtype:<8s} {srcs:<14s} {arg_text(u)}".rstrip())
     return "\n".join(lines)
 
@@ -74,7 +160,9 @@ def arg_text(u: UOp) -> str:
     """The argument of a UOp as a reader wants to see it."""
     if u.op is UOps.DEFINE_GLOBAL:
         return f"data{u.arg}" + (" (output)" if u.arg == 0 else "")
-    if isinstance(u.arg, (UnaryOps, BinaryOps, TernaryOps)):
+    if u.op is UOps.DEFINE_LOCAL:
+        return f"{u.arg} elements"
+    if isinstance(u.arg, (UnaryOps, BinaryOps, TernaryOps, FusedOps)):
         return u.arg.name
     return "" if u.arg is None else str(u.arg)
 
@@ -143,7 +231,7 @@ class UOpBuilder:
 
     @property
     def uops(self) -> list[UOp]:
-        assert not self.open_ranges, f"loops still open: {[r.arg for r in self.open_ranges]}"
+        assert not self.open_ranges, f"loops still open: {[r.arg.name for r in self.open_ranges]}"
         return self.blocks[0]
 
     def _depth_of(self, u: UOp) -> int:
@@ -176,8 +264,10 @@ class UOpBuilder:
     def alu(self, op: UnaryOps | BinaryOps | TernaryOps, *src: UOp, dtype: DType | None = None) -> UOp:
         """One ALU op; its dtype is bool for comparisons, else the (last) operand's dtype."""
         if dtype is None:
-            dtype = dtypes.bool if op in (BinaryOps.CMPLT, BinaryOps.CMPEQ) else src[-1].dtype
-        simpler = self._simplify(op, src, dtype)
+            dtype = src[-1].dtype
+            if op in (BinaryOps.CMPLT, BinaryOps.CMPEQ):
+                dtype = VectorDType(dtypes.bool, dtype.count) if is_vector(dtype) else dtypes.bool
+        simpler = None if is_vector(dtype) else self._simplify(op, src, dtype)
         return simpler if simpler is not None else self.emit(UOps.ALU, dtype, src, op)
 
     # --8<-- [start:simplify]
@@ -209,10 +299,10 @@ class UOpBuilder:
 
     # ---- loops ----
     # --8<-- [start:loops]
-    def open_range(self, name: str, size: int) -> UOp:
-        """Start `for name in range(size)`; values that use it go inside."""
-        start, end = self.const(0, dtypes.int32), self.const(size, dtypes.int32)
-        loop = UOp(UOps.RANGE, dtypes.int32, (start, end), name)
+    def open_range(self, name: str, size: int, threads: int = 1) -> UOp:
+        """Start `for name in range(size)` (split across `threads` threads); values that use it go inside."""
+        start, end = self.const(0, INDEX_DTYPE), self.const(size, INDEX_DTYPE)
+        loop = UOp(UOps.RANGE, INDEX_DTYPE, (start, end), Loop(name, threads))
         self.open_ranges.append(loop)
         self.blocks.append([])
         self.depth[loop] = len(self.blocks) - 1
@@ -230,11 +320,16 @@ class UOpBuilder:
                 self.depth[u] = outer
     # --8<-- [end:loops]
 
-    def define_acc(self, init: float | int | bool, dtype: DType) -> UOp:
-        """An accumulator in the current block; loops opened after it update it via `assign`."""
-        acc = self.emit(UOps.DEFINE_ACC, dtype, (), const_value(init, dtype), hoist=False)
+    def define_acc(self, init: float | int | bool, dtype: AnyDType) -> UOp:
+        """An accumulator in the current block (every lane starts at `init`); loops opened after it
+        update it via `assign`."""
+        acc = self.emit(UOps.DEFINE_ACC, dtype, (), const_value(init, scalar_of(dtype)), hoist=False)
         self.accumulators.add(acc)
         return acc
 
     def assign(self, acc: UOp, value: UOp) -> UOp:
         return self.emit(UOps.ASSIGN, acc.dtype, (acc, value), hoist=False)
+
+    def define_local(self, size: int, dtype: DType) -> UOp:
+        """A kernel-local array of `size` elements, in the current block (so each thread has its own)."""
+        return self.emit(UOps.DEFINE_LOCAL, dtype, (), size, hoist=False)

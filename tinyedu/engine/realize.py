@@ -1,5 +1,8 @@
 """Run a schedule: allocate each kernel's output, run it on its device, keep the counters.
 
+Each kernel is lowered to a program by tinyedu/engine/lower.py (Kernel -> opts -> UOps -> source ->
+binary, cached), then run on its buffers here.
+
 Memory: the schedule is consumed as it runs, and a realized buffer forgets its sources, so an
 intermediate's memory is released (by reference counting) right after the last kernel reading it,
 unless some Tensor still holds it.
@@ -15,6 +18,7 @@ from typing import Any, Callable
 import numpy as np
 
 from tinyedu import lazy
+from tinyedu.engine.lower import lower, show
 from tinyedu.engine.schedule import ScheduleItem, count_flops, create_schedule
 from tinyedu.helpers import GlobalCounters, debug_level, graph_enabled, prod
 from tinyedu.ops import LazyOp, LoadOps
@@ -92,9 +96,9 @@ def run_schedule(schedule: list[ScheduleItem]) -> None:
 # --8<-- [end:run]
 def _run_kernel(item: ScheduleItem, buffer: Buffer) -> None:
     inputs = [x.realized for x in item.inputs]
-    runner = Device[item.out.device].get_runner(item.ast)
+    program = lower(item.out.device, item.ast)
     start = time.perf_counter()
-    run_program(item.name, item.ast, runner, [buffer, *inputs])
+    run_program(item.name, item.ast, program.runner, [buffer, *inputs])
     elapsed = time.perf_counter() - start
     flops = count_flops(item.ast)
     moved = buffer.nbytes + sum(x.nbytes for x in inputs)
@@ -106,9 +110,10 @@ def _run_kernel(item: ScheduleItem, buffer: Buffer) -> None:
         seconds = max(elapsed, 1e-9)
         print(f"*** {item.out.device:6s} {GlobalCounters.kernel_count:4d} {item.name:28s} "
               f"{elapsed * 1e3:9.3f} ms {flops / seconds * 1e-9:8.3f} GFLOPS "
-              f"{moved / seconds * 1e-9:8.3f} GB/s")
+              f"{moved / seconds * 1e-9:8.3f} GB/s  opts {program.opts}")
     if debug_level() >= 3:
         print(f"stored because {item.reason}\n{item.ast}")
+    show(program)
 
 
 class _Engine:

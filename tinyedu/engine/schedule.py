@@ -21,6 +21,9 @@ Everything not realized is inlined into the kernel that reads it. The rules, one
 7. A kernel's AST is at most MAX_KERNEL_DEPTH ops deep: a longer chain stores an intermediate.
    (Compilers bound kernel size too; here it also keeps every tree walk far from Python's
    recursion limit.)
+8. No expensive recompute: an elementwise result with an expensive op (exp2, log2, sin, sqrt, a
+   reciprocal or a division) that a reduce reads through an expand is stored, because fused it
+   would be recomputed once per use (n times per element in `x.exp() @ w`) instead of once.
 """
 
 from __future__ import annotations
@@ -49,6 +52,9 @@ MAX_KERNEL_DEPTH = 100
 
 def fusion_enabled() -> bool:
     return getenv("FUSION", 1) != 0
+
+# Ops that cost far more than a memory access: never worth repeating for every use (rule 8).
+EXPENSIVE = {UnaryOps.EXP2, UnaryOps.LOG2, UnaryOps.SIN, UnaryOps.SQRT, UnaryOps.RECIP, BinaryOps.DIV}
 
 # Ops with f(0, ..., 0) == 0: padding (which reads 0) may be applied before them (rule 6).
 ZERO_PRESERVING = {UnaryOps.NEG, UnaryOps.SIN, UnaryOps.SQRT, UnaryOps.CAST, BinaryOps.ADD, BinaryOps.SUB,
@@ -146,6 +152,8 @@ class _Fused:
     leaf_elements: int = 0                           # elements its leaves read from memory
     zero_preserving: bool = True                     # every op inside has f(0) == 0
     depth: int = 0                                   # ops on the longest path down to a leaf
+    expensive: bool = False                          # an op inside is EXPENSIVE (rule 8)
+    expanded_expensive: set = field(default_factory=set)  # expensive bases it reads through an expand
 
 
 def _same_order(view: LazyBuffer) -> bool:
@@ -160,6 +168,7 @@ RULES = {
     5: "rule 5: read by several kernels, cheaper to store than to recompute",
     6: "rule 6: padded after an op with f(0) != 0",
     7: "rule 7: the kernel would be too deep",
+    8: "rule 8 (no expensive recompute): an expensive op read through an expand by a reduce",
     0: "no fusion: FUSION=0 stores every op",
 }
 
@@ -209,9 +218,16 @@ def pick_realized(outs: list[LazyBuffer], bases: list[LazyBuffer]) -> dict[LazyB
             for src in carriers[0 if isinstance(b.op, ReduceOps) else 1:]:
                 realized.add(src.base, 4)
             parts = [brought_in(src) for src in b.srcs]
+        expanded = _expanded_expensive(b.srcs, parts)
+        if isinstance(b.op, ReduceOps) and expanded:  # rule 8
+            for base in expanded:
+                realized.add(base, 8)
+            parts = [brought_in(src) for src in b.srcs]
+            expanded = _expanded_expensive(b.srcs, parts)
         info = _Fused(set().union(*(p.reduces for p in parts)), sum(p.leaf_elements for p in parts),
                       all(p.zero_preserving for p in parts) and keeps_zero(b.op),
-                      1 + max((p.depth for p in parts), default=0))
+                      1 + max((p.depth for p in parts), default=0),
+                      b.op in EXPENSIVE or any(p.expensive for p in parts), expanded)
         if isinstance(b.op, ReduceOps):
             info.reduces.add(id(b))
         fused[b] = info
@@ -239,6 +255,23 @@ def pick_realized(outs: list[LazyBuffer], bases: list[LazyBuffer]) -> dict[LazyB
 
 
     # --8<-- [end:rule5]
+# --8<-- [start:rule8]
+def _expanded_expensive(srcs: tuple[LazyBuffer, ...], parts: list[_Fused]) -> set[LazyBuffer]:
+    """The fused expensive bases that these sources read through an expand (rule 8)."""
+    found = set().union(*(p.expanded_expensive for p in parts))
+    for src, part in zip(srcs, parts, strict=True):
+        if part.expensive and _expands(src.st):
+            found.add(src.base)
+    return found
+
+
+def _expands(st: ShapeTracker) -> bool:
+    """A view that reads some element more than once: an axis of stride 0 (a broadcast)."""
+    return any(stride == 0 and size > 1 for view in st.views
+               for size, stride in zip(view.shape, view.strides, strict=True))
+# --8<-- [end:rule8]
+
+
 def _has_mask(st: ShapeTracker) -> bool:
     return any(v.mask is not None for v in st.views)
 

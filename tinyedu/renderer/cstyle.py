@@ -12,7 +12,18 @@
     }
 
 Names: `dataN` buffers, `gidxN`/`ridxN` loop indices, `accN` accumulators, `valN` loaded values,
-`aluN`/`castN` computed values. A value used exactly once is written inline where it is used.
+`aluN`/`castN` computed values, `localN` local arrays. A value used exactly once is written inline
+where it is used, unless it was computed in an outer loop (the UOps hoisted it out: inlining it
+would move the work back into the loop).
+
+Vectors (stage 5) use the GCC/Clang vector extensions, so one source is SIMD on x86-64 and arm64:
+`typedef float floatx16 __attribute__((vector_size(64), aligned(4)));` is 16 floats that `+ - * /`
+and comparisons work on lane by lane, and `v[3]` reads one lane. `aligned(4)` lets a pointer to it
+point anywhere a float may be, so `*(floatx16*)(data1+i)` is an unaligned vector load. A
+comparison of vectors gives an int vector mask (-1 where true, 0 where false); WHERE and MAX are
+bit selections with it. MULACC is `fmaf` (one rounding) and SQRT `sqrtf`, lane by lane for
+vectors: the compiler turns each such loop into one vector instruction. A THREAD loop gets
+`#pragma omp parallel for` (OpenMP; compiled without it, the same loop runs on one thread).
 
 C must give exactly what the NUMPY device gives (tinyedu/runtime/ops_numpy.py), and C's defaults
 differ in a few places, each handled here or by a compiler flag (see tinyedu/runtime/ops_c.py):
@@ -34,7 +45,7 @@ import math
 import struct
 from collections import Counter
 
-from tinyedu.codegen.uops import INT32_MIN, UOp, UOps
+from tinyedu.codegen.uops import INT32_MIN, FusedOps, UOp, UOps, VectorDType, is_vector, scalar_of
 from tinyedu.dtype import DType, dtypes
 from tinyedu.ops import BinaryOps, TernaryOps, UnaryOps
 
@@ -78,8 +89,49 @@ HELPERS = {
 # --8<-- [end:helpers]
 
 
-def _helper(name: str, dtype: DType) -> str:
+def c_type(dtype: DType | VectorDType) -> str:
+    """The C type of a UOp's dtype: `float`, `floatx16`, ...; a bool vector is an int mask vector."""
+    if not is_vector(dtype):
+        return dtype.c_name
+    lane = "int" if dtype.scalar == dtypes.bool else dtype.scalar.c_name
+    return f"{lane}x{dtype.count}"
+
+
+def vector_typedef(dtype: VectorDType) -> str:
+    lane = "int" if dtype.scalar == dtypes.bool else dtype.scalar.c_name
+    size = 4 * dtype.count  # only 4-byte lanes are vectors
+    return f"typedef {lane} {c_type(dtype)} __attribute__((vector_size({size}), aligned(4)));"
+
+
+# --8<-- [start:vector-helpers]
+def _vector_helper(name: str, dtype: VectorDType) -> str:
+    """Vector helpers: broadcast, MAX and WHERE as bit selections with a mask, MULACC lane by lane."""
+    t, lane, n = c_type(dtype), scalar_of(dtype).c_name, dtype.count
+    mask = f"intx{n}"
+    if name.startswith("broadcast_"):
+        if dtype.scalar == dtypes.bool:  # a bool becomes a mask: -1 (all bits) for true
+            return f"static inline {t} {name}(bool x) {{ return ({t}){{{', '.join(['-(int)x'] * n)}}}; }}"
+        return f"static inline {t} {name}({lane} x) {{ return ({t}){{{', '.join(['x'] * n)}}}; }}"
+    select = f"({t})((m & ({mask})a) | (~m & ({mask})b))" if dtype.scalar.is_float else "(m & a) | (~m & b)"
+    if name.startswith("where_"):
+        return f"static inline {t} {name}({mask} m, {t} a, {t} b) {{ return {select}; }}"
+    if name.startswith("max_"):  # NaN wins and, when equal, b: exactly max_float32, lane by lane
+        nan = " | (a != a)" if dtype.scalar.is_float else ""
+        return f"static inline {t} {name}({t} a, {t} b) {{ {mask} m = (a > b){nan}; return {select}; }}"
+    if name.startswith("fma_"):
+        return (f"static inline {t} {name}({t} a, {t} b, {t} c) {{ {t} r; "
+                f"for (int i = 0; i < {n}; i++) r[i] = fmaf(a[i], b[i], c[i]); return r; }}")
+    if name.startswith("sqrt_"):  # lane by lane: the compiler makes it one vector square root
+        return (f"static inline {t} {name}({t} a) {{ {t} r; "
+                f"for (int i = 0; i < {n}; i++) r[i] = sqrtf(a[i]); return r; }}")
+    raise NotImplementedError(f"C renderer: no vector helper {name}")
+# --8<-- [end:vector-helpers]
+
+
+def _helper(name: str, dtype: DType | VectorDType) -> str:
     """The source of helper `name` (templated for the plainer types)."""
+    if is_vector(dtype):
+        return _vector_helper(name, dtype)
     if name in HELPERS:
         return HELPERS[name]
     c = dtype.c_name
@@ -121,10 +173,25 @@ class CRenderer:
         self.names: dict[UOp, str] = {}
         self.counters: Counter[str] = Counter()
         self.helpers: dict[str, str] = {}
+        self.typedefs: dict[str, str] = {}
+        # the loop depth of every UOp, and of the one UOp that uses it (for inlining, see render)
+        self.depth: dict[UOp, int] = {}
+        depth = 0
+        for u in uops:
+            depth -= u.op is UOps.ENDRANGE
+            self.depth[u] = depth
+            depth += u.op is UOps.RANGE
+        self.user_depth = {s: self.depth[u] for u in uops for s in u.src}
 
     def new_name(self, prefix: str) -> str:
         self.counters[prefix] += 1
         return f"{prefix}{self.counters[prefix] - 1}"
+
+    def type_of(self, dtype: DType | VectorDType) -> str:
+        """The C type, declaring a vector typedef the first time one is used."""
+        if is_vector(dtype):
+            self.typedefs.setdefault(c_type(dtype), vector_typedef(dtype))
+        return c_type(dtype)
 
     # --8<-- [start:render]
     def render(self) -> str:
@@ -134,50 +201,85 @@ class CRenderer:
             if u.op is UOps.DEFINE_GLOBAL:
                 self.names[u] = f"data{u.arg}"
                 params.append(f"{'' if u.arg == 0 else 'const '}{u.dtype.c_name}* restrict data{u.arg}")
+            elif u.op is UOps.DEFINE_LOCAL:  # aligned to a cache line, on this thread's stack
+                self.names[u] = self.new_name("local")
+                body.append(f"{pad}_Alignas(64) {u.dtype.c_name} {self.names[u]}[{u.arg}];")
             elif u.op is UOps.CONST:
                 self.names[u] = c_literal(u.arg, u.dtype)
             elif u.op is UOps.RANGE:
-                name, (start, end) = u.arg, (self.names[s] for s in u.src)
+                name, (start, end) = u.arg.name, (self.names[s] for s in u.src)
                 self.names[u] = name
-                body.append(f"{pad}for (int {name} = {start}; {name} < {end}; {name}++) {{")
+                if u.arg.threads > 1:  # OpenMP shares the iterations among threads, in equal blocks
+                    threads = u.arg.threads
+                    body.append(f"{pad}#pragma omp parallel for num_threads({threads}) schedule(guided)")
+                body.append(f"{pad}for ({u.dtype.c_name} {name} = {start}; {name} < {end}; {name}++) {{")
                 indent += 1
             elif u.op is UOps.ENDRANGE:
                 indent -= 1
                 body.append("  " * indent + "}")
             elif u.op is UOps.DEFINE_ACC:
                 self.names[u] = self.new_name("acc")
-                body.append(f"{pad}{u.dtype.c_name} {self.names[u]} = {_unwrap(c_literal(u.arg, u.dtype))};")
+                init = _unwrap(c_literal(u.arg, scalar_of(u.dtype)))
+                if is_vector(u.dtype):
+                    init = f"{self.use_helper('broadcast_' + c_type(u.dtype), u.dtype)}({init})"
+                body.append(f"{pad}{self.type_of(u.dtype)} {self.names[u]} = {init};")
             elif u.op is UOps.LOAD:
                 self.names[u] = self.new_name("val")
-                buffer, index = self.names[u.src[0]], _unwrap(self.names[u.src[1]])
-                read = f"{buffer}[{index}]"
-                if len(u.src) == 3:  # gated: padding reads 0, and the index is not used at all
-                    read = f"{_wrap(self.names[u.src[2]])} ? {read} : {c_literal(0, u.dtype)}"
-                body.append(f"{pad}{u.dtype.c_name} {self.names[u]} = {read};")
-            elif u.op in (UOps.ALU, UOps.CAST):
-                if u.op is UOps.ALU:
-                    expr = self.alu_expr(u)
-                else:
-                    expr = f"({u.dtype.c_name}){_wrap(self.names[u.src[0]])}"
-                if self.uses[u] == 1 and u.dtype != dtypes.uint8:
+                body.append(f"{pad}{self.type_of(u.dtype)} {self.names[u]} = {self.load_expr(u)};")
+            elif u.op in (UOps.ALU, UOps.CAST, UOps.GEP, UOps.VECTORIZE, UOps.BROADCAST):
+                expr = self.value_expr(u)
+                # inline a value used once, where it is used, unless it is computed in an outer loop
+                if self.uses[u] == 1 and u.dtype != dtypes.uint8 and self.user_depth.get(u) == self.depth[u]:
                     self.names[u] = expr
                 else:
-                    self.names[u] = self.new_name("alu" if u.op is UOps.ALU else "cast")
-                    body.append(f"{pad}{u.dtype.c_name} {self.names[u]} = {_unwrap(expr)};")
+                    self.names[u] = self.new_name("alu" if u.op is not UOps.CAST else "cast")
+                    body.append(f"{pad}{self.type_of(u.dtype)} {self.names[u]} = {_unwrap(expr)};")
             elif u.op is UOps.ASSIGN:
                 self.names[u] = self.names[u.src[0]]
                 body.append(f"{pad}{self.names[u]} = {_unwrap(self.names[u.src[1]])};")
             elif u.op is UOps.STORE:
                 buffer, index, value = (self.names[s] for s in u.src)
-                body.append(f"{pad}{buffer}[{_unwrap(index)}] = {_unwrap(value)};")
+                if is_vector(u.src[2].dtype):
+                    target = f"*({self.type_of(u.src[2].dtype)}*)({buffer}+{_unwrap(index)})"
+                else:
+                    target = f"{buffer}[{_unwrap(index)}]"
+                body.append(f"{pad}{target} = {_unwrap(value)};")
             else:
                 raise NotImplementedError(f"C renderer: no rule for UOp {u.op.name}")
-        lines = ["#include <math.h>", "#include <stdbool.h>", *self.helpers.values(),
+        lines = ["#include <math.h>", "#include <stdbool.h>", *self.typedefs.values(), *self.helpers.values(),
                  f"void {self.function_name}({', '.join(params)}) {{", *body, "}"]
         return "\n".join(lines) + "\n"
     # --8<-- [end:render]
 
-    def use_helper(self, name: str, dtype: DType) -> str:
+    def load_expr(self, u: UOp) -> str:
+        """buffer[index]; a vector reads from a pointer cast; a gated load reads 0 where the gate is false."""
+        buffer, index = self.names[u.src[0]], _unwrap(self.names[u.src[1]])
+        if is_vector(u.dtype):
+            read = f"*(const {self.type_of(u.dtype)}*)({buffer}+{index})"
+            zero = f"({self.type_of(u.dtype)}){{0}}"
+        else:
+            read, zero = f"{buffer}[{index}]", c_literal(0, u.dtype)
+        if len(u.src) == 3:  # gated: padding reads 0, and the index is not used at all
+            return f"{_wrap(self.names[u.src[2]])} ? {read} : {zero}"
+        return read
+
+    def value_expr(self, u: UOp) -> str:
+        """The C expression of an ALU, CAST, GEP, VECTORIZE or BROADCAST UOp."""
+        if u.op is UOps.ALU:
+            return self.alu_expr(u)
+        if u.op is UOps.CAST:
+            return f"({u.dtype.c_name}){_wrap(self.names[u.src[0]])}"
+        if u.op is UOps.GEP:
+            return f"{_wrap(self.names[u.src[0]])}[{u.arg}]"
+        if u.op is UOps.VECTORIZE:
+            return f"({self.type_of(u.dtype)}){{{', '.join(_unwrap(self.names[s]) for s in u.src)}}}"
+        return f"{self.use_helper('broadcast_' + c_type(u.dtype), u.dtype)}({_unwrap(self.names[u.src[0]])})"
+
+    def use_helper(self, name: str, dtype: DType | VectorDType) -> str:
+        if is_vector(dtype):
+            self.type_of(dtype)
+            if name.startswith(("max_", "where_")) or dtype.scalar == dtypes.bool:
+                self.type_of(VectorDType(dtypes.int32, dtype.count))  # the mask type these helpers use
         self.helpers.setdefault(name, _helper(name, dtype))
         return name
 
@@ -185,7 +287,11 @@ class CRenderer:
         """The C expression of one ALU UOp, parenthesized."""
         op, srcs = u.arg, [self.names[s] for s in u.src]
         src_dtype = u.src[0].dtype if op is not TernaryOps.WHERE else u.src[1].dtype
+        if is_vector(src_dtype):
+            return self.vector_alu_expr(u, op, srcs, src_dtype)
         is_bool, is_float = src_dtype == dtypes.bool, src_dtype.is_float
+        if op is FusedOps.MULACC:
+            return f"fmaf({', '.join(_unwrap(s) for s in srcs)})"
         if op is UnaryOps.NEG:
             return f"(!{srcs[0]})" if is_bool else f"(-{srcs[0]})"
         if op in UNARY_FUNCTIONS:
@@ -214,6 +320,20 @@ class CRenderer:
             return f"({a}-{-u.src[1].arg})"
         symbol = (BOOL_SYMBOLS if is_bool else {}).get(op) or BINARY_SYMBOLS[op]
         return f"({a}{symbol}{b})"
+
+    def vector_alu_expr(self, u: UOp, op, srcs: list[str], src_dtype: VectorDType) -> str:
+        """A vector op: the C operators work lane by lane; MAX, WHERE and MULACC are helpers."""
+        helper = {BinaryOps.MAX: "max_", TernaryOps.WHERE: "where_", FusedOps.MULACC: "fma_",
+                  UnaryOps.SQRT: "sqrt_"}.get(op)
+        if helper is not None:
+            name = self.use_helper(helper + c_type(src_dtype), src_dtype)
+            return f"{name}({', '.join(_unwrap(s) for s in srcs)})"
+        if op is UnaryOps.NEG:
+            return f"(-{srcs[0]})"
+        if op is UnaryOps.RECIP:
+            one = self.use_helper("broadcast_" + c_type(src_dtype), src_dtype)
+            return f"({one}(1.0f)/{srcs[0]})"
+        return f"({srcs[0]}{BINARY_SYMBOLS[op]}{srcs[1]})"
 
 
 UNARY_FUNCTIONS = {UnaryOps.EXP2: "exp2f", UnaryOps.LOG2: "log2f", UnaryOps.SIN: "sinf",

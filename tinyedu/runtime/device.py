@@ -1,22 +1,103 @@
 """Devices, and the buffers that live on them.
 
-A device is registered by name (NUMPY, PYTHON, C). Each provides an allocator (here, all
-devices keep their memory in host numpy arrays, which the C backend passes to kernels as pointers)
-and `get_runner(ast)`, which turns a kernel AST into something callable on buffers. How it does
-that is the device's business: NUMPY interprets the AST, C compiles generated source.
+A device is registered by name (NUMPY, PYTHON, C). All devices keep their memory in host numpy
+arrays (which the C backend passes to kernels as pointers), aligned to 64 bytes, a cache line, so
+that vector loads do not straddle two lines. The memory of large buffers that die is kept in a
+pool and handed to the next buffer of the same size (see MemoryPool). Each device supplies what
+the engine's lowering (tinyedu/engine/lower.py) needs to turn a kernel AST into a program:
+
+- `renderer(name, uops)`: the program's source (C: C source; PYTHON: the UOps themselves), or
+  None for a device that interprets the AST as it is (NUMPY, the oracle);
+- `compiler`: turns the source into something loadable (C: a shared library), or None;
+- `runtime(name, binary)`: the program, called as `program([out, *inputs])`;
+- `vector_width` and `threads()`: what the optimizer may use on this device.
+
+`Device["C"].get_runner(ast)` is a shortcut to that lowering, for notebooks and tests.
 """
 
 from __future__ import annotations
 
 import importlib
 import os
-from typing import Callable, Protocol
+import sys
+from typing import Any, Callable, Protocol
 
 import numpy as np
 
 from tinyedu.dtype import DType
-from tinyedu.helpers import GlobalCounters
+from tinyedu.helpers import GlobalCounters, getenv
 from tinyedu.ops import LazyOp
+
+ALIGNMENT = 64  # bytes: one cache line, and one AVX-512 register
+
+
+def aligned_empty(size: int, dtype: DType, raw: np.ndarray | None = None) -> np.ndarray:
+    """An uninitialised array of `size` elements whose memory starts on a 64-byte boundary (carved
+    out of `raw`, bytes with room for the alignment, when given)."""
+    if raw is None:
+        raw = np.empty(size * dtype.itemsize + ALIGNMENT, dtype=np.uint8)
+    start = -raw.ctypes.data % ALIGNMENT
+    return raw[start:start + size * dtype.itemsize].view(dtype.np)
+
+
+class MemoryPool:
+    """Memory of freed buffers, kept to be handed out again to a buffer of the same size.
+
+    Why: fresh memory from the operating system is mapped page by page on first touch, so a kernel
+    writing a new 64 MB output spends about as long in page faults as in its own work, and freeing
+    it unmaps it again. Reusing the memory of a buffer that died (a previous output of the same
+    kernel, an intermediate of the last step) skips both. Only large buffers are kept (small ones
+    are cheap to allocate), at most LIMIT bytes in all, oldest dropped first; and only memory that
+    nothing else can still see (no numpy view of it survives the buffer; see Buffer.__del__).
+    """
+
+    SMALLEST = 1 << 18   # bytes: below this, allocating is cheap
+    LIMIT = 1 << 29      # bytes kept at most (512 MB)
+
+    def __init__(self) -> None:
+        self.free: dict[int, list[np.ndarray]] = {}
+        self.order: list[np.ndarray] = []  # oldest first, for dropping
+        self.bytes = 0
+
+    def take(self, nbytes: int) -> np.ndarray | None:
+        arrays = self.free.get(nbytes)
+        if not arrays:
+            return None
+        raw = arrays.pop()
+        self.order = [r for r in self.order if r is not raw]
+        self.bytes -= raw.nbytes
+        return raw
+
+    def give(self, raw: np.ndarray) -> None:
+        if raw.nbytes < self.SMALLEST or raw.nbytes > self.LIMIT:
+            return
+        while self.bytes + raw.nbytes > self.LIMIT and self.order:
+            oldest = self.order.pop(0)
+            self.free[oldest.nbytes] = [r for r in self.free[oldest.nbytes] if r is not oldest]
+            self.bytes -= oldest.nbytes
+        self.free.setdefault(raw.nbytes, []).append(raw)
+        self.order.append(raw)
+        self.bytes += raw.nbytes
+
+    def clear(self) -> None:
+        self.free.clear()
+        self.order.clear()
+        self.bytes = 0
+
+
+POOL = MemoryPool()
+
+
+CORES = os.cpu_count() or 1
+
+
+def thread_count() -> int:
+    """THREADS=n, default the number of cores: how many threads a kernel may use."""
+    threads = int(getenv("THREADS", CORES))
+    if threads < 1:
+        raise ValueError(f"THREADS={threads}: expected a number of threads >= 1 (1 runs every kernel "
+                         "on one thread)")
+    return threads
 
 
 class Buffer:
@@ -32,7 +113,9 @@ class Buffer:
 
     def __init__(self, device: str, size: int, dtype: DType):
         self.device, self.size, self.dtype = device, size, dtype
-        self._memory = np.empty(size, dtype=dtype.np)
+        self._raw = POOL.take(size * dtype.itemsize + ALIGNMENT)
+        self._memory = aligned_empty(size, dtype, self._raw)
+        self._raw = self._memory.base if self._raw is None else self._raw
         self.version = 0
         self.serial = Buffer._serial
         Buffer._serial += 1
@@ -51,6 +134,12 @@ class Buffer:
     def __del__(self) -> None:
         GlobalCounters.mem_used -= self.nbytes
         Buffer.live -= 1
+        memory, raw = self.__dict__.pop("_memory", None), self.__dict__.pop("_raw", None)
+        # Back to the pool only if nothing else refers to this memory: references here are the local
+        # names, getrefcount's own argument and (for raw) the view's base. A numpy array made from
+        # as_numpy() and still alive holds one more, and its memory must not be handed out again.
+        if raw is not None and sys.getrefcount(memory) == 2 and sys.getrefcount(raw) == 3:
+            POOL.give(raw)
 
     def copyin(self, data: np.ndarray) -> "Buffer":
         flat = np.ascontiguousarray(data, dtype=self.dtype.np).reshape(-1)
@@ -72,8 +161,38 @@ Runner = Callable[[list[Buffer]], None]
 
 class DeviceBackend(Protocol):
     name: str
+    renderer: Callable | None
+    compiler: Any
+    runtime: Callable[..., Runner]
+    vector_width: int
 
-    def get_runner(self, ast: LazyOp) -> Runner: ...
+    def threads(self) -> int: ...
+
+
+# The engine installs its lowering here (as lazy.py gets its engine): a device can hand out programs
+# without importing the engine, which sits above it.
+_lowering: Callable[[str, LazyOp], Any] | None = None
+
+
+def install_lowering(lowering: Callable[[str, LazyOp], Any]) -> None:
+    global _lowering
+    _lowering = lowering
+
+
+class Backend:
+    """What every device shares: `get_runner(ast)`, the program the engine's lowering builds, and
+    `programs`, where the lowering caches them."""
+
+    name = ""
+
+    def __init__(self) -> None:
+        self.programs: dict = {}
+
+    def get_runner(self, ast: LazyOp) -> Runner:
+        """The program that runs `ast` on this device (Kernel -> opts -> ... -> program, cached)."""
+        if _lowering is None:
+            raise RuntimeError("no lowering installed: import tinyedu (which installs tinyedu.engine)")
+        return _lowering(self.name, ast).runner
 
 
 class _DeviceRegistry:

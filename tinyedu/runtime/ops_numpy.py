@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from tinyedu.ops import BinaryOps, BufferOps, LazyOp, ReduceOps, TernaryOps, UnaryOps
-from tinyedu.runtime.device import Buffer
+from tinyedu.runtime.device import Backend, Buffer
 from tinyedu.shape import ShapeTracker, View
 
 
@@ -140,11 +140,20 @@ def _lowest(np_dtype: np.dtype):
     return -np.inf if np_dtype.kind == "f" else np.iinfo(np_dtype).min
 
 
-class NumpyDevice:
-    name = "NUMPY"
+class NumpyDevice(Backend):
+    """Interprets the AST as it is: no Kernel, no opts, no UOps (it shares nothing with them)."""
 
-    def get_runner(self, ast: LazyOp) -> NumpyProgram:
+    name = "NUMPY"
+    renderer = None
+    compiler = None
+    vector_width = 1
+
+    @staticmethod
+    def runtime(ast: LazyOp) -> NumpyProgram:
         return NumpyProgram(ast)
+
+    def threads(self) -> int:
+        return 1
 
 
 def create_device() -> NumpyDevice:

@@ -7,23 +7,25 @@ when C and NUMPY disagree, PYTHON says whether the UOps or the C renderer is wro
 How values are kept, so that results match the NUMPY device bit for bit:
 - float32 values are numpy float32 scalars, so every operation rounds to float32 as numpy does;
 - int32 and uint8 values are Python ints, wrapped to 32 or 8 bits after every operation;
-- bools are Python bools.
-Each UOp's value goes into `values[position]`; a loop is a jump back from ENDRANGE to its RANGE.
+- bools are Python bools;
+- a vector is a list of such values, one per lane: a vector op is the scalar op on every lane.
+MULACC (a*b + c, rounded once) is computed exactly, with rational arithmetic where floats would round.
+Each UOp's value goes into `values[position]`; a loop is a jump back from ENDRANGE to its RANGE. A
+loop that threads share on C runs here one iteration after another: the result is the same.
 """
 
 from __future__ import annotations
 
+import math
+from fractions import Fraction
 from typing import Any, Callable
 
 import numpy as np
 
-from tinyedu.codegen.kernel import Kernel
-from tinyedu.codegen.linearizer import linearize
-from tinyedu.codegen.uops import UOp, UOps, const_value, uops_listing
+from tinyedu.codegen.uops import FusedOps, UOp, UOps, const_value, is_vector, scalar_of
 from tinyedu.dtype import DType, dtypes
-from tinyedu.helpers import debug_level
-from tinyedu.ops import BinaryOps, LazyOp, TernaryOps, UnaryOps
-from tinyedu.runtime.device import Buffer
+from tinyedu.ops import BinaryOps, TernaryOps, UnaryOps
+from tinyedu.runtime.device import Backend, Buffer, thread_count
 
 
 def to_dtype(value: Any, dtype: DType) -> Any:
@@ -59,8 +61,46 @@ def cast(value: Any, src: DType, dst: DType) -> Any:
         return to_dtype(np.array(value, dtype=src.np).astype(dst.np)[()], dst)
 
 
+def fused_multiply_add(a: np.float32, b: np.float32, c: np.float32) -> np.float32:
+    """a*b + c rounded once to float32, like C's fmaf.
+
+    a*b of two float32 is exact in float64 (48 significant bits); adding c may round, so the sum's
+    rounding error is measured exactly (two-sum). When it is 0 the float64 sum is exact and one
+    rounding to float32 is right; otherwise the exact sum is rounded from its rational value.
+    """
+    product, addend = float(a) * float(b), float(c)
+    total = product + addend
+    if not math.isfinite(total):
+        return np.float32(total)
+    back = total - product
+    error = (product - (total - back)) + (addend - back)
+    if error == 0:
+        return np.float32(total)
+    return _round_to_float32(Fraction(product) + Fraction(addend))
+
+
+def _round_to_float32(exact: Fraction) -> np.float32:
+    """The float32 nearest to a rational (ties to even): float64 first, then fix a double rounding."""
+    with np.errstate(over="ignore"):
+        near = np.float32(float(exact))  # beyond float32's range this is inf, as it should be
+    if not math.isfinite(float(near)) or Fraction(float(near)) == exact:
+        return near
+    # the two float32 around `exact`, and the midpoint between them
+    low = near if Fraction(float(near)) < exact else np.nextafter(near, np.float32(-np.inf))
+    high = np.nextafter(low, np.float32(np.inf))
+    if not math.isfinite(float(high)) or not math.isfinite(float(low)):
+        return near
+    middle = (Fraction(float(low)) + Fraction(float(high))) / 2
+    if exact < middle:
+        return low
+    if exact > middle:
+        return high
+    return low if int(low.view(np.uint32)) % 2 == 0 else high
+
+
 # One function per ALU op, for floats and for ints; bools use BOOL_ALU where they differ.
 FLOAT_ALU: dict[Any, Callable[..., Any]] = {
+    FusedOps.MULACC: fused_multiply_add,
     UnaryOps.NEG: lambda a: -a, UnaryOps.EXP2: np.exp2, UnaryOps.LOG2: np.log2, UnaryOps.SIN: np.sin,
     UnaryOps.SQRT: np.sqrt, UnaryOps.RECIP: lambda a: np.float32(1) / a,
     BinaryOps.ADD: lambda a, b: a + b, BinaryOps.SUB: lambda a, b: a - b, BinaryOps.MUL: lambda a, b: a * b,
@@ -110,11 +150,13 @@ class PythonProgram:
                         continue
                 elif u.op is UOps.DEFINE_GLOBAL:
                     values[pc] = memory[u.arg]
+                elif u.op is UOps.DEFINE_LOCAL:
+                    values[pc] = np.zeros(u.arg, dtype=u.dtype.np)
                 elif u.op in (UOps.CONST, UOps.DEFINE_ACC):
-                    values[pc] = to_dtype(u.arg, u.dtype)
+                    value = to_dtype(u.arg, scalar_of(u.dtype))
+                    values[pc] = [value] * u.dtype.count if is_vector(u.dtype) else value
                 elif u.op is UOps.LOAD:
-                    valid = args[2] if len(args) == 3 else True  # the gate: padding reads 0
-                    values[pc] = to_dtype(args[0][self.check(u, args)] if valid else 0, u.dtype)
+                    values[pc] = self.load(u, args)
                 elif u.op is UOps.ALU:
                     values[pc] = self.alu(u, args)
                 elif u.op is UOps.CAST:
@@ -122,42 +164,85 @@ class PythonProgram:
                 elif u.op is UOps.ASSIGN:
                     values[srcs[pc][0]] = args[1]
                 elif u.op is UOps.STORE:
-                    args[0][self.check(u, args)] = args[2]
+                    self.store(u, args)
+                elif u.op is UOps.VECTORIZE:
+                    values[pc] = list(args)
+                elif u.op is UOps.BROADCAST:
+                    values[pc] = [args[0]] * u.dtype.count
+                elif u.op is UOps.GEP:
+                    values[pc] = args[0][u.arg]
                 else:
                     raise NotImplementedError(f"PYTHON device: no rule for UOp {u.op.name}")
                 pc += 1
     # --8<-- [end:run]
 
-    def check(self, u: UOp, args: list[Any]) -> int:
+    def load(self, u: UOp, args: list[Any]) -> Any:
+        """buffer[index] (a vector: `count` elements from index on); 0 where the gate is false."""
+        lanes = u.dtype.count if is_vector(u.dtype) else 1
+        dtype = scalar_of(u.dtype)
+        if len(args) == 3 and not args[2]:  # the gate: padding reads 0
+            values = [to_dtype(0, dtype)] * lanes
+        else:
+            start = self.check(u, args, lanes)
+            values = [to_dtype(args[0][start + lane], dtype) for lane in range(lanes)]
+        return values if is_vector(u.dtype) else values[0]
+
+    def store(self, u: UOp, args: list[Any]) -> None:
+        value = args[2]
+        lanes = value if isinstance(value, list) else [value]
+        start = self.check(u, args, len(lanes))
+        for lane, v in enumerate(lanes):
+            args[0][start + lane] = v
+
+    def check(self, u: UOp, args: list[Any], lanes: int = 1) -> int:
         """The index of a LOAD/STORE, after checking it is inside the buffer (numpy would wrap -1)."""
         buffer, index = args[0], args[1]
-        if not 0 <= index < buffer.size:
-            raise IndexError(f"PYTHON device: {u.op.name} at index {index} of data{u.src[0].arg}, which has "
-                             f"{buffer.size} elements: the linearizer computed a wrong index")
+        if not (0 <= index and index + lanes <= buffer.size):
+            what = f"data{u.src[0].arg}" if u.src[0].op is UOps.DEFINE_GLOBAL else "a local array"
+            raise IndexError(f"PYTHON device: {u.op.name} of {lanes} element(s) at index {index} of {what}, "
+                             f"which has {buffer.size} elements: the linearizer computed a wrong index")
         return index
 
     @staticmethod
     def alu(u: UOp, args: list[Any]) -> Any:
-        operand = u.src[-1].dtype
+        operand = scalar_of(u.src[-1].dtype)
         table = FLOAT_ALU if operand.is_float else BOOL_ALU if operand == dtypes.bool else INT_ALU
-        return to_dtype(table[u.arg](*args), u.dtype)
+        dtype = scalar_of(u.dtype)
+        if is_vector(u.dtype):  # lane by lane
+            return [to_dtype(table[u.arg](*lanes), dtype) for lanes in zip(*args, strict=True)]
+        return to_dtype(table[u.arg](*args), dtype)
 
 
-class PythonDevice:
+class PythonDevice(Backend):
+    """Runs UOps: the engine linearizes (with the same opts as for C), and this device executes the
+    list itself; the UOps are its 'source', and there is nothing to compile."""
+
     name = "PYTHON"
 
     def __init__(self) -> None:
-        self.programs: dict[LazyOp, PythonProgram] = {}
+        super().__init__()
+        self.renderer = render_uops
+        self.compiler = None
+        self.runtime = lambda name, uops: PythonProgram(uops)
 
-    def get_runner(self, ast: LazyOp) -> PythonProgram:
-        if ast not in self.programs:
-            self.programs[ast] = PythonProgram(linearize(Kernel(ast)))
-        program = self.programs[ast]
-        if debug_level() >= 4:  # the UOps are this device's source
-            print(uops_listing(program.uops))
-        return program
+    @property
+    def vector_width(self) -> int:
+        """Mirror the C device's vectors (when there is a C compiler), so both run the same UOps."""
+        try:
+            from tinyedu.runtime.ops_c import native_vector_width
+
+            return native_vector_width()
+        except RuntimeError:
+            return 4
+
+    def threads(self) -> int:
+        return thread_count()
+
+
+def render_uops(name: str, uops: list[UOp]) -> list[UOp]:
+    """The PYTHON device's 'renderer': the UOps are the program."""
+    return uops
 
 
 def create_device() -> PythonDevice:
     return PythonDevice()
-

@@ -1,0 +1,203 @@
+"""Hand-coded heuristics: the opts every kernel gets unless BEAM searches or NOOPT=1.
+
+The choices, in the order they are made (each only when it applies):
+
+1. Small kernels stay as written: fewer than SMALL_KERNEL loop iterations run in microseconds
+   whatever their loops look like, and they compile faster and read better without opts.
+2. Threads for a full reduction (no output loops): THREAD the reduce axis, so each thread sums a
+   part (this has to come first: later opts add expanded axes).
+3. A vector axis: the axis along which the input buffers are contiguous (stride 1), weighted by
+   their sizes, a buffer read with stride 0 counting as free and any other stride against. An
+   output axis is UPCAST (a vector of outputs), a reduce axis is UNROLL'ed (a vector accumulator).
+   Not in kernels that compute exp2/log2/sin (no vector form: the lanes would be taken apart
+   around every call). A copy that reads along one axis and writes along another (a transpose)
+   is tiled instead, so that the lines it reads and writes stay in the cache while they are used.
+4. Register blocking, for reduces that reuse what they load (matmul, convolution): UPCAST the
+   output axes along which some input does not move (stride 0), until 16 vector accumulators, so
+   each load feeds several multiply-adds. Reduces without reuse get 4 accumulators instead (so
+   the additions do not wait on each other).
+5. Threads for kernels with enough work (waking a thread costs microseconds): THREAD the outermost
+   output loop that has an iteration for every thread.
+6. Packing, for a matmul-like reduce whose reused input is read with a large stride along the
+   reduce axis: put the loops that input depends on outside, then PACK its tile, so the innermost
+   loop reads it contiguously from cache instead of one cache line per element.
+"""
+
+from __future__ import annotations
+
+from tinyedu.codegen.kernel import AxisKind, Kernel
+from tinyedu.codegen.opts import MAX_PACK_ELEMENTS, Opt, OptError, OptOps, apply_opt, pack_tile
+from tinyedu.helpers import prod
+from tinyedu.ops import MemBuffer, UnaryOps
+
+SMALL_KERNEL = 4096          # loop iterations below which a kernel gets no opts
+THREAD_MIN_WORK = 1 << 20    # loop iterations worth waking threads for (about 100 us on one core)
+ACCUMULATORS = 16            # vector accumulators a register block aims for (AVX-512 has 32 registers)
+
+
+# --8<-- [start:heuristics]
+def hand_coded_optimizations(kernel: Kernel, vector_width: int, threads: int) -> list[Opt]:
+    """The opts for this kernel (applied to a copy: `kernel` itself is not changed)."""
+    k = kernel.copy()
+    work = prod(k.full_shape)
+    if work < SMALL_KERNEL or work == 0 or not k.full_shape:  # small, empty, or a single element
+        return []
+    start = len(k.applied_opts)
+    try_opt = _trier(k)
+    if k.reduceop is not None and k.first_reduce == 0 and threads > 1 and work >= THREAD_MIN_WORK:
+        reduce_axis = k.loop_axes[0]
+        try_opt(Opt(OptOps.THREAD, reduce_axis, threads))
+    vector = None if _has_scalar_only_ops(k) else _pick_vector_axis(k, vector_width)
+    if vector is not None:
+        axis, width = vector
+        try_opt(Opt(OptOps.UPCAST if k.kinds[axis] is AxisKind.LOOP else OptOps.UNROLL, axis, width))
+    elif k.reduceop is None and not _has_scalar_only_ops(k):
+        _tile_transpose(k, try_opt, vector_width)
+    packed = None
+    if k.reduceop is not None:
+        _register_block(k, try_opt, vector_width)
+        packed = _order_for_pack(k, try_opt)
+    if threads > 1 and work >= THREAD_MIN_WORK and k.threads == 1:
+        for axis in [a for a in k.loop_axes if k.kinds[a] is AxisKind.LOOP]:
+            if k.full_shape[axis] >= threads and try_opt(Opt(OptOps.THREAD, axis, threads)):
+                break
+    if packed is not None:
+        strides = k.sts[packed].real_strides(ignore_valid=True)
+        reuse = [a for a in k.loop_axes if k.kinds[a] is AxisKind.LOOP and strides[a] == 0]
+        if reuse and prod(k.full_shape[a] for a in pack_tile(k, packed, reuse[0])) <= MAX_PACK_ELEMENTS:
+            try_opt(Opt(OptOps.PACK, reuse[0], packed))
+    return k.applied_opts[start:]
+# --8<-- [end:heuristics]
+
+
+def _has_scalar_only_ops(k: Kernel) -> bool:
+    """Whether the kernel computes exp2/log2/sin: they have no vector form, so each lane would be
+    taken out of its vector and put back around every call, which costs more than vectors save."""
+    return any(node.op in (UnaryOps.EXP2, UnaryOps.LOG2, UnaryOps.SIN) for node in k.ast.walk())
+
+
+def _trier(k: Kernel):
+    def try_opt(opt: Opt) -> bool:
+        """Apply `opt` if it is valid here; report whether it was."""
+        try:
+            apply_opt(k, opt)
+            return True
+        except OptError:
+            return False
+    return try_opt
+
+
+def _strides(k: Kernel) -> list[tuple[int, tuple]]:
+    """(elements, per-axis strides) of every input buffer (None: no single stride)."""
+    return [(st.size and st.max_index() + 1, st.real_strides(ignore_valid=True))
+            for buf, st in zip(k.bufs[1:], k.sts[1:], strict=True) if isinstance(buf, MemBuffer)]
+
+
+def _pick_vector_axis(k: Kernel, vector_width: int) -> tuple[int, int] | None:
+    """The loop axis (and width) with the best contiguity score, if any is positive."""
+    inputs, best = _strides(k), None
+    out_strides = k.sts[0].real_strides(ignore_valid=True)
+    for axis in k.loop_axes:
+        if k.kinds[axis] not in (AxisKind.LOOP, AxisKind.REDUCE):
+            continue
+        width = next((w for w in (vector_width, vector_width // 2, vector_width // 4)
+                      if w >= 4 and k.full_shape[axis] % w == 0), None)
+        if width is None:
+            continue
+        score = sum(size if strides[axis] == 1 else 0 if strides[axis] == 0 else -size
+                    for size, strides in inputs)
+        if k.kinds[axis] is AxisKind.LOOP:
+            score += k.sts[0].size if out_strides[axis] == 1 else -k.sts[0].size
+        if score > 0 and (best is None or score > best[0]):
+            best = (score, axis, width)
+    return None if best is None else (best[1], best[2])
+
+
+def _tile_transpose(k: Kernel, try_opt, vector_width: int) -> None:
+    """A copy that reads along one axis and writes along another (a transpose): walk a tile of
+    `width` columns (TILE), written as vectors (UPCAST), over pairs of rows, so every cache line
+    read or written is used whole while it is in the cache."""
+    loads = [p for p in range(1, len(k.bufs)) if isinstance(k.bufs[p], MemBuffer)]
+    if not loads:
+        return
+    main = max(loads, key=lambda p: k.sts[p].max_index())  # the biggest input
+    out_strides, in_strides = (k.sts[p].real_strides(ignore_valid=True) for p in (0, main))
+    loops = [a for a in k.loop_axes if k.kinds[a] is AxisKind.LOOP]
+    out_axis = next((a for a in loops if out_strides[a] == 1), None)
+    in_axis = next((a for a in loops if in_strides[a] == 1), None)
+    width = vector_width if vector_width >= 4 else 4
+    if out_axis is None or in_axis is None or out_axis == in_axis or k.full_shape[out_axis] % width:
+        return
+    if not try_opt(Opt(OptOps.TILE, out_axis, width)):
+        return
+    out_strides = k.sts[0].real_strides(ignore_valid=True)
+    tile = next(a for a in k.loop_axes if k.kinds[a] is AxisKind.LOOP and out_strides[a] == 1)
+    try_opt(Opt(OptOps.UPCAST, tile, width))
+    in_strides = k.sts[main].real_strides(ignore_valid=True)
+    rows = next((a for a in k.loop_axes if k.kinds[a] is AxisKind.LOOP and in_strides[a] == 1), None)
+    if rows is not None and k.full_shape[rows] % 2 == 0:
+        try_opt(Opt(OptOps.UPCAST, rows, 2))
+
+
+def _vector_accumulators(k: Kernel, vector_width: int) -> int:
+    lanes = prod(k.full_shape[a] for a in k.expanded_axes)
+    return max(lanes // vector_width, 1)
+
+
+def _register_block(k: Kernel, try_opt, vector_width: int) -> None:
+    """UPCAST output axes that some input does not move along, so that each load feeds several
+    multiply-adds: first up to 8 along an axis where a vector-loaded input is reused (the rows of a
+    matmul reuse a vector of B), then 2 along one where a broadcast input is (two vectors of
+    columns reuse one element of A). Without such reuse, 4 accumulators along the vector axis
+    (more independent additions, and longer contiguous runs per row for a column sum)."""
+    vector = k.expanded_axes[-1] if k.expanded_axes else None
+    inputs = _strides(k)
+
+    def reuse(axis: int, vector_loaded: bool) -> bool:
+        return any(strides[axis] == 0 and (vector is not None and (strides[vector] == 1) == vector_loaded)
+                   for _, strides in inputs)
+
+    reused = False
+    for vector_loaded, most in ((True, 8), (False, 2)):
+        accumulators = _vector_accumulators(k, vector_width)
+        candidates = [a for a in k.loop_axes if k.kinds[a] is AxisKind.LOOP and reuse(a, vector_loaded)]
+        for axis in reversed(candidates):  # the innermost first
+            amount = next((n for n in (8, 4, 2) if n <= most and n * accumulators <= ACCUMULATORS and
+                           k.full_shape[axis] % n == 0), None)
+            if amount is not None and try_opt(Opt(OptOps.UPCAST, axis, amount)):
+                reused = True
+                break
+    if reused or vector is None:
+        return
+    # no reuse: 4 accumulators (independent additions), along the axis that was vectorized
+    op = OptOps.UNROLL if k.kinds[vector] is AxisKind.UNROLL else OptOps.UPCAST
+    kind = AxisKind.REDUCE if op is OptOps.UNROLL else AxisKind.LOOP
+    loops = [a for a in k.loop_axes if k.kinds[a] is kind]
+    if loops:
+        for amount in (4, 2):
+            if k.full_shape[loops[-1]] % amount == 0 and try_opt(Opt(op, loops[-1], amount)):
+                break
+
+
+def _order_for_pack(k: Kernel, try_opt) -> int | None:
+    """An input worth packing: reused across an output loop (stride 0) but read with a large stride
+    along the reduce. The output loops it depends on are SWAPped outside the ones it does not, so
+    that its tile stays the same across them; returns its position (PACK comes after THREAD)."""
+    loops = [a for a in k.loop_axes if k.kinds[a] is AxisKind.LOOP]
+    reduce_axis = next((a for a in k.loop_axes if k.kinds[a] is AxisKind.REDUCE), None)
+    if not loops or reduce_axis is None:
+        return None
+    for position, buf in enumerate(k.bufs):
+        if position == 0 or not isinstance(buf, MemBuffer):
+            continue
+        strides = k.sts[position].real_strides(ignore_valid=True)
+        reuse = [a for a in loops if strides[a] == 0]
+        if not reuse or strides[reduce_axis] is None or abs(strides[reduce_axis]) < 64:
+            continue
+        for axis in [a for a in loops if strides[a] != 0]:
+            target = next((r for r in reuse if r < axis), None)
+            if target is not None and try_opt(Opt(OptOps.SWAP, target, axis)):
+                strides = k.sts[position].real_strides(ignore_valid=True)
+                reuse = [a for a in k.loop_axes if k.kinds[a] is AxisKind.LOOP and strides[a] == 0]
+        return position
+    return None

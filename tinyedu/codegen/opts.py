@@ -1,0 +1,239 @@
+"""Optimizations as views: each Opt reshapes and permutes a Kernel's ShapeTrackers.
+
+A Kernel's loops compute the right result in any order and at any granularity, so an optimization
+is only a change of *which loops there are*: split an axis of size n into (n/k, k) and move or
+re-label one part. The AST, and so the result, never changes (up to the order of a reduction).
+
+| Opt                | on axis         | what it does                                                   |
+| ------------------ | --------------- | -------------------------------------------------------------- |
+| UPCAST(axis, k)    | an output loop  | split off k outputs per iteration, written out in the loop     |
+|                    |                 | body: a register block; the first one applied is innermost and |
+|                    |                 | becomes a vector when a buffer is contiguous along it          |
+| UNROLL(axis, k)    | a reduce loop   | split off k reduce steps per iteration, written out, each with |
+|                    |                 | its own accumulator (combined after the loop); contiguous: a   |
+|                    |                 | vector accumulator, summed across its lanes at the end         |
+| THREAD(axis, n)    | an output loop  | make it the outermost loop and share its iterations among n    |
+|                    | (or a reduce    | threads; a reduce axis (only when there are no output loops)   |
+|                    | loop)           | is split in n parts whose results are combined after           |
+| SWAP(axis, other)  | two loops       | exchange two output loops (or two reduce loops): loop order    |
+| TILE(axis, k)      | an output loop  | split (n/k, k) and move the n/k part outermost: walk a k-wide  |
+|                    |                 | tile of this axis while the loops in between run               |
+| PACK(axis, buffer) | a loop, a       | before loop `axis`, copy the tile of `buffer` that the loops   |
+|                    | buffer          | inside read into a contiguous local array; read it from there  |
+
+Each opt checks that it makes sense on this kernel and raises OptError naming the opt, the kernel
+and what would be valid otherwise. The linearizer (tinyedu/codegen/linearizer.py) turns the
+kinds of axes into code; the heuristics (tinyedu/codegen/heuristics.py) and the BEAM search
+(tinyedu/codegen/search.py) choose opts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum, auto
+
+from tinyedu.codegen.kernel import AxisKind, Kernel
+from tinyedu.helpers import prod
+from tinyedu.ops import MemBuffer
+from tinyedu.shape import NumNode, Variable
+
+MAX_EXPANDED = 1024       # at most this many lanes in the loop body (product of UPCAST/UNROLL sizes)
+MAX_PACK_ELEMENTS = 1 << 16   # a packed tile: at most 256 KB of float32, on the stack of each thread
+MAX_THREADS = 64
+
+
+class OptOps(Enum):
+    UPCAST = auto(); UNROLL = auto(); THREAD = auto(); SWAP = auto(); TILE = auto(); PACK = auto()  # noqa: E702
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
+class Opt:
+    """One optimization: `op` on `axis` (an index into the kernel's full shape when it is applied)."""
+
+    op: OptOps
+    axis: int
+    amount: int
+
+    def __repr__(self) -> str:
+        names = {OptOps.SWAP: "other", OptOps.PACK: "buffer", OptOps.THREAD: "threads"}
+        second = names.get(self.op, "amount")
+        return f"Opt({self.op.name}, axis={self.axis}, {second}={self.amount})"
+
+
+class OptError(ValueError):
+    """An opt that does not apply to this kernel (the message says why and what would)."""
+
+
+def apply_opts(kernel: Kernel, opts: list[Opt]) -> Kernel:
+    for opt in opts:
+        apply_opt(kernel, opt)
+    return kernel
+
+
+# --8<-- [start:apply]
+def apply_opt(kernel: Kernel, opt: Opt) -> None:
+    """Apply one opt to `kernel` (in place) after checking it; record it in `kernel.applied_opts`."""
+    _check_common(kernel, opt)
+    MOVES[opt.op](kernel, opt.axis, opt.amount)
+    kernel.drop_ones()  # an axis split by its own size leaves a size-1 axis: no loop runs once
+    kernel.applied_opts.append(opt)
+
+
+def upcast(k: Kernel, axis: int, amount: int) -> None:
+    """Split off `amount` positions and move them to the front of the expanded axes.
+
+    The front, so that the first UPCAST applied stays the innermost: a later split of what is
+    left of the same axis (its outer part) must lie outside the part split off before.
+    """
+    k.split_axis(axis, amount)
+    first_expanded = min(k.expanded_axes, default=len(k.full_shape))
+    k.move_axis(axis + 1, first_expanded - 1, AxisKind.UPCAST)
+
+
+def unroll(k: Kernel, axis: int, amount: int) -> None:
+    """UPCAST's twin for a reduce axis."""
+    k.split_axis(axis, amount)
+    first_expanded = min(k.expanded_axes, default=len(k.full_shape))
+    k.move_axis(axis + 1, first_expanded - 1, AxisKind.UNROLL)
+
+
+def thread(k: Kernel, axis: int, threads: int) -> None:
+    """The loop goes outermost, its iterations shared by `threads` threads; a reduce axis is first
+    split into `threads` parts (one partial result each, combined after the loop)."""
+    if k.is_reduce_axis(axis):
+        k.split_axis(axis, k.full_shape[axis] // threads)
+    k.move_axis(axis, 0, AxisKind.THREAD)
+    k.threads = threads
+
+
+def swap(k: Kernel, axis: int, other: int) -> None:
+    first, second = sorted((axis, other))
+    k.move_axis(second, first, k.kinds[second])
+    k.move_axis(first + 1, second, k.kinds[first + 1])
+
+
+def tile(k: Kernel, axis: int, amount: int) -> None:
+    """Split (n/amount, amount) and move the n/amount part to be the first output loop."""
+    k.split_axis(axis, amount)
+    k.move_axis(axis, 1 if k.kinds[0] is AxisKind.THREAD else 0, AxisKind.LOOP)
+
+
+def pack(k: Kernel, axis: int, buffer: int) -> None:
+    """Only recorded: the linearizer copies the tile when it opens loop `axis`."""
+    k.packs.append((buffer, axis))
+
+
+# What each opt does to the kernel's views (exercises plug their own in here, e.g. MOVES[UPCAST]).
+MOVES = {OptOps.UPCAST: upcast, OptOps.UNROLL: unroll, OptOps.THREAD: thread, OptOps.SWAP: swap,
+         OptOps.TILE: tile, OptOps.PACK: pack}
+# --8<-- [end:apply]
+
+
+def _fail(kernel: Kernel, opt: Opt, why: str) -> None:
+    axes = ", ".join(f"{a}: {name}<{size}" for a, (name, size) in
+                     enumerate(zip(kernel.loop_names, kernel.full_shape, strict=True)))
+    raise OptError(f"{opt} on kernel {kernel.name}: {why}. The kernel's axes are [{axes}]"
+                   + (f" after {kernel.applied_opts}" if kernel.applied_opts else ""))
+
+
+def _check_common(k: Kernel, opt: Opt) -> None:
+    if k.linearized:
+        _fail(k, opt, "the kernel was already linearized; apply opts to a new Kernel(ast) before linearizing")
+    if not isinstance(opt, Opt) or not isinstance(opt.op, OptOps):
+        raise OptError(f"apply_opt: expected an Opt(OptOps..., axis, amount), got {opt!r}")
+    if not isinstance(opt.axis, int) or not 0 <= opt.axis < len(k.full_shape):
+        _fail(k, opt, f"axis must be an int in 0..{len(k.full_shape) - 1}")
+    if k.packs and opt.op is not OptOps.PACK:
+        _fail(k, opt, "PACK must come last (it copies the tile that the loops inside it read; changing "
+                      "those loops afterwards would change the tile)")
+    kind, size = k.kinds[opt.axis], k.full_shape[opt.axis]
+    if size == 0:
+        _fail(k, opt, "the axis is empty (size 0): the kernel computes nothing, there is nothing to optimize")
+    if opt.op in (OptOps.UPCAST, OptOps.UNROLL, OptOps.TILE):
+        wanted = AxisKind.REDUCE if opt.op is OptOps.UNROLL else AxisKind.LOOP
+        if kind is not wanted:
+            other = {OptOps.UPCAST: "UNROLL splits reduce loops", OptOps.UNROLL: "UPCAST splits output loops",
+                     OptOps.TILE: "TILE splits output loops"}[opt.op]
+            valid = [a for a, kd in enumerate(k.kinds) if kd is wanted]
+            _fail(k, opt, f"axis {opt.axis} is {_a(kind.value)} axis, {opt.op.name} needs {_a(wanted.value)} "
+                          f"axis (valid: {valid}; {other})")
+        if not isinstance(opt.amount, int) or opt.amount < 2 or size % opt.amount:
+            divisors = [d for d in range(2, size + 1) if size % d == 0][:8]
+            _fail(k, opt, f"amount must be an int >= 2 that divides the axis size {size} "
+                          f"(for example {divisors or 'none: the axis is prime-sized 1'})")
+        if opt.op is not OptOps.TILE:
+            expanded = prod(k.full_shape[a] for a in k.expanded_axes) * opt.amount
+            if expanded > MAX_EXPANDED:
+                _fail(k, opt, f"the loop body would hold {expanded} copies of each scalar value (the product "
+                              f"of the UPCAST and UNROLL sizes; limit {MAX_EXPANDED})")
+        elif opt.amount == size:
+            _fail(k, opt, "a tile as large as the axis moves nothing; pick a divisor smaller than the axis")
+    elif opt.op is OptOps.THREAD:
+        _check_thread(k, opt, kind, size)
+    elif opt.op is OptOps.SWAP:
+        other = opt.amount
+        if not isinstance(other, int) or not 0 <= other < len(k.full_shape) or other == opt.axis:
+            _fail(k, opt, "SWAP's second number is the other axis: a different axis of the full shape")
+        same = kind in (AxisKind.LOOP, AxisKind.REDUCE) and k.kinds[other] is kind
+        if not same:
+            _fail(k, opt, f"SWAP exchanges two loops of the same kind (two output loops or two reduce "
+                          f"loops); axis {opt.axis} is {kind.value}, axis {other} is {k.kinds[other].value}")
+    elif opt.op is OptOps.PACK:
+        _check_pack(k, opt, kind)
+
+
+def _a(word: str) -> str:
+    return ("an " if word[0] in "aeiou" else "a ") + word
+
+
+def _check_thread(k: Kernel, opt: Opt, kind: AxisKind, size: int) -> None:
+    if k.threads > 1:
+        _fail(k, opt, f"the kernel already runs on {k.threads} threads; only one THREAD opt per kernel")
+    if not isinstance(opt.amount, int) or not 2 <= opt.amount <= MAX_THREADS:
+        _fail(k, opt, f"the number of threads must be an int in 2..{MAX_THREADS}")
+    if kind is AxisKind.LOOP:
+        if opt.amount > size:
+            _fail(k, opt, f"{opt.amount} threads for a loop of {size} iterations leaves some idle")
+        return
+    if kind is AxisKind.REDUCE:
+        if k.first_reduce:
+            _fail(k, opt, "a reduce loop can run on threads only in a kernel with no output loops (each "
+                          "thread then sums a part); thread an output loop instead")
+        if size % opt.amount:
+            _fail(k, opt, f"the reduce axis of size {size} must split into {opt.amount} equal parts")
+        return
+    _fail(k, opt, f"THREAD needs a loop axis, axis {opt.axis} is {kind.value}")
+
+
+def pack_tile(k: Kernel, position: int, axis: int) -> list[int]:
+    """The axes (from `axis` on) that buffer `position` depends on: the tile a PACK copies."""
+    st = k.sts[position]
+    idxs = [Variable(f"a{a}", 0, size - 1) if size > 1 else NumNode(0) for a, size in enumerate(st.shape)]
+    index, valid = st.expr_idxs(idxs)
+    used = {v.name for v in index.vars() + valid.vars()}
+    return [a for a in range(axis, len(k.full_shape)) if f"a{a}" in used]
+
+
+def _check_pack(k: Kernel, opt: Opt, kind: AxisKind) -> None:
+    position = opt.amount
+    loads = [i for i, b in enumerate(k.bufs) if i > 0 and isinstance(b, MemBuffer)]
+    if position not in loads:
+        _fail(k, opt, f"PACK's second number is the buffer's position in kernel.bufs; loads are at {loads}")
+    if any(p == position for p, _ in k.packs):
+        _fail(k, opt, f"buffer {position} is already packed")
+    if kind not in (AxisKind.LOOP, AxisKind.REDUCE):
+        _fail(k, opt, f"a tile is copied before a loop; axis {opt.axis} is {kind.value}")
+    tile = pack_tile(k, position, opt.axis)
+    if opt.axis in tile:
+        _fail(k, opt, f"buffer {position} changes with loop {k.loop_names[opt.axis]}, so its tile would be "
+                      "copied on every iteration; pack it before a loop it does not depend on "
+                      "(it is reused there)")
+    if not tile:
+        _fail(k, opt, f"buffer {position} reads one element in all the loops inside: no tile to copy")
+    elements = prod(k.full_shape[a] for a in tile)
+    if elements > MAX_PACK_ELEMENTS:
+        _fail(k, opt, f"the tile has {elements} elements, more than {MAX_PACK_ELEMENTS} (a local array on "
+                      "each thread's stack); pack before an inner loop, or split the axes more")
