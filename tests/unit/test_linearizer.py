@@ -215,6 +215,35 @@ def test_reducing_nothing_emits_no_loop_and_gives_the_identity():
     assert run(ast, np.zeros(0, np.float32)).tolist() == [[-np.inf]] * 3
 
 
+def plain_reduce_asts() -> list[LazyOp]:
+    """A row sum, a max over nothing, and a sum over two axes of a permuted view."""
+    empty = load(1, ShapeTracker.from_shape((3, 0)))
+    permuted = load(1, ShapeTracker.from_shape((2, 3, 4)).permute((1, 0, 2)))
+    return [reduce_ast(), store(alu(ReduceOps.MAX, empty, arg=(1,)), (3, 1)),
+            store(alu(ReduceOps.SUM, permuted, arg=(1, 2)), (3, 1, 1))]
+
+
+@pytest.mark.parametrize("ast", plain_reduce_asts(), ids=["sum", "empty max", "two reduce axes"])
+def test_the_plain_reduce_is_the_expanded_one_without_opts(ast):
+    """Without opts the linearizer takes `lower_plain_reduce` (chapter 04's exercise hook); the
+    general `lower_expanded_reduce` must write exactly the same UOps for such a kernel."""
+    from tinyedu.codegen.linearizer import Linearizer
+
+    class Expanded(Linearizer):
+        def lower_reduce(self, reduce):
+            return self.lower_expanded_reduce(reduce)
+
+    called = []
+
+    class Plain(Linearizer):
+        def lower_plain_reduce(self, reduce):
+            called.append(reduce)
+            return super().lower_plain_reduce(reduce)
+
+    plain = uops_listing(Plain(Kernel(ast)).linearize())
+    assert called and plain == uops_listing(Expanded(Kernel(ast)).linearize())
+
+
 def test_an_empty_output_runs_nothing():
     uops = linearize(Kernel(store(load(1, ShapeTracker.from_shape((0, 3))), (0, 3))))
     assert [u.op for u in uops] == [UOps.DEFINE_GLOBAL, UOps.DEFINE_GLOBAL]

@@ -146,13 +146,42 @@ class Linearizer:
 
     # --8<-- [start:reduce]
     def lower_reduce(self, reduce: LazyOp) -> dict[Combo, Value]:
-        """acc = identity; for ridx...: acc = acc op x; the value after the loops is the result.
+        """The REDUCE's value at each position of the output's expanded axes (the key `()` when
+        there are none). The kernel as written has one accumulator: `lower_plain_reduce`."""
+        if not self.kernel.applied_opts:
+            return {(): self.lower_plain_reduce(reduce)}
+        return self.lower_expanded_reduce(reduce)
 
-        One accumulator per position of the UPCAST and UNROLL axes (a vector one along the vector
-        axis); after the loops, the UNROLL accumulators of each output are combined, and a vector
-        axis that was reduced is summed across its lanes. Values that do not depend on a loop are
-        computed before it (see UOpBuilder), which is only safe if the loop runs at least once: so
-        an empty reduce (or output) emits no loops at all.
+    def lower_plain_reduce(self, reduce: LazyOp) -> UOp:
+        """acc = identity; for ridx...: acc = acc op x; after the loops, the ASSIGN is the result.
+
+        The kernel without opts: one scalar accumulator, one loop per reduce axis (exercise
+        `04.lower_reduce` of chapter 04 plugs into this method). Values that do not depend on a
+        loop are computed before it (see UOpBuilder), which is only safe if the loop runs at least
+        once: so an empty reduce emits no loops at all.
+        """
+        k, b = self.kernel, self.b
+        dtype = self._dtype(reduce.src[0])
+        identity = 0 if reduce.op is ReduceOps.SUM else lowest_value(dtype)
+        if 0 in k.full_shape[k.first_reduce:]:
+            return b.const(identity, dtype)  # reducing no elements gives the identity (NUMPY does too)
+        acc = b.define_acc(identity, dtype)  # before the loops: one running total per output element
+        names, sizes = k.loop_names[k.first_reduce:], k.full_shape[k.first_reduce:]
+        for name, size in zip(names, sizes, strict=True):
+            self.loops[name] = b.open_range(name, size)
+        x = self.lower(reduce.src[0])  # everything below the REDUCE, inside the reduce loops
+        result = b.assign(acc, b.alu(BinaryOps.ADD if reduce.op is ReduceOps.SUM else BinaryOps.MAX, acc, x))
+        for _ in names:
+            b.close_range()
+        return result
+    # --8<-- [end:reduce]
+
+    # --8<-- [start:reduce-expanded]
+    def lower_expanded_reduce(self, reduce: LazyOp) -> dict[Combo, Value]:
+        """`lower_plain_reduce` with opts: one accumulator per position of the UPCAST and UNROLL
+        axes (a vector one along the vector axis); after the loops, the UNROLL accumulators of each
+        output are combined, and a vector axis that was reduced is summed across its lanes. As
+        there, an empty reduce (or output) emits no loops at all.
         """
         k, b, width = self.kernel, self.b, self.width
         dtype = self._dtype(reduce.src[0])
@@ -160,7 +189,6 @@ class Linearizer:
         op = BinaryOps.ADD if reduce.op is ReduceOps.SUM else BinaryOps.MAX
         reduce_loops = [a for a in k.loop_axes if k.is_reduce_axis(a) and k.kinds[a] is not AxisKind.THREAD]
         if any(k.full_shape[a] == 0 for a in reduce_loops + k.expanded_axes):
-            # reducing no elements gives the identity (NUMPY does too)
             return {combo: b.const(identity, dtype) for combo in self.combos(reduce=False)}
         combos = self.combos(reduce=True)
         accs = {combo: self.define_acc(identity, dtype, width) for combo in combos}
@@ -178,7 +206,7 @@ class Linearizer:
                 total = horizontal(b, op, total, width)
             results[out_combo] = total
         return results
-    # --8<-- [end:reduce]
+    # --8<-- [end:reduce-expanded]
 
     def define_acc(self, identity: Any, dtype: DType, width: int) -> Value:
         if width == 1:

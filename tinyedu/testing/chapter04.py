@@ -1,8 +1,9 @@
 """Chapter 04 (notebook 04, stage 3: the linearizer and UOps): the exercises and their checkers.
 
 Implement-this: `04.simplify` (the UOp builder's integer simplification, plugged in as
-`UOpBuilder._simplify`) and `04.lower_reduce` (a REDUCE's accumulator and loops, plugged in as
-`Linearizer.lower_reduce`). Predictions: `04.loop_bounds`, `04.load_count`.
+`UOpBuilder._simplify`) and `04.lower_reduce` (a REDUCE's accumulator and loops in a kernel
+without opts, plugged in as `Linearizer.lower_plain_reduce`). Predictions: `04.loop_bounds`,
+`04.load_count`.
 
 The kernels here are built without opts (`Kernel(ast)`), linearized with the learner's piece, and
 run as UOps on the PYTHON device and as C through the C renderer and compiler.
@@ -24,7 +25,6 @@ from tinyedu.testing.hooks import plug
 from tinyedu.testing.stage3_4 import check_load_count, check_loop_bounds
 
 REFERENCE_SIMPLIFY = UOpBuilder._simplify
-REFERENCE_LOWER_REDUCE = Linearizer.lower_reduce
 
 
 def _tensors() -> tuple[Any, Any, np.ndarray, np.ndarray]:
@@ -272,18 +272,19 @@ def _reduce_programs() -> list[tuple[str, Callable, str]]:
     ]
 
 
-@exercise("04.lower_reduce", answer="lower_reduce", title="Lower a REDUCE: accumulator, loops, ASSIGN",
-          hook="Linearizer.lower_reduce")
-def check_lower_reduce(lower_reduce: Callable[..., UOp]) -> str:
-    """Plug `lower_reduce` in: sums, a max of negatives, two reduce axes, ints, a matmul, an empty reduce."""
+@exercise("04.lower_reduce", answer="lower_plain_reduce", title="Lower a REDUCE: accumulator, loops, ASSIGN",
+          hook="Linearizer.lower_plain_reduce")
+def check_lower_reduce(lower_plain_reduce: Callable[..., UOp]) -> str:
+    """Plug the learner's method in: sums, a max of negatives, two reduce axes, ints, a matmul, an
+    empty reduce, each linearized without opts (so the linearizer calls it) and run."""
     from tinyedu.codegen.linearizer import linearize
 
-    if not callable(lower_reduce):
-        raise AssertionError("lower_reduce: expected a function lower_reduce(self, reduce), got "
-                             f"{type(lower_reduce)}")
+    if not callable(lower_plain_reduce):
+        raise AssertionError("lower_plain_reduce: expected a function lower_plain_reduce(self, reduce), got "
+                             f"{type(lower_plain_reduce)}")
     a, b, _, _ = _tensors()
     ran = 0
-    with plug(Linearizer, "lower_reduce", lower_reduce) as plugged:
+    with plug(Linearizer, "lower_plain_reduce", lower_plain_reduce) as plugged:
         for name, program, hint in _reduce_programs():
             kernel, inputs, want = _kernel(program(a, b))
             try:
@@ -292,31 +293,27 @@ def check_lower_reduce(lower_reduce: Callable[..., UOp]) -> str:
                 if "loops still open" not in str(error):
                     raise
                 raise AssertionError(f"`{name}`: {error}. Hint: close every loop you open "
-                                     "(self.b.close_range(), "
-                                     "once per reduce loop) before you return.") from None
+                                     "(self.b.close_range(), once per reduce loop) before you return.") from None
             except KeyError as error:
                 raise AssertionError(f"`{name}`: no loop named {error} is open when the reduce's input is "
                                      f"lowered. Hint: {hint}.") from None
             result = [u for u in uops if u.op is UOps.STORE][0].src[2]
             if result.op is UOps.ALU and any(s.op is UOps.DEFINE_ACC for s in result.src):
                 raise AssertionError(f"`{name}`: the value stored after the loops is the ALU that combines "
-                                     "the "
-                                     "accumulator, not an ASSIGN. Hint: return self.b.assign(acc, new "
-                                     "value): "
-                                     "after the loops, the ASSIGN is the accumulator's final value.")
+                                     "the accumulator, not an ASSIGN. Hint: return self.b.assign(acc, new "
+                                     "value): after the loops, the ASSIGN is the accumulator's final value.")
             python = _run_python(uops, kernel, inputs, want)
             if "max" in name and not _same(python, want, exact=False) and np.all(python == 0):
                 hint = ("every element here is negative, and your maxima are all 0: a MAX accumulator must "
                         "start at the lowest value (codegen.uops.lowest_value(dtype)), not at 0")
             if not _same(python, want, exact=False):
-                raise AssertionError(f"`{name}` lowered with your lower_reduce gives other values than "
-                                     "numpy. "
-                                     f"Hint: {hint}.")
+                raise AssertionError(f"`{name}` lowered with your lower_plain_reduce gives other values than "
+                                     f"numpy. Hint: {hint}.")
             if not _same(_run_c(uops, kernel, inputs, want), python, exact=True):
                 raise AssertionError(f"`{name}`: the compiled C and the PYTHON device disagree on your UOps. "
-                                     "Is "
-                                     "the accumulator defined (define_acc) before the reduce loops open?")
+                                     "Is the accumulator defined (define_acc) before the reduce loops open?")
             ran += 1
-        plugged.require_called("Linearizer.lower_reduce")
+        plugged.require_called("Linearizer.lower_plain_reduce")
     return (f"{ran} kernels (sums, a max of negative numbers, two reduce axes, an int sum, a matmul with a "
-            "relu, an empty reduce) lowered with your lower_reduce run right on PYTHON and as compiled C.")
+            "relu, an empty reduce) lowered with your lower_plain_reduce run right on PYTHON and as "
+            "compiled C.")

@@ -20,8 +20,9 @@ The hooks the chapters use (each chapter's notebook says which one its exercise 
 | `tinyedu.function.Mul`, `.Expand`     | 01      | a Function: forward and backward              |
 | `View.permute`, `View.pad`            | 02      | movement ops as arithmetic on a view          |
 | `schedule.keeps_zero`, `schedule.store_is_cheaper` | 03 | a scheduler rule               |
-| `UOpBuilder._simplify`, `Linearizer.lower_reduce` | 04 | a UOp simplification; a REDUCE's loops |
+| `UOpBuilder._simplify`, `Linearizer.lower_plain_reduce` | 04 | a UOp simplification; a REDUCE's loops |
 | `cstyle.c_literal`, `cstyle.HELPERS["max_float32"]` | 05 | C for constants and for a NaN-aware max |
+| `opts.MOVES[OptOps.UPCAST]`, `heuristics.hand_coded_optimizations` | 06 | an opt's two moves; opts for a fast matmul |
 | `Optimizer.update` (a subclass), `jit.replay_can_skip` | 08 | an optimizer; which programs a replay skips |
 """
 

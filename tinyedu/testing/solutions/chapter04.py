@@ -51,8 +51,8 @@ def simplify(self: UOpBuilder, op: Any, src: tuple[UOp, ...], dtype: DType) -> U
 # --8<-- [end:simplify]
 
 
-# --8<-- [start:lower_reduce]
-def lower_reduce(self: Linearizer, reduce: LazyOp) -> UOp:
+# --8<-- [start:lower_plain_reduce]
+def lower_plain_reduce(self: Linearizer, reduce: LazyOp) -> UOp:
     k, b = self.kernel, self.b
     dtype = self._dtype(reduce.src[0])
     identity = 0 if reduce.op is ReduceOps.SUM else lowest_value(dtype)
@@ -67,7 +67,7 @@ def lower_reduce(self: Linearizer, reduce: LazyOp) -> UOp:
     for _ in names:
         b.close_range()
     return result  # after the loops, the ASSIGN is the reduced value
-# --8<-- [end:lower_reduce]
+# --8<-- [end:lower_plain_reduce]
 
 
 # ---- typical mistakes -------------------------------------------------------------------------------
