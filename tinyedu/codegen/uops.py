@@ -2,7 +2,7 @@
 
 A kernel AST is a tree of whole-array ops ("add these two (4, 16) arrays"). Hardware runs loops of
 scalar instructions. The linearizer (tinyedu/codegen/linearizer.py) bridges the two by emitting a
-list of UOps, each one scalar value or one statement:
+list of UOps, each one value (a scalar; with opts, also a vector) or one statement:
 
 | UOp           | src                        | arg                  | what it means                      |
 | ------------- | -------------------------- | -------------------- | ---------------------------------- |

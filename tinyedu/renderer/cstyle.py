@@ -3,8 +3,9 @@
     void r_4_16(float* restrict data0, const float* restrict data1) {
       for (int gidx0 = 0; gidx0 < 4; gidx0++) {
         float acc0 = 0.0f;
+        int alu0 = gidx0*16;
         for (int ridx0 = 0; ridx0 < 16; ridx0++) {
-          float val0 = data1[(gidx0*16)+ridx0];
+          float val0 = data1[alu0+ridx0];
           acc0 = acc0+val0;
         }
         data0[gidx0] = acc0;
