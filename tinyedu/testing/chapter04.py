@@ -293,7 +293,8 @@ def check_lower_reduce(lower_plain_reduce: Callable[..., UOp]) -> str:
                 if "loops still open" not in str(error):
                     raise
                 raise AssertionError(f"`{name}`: {error}. Hint: close every loop you open "
-                                     "(self.b.close_range(), once per reduce loop) before you return.") from None
+                                     "(self.b.close_range(), once per reduce loop) before you "
+                                     "return.") from None
             except KeyError as error:
                 raise AssertionError(f"`{name}`: no loop named {error} is open when the reduce's input is "
                                      f"lowered. Hint: {hint}.") from None
