@@ -1,0 +1,21 @@
+"""A trained model's forward pass as one standalone C program: `export_c(model, example_input)`.
+
+program.py captures the forward pass's schedule and lowers every kernel for the target, memory.py
+plans where the intermediate buffers live, cfile.py writes the C file (and the sidecar weights).
+"""
+
+from tinyedu.export.memory import MemoryPlan, check_plan, plan_memory
+from tinyedu.export.program import (
+    C_TARGET,
+    EMBED_LIMIT,
+    NEON_TARGET,
+    TARGETS,
+    ExportedProgram,
+    Target,
+    compile_and_run,
+    export_c,
+    lower_for_target,
+)
+
+__all__ = ["export_c", "ExportedProgram", "Target", "C_TARGET", "NEON_TARGET", "TARGETS", "EMBED_LIMIT",
+           "lower_for_target", "compile_and_run", "plan_memory", "check_plan", "MemoryPlan"]

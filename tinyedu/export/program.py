@@ -1,0 +1,363 @@
+"""Export: a trained model's forward pass as one standalone C program (PORT=1: every buffer inside it).
+
+Inside tinyedu a forward pass is a schedule of kernels that Python runs one by one on buffers it
+allocates. Exporting writes that same schedule down as a C file that needs nothing else:
+
+- every kernel of the schedule, in order, rendered by the device's renderer through the lowering
+  steps of tinyedu/engine/lower.py (Kernel, opts, linearize, render), with the settings of the
+  target machine instead of this one: 4-lane vectors (SSE on any x86-64, NEON on arm64) and one
+  thread;
+- the weights, as `static const` arrays in the file (PORT=1, the default up to EMBED_LIMIT bytes),
+  or in a sidecar binary file read at start-up (PORT=0, for large models);
+- the intermediate buffers, placed by a memory plan in one arena per dtype so that a buffer whose
+  last reader has run gives its memory to a later one (see plan_memory);
+- `<name>_forward(inputs..., outputs...)`, which calls the kernels, and a small `main` that reads
+  batches of inputs (raw bytes) from a file or stdin and writes the outputs (raw, or as text).
+
+It compiles with `cc -O2 model.c -lm` and runs with no Python. Only inference: the model must not
+write into its own weights (no BatchNorm in training mode).
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import re
+import shlex
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from tinyedu.codegen import heuristics
+from tinyedu.codegen.kernel import Kernel
+from tinyedu.codegen.linearizer import linearize
+from tinyedu.codegen.opts import apply_opts
+from tinyedu.dtype import DType
+from tinyedu.engine.schedule import ScheduleItem, create_schedule
+from tinyedu.export.cfile import render_program
+from tinyedu.export.memory import Allocation, plan_memory
+from tinyedu.helpers import getenv, prod
+from tinyedu.lazy import LazyBuffer
+from tinyedu.nn.state import get_state_dict
+from tinyedu.ops import LoadOps
+from tinyedu.runtime.device import Device
+from tinyedu.tensor import Tensor, no_grad
+
+EMBED_LIMIT = 16 << 20  # bytes of weights above which PORT unset means a sidecar file
+
+
+# --8<-- [start:target]
+@dataclass(frozen=True)
+class Target:
+    """Where the program runs: which device's renderer writes the kernels, how it is compiled and run."""
+
+    name: str
+    device: str                    # "C" (portable C with vector extensions) or "NEON" (arm_neon.h intrinsics)
+    vector_width: int              # float32 lanes per vector: 4 = 128 bits, which every x86-64 and arm64 has
+    compiler: tuple[str, ...]      # the command that compiles the file
+    flags: tuple[str, ...]         # plain optimization, nothing machine-specific
+    run_prefix: tuple[str, ...] = ()   # how to start the program (an emulator for another architecture)
+
+
+C_TARGET = Target("c", "C", 4, (os.environ.get("CC", "cc"),), ("-O2",))
+# arm64 Linux, cross-compiled here and run under qemu-user (static: qemu needs no aarch64 libraries)
+NEON_TARGET = Target("neon", "NEON", 4, ("aarch64-linux-gnu-gcc",), ("-O2", "-static"), ("qemu-aarch64",))
+TARGETS = {"c": C_TARGET, "neon": NEON_TARGET}
+# --8<-- [end:target]
+
+
+@dataclass(eq=False)  # compared and hashed by identity: one object per buffer
+class BufferInfo:
+    """One buffer of the program: what it holds and where its memory lives in the C file."""
+
+    name: str                      # its C name: input0, output0, conv1_weight, ... (arenas: arena_float32)
+    role: str                      # "input", "output", "weight" (data known at export time) or "scratch"
+    dtype: DType
+    size: int                      # elements
+    data: np.ndarray | None = None        # a weight's values
+    allocation: Allocation | None = None  # a scratch buffer's place in its arena
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+
+@dataclass
+class KernelCall:
+    function: str                  # the C function (several calls may share one)
+    buffers: list[BufferInfo]      # [output, *inputs], in the kernel's data0, data1, ... order
+
+
+@dataclass
+class ExportedProgram:
+    """The C program, what it is made of, and helpers to write, compile and run it."""
+
+    name: str
+    target: Target
+    inputs: list[tuple[tuple[int, ...], DType]]
+    outputs: list[tuple[tuple[int, ...], DType]]
+    calls: list[KernelCall]
+    functions: dict[str, str]      # C function name -> its source
+    buffers: list[BufferInfo]
+    arena_bytes: dict[str, int]    # dtype name -> bytes of that arena
+    embedded: bool                 # weights inside the C file (PORT=1) or in the sidecar file
+    source: str = ""
+    weights_file: bytes = b""      # the sidecar's contents when not embedded
+    stats: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def kernel_names(self) -> list[str]:
+        return [call.function for call in self.calls]
+
+    def save(self, folder: str | os.PathLike) -> Path:
+        """Write `<name>.c` (and `<name>.weights` when the weights are not embedded) into `folder`."""
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{self.name}.c"
+        path.write_text(self.source)
+        if not self.embedded:
+            (folder / f"{self.name}.weights").write_bytes(self.weights_file)
+        return path
+
+    def compile(self, folder: str | os.PathLike, extra_flags: tuple[str, ...] = ()) -> Path:
+        """Save and compile with the target's plain command line; the executable's path."""
+        source = self.save(folder)
+        executable = source.with_suffix("")
+        command = [*self.target.compiler, *self.target.flags, *extra_flags, str(source), "-o", str(executable),
+                   "-lm"]
+        result = subprocess.run(command, capture_output=True, text=True)
+        if result.returncode != 0:
+            raise RuntimeError(f"export: `{shlex.join(command)}` failed:\n{result.stderr.strip()}")
+        return executable
+
+    def command(self, executable: str | os.PathLike, *args: str) -> list[str]:
+        """The command line that runs the compiled program (under an emulator for a foreign target)."""
+        return [*self.target.run_prefix, str(executable), *args]
+
+    def run(self, executable: str | os.PathLike, *inputs: np.ndarray) -> list[np.ndarray]:
+        """Feed whole batches of `inputs` (each with the exported shape's leading batch axis repeated)
+        to the compiled program and read its outputs back. Used to check it against tinyedu."""
+        batches = _batches(self, inputs)
+        stream = b"".join(b"".join(np.ascontiguousarray(x[k], dtype=dt.np).tobytes()
+                                   for x, (_, dt) in zip(inputs, self.inputs, strict=True))
+                          for k in range(batches))
+        folder = Path(executable).parent
+        result = subprocess.run(self.command(executable, "-w", str(folder / f"{self.name}.weights")),
+                                input=stream, capture_output=True)
+        if result.returncode != 0:
+            raise RuntimeError(f"export: the program failed: {result.stderr.decode().strip()}")
+        return _split_outputs(self, result.stdout, batches)
+
+
+def _batches(program: ExportedProgram, inputs: tuple[np.ndarray, ...]) -> int:
+    """Inputs come as (batches, *exported shape)."""
+    if len(inputs) != len(program.inputs):
+        raise ValueError(f"export: the program takes {len(program.inputs)} inputs, got {len(inputs)}")
+    counts = set()
+    for k, (x, (shape, _)) in enumerate(zip(inputs, program.inputs, strict=True)):
+        if tuple(x.shape[1:]) != shape:
+            raise ValueError(f"export: input {k} must have shape (batches, *{shape}), got {x.shape}")
+        counts.add(x.shape[0])
+    if len(counts) != 1:
+        raise ValueError(f"export: every input needs the same number of batches, got {sorted(counts)}")
+    return counts.pop()
+
+
+def _split_outputs(program: ExportedProgram, raw: bytes, batches: int) -> list[np.ndarray]:
+    per_batch = sum(prod(shape) * dt.itemsize for shape, dt in program.outputs)
+    if len(raw) != per_batch * batches:
+        raise RuntimeError(f"export: the program wrote {len(raw)} bytes, expected {per_batch * batches}")
+    outs: list[list[np.ndarray]] = [[] for _ in program.outputs]
+    offset = 0
+    for _ in range(batches):
+        for k, (shape, dt) in enumerate(program.outputs):
+            n = prod(shape) * dt.itemsize
+            outs[k].append(np.frombuffer(raw[offset:offset + n], dtype=dt.np).reshape(shape))
+            offset += n
+    return [np.stack(o) for o in outs]
+
+
+# --8<-- [start:export]
+def export_c(model: Callable[..., Any], *example_inputs: Tensor, name: str = "model",
+             target: str | Target = "c", embed: bool | None = None) -> ExportedProgram:
+    """The forward pass `model(*example_inputs)` as a standalone C program for inputs of these shapes and
+    dtypes. `model` is any callable; if it holds tensors (a layer, a model) their state-dict names
+    become the names of the weight arrays. `embed` puts the weights in the file (default: the PORT
+    environment variable, else yes when they take at most EMBED_LIMIT bytes)."""
+    target = TARGETS[target] if isinstance(target, str) else target
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        raise ValueError(f"export_c: name must be a C identifier (it names the file and the functions), "
+                         f"got {name!r}")
+    inputs = [_input_tensor(x, k) for k, x in enumerate(example_inputs)]
+    for holder in _weight_holders(model).values():  # weights in memory, where their names can find them
+        Tensor.realize_all(*get_state_dict(holder).values())
+    with no_grad():
+        outputs = _output_tensors(model(*inputs))
+    outs = [t.contiguous() for t in outputs]
+    Tensor.realize_all(*(t for t in outs if t.lazydata.base.is_const()))  # (a constant output: a fill)
+    schedule = create_schedule([t.lazydata for t in outs])
+    input_memory = {id(t.lazydata.base.realized): k for k, t in enumerate(inputs)}
+    names = _weight_names(model)
+    # 1. what every buffer is: the inputs, the outputs, data known now (weights, constants), scratch
+    buffers: dict[int, BufferInfo] = {}
+
+    def info(lb: LazyBuffer) -> BufferInfo:
+        key = id(lb)
+        if key not in buffers:
+            realized = lb.realized
+            if realized is not None and id(realized) in input_memory:
+                k = input_memory[id(realized)]
+                buffers[key] = BufferInfo(f"input{k}", "input", lb.dtype, lb.size)
+            elif realized is not None:
+                buffers[key] = BufferInfo(_c_name(names.get(id(realized), "weight"), buffers), "weight",
+                                          lb.dtype, lb.size, realized.as_numpy().copy())
+            else:
+                buffers[key] = BufferInfo(f"buf{len(buffers)}", "scratch", lb.dtype, lb.size)
+        return buffers[key]
+
+    for k, t in enumerate(outs):
+        base = t.lazydata.base
+        if base.realized is not None:
+            raise ValueError(f"export_c: output {k} is already in memory (an input or a weight returned as "
+                             "it is); return a computed tensor")
+        buffers[id(base)] = BufferInfo(f"output{k}", "output", base.dtype, base.size)
+    # 2. the calls, in schedule order; data that needs no computation becomes a weight
+    calls: list[KernelCall] = []
+    functions: dict[str, str] = {}
+    by_ast: dict[Any, str] = {}
+    for item in schedule:
+        out = info(item.out)
+        if isinstance(item.ast.op, LoadOps):
+            _known_data(item, out)
+            continue
+        if item.ast not in by_ast:
+            by_ast[item.ast] = _unique(item.name, functions)
+            functions[by_ast[item.ast]] = lower_for_target(item, by_ast[item.ast], target)
+        calls.append(KernelCall(by_ast[item.ast], [out, *(info(x) for x in item.inputs)]))
+    # 3. scratch memory: one arena per dtype, reused once a buffer's last reader has run
+    lifetimes = _lifetimes(calls)
+    arena_bytes = {}
+    for dtype in sorted({b.dtype for b in lifetimes}, key=lambda d: d.name):
+        ours = {b: span for b, span in lifetimes.items() if b.dtype == dtype}
+        plan = plan_memory({id(b): (span, b.nbytes) for b, span in ours.items()})
+        for b in ours:
+            b.allocation = plan.allocations[id(b)]
+        arena_bytes[dtype.name] = plan.size
+    port = getenv("PORT", -1)
+    weight_bytes = sum(b.nbytes for b in buffers.values() if b.role == "weight")
+    embedded = embed if embed is not None else (port == 1 if port in (0, 1) else weight_bytes <= EMBED_LIMIT)
+    program = ExportedProgram(name, target, [(tuple(t.shape), t.dtype) for t in inputs],
+                              [(tuple(t.shape), t.dtype) for t in outs], calls, functions,
+                              list(buffers.values()), arena_bytes, embedded)
+    program.stats = {"kernels": len(calls), "functions": len(functions), "weight_bytes": weight_bytes,
+                     "scratch_bytes": sum(arena_bytes.values()),
+                     "unplanned_scratch_bytes": sum(b.nbytes for b in lifetimes)}
+    program.source, program.weights_file = render_program(program)
+    return program
+# --8<-- [end:export]
+
+
+# --8<-- [start:lower]
+def lower_for_target(item: ScheduleItem, function: str, target: Target) -> str:
+    """The kernel's C function, through the steps of engine/lower.py with the target's settings."""
+    kernel = Kernel(item.ast)                                                     # 1. the loop shape
+    if not getenv("NOOPT", 0):                                                    # 2. the opts
+        apply_opts(kernel, heuristics.hand_coded_optimizations(kernel, target.vector_width, threads=1))
+    uops = linearize(kernel, target.vector_width)                                 # 3. the UOps
+    return Device[target.device].renderer(function, uops)                         # 4. the source
+# --8<-- [end:lower]
+
+
+def _weight_names(model: Any) -> dict[int, str]:
+    """Buffer -> state-dict name, for the tensors `model` holds; a plain function is searched through the
+    variables it closes over (`lambda x: net(x)` names net's weights "net.conv1.weight", ...)."""
+    names: dict[int, str] = {}
+    for prefix, holder in _weight_holders(model).items():
+        for n, t in get_state_dict(holder, prefix).items():
+            names.setdefault(id(t.lazydata.base.realized), n)
+    return names
+
+
+def _weight_holders(model: Any) -> dict[str, Any]:
+    """`model` itself, or for a plain function the objects it uses by name (closures and globals),
+    leaving out modules, classes and functions (get_state_dict would walk a whole library)."""
+    if not inspect.isfunction(model):
+        return {"": model}
+    found = inspect.getclosurevars(model)
+    return {name: value for name, value in {**found.globals, **found.nonlocals}.items()
+            if not (inspect.ismodule(value) or inspect.isclass(value) or inspect.isroutine(value))}
+
+
+def _known_data(item: ScheduleItem, out: BufferInfo) -> None:
+    """A load in the schedule (host data, a fill, empty memory) is data known now: a weight."""
+    op, arg = item.ast.op, item.ast.arg
+    if op is LoadOps.COPY and arg is None:
+        raise ValueError("export_c: the forward pass copies a buffer from another device; export a model "
+                         "whose tensors are all on one device")
+    if op is LoadOps.COPY:
+        data = np.asarray(arg, dtype=out.dtype.np).reshape(-1)
+    else:  # CONST fills one value; EMPTY is zeros (as the realizer makes it)
+        data = np.full(out.size, arg if op is LoadOps.CONST else 0, dtype=out.dtype.np)
+    out.role, out.data, out.name = "weight", data, f"const_{out.name}"
+
+
+def _lifetimes(calls: list[KernelCall]) -> dict[BufferInfo, tuple[int, int]]:
+    """For every scratch buffer: (the call that writes it, the last call that reads it)."""
+    spans: dict[BufferInfo, tuple[int, int]] = {}
+    for k, call in enumerate(calls):
+        for position, b in enumerate(call.buffers):
+            if b.role != "scratch":
+                continue
+            if position == 0:
+                if b in spans:
+                    raise ValueError(f"export_c: {b.name} is written twice; the forward pass updates a buffer "
+                                     "in place (say, BatchNorm in training mode): export in eval mode")
+                spans[b] = (k, k)
+            else:
+                spans[b] = (spans[b][0], k)
+    return spans
+
+
+def _input_tensor(x: Any, k: int) -> Tensor:
+    if not isinstance(x, Tensor):
+        raise TypeError(f"export_c: example input {k} must be a Tensor (its shape and dtype are the ones the "
+                        f"program takes), got {type(x).__name__}")
+    return x.contiguous().realize() if x.lazydata.is_view or x.lazydata.is_const() else x.realize()
+
+
+def _output_tensors(out: Any) -> list[Tensor]:
+    if isinstance(out, Tensor):
+        return [out]
+    if isinstance(out, (tuple, list)) and out and all(isinstance(t, Tensor) for t in out):
+        return list(out)
+    raise TypeError(f"export_c: the model must return a Tensor or a tuple of Tensors, got {type(out).__name__}")
+
+
+def _c_name(name: str, taken: dict[int, BufferInfo]) -> str:
+    base = re.sub(r"\W", "_", name)
+    used = {b.name for b in taken.values()}
+    candidate, n = base, 1
+    while candidate in used:
+        candidate, n = f"{base}_{n}", n + 1
+    return candidate
+
+
+def _unique(name: str, functions: dict[str, str]) -> str:
+    candidate, n = name, 1
+    while candidate in functions:
+        candidate, n = f"{name}_{n}", n + 1
+    return candidate
+
+
+def compile_and_run(program: ExportedProgram, *inputs: np.ndarray) -> list[np.ndarray]:
+    """Compile in a temporary folder, run on `inputs`, return the outputs (the whole round trip)."""
+    with tempfile.TemporaryDirectory() as folder:
+        return program.run(program.compile(folder), *inputs)
+
+
+__all__ = ["export_c", "ExportedProgram", "Target", "C_TARGET", "NEON_TARGET", "TARGETS", "EMBED_LIMIT",
+           "lower_for_target", "compile_and_run"]
