@@ -45,8 +45,8 @@ class MemoryPlan:
     def peak(self) -> int:
         """The lower bound: the most bytes alive during any one call."""
         calls = {c for a in self.allocations.values() for c in (a.first, a.last)}
-        return max((sum(a.nbytes for a in self.allocations.values() if a.first <= c <= a.last) for c in calls),
-                   default=0)
+        alive = self.allocations.values()
+        return max((sum(a.nbytes for a in alive if a.first <= c <= a.last) for c in calls), default=0)
 
 
 def _aligned(n: int) -> int:
@@ -80,7 +80,8 @@ def check_plan(plan: MemoryPlan) -> None:
     items = list(plan.allocations.items())
     for i, (ka, a) in enumerate(items):
         if a.offset % ALIGNMENT or a.offset + a.nbytes > plan.size:
-            raise AssertionError(f"buffer {ka} at {a.offset} (+{a.nbytes}) is misaligned or outside the arena")
+            raise AssertionError(f"buffer {ka} at {a.offset} (+{a.nbytes}) is misaligned or outside the "
+                                 "arena")
         for kb, b in items[i + 1:]:
             if a.overlaps_in_time(b) and a.overlaps_in_memory(b):
                 raise AssertionError(f"buffers {ka} and {kb} are alive together and overlap: {a} {b}")

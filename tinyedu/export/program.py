@@ -127,8 +127,8 @@ class ExportedProgram:
         """Save and compile with the target's plain command line; the executable's path."""
         source = self.save(folder)
         executable = source.with_suffix("")
-        command = [*self.target.compiler, *self.target.flags, *extra_flags, str(source), "-o", str(executable),
-                   "-lm"]
+        command = [*self.target.compiler, *self.target.flags, *extra_flags, str(source), "-o",
+                   str(executable), "-lm"]
         result = subprocess.run(command, capture_output=True, text=True)
         if result.returncode != 0:
             raise RuntimeError(f"export: `{shlex.join(command)}` failed:\n{result.stderr.strip()}")
@@ -314,8 +314,8 @@ def _lifetimes(calls: list[KernelCall]) -> dict[BufferInfo, tuple[int, int]]:
                 continue
             if position == 0:
                 if b in spans:
-                    raise ValueError(f"export_c: {b.name} is written twice; the forward pass updates a buffer "
-                                     "in place (say, BatchNorm in training mode): export in eval mode")
+                    raise ValueError(f"export_c: {b.name} is written twice; the forward pass updates a "
+                                     "buffer in place (say, BatchNorm in training mode): export in eval mode")
                 spans[b] = (k, k)
             else:
                 spans[b] = (spans[b][0], k)
@@ -334,7 +334,8 @@ def _output_tensors(out: Any) -> list[Tensor]:
         return [out]
     if isinstance(out, (tuple, list)) and out and all(isinstance(t, Tensor) for t in out):
         return list(out)
-    raise TypeError(f"export_c: the model must return a Tensor or a tuple of Tensors, got {type(out).__name__}")
+    raise TypeError(f"export_c: the model must return a Tensor or a tuple of Tensors, got "
+                    f"{type(out).__name__}")
 
 
 def _c_name(name: str, taken: dict[int, BufferInfo]) -> str:
