@@ -132,8 +132,8 @@ def _forward(program: "ExportedProgram") -> list[str]:
 
 
 def _weights_file(weights: list["BufferInfo"]) -> bytes:
-    data = b"".join(np.ascontiguousarray(b.data, dtype=b.dtype.np).astype(b.dtype.np.newbyteorder("<"))
-                    .tobytes() for b in weights)
+    data = b"".join(np.ascontiguousarray(b.data).astype(np.dtype(b.dtype.np).newbyteorder("<")).tobytes()
+                    for b in weights)
     return WEIGHTS_MAGIC + struct.pack("<Q", len(data)) + data
 
 

@@ -14,8 +14,8 @@ allocates. Exporting writes that same schedule down as a C file that needs nothi
 - `<name>_forward(inputs..., outputs...)`, which calls the kernels, and a small `main` that reads
   batches of inputs (raw bytes) from a file or stdin and writes the outputs (raw, or as text).
 
-It compiles with `cc -O2 model.c -lm` and runs with no Python. Only inference: the model must not
-write into its own weights (no BatchNorm in training mode).
+It compiles with `cc -O2 model.c -lm` and runs with no Python. Only inference: the model runs in
+eval mode (BatchNorm reads its running statistics, dropout is off), whatever Tensor.training is.
 """
 
 from __future__ import annotations
@@ -195,7 +195,7 @@ def export_c(model: Callable[..., Any], *example_inputs: Tensor, name: str = "mo
     inputs = [_input_tensor(x, k) for k, x in enumerate(example_inputs)]
     for holder in _weight_holders(model).values():  # weights in memory, where their names can find them
         Tensor.realize_all(*get_state_dict(holder).values())
-    with no_grad():
+    with no_grad(), Tensor.train(False):  # inference: BatchNorm reads its running statistics, no dropout
         outputs = _output_tensors(model(*inputs))
     outs = [t.contiguous() for t in outputs]
     Tensor.realize_all(*(t for t in outs if t.lazydata.base.is_const()))  # (a constant output: a fill)
