@@ -1,0 +1,68 @@
+"""Chapter 10 (an LSTM and a ResNet): reference solutions, and typical mistakes with the hint they get."""
+
+from __future__ import annotations
+
+from tinyedu.models.activations import sigmoid, tanh
+from tinyedu.models.resnet import BasicBlock
+from tinyedu.tensor import Tensor
+from tinyedu.testing.exercise import Mistake
+
+
+# --8<-- [start:lstm_cell]
+def lstm_cell(gates_x: Tensor, h: Tensor, c: Tensor, weight_hh: Tensor,
+              bias_hh: Tensor) -> tuple[Tensor, Tensor]:
+    gates = gates_x + h.linear(weight_hh, bias_hh)   # the input's part and the previous output's part
+    i, f, g, o = gates.chunk(4, dim=-1)              # PyTorch's order: input, forget, candidate, output
+    c = sigmoid(f) * c + sigmoid(i) * tanh(g)        # forget some of the memory, write some
+    h = sigmoid(o) * tanh(c)                         # show some
+    return h, c
+# --8<-- [end:lstm_cell]
+
+
+# --8<-- [start:basic_block]
+def basic_block(self: BasicBlock, x: Tensor) -> Tensor:
+    out = self.bn1(self.conv1(x)).relu()
+    out = self.bn2(self.conv2(out))
+    shortcut = self.downsample[1](self.downsample[0](x)) if self.downsample else x
+    return (out + shortcut).relu()
+# --8<-- [end:basic_block]
+
+
+def _cell(order: str = "ifgo", forget: bool = True, tanh_c: bool = True, new_c: bool = True,
+          recurrent: bool = True):
+    def lstm_cell(gates_x, h, c, weight_hh, bias_hh):
+        gates = gates_x + h.linear(weight_hh, bias_hh) if recurrent else gates_x
+        parts = dict(zip(order, gates.chunk(4, dim=-1), strict=True))
+        i, f, g, o = parts["i"], parts["f"], parts["g"], parts["o"]
+        c_new = (sigmoid(f) * c if forget else 0) + sigmoid(i) * tanh(g)
+        shown = c_new if new_c else c
+        return sigmoid(o) * (tanh(shown) if tanh_c else shown), c_new
+    return lstm_cell
+
+
+def _block(relu_after_add: bool = True, final_relu: bool = True, shortcut: bool = True):
+    def basic_block(self, x):
+        out = self.bn2(self.conv2(self.bn1(self.conv1(x)).relu()))
+        skip = self.downsample[1](self.downsample[0](x)) if self.downsample else x
+        if not shortcut:
+            return out.relu()
+        if not relu_after_add:
+            return out.relu() + skip
+        return (out + skip).relu() if final_relu else out + skip
+    return basic_block
+
+
+MISTAKES = [
+    Mistake("10.lstm_cell", _cell(tanh_c=False), "you left out the tanh of the cell"),
+    Mistake("10.lstm_cell", _cell(new_c=False), "must use the new cell c"),
+    Mistake("10.lstm_cell", _cell(forget=False), "the forget gate is missing"),
+    Mistake("10.lstm_cell", _cell(order="ifog"), "PyTorch's order i, f, g, o"),
+    Mistake("10.lstm_cell", _cell(order="figo"), "i and f are swapped"),
+    Mistake("10.lstm_cell", _cell(recurrent=False), "also depend on the previous h"),
+    Mistake("10.lstm_cell", lambda gates_x, h, c, w, b: h, "return the pair (h, c)"),
+    Mistake("10.basic_block", _block(relu_after_add=False), "the relu belongs after the addition"),
+    Mistake("10.basic_block", _block(final_relu=False), "the sum needs a relu"),
+    Mistake("10.basic_block", _block(shortcut=False), "the shortcut is missing"),
+    Mistake("10.basic_block", lambda self, x: (self.bn2(self.conv2(self.bn1(self.conv1(x)).relu())) + x).relu(),
+            "use the downsample on the shortcut"),
+]
