@@ -4,12 +4,13 @@ program.py captures the forward pass's schedule and lowers every kernel for the 
 plans where the intermediate buffers live, cfile.py writes the C file (and the sidecar weights).
 """
 
-from tinyedu.export.memory import MemoryPlan, check_plan, plan_memory
+from tinyedu.export.memory import MemoryPlan, check_plan, place_buffers, plan_memory
 from tinyedu.export.program import (
     C_TARGET,
     EMBED_LIMIT,
     NEON_TARGET,
     TARGETS,
+    buffer_lifetimes,
     ExportedProgram,
     Target,
     compile_and_run,
@@ -18,4 +19,5 @@ from tinyedu.export.program import (
 )
 
 __all__ = ["export_c", "ExportedProgram", "Target", "C_TARGET", "NEON_TARGET", "TARGETS", "EMBED_LIMIT",
-           "lower_for_target", "compile_and_run", "plan_memory", "check_plan", "MemoryPlan"]
+           "lower_for_target", "compile_and_run", "plan_memory", "place_buffers", "check_plan", "MemoryPlan",
+           "buffer_lifetimes"]

@@ -14,6 +14,7 @@ close to it (`MemoryPlan.peak` computes that bound; the tests compare the two).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 ALIGNMENT = 64  # bytes: every buffer starts on a cache line (and on any vector's boundary)
 
@@ -34,7 +35,7 @@ class Allocation:
 
 @dataclass
 class MemoryPlan:
-    allocations: dict[int, Allocation]
+    allocations: dict[Any, Allocation]
     size: int                          # bytes of the arena
 
     @property
@@ -54,11 +55,16 @@ def _aligned(n: int) -> int:
 
 
 # --8<-- [start:plan]
-def plan_memory(buffers: dict[int, tuple[tuple[int, int], int]]) -> MemoryPlan:
-    """Offsets for buffers given as key -> ((first call, last call), bytes)."""
+def place_buffers(buffers: dict[Any, tuple[tuple[int, int], int]]) -> dict[Any, int]:
+    """An offset in the arena for each buffer, given as key -> ((first call, last call), bytes).
+
+    Two buffers may share bytes only if their lifetimes do not overlap: a buffer is alive from the
+    call that writes it to the last call that reads it, both included. (Chapter 11's exercise plugs
+    a learner's version in here: plan_memory looks this name up.)
+    """
     # the largest first: small buffers then fill the gaps the large ones leave
     order = sorted(buffers, key=lambda key: (-buffers[key][1], buffers[key][0][0]))
-    placed: dict[int, Allocation] = {}
+    placed: dict[Any, Allocation] = {}
     for key in order:
         (first, last), nbytes = buffers[key]
         me = Allocation(0, nbytes, first, last)
@@ -70,9 +76,17 @@ def plan_memory(buffers: dict[int, tuple[tuple[int, int], int]]) -> MemoryPlan:
                 break
             offset = max(offset, _aligned(other.offset + other.nbytes))
         placed[key] = Allocation(offset, nbytes, first, last)
-    size = max((_aligned(a.offset + a.nbytes) for a in placed.values()), default=0)
-    return MemoryPlan(placed, size)
+    return {key: a.offset for key, a in placed.items()}
 # --8<-- [end:plan]
+
+
+def plan_memory(buffers: dict[Any, tuple[tuple[int, int], int]]) -> MemoryPlan:
+    """The plan: place_buffers' offsets, and the arena size they need."""
+    offsets = place_buffers(buffers)
+    allocations = {key: Allocation(offsets[key], nbytes, first, last)
+                   for key, ((first, last), nbytes) in buffers.items()}
+    size = max((_aligned(a.offset + a.nbytes) for a in allocations.values()), default=0)
+    return MemoryPlan(allocations, size)
 
 
 def check_plan(plan: MemoryPlan) -> None:

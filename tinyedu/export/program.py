@@ -239,7 +239,7 @@ def export_c(model: Callable[..., Any], *example_inputs: Tensor, name: str = "mo
             functions[by_ast[item.ast]] = lower_for_target(item, by_ast[item.ast], target)
         calls.append(KernelCall(by_ast[item.ast], [out, *(info(x) for x in item.inputs)]))
     # 3. scratch memory: one arena per dtype, reused once a buffer's last reader has run
-    lifetimes = _lifetimes(calls)
+    lifetimes = buffer_lifetimes(calls)
     arena_bytes = {}
     for dtype in sorted({b.dtype for b in lifetimes}, key=lambda d: d.name):
         ours = {b: span for b, span in lifetimes.items() if b.dtype == dtype}
@@ -305,8 +305,13 @@ def _known_data(item: ScheduleItem, out: BufferInfo) -> None:
     out.role, out.data, out.name = "weight", data, f"const_{out.name}"
 
 
-def _lifetimes(calls: list[KernelCall]) -> dict[BufferInfo, tuple[int, int]]:
-    """For every scratch buffer: (the call that writes it, the last call that reads it)."""
+# --8<-- [start:lifetimes]
+def buffer_lifetimes(calls: list[KernelCall]) -> dict[BufferInfo, tuple[int, int]]:
+    """For every scratch buffer: (the call that writes it, the last call that reads it).
+
+    Inputs, outputs and weights have memory of their own and are not planned. (Chapter 11's exercise
+    plugs a learner's version in here: export_c looks this name up.)
+    """
     spans: dict[BufferInfo, tuple[int, int]] = {}
     for k, call in enumerate(calls):
         for position, b in enumerate(call.buffers):
@@ -320,6 +325,7 @@ def _lifetimes(calls: list[KernelCall]) -> dict[BufferInfo, tuple[int, int]]:
             else:
                 spans[b] = (spans[b][0], k)
     return spans
+# --8<-- [end:lifetimes]
 
 
 def _input_tensor(x: Any, k: int) -> Tensor:

@@ -56,7 +56,8 @@ def _lstm_hint(got_h: np.ndarray, got_c: np.ndarray, parts: dict[str, np.ndarray
             "c = sigmoid(f) * c + sigmoid(i) * tanh(g); h = sigmoid(o) * tanh(c)")
 
 
-@exercise("10.lstm_cell", answer="lstm_cell", title="One step of an LSTM", hook="tinyedu.models.lstm.lstm_cell")
+@exercise("10.lstm_cell", answer="lstm_cell", title="One step of an "
+                                                    "LSTM", hook="tinyedu.models.lstm.lstm_cell")
 def check_lstm_cell(lstm_cell: Callable[..., tuple[Tensor, Tensor]]) -> str:
     _need_function(lstm_cell, "lstm_cell", "lstm_cell(gates_x, h, c, weight_hh, bias_hh) returning (h, c)")
     rng = np.random.default_rng(0)
@@ -65,10 +66,9 @@ def check_lstm_cell(lstm_cell: Callable[..., tuple[Tensor, Tensor]]) -> str:
                                                                              (2, hidden)))
     w_hh = rng.standard_normal((4 * hidden, hidden)).astype(np.float32)
     b_hh = rng.standard_normal(4 * hidden).astype(np.float32)
-    got_h, got_c = _pair(lstm_cell(Tensor(gates_x), Tensor(h0), Tensor(c0), Tensor(w_hh), Tensor(b_hh)),
-                         "lstm_cell(...)")
-    want_h, want_c = _pair(lstm.lstm_cell(Tensor(gates_x), Tensor(h0), Tensor(c0), Tensor(w_hh), Tensor(b_hh)),
-                           "the library's cell")
+    args = [Tensor(a) for a in (gates_x, h0, c0, w_hh, b_hh)]
+    got_h, got_c = _pair(lstm_cell(*args), "lstm_cell(...)")
+    want_h, want_c = _pair(lstm.lstm_cell(*args), "the library's cell")
     if got_h.shape != want_h.shape or got_c.shape != want_c.shape:
         raise AssertionError(f"lstm_cell: h and c must have shape {want_h.shape} (batch, hidden), got "
                              f"{got_h.shape} and {got_c.shape}")
@@ -76,7 +76,8 @@ def check_lstm_cell(lstm_cell: Callable[..., tuple[Tensor, Tensor]]) -> str:
         gates = gates_x + h0 @ w_hh.T + b_hh
         parts = dict(zip("ifgo", np.split(gates, 4, axis=-1), strict=True))
         parts.update({f"{k}_x": v for k, v in zip("ifgo", np.split(gates_x, 4, axis=-1), strict=True)})
-        raise AssertionError(f"one step differs from the LSTM's. Hint: {_lstm_hint(got_h, got_c, parts, c0)}.")
+        raise AssertionError("one step differs from the LSTM's. Hint: "
+                             f"{_lstm_hint(got_h, got_c, parts, c0)}.")
     # plugged in: a few training steps of the adding-problem LSTM give the library's losses
     losses = {}
     for plugged_in in (False, True):
@@ -95,8 +96,10 @@ def check_lstm_cell(lstm_cell: Callable[..., tuple[Tensor, Tensor]]) -> str:
         if plugged_in:
             plugged.require_called("lstm_cell")
     if not np.allclose(losses[True], losses[False], rtol=1e-4):
-        raise AssertionError(f"training with your cell gave the losses {np.round(losses[True], 5)}, the library "
-                             f"{np.round(losses[False], 5)}: build h and c only from Tensor ops on the inputs")
+        raise AssertionError(f"training with your cell gave the losses {np.round(losses[True], 5)}, the "
+                             "library "
+                             f"{np.round(losses[False], 5)}: build h and c only from Tensor ops on the "
+                             "inputs")
     return "one step matches the LSTM's; plugged into LSTM, three training steps through time agree."
 
 
@@ -138,22 +141,28 @@ def check_basic_block(basic_block: Callable[[BasicBlock, Tensor], Tensor]) -> st
                 except ValueError as error:
                     if not (block.downsample and "broadcast" in str(error)):
                         raise
-                    raise AssertionError(f"the block 4->{channels} with stride {stride} changes the shape, so x "
-                                         f"cannot be added as it is ({error}). Hint: use the downsample on the "
+                    raise AssertionError(f"the block 4->{channels} with stride {stride} changes the shape, "
+                                         "so x "
+                                         f"cannot be added as it is ({error}). Hint: use the downsample on "
+                                         "the "
                                          "shortcut: self.downsample[1](self.downsample[0](x))") from None
                 if not isinstance(got, Tensor):
                     raise AssertionError(f"basic_block returned {type(got).__name__}; return a Tensor")
                 if got.shape != want.shape:
-                    raise AssertionError(f"basic_block: a block {4}->{channels} with stride {stride} gives shape "
-                                         f"{want.shape}, yours {got.shape}: use the downsample on the shortcut "
+                    raise AssertionError(f"basic_block: a block {4}->{channels} with stride {stride} gives "
+                                         "shape "
+                                         f"{want.shape}, yours {got.shape}: use the downsample on the "
+                                         "shortcut "
                                          "when the block has one")
                 if not np.allclose(got.numpy(), want, rtol=1e-4, atol=1e-4):
-                    hint = next((h for h, v in _block_variants(block, x).items()
-                                 if v.shape == want.shape and np.allclose(got.numpy(), v, rtol=1e-4, atol=1e-4)),
-                                "conv1, bn1, relu, conv2, bn2, + shortcut (x, or downsample[1](downsample[0](x))), "
+                    hint = next((h for h, v in _block_variants(block, x).items() if v.shape == want.shape
+                                 and np.allclose(got.numpy(), v, rtol=1e-4, atol=1e-4)),
+                                "conv1, bn1, relu, conv2, bn2, + shortcut (x, or "
+                                "downsample[1](downsample[0](x))), "
                                 "relu")
                     mode = "training" if training else "eval"
-                    raise AssertionError(f"the block {4}->{channels} (stride {stride}) in {mode} mode differs from "
+                    raise AssertionError(f"the block {4}->{channels} (stride {stride}) in {mode} mode "
+                                         "differs from "
                                          f"BasicBlock's. Hint: {hint}.")
     # plugged in: a ResNet's training step gives the library's loss and gradients
     x = Tensor(rng.standard_normal((4, 1, 28, 28)).astype(np.float32))
@@ -162,12 +171,15 @@ def check_basic_block(basic_block: Callable[[BasicBlock, Tensor], Tensor]) -> st
     for plugged_in in (False, True):
         Tensor.manual_seed(5)
         model = ResNet(widths=(4, 8))
-        with plug(BasicBlock, "__call__", basic_block) if plugged_in else _nothing() as plugged, Tensor.train():
+        hook = plug(BasicBlock, "__call__", basic_block) if plugged_in else _nothing()
+        with hook as plugged, Tensor.train():
             model(x).cross_entropy(y).backward()
         if plugged_in:
             plugged.require_called("basic_block")
         grads[plugged_in] = [p.grad.numpy() for p in get_parameters(model)]
-    if not all(np.allclose(a, b, rtol=1e-3, atol=1e-5) for a, b in zip(grads[True], grads[False], strict=True)):
-        raise AssertionError("with your block plugged into a ResNet, the gradients differ from the library's: "
+    pairs = zip(grads[True], grads[False], strict=True)
+    if not all(np.allclose(a, b, rtol=1e-3, atol=1e-5) for a, b in pairs):
+        raise AssertionError("with your block plugged into a ResNet, the gradients differ from the "
+                             "library's: "
                              "build the output only from the block's layers and Tensor ops")
     return "matches BasicBlock with and without a downsample, training and eval; a ResNet's gradients agree."
