@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from tinyedu.export.program import BufferInfo, ExportedProgram
 
 WEIGHTS_MAGIC = b"TINYEDUW"  # the sidecar file: magic, byte count (uint64 little-endian), the arrays
+# --8<-- [start:fma]
 # fmaf (a*b + c, rounded once) is one instruction where the processor has FMA (every arm64; an
 # x86-64 compiled with -mfma or -march=native), but on a baseline x86-64, which a plain `cc -O2`
 # targets, it is a call into the maths library, 4x slower for a whole CNN. There the program rounds
@@ -28,6 +29,7 @@ static inline float multiply_add(float a, float b, float c) { return fmaf(a, b, 
 #else
 static inline float multiply_add(float a, float b, float c) { return a * b + c; }
 #endif"""
+# --8<-- [end:fma]
 PRINT_FORMAT = {"float32": ("%.9g", "double"), "int32": ("%d", "int"), "uint8": ("%u", "unsigned"),
                 "bool": ("%d", "int")}  # %.9g: nine digits read back as the same float32
 
@@ -56,6 +58,7 @@ def render_program(program: "ExportedProgram") -> tuple[str, bytes]:
     return "\n".join(lines) + "\n", b"" if program.embedded else _weights_file(weights)
 
 
+# --8<-- [start:split]
 def _split_kernels(functions: dict[str, str]) -> tuple[list[str], list[str]]:
     """Each rendered kernel is a whole source (includes, types, helpers, the function): share the first
     part, each line once, and keep the functions."""
@@ -74,6 +77,7 @@ def _split_kernels(functions: dict[str, str]) -> tuple[list[str], list[str]]:
         helpers = [FUSED_MULTIPLY_ADD, *(line.replace("fmaf(", "multiply_add(") for line in helpers)]
         bodies = [text.replace("fmaf(", "multiply_add(") for text in bodies]
     return includes + helpers, bodies
+# --8<-- [end:split]
 
 
 def _header(program: "ExportedProgram") -> str:
@@ -100,6 +104,7 @@ def _header(program: "ExportedProgram") -> str:
         f"{stats['unplanned_scratch_bytes']}). */"])
 
 
+# --8<-- [start:values]
 def _c_values(data: np.ndarray, dtype: DType) -> str:
     """Array values as C initializers that read back exactly: 9 significant digits for a float32."""
     flat = data.reshape(-1)
@@ -113,6 +118,7 @@ def _c_values(data: np.ndarray, dtype: DType) -> str:
     else:
         text = np.char.mod("%d", flat.astype(np.int64)).astype(object)
     return ",\n  ".join(", ".join(text[i:i + 8]) for i in range(0, len(text), 8))
+# --8<-- [end:values]
 
 
 def _weight_definition(b: "BufferInfo", embedded: bool) -> str:
