@@ -1,10 +1,10 @@
 """Test setup shared by tests/ and notebooks/ (pytest loads this file for both).
 
-MNIST: the tests that use the real digits and notebook 08 read the IDX files from the folder named
+MNIST: the tests that use the real digits and notebooks 08, 10 and 11 read the IDX files from the folder named
 by the environment variable MNIST_PATH (CI sets it in .ci/run). A learner's own run may instead
 have downloaded them once with `python -c "from tinyedu.datasets import mnist; mnist()"`, which
-fills the cache folder mnist() reads from. With neither, those tests and notebook 08 are skipped
-with a message that says so.
+fills the cache folder mnist() reads from. With neither, those tests and notebooks are
+skipped with a message that says so.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import pytest
 
 from tinyedu.datasets import MNIST_FILES, MNIST_MD5, mnist_cache_dir
 
+MNIST_NOTEBOOKS = ("08_training_mnist", "10_lstm_and_resnet", "11_export_to_c")  # they read the digits
 MNIST_HELP = ("MNIST is not available: set MNIST_PATH to a folder with the MNIST IDX files "
               f"({', '.join(MNIST_FILES['test'])}), or download them once with "
               "`python -c \"from tinyedu.datasets import mnist; mnist()\"`")
@@ -37,5 +38,5 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
     skip = pytest.mark.skip(reason=MNIST_HELP)
     for item in items:
-        if "08_training_mnist" in str(item.fspath) or item.get_closest_marker("mnist"):
+        if any(name in str(item.fspath) for name in MNIST_NOTEBOOKS) or item.get_closest_marker("mnist"):
             item.add_marker(skip)
