@@ -18,7 +18,7 @@ import pytest
 
 from tinyedu import Tensor
 from tinyedu.datasets import mnist
-from tinyedu.export import NEON_TARGET, check_plan, export_c, plan_memory
+from tinyedu.export import Target, check_plan, export_c, plan_memory
 from tinyedu.export.memory import MemoryPlan
 from tinyedu.models import LSTMRegressor, Transformer
 from tinyedu.models.tasks import mnist_split, normalize_mnist
@@ -222,5 +222,22 @@ def test_export_errors() -> None:
     assert "running_mean" in program.source
 
 
-def _neon_available() -> bool:
-    return all(shutil.which(tool) for tool in (*NEON_TARGET.compiler, *NEON_TARGET.run_prefix))
+# The same portable C, cross-compiled for arm64 (aarch64 Linux) and run under qemu-user.
+ARM64_C = Target("c-aarch64", "C", 4, ("aarch64-linux-gnu-gcc",), ("-O2", "-static"), ("qemu-aarch64",))
+
+
+def _tools(target: Target) -> bool:
+    return all(shutil.which(tool) for tool in (*target.compiler, *target.run_prefix))
+
+
+@pytest.mark.skipif(not _tools(ARM64_C), reason="no aarch64 cross compiler and qemu-aarch64 here")
+def test_the_same_c_runs_on_arm64(tmp_path: Path) -> None:
+    """The file is portable C: cross-compiled for arm64, where fmaf is one instruction (multiply_add
+    uses it), the program under qemu gives tinyedu's outputs."""
+    model, x = _conv_net()
+    program = export_c(model, Tensor(x[0]), name="cnn", target=ARM64_C)
+    executable = program.compile(tmp_path)
+    assert "ARM aarch64" in subprocess.run(["file", str(executable)], capture_output=True, text=True).stdout \
+        or not shutil.which("file")
+    (out,) = program.run(executable, x)
+    np.testing.assert_allclose(out, np.stack([model(Tensor(b)).numpy() for b in x]), rtol=1e-4, atol=1e-5)

@@ -8,7 +8,6 @@ from tinyedu.export.memory import MemoryPlan, check_plan, place_buffers, plan_me
 from tinyedu.export.program import (
     C_TARGET,
     EMBED_LIMIT,
-    NEON_TARGET,
     TARGETS,
     ExportedProgram,
     Target,
@@ -18,6 +17,6 @@ from tinyedu.export.program import (
     lower_for_target,
 )
 
-__all__ = ["export_c", "ExportedProgram", "Target", "C_TARGET", "NEON_TARGET", "TARGETS", "EMBED_LIMIT",
+__all__ = ["export_c", "ExportedProgram", "Target", "C_TARGET", "TARGETS", "EMBED_LIMIT",
            "lower_for_target", "compile_and_run", "plan_memory", "place_buffers", "check_plan", "MemoryPlan",
            "buffer_lifetimes"]

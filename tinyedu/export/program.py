@@ -56,7 +56,7 @@ class Target:
     """Where the program runs: which device's renderer writes the kernels, how it is compiled and run."""
 
     name: str
-    device: str                    # "C" (portable C with vector extensions) or "NEON" (arm_neon.h intrinsics)
+    device: str                    # the device whose renderer writes the kernels: "C" (portable C)
     vector_width: int              # float32 lanes per vector: 4 = 128 bits, which every x86-64 and arm64 has
     compiler: tuple[str, ...]      # the command that compiles the file
     flags: tuple[str, ...]         # plain optimization, nothing machine-specific
@@ -64,9 +64,7 @@ class Target:
 
 
 C_TARGET = Target("c", "C", 4, (os.environ.get("CC", "cc"),), ("-O2",))
-# arm64 Linux, cross-compiled here and run under qemu-user (static: qemu needs no aarch64 libraries)
-NEON_TARGET = Target("neon", "NEON", 4, ("aarch64-linux-gnu-gcc",), ("-O2", "-static"), ("qemu-aarch64",))
-TARGETS = {"c": C_TARGET, "neon": NEON_TARGET}
+TARGETS = {"c": C_TARGET}
 # --8<-- [end:target]
 
 
@@ -366,5 +364,5 @@ def compile_and_run(program: ExportedProgram, *inputs: np.ndarray) -> list[np.nd
         return program.run(program.compile(folder), *inputs)
 
 
-__all__ = ["export_c", "ExportedProgram", "Target", "C_TARGET", "NEON_TARGET", "TARGETS", "EMBED_LIMIT",
+__all__ = ["export_c", "ExportedProgram", "Target", "C_TARGET", "TARGETS", "EMBED_LIMIT",
            "lower_for_target", "compile_and_run"]
