@@ -1,10 +1,10 @@
 """Test setup shared by tests/ and notebooks/ (pytest loads this file for both).
 
-MNIST: the tests that use the real digits and notebooks 08, 10 and 11 read the IDX files from the folder named
-by the environment variable MNIST_PATH (CI sets it in .ci/run). A learner's own run may instead
-have downloaded them once with `python -c "from tinyedu.datasets import mnist; mnist()"`, which
-fills the cache folder mnist() reads from. With neither, those tests and notebooks are
-skipped with a message that says so.
+MNIST: the tests that use the real digits and notebooks 08, 10 and 11 read the IDX files from the
+folder named by the environment variable MNIST_PATH (CI sets it in .ci/run). A learner's own run may
+instead have downloaded them once with `python -c "from tinyedu.datasets import mnist; mnist()"`,
+which fills the cache folder mnist() reads from. With neither, those tests and notebooks are skipped
+with a message that says so.
 """
 
 from __future__ import annotations
