@@ -61,7 +61,8 @@ def render_program(program: "ExportedProgram") -> tuple[str, bytes]:
 # --8<-- [start:split]
 def _split_kernels(functions: dict[str, str]) -> tuple[list[str], list[str]]:
     """Each rendered kernel is a whole source (includes, types, helpers, the function): share the first
-    part, each line once, and keep the functions."""
+    part, each line once, and keep the functions (only the function: a device may add a wrapper after
+    it for its own runtime, such as the NEON device's entry point for its qemu harness)."""
     prelude: list[str] = []
     bodies: list[str] = []
     for name, source in functions.items():
@@ -70,7 +71,8 @@ def _split_kernels(functions: dict[str, str]) -> tuple[list[str], list[str]]:
         for line in lines[:start]:
             if line.strip() and line not in prelude:
                 prelude.append(line)
-        bodies.append("\n".join(lines[start:]))
+        end = next(i for i in range(start, len(lines)) if lines[i] == "}")  # the function's closing brace
+        bodies.append("\n".join(lines[start:end + 1]))
     includes = [line for line in prelude if line.startswith("#include")]
     helpers = [line for line in prelude if not line.startswith("#include")]
     if any("fmaf(" in text for text in helpers + bodies):
