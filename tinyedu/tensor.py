@@ -15,9 +15,10 @@ from typing import Any, ClassVar, Sequence
 import numpy as np
 
 import tinyedu.function as F
-from tinyedu.dtype import DType, dtypes, least_upper_dtype, promote_with_scalar
+from tinyedu.dtype import DType, check_fits, dtypes, least_upper_dtype, promote_with_scalar
 from tinyedu.helpers import prod
 from tinyedu.lazy import LazyBuffer, engine
+from tinyedu.tensor_api.activations import ActivationMixin
 from tinyedu.tensor_api.combine import CombineMixin
 from tinyedu.tensor_api.creation import CreationMixin
 from tinyedu.tensor_api.elementwise import ElementwiseMixin
@@ -61,8 +62,8 @@ class count_primitives:  # noqa: N801 - used like no_grad
         count_primitives.active.remove(self.counts)
 
 
-class Tensor(CreationMixin, ElementwiseMixin, ReduceMixin, MovementMixin, IndexingMixin, CombineMixin,
-             NNMixin, NormalizationMixin, LossMixin):
+class Tensor(CreationMixin, ElementwiseMixin, ActivationMixin, ReduceMixin, MovementMixin, IndexingMixin,
+             CombineMixin, NNMixin, NormalizationMixin, LossMixin):
     grad_enabled: ClassVar[bool] = True
     training: ClassVar[bool] = False  # dropout is active only while training (see Tensor.train)
 
@@ -76,6 +77,7 @@ class Tensor(CreationMixin, ElementwiseMixin, ReduceMixin, MovementMixin, Indexi
             lazydata = data.lazydata
         elif isinstance(data, (bool, int, float, np.generic)):
             data = data.item() if isinstance(data, np.generic) else data
+            check_fits(data, want or _python_dtype(data), "Tensor")
             lazydata = LazyBuffer.full(data, (), want or _python_dtype(data), device)
         elif isinstance(data, (list, tuple, np.ndarray)):
             lazydata = LazyBuffer.from_numpy(_to_numpy(data, want), device)
@@ -165,11 +167,11 @@ class Tensor(CreationMixin, ElementwiseMixin, ReduceMixin, MovementMixin, Indexi
         return self.numpy().tolist()
 
     def to(self, device: str) -> "Tensor":
+        """The same values on another device; a copy that stays in the graph (the gradient comes back)."""
         device = engine().canonical_device(device)
         if device == self.device:
             return self
-        out = Tensor(self.lazydata.copy_to_device(device), device=device, requires_grad=self.requires_grad)
-        return out
+        return self._apply(F.Copy, device=device)
 
     def detach(self) -> "Tensor":
         """The same values, cut from the graph: no gradient flows back through the result."""

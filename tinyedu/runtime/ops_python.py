@@ -20,7 +20,7 @@ import numpy as np
 from tinyedu.codegen.kernel import Kernel
 from tinyedu.codegen.linearizer import linearize
 from tinyedu.codegen.uops import UOp, UOps, const_value, uops_listing
-from tinyedu.dtype import DType, dtypes
+from tinyedu.dtype import DType, cast_array, dtypes
 from tinyedu.helpers import debug_level
 from tinyedu.ops import BinaryOps, LazyOp, TernaryOps, UnaryOps
 from tinyedu.runtime.device import Buffer
@@ -54,18 +54,19 @@ def maximum(a: Any, b: Any) -> Any:
 
 
 def cast(value: Any, src: DType, dst: DType) -> Any:
-    """numpy's astype, on one value."""
+    """tinyedu's one casting rule (tinyedu.dtype.cast_array), on one value."""
     with np.errstate(all="ignore"):
-        return to_dtype(np.array(value, dtype=src.np).astype(dst.np)[()], dst)
+        return to_dtype(cast_array(np.array(value, dtype=src.np), dst)[()], dst)
 
 
 # One function per ALU op, for floats and for ints; bools use BOOL_ALU where they differ.
 FLOAT_ALU: dict[Any, Callable[..., Any]] = {
     UnaryOps.NEG: lambda a: -a, UnaryOps.EXP2: np.exp2, UnaryOps.LOG2: np.log2, UnaryOps.SIN: np.sin,
-    UnaryOps.SQRT: np.sqrt, UnaryOps.RECIP: lambda a: np.float32(1) / a,
+    UnaryOps.COS: np.cos, UnaryOps.SQRT: np.sqrt, UnaryOps.RECIP: lambda a: np.float32(1) / a,
     BinaryOps.ADD: lambda a, b: a + b, BinaryOps.SUB: lambda a, b: a - b, BinaryOps.MUL: lambda a, b: a * b,
     BinaryOps.DIV: lambda a, b: a / b, BinaryOps.MOD: np.fmod, BinaryOps.MAX: maximum,
     BinaryOps.CMPLT: lambda a, b: a < b, BinaryOps.CMPEQ: lambda a, b: a == b,
+    BinaryOps.AND: lambda a, b: a & b, BinaryOps.OR: lambda a, b: a | b, BinaryOps.XOR: lambda a, b: a ^ b,
     TernaryOps.WHERE: lambda c, a, b: a if c else b,
 }
 INT_ALU = {**FLOAT_ALU, UnaryOps.RECIP: lambda a: trunc_div(1, a), BinaryOps.DIV: trunc_div,

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tinyedu.dtype import DType, dtypes
+from tinyedu.dtype import DType, check_fits, dtypes
 from tinyedu.helpers import flatten_args
 from tinyedu.lazy import LazyBuffer, engine
 from tinyedu.ops import LoadOps
@@ -39,6 +39,9 @@ class CreationMixin:
             dtype = dtypes.bool if isinstance(fill_value, bool) else \
                 dtypes.int32 if isinstance(fill_value, int) else dtypes.float32
         dtype = dtypes.from_any(dtype)
+        if not isinstance(fill_value, (bool, int, float)):
+            raise TypeError(f"full: fill_value must be a Python number, got {type(fill_value).__name__}")
+        check_fits(fill_value, dtype, "full")
         device = engine().canonical_device(device)
         buffer = LazyBuffer.full(fill_value, shape, dtype, device)
         return cls(buffer, device=device, requires_grad=requires_grad)

@@ -1,12 +1,20 @@
-"""Elementwise math: the primitive-backed ops, Python's operators, and functions composed from them."""
+"""Elementwise math: the primitive-backed ops, Python's operators, rounding and powers.
+
+Semantics follow PyTorch, including the corners: comparisons with NaN are False (so `x <= y` is
+`(x < y) | (x == y)`, never `not (y < x)`), `&`, `|`, `^`, `~` are bitwise on integers and logical
+on bools, `//` rounds toward -inf, and step functions (sign, floor, round...) have a zero gradient.
+Activation functions are in activations.py.
+"""
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import tinyedu.function as F
-from tinyedu.dtype import dtypes
+import tinyedu.function_composite as FC
+from tinyedu.dtype import dtypes, promote_with_scalar
+from tinyedu.function_composite import Expr
 
 if TYPE_CHECKING:
     from tinyedu.tensor import Tensor
@@ -33,10 +41,13 @@ class ElementwiseMixin:
         """Math like exp or sqrt works on floats; ints are promoted first, as PyTorch does."""
         return self if self.dtype.is_float else self.cast(dtypes.default_float)
 
+    def is_floating_point(self) -> bool:
+        return self.dtype.is_float
+
     # ---- unary primitives ----
     def neg(self) -> "Tensor":
         if self.dtype == dtypes.bool:
-            raise TypeError("neg: negation of a bool tensor is not defined; use logical_not()")
+            raise TypeError("neg: negation of a bool tensor is not defined; use logical_not() (or ~)")
         return self._apply(F.Neg)
 
     def reciprocal(self) -> "Tensor":
@@ -44,6 +55,9 @@ class ElementwiseMixin:
 
     def sin(self) -> "Tensor":
         return self._float()._apply(F.Sin)
+
+    def cos(self) -> "Tensor":
+        return self._float()._apply(F.Cos)
 
     def exp2(self) -> "Tensor":
         return self._float()._apply(F.Exp2)
@@ -61,11 +75,23 @@ class ElementwiseMixin:
     def log(self) -> "Tensor":
         return self._float().log2() * math.log(2)
 
+    def log10(self) -> "Tensor":
+        return self._float().log2() * math.log10(2)
+
+    def expm1(self) -> "Tensor":
+        """exp(x) - 1, accurate where exp(x) is close to 1 (expm1(1e-10) is 1e-10, not 0)."""
+        return self._float()._apply(FC.Expm1)
+
+    def log1p(self) -> "Tensor":
+        """log(1 + x), accurate for tiny x (log1p(1e-10) is 1e-10, not 0)."""
+        return self._float()._apply(FC.Log1p)
+
     def rsqrt(self) -> "Tensor":
         return self.sqrt().reciprocal()
 
-    def cos(self) -> "Tensor":
-        return ((math.pi / 2) - self._float()).sin()
+    def tan(self) -> "Tensor":
+        x = self._float()
+        return x.sin() / x.cos()
 
     def square(self) -> "Tensor":
         return self * self
@@ -89,10 +115,22 @@ class ElementwiseMixin:
         x, y = self._broadcasted(other, "mul", reverse)
         return x._apply(F.Mul, y)
 
-    def div(self, other: Operand, reverse: bool = False) -> "Tensor":
-        """True division: integers are promoted to float first, as in PyTorch."""
+    def div(self, other: Operand, reverse: bool = False, rounding_mode: str | None = None) -> "Tensor":
+        """True division (integers are promoted to float first, as in PyTorch); rounding_mode='trunc'
+        rounds the quotient toward zero, 'floor' toward -inf (the same as //)."""
+        if rounding_mode == "floor":
+            return self.floor_divide(other, reverse)
+        if rounding_mode not in (None, "trunc"):
+            raise ValueError(f"div: rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
         x, y = self._broadcasted(other, "div", reverse)
+        if rounding_mode == "trunc":
+            if not x.dtype.is_float:
+                return x._integer_ops("div")._apply(F.Div, y)
+            return x._apply(F.Div, y).trunc()
         return x._float()._apply(F.Div, y._float())
+
+    def true_divide(self, other: Operand) -> "Tensor":
+        return self.div(other)
 
     def maximum(self, other: Operand) -> "Tensor":
         x, y = self._broadcasted(other, "maximum")
@@ -104,25 +142,28 @@ class ElementwiseMixin:
             return -((-x).maximum(-y))
         return (x < y).where(x, y)
 
+    # ---- comparisons: False whenever a NaN is involved (except !=) ----
     def lt(self, other: Operand, reverse: bool = False) -> "Tensor":
         x, y = self._broadcasted(other, "lt", reverse)
         return x._apply(F.Less, y)
+
+    def le(self, other: Operand, reverse: bool = False) -> "Tensor":
+        """x <= y is (x < y) | (x == y). `not (y < x)` would say NaN <= 0."""
+        x, y = self._broadcasted(other, "le", reverse)
+        return x._apply(F.Less, y)._apply(F.BitwiseOr, x._apply(F.Eq, y))
 
     def eq(self, other: Operand) -> "Tensor":
         x, y = self._broadcasted(other, "eq")
         return x._apply(F.Eq, y)
 
     def ne(self, other: Operand) -> "Tensor":
-        return self.eq(other).logical_not()
+        return self.eq(other).logical_not()  # NaN != NaN is True, as it should be
 
     def gt(self, other: Operand) -> "Tensor":
         return self.lt(other, reverse=True)
 
-    def le(self, other: Operand) -> "Tensor":
-        return self.gt(other).logical_not()
-
     def ge(self, other: Operand) -> "Tensor":
-        return self.lt(other).logical_not()
+        return self.le(other, reverse=True)
 
     def where(self, x: Operand, y: Operand) -> "Tensor":
         """`cond.where(x, y)`: x where cond is true, else y (cond, x and y broadcast together)."""
@@ -146,45 +187,192 @@ class ElementwiseMixin:
         shape = broadcast_shape(cond.shape, x.shape, op="where")
         return cond._broadcast_to(shape)._apply(F.Where, x._broadcast_to(shape), y._broadcast_to(shape))
 
-    def pow(self, exponent: Operand, reverse: bool = False) -> "Tensor":
-        """x ** y. Small integer powers multiply (exact, and right for negative x); the rest use
-        2^(y*log2|x|) with the sign fixed for odd integer exponents and NaN for a negative base with
-        a fractional exponent, as in PyTorch."""
-        if not reverse and isinstance(exponent, (int, float)) and not isinstance(exponent, bool):
-            if exponent == 0:
-                return self.ones_like() if self.dtype.is_float else self.full_like(1)
-            if exponent == 0.5:
-                return self.sqrt()
-            if float(exponent).is_integer() and abs(exponent) <= 8:
-                result = self
-                for _ in range(int(abs(exponent)) - 1):
-                    result = result * self
-                return result.reciprocal() if exponent < 0 else result
-        base, power = self._broadcasted(exponent, "pow", reverse)
-        base, power = base._float(), power._float()
-        magnitude = (power * base.abs().log2()).exp2()
-        power_is_int = power == power.trunc()
-        power_is_odd = power_is_int & ((power.abs() % 2) == 1)
-        signed = (base < 0).where(power_is_int.where(power_is_odd.where(-magnitude, magnitude), math.nan),
-                                  magnitude)
-        return (power == 0).where(1.0, signed)
-
-    def trunc(self) -> "Tensor":
-        return self if not self.dtype.is_float else self.cast(dtypes.int32).cast(self.dtype)
-
-    def mod(self, other: Operand) -> "Tensor":
-        """x % y with Python's sign rule (the result takes the sign of y), like torch.remainder."""
-        x, y = self._broadcasted(other, "mod")
-        r = x._apply(F.Mod, y)
-        return ((r != 0) & ((r < 0) != (y < 0))).where(r + y, r)
-
+    # ---- logical and bitwise ----
     def logical_and(self, other: Operand) -> "Tensor":
         x, y = self._broadcasted(other, "logical_and")
-        return x.cast(dtypes.bool)._apply(F.Mul, y.cast(dtypes.bool))
+        return x.cast(dtypes.bool)._apply(F.BitwiseAnd, y.cast(dtypes.bool))
 
     def logical_or(self, other: Operand) -> "Tensor":
         x, y = self._broadcasted(other, "logical_or")
-        return x.cast(dtypes.bool)._apply(F.Add, y.cast(dtypes.bool))
+        return x.cast(dtypes.bool)._apply(F.BitwiseOr, y.cast(dtypes.bool))
+
+    def logical_xor(self, other: Operand) -> "Tensor":
+        x, y = self._broadcasted(other, "logical_xor")
+        return x.cast(dtypes.bool)._apply(F.BitwiseXor, y.cast(dtypes.bool))
+
+    def _integer_ops(self, op: str) -> "Tensor":
+        if self.dtype.is_float:
+            raise TypeError(f"{op}: only integer and bool tensors have bits, this one is {self.dtype.name}; "
+                            "use logical_and/or/xor/not for truth values, or cast with .int()")
+        return self
+
+    def bitwise_and(self, other: Operand, reverse: bool = False) -> "Tensor":
+        x, y = self._broadcasted(other, "bitwise_and", reverse)
+        return x._integer_ops("bitwise_and")._apply(F.BitwiseAnd, y)
+
+    def bitwise_or(self, other: Operand, reverse: bool = False) -> "Tensor":
+        x, y = self._broadcasted(other, "bitwise_or", reverse)
+        return x._integer_ops("bitwise_or")._apply(F.BitwiseOr, y)
+
+    def bitwise_xor(self, other: Operand, reverse: bool = False) -> "Tensor":
+        x, y = self._broadcasted(other, "bitwise_xor", reverse)
+        return x._integer_ops("bitwise_xor")._apply(F.BitwiseXor, y)
+
+    xor = bitwise_xor  # tinygrad's name
+
+    def bitwise_not(self) -> "Tensor":
+        """~x: flips every bit of an integer (~x == -x - 1), negates a bool."""
+        if self._integer_ops("bitwise_not").dtype == dtypes.bool:
+            return self.logical_not()
+        return self.bitwise_xor(-1)  # all ones (in uint8, -1 wraps to 255)
+
+    def lshift(self, bits: int) -> "Tensor":
+        """x << bits for integers: x * 2**bits, wrapping around like C."""
+        return self._integer_ops("lshift") * (2 ** self._shift_amount(bits, "lshift"))
+
+    def rshift(self, bits: int) -> "Tensor":
+        """x >> bits for integers: an arithmetic shift, x // 2**bits (rounds toward -inf, like C on
+        two's complement and like PyTorch)."""
+        bits = self._integer_ops("rshift")._shift_amount(bits, "rshift")
+        if self.dtype == dtypes.int32 and bits == 31:  # 2**31 is no int32: only the sign bit is left
+            return (self < 0).where(-1, 0)
+        return self.floor_divide(2**bits)
+
+    def _shift_amount(self, bits: Any, op: str) -> int:
+        width = 8 * self.dtype.itemsize
+        if not isinstance(bits, int) or isinstance(bits, bool) or not 0 <= bits < width:
+            raise ValueError(f"{op}: the shift must be a Python int in 0..{width - 1} for {self.dtype.name}, "
+                             f"got {bits!r}")
+        return bits
+
+    # ---- division with rounding, remainders ----
+    def floor_divide(self, other: Operand, reverse: bool = False) -> "Tensor":
+        """x // y, rounding toward -inf as Python and PyTorch do (C's / rounds toward 0).
+
+        Integers: the truncated quotient, minus 1 where the remainder is non-zero and has the
+        other sign than y. x // 0 is 0 for integers (a kernel cannot raise; PyTorch raises
+        ZeroDivisionError). Floats: PyTorch's recipe, exact where floor(x / y) is not: 1 // 0.1 is 9
+        (0.1 is a little more than 1/10). The gradient is 0, as for torch.div(rounding_mode='floor').
+        """
+        x, y = self._broadcasted(other, "floor_divide", reverse)
+        if x.dtype == dtypes.bool:
+            raise TypeError("floor_divide: bool tensors cannot be divided; cast them with .int()")
+        if not x.dtype.is_float:
+            quotient, remainder = x._apply(F.Div, y), x._apply(F.Mod, y)
+            adjust = (remainder != 0) & ((remainder < 0) != (y < 0))
+            return quotient - adjust.cast(x.dtype)
+        return x._step(lambda a, b: _floor_divide(a, b), y)
+
+    def mod(self, other: Operand, reverse: bool = False) -> "Tensor":
+        """x % y with Python's sign rule (the result takes the sign of y), like torch.remainder."""
+        x, y = self._broadcasted(other, "mod", reverse)
+        r = x._apply(F.Mod, y)
+        return ((r != 0) & ((r < 0) != (y < 0))).where(r + y, r)
+
+    remainder = mod
+
+    def fmod(self, other: Operand) -> "Tensor":
+        """C's fmod: the remainder of the truncated division, with the sign of x (torch.fmod)."""
+        x, y = self._broadcasted(other, "fmod")
+        return x._apply(F.Mod, y)
+
+    # ---- powers ----
+    def pow(self, exponent: Operand, reverse: bool = False) -> "Tensor":
+        """x ** y with PyTorch's types and corner cases.
+
+        int ** int stays an integer (exact, wrapping like C); anything with a float is float
+        (`Tensor([2, 3]) ** 2.0` is float32). A Python-number exponent that is a small integer is
+        repeated multiplication (exact, and right for negative x); 0.5 is sqrt. Everything else is
+        the Pow function: 2^(y log2|x|) with C's special cases (see function_composite.pow_value),
+        and PyTorch's gradients, which are 0 rather than NaN at x = 0.
+        """
+        if not reverse and isinstance(exponent, (int, float)) and not isinstance(exponent, bool):
+            x = self.cast(promote_with_scalar(self.dtype, exponent))
+            if not x.dtype.is_float:
+                if exponent < 0:
+                    raise ValueError(f"pow: integers to negative integer powers are not allowed "
+                                     f"({exponent}), as in PyTorch; use a float tensor: x.float() ** n")
+                return x._int_power(exponent)
+            if exponent == 0:
+                return x._step(lambda a: Expr(a.lazydata.const(1.0)))
+            if exponent in (0.5, -0.5):
+                return x.sqrt() if exponent > 0 else x.rsqrt()
+            if float(exponent).is_integer() and abs(exponent) <= 8:
+                result = x._int_power(int(abs(exponent)))
+                return result.reciprocal() if exponent < 0 else result
+        base, power = self._broadcasted(exponent, "pow", reverse)
+        if base.dtype.is_float:
+            return base._apply(FC.Pow, power)
+        return base._int_power_tensor(power)
+
+    def _int_power(self, n: int) -> "Tensor":
+        """self ** n for a Python int n >= 0 by squaring: about 2 log2(n) multiplies."""
+        result, square = None, self
+        while True:
+            if n & 1:
+                result = square if result is None else result * square
+            n >>= 1
+            if not n:
+                return result if result is not None else self._step(lambda a: Expr(a.lazydata.const(1)))
+            square = square * square
+
+    def _int_power_tensor(self, power: "Tensor") -> "Tensor":
+        """Integer base ** integer exponent tensor: square-and-multiply over the exponent's 31 bits.
+
+        A negative exponent gives 1 // x^|n| truncated (1, -1 or 0; PyTorch raises instead)."""
+        magnitude = power.abs()
+        result, square = self.ones_like(), self
+        for bit in range(31):
+            result = (magnitude.bitwise_and(1 << bit) != 0).where(result * square, result)
+            square = square * square
+        return (power < 0).where(self.ones_like().div(result, rounding_mode="trunc"), result)
+
+    # ---- rounding: step functions, gradient 0 ----
+    def _step(self, value: Callable[..., Expr], *others: "Tensor") -> "Tensor":
+        """A step function of self (and others): `value` computes it on Exprs; the result stays in the
+        autograd graph with gradient 0 (Function Flat), as PyTorch's floor, sign, round... do."""
+        result = value(*(Expr(t.lazydata) for t in (self, *others)))
+        return self._apply(F.Flat, *others, value=result.lazydata)
+
+    def trunc(self) -> "Tensor":
+        """Round toward zero (trunc(-0.5) is -0.0). Integers are already whole."""
+        return self if not self.dtype.is_float else self._step(lambda x: x.trunc())
+
+    fix = trunc
+
+    def floor(self) -> "Tensor":
+        return self if not self.dtype.is_float else self._step(lambda x: _floor(x))
+
+    def ceil(self) -> "Tensor":
+        def ceil(x: Expr) -> Expr:
+            t = x.trunc()
+            return (x > t).where(t + 1, t)
+
+        return self if not self.dtype.is_float else self._step(ceil)
+
+    def round(self, decimals: int = 0) -> "Tensor":
+        """Round half to even (round(2.5) is 2, round(-0.5) is -0.0), as PyTorch and numpy; with
+        decimals, x * 10^decimals is rounded and scaled back."""
+        if not isinstance(decimals, int) or isinstance(decimals, bool):
+            raise TypeError(f"round: decimals must be an int, got {type(decimals).__name__}")
+        if not self.dtype.is_float:
+            return self
+        if decimals > 0:
+            return self._step(lambda x: _round_half_even(x * 10.0**decimals) / 10.0**decimals)
+        if decimals < 0:
+            return self._step(lambda x: _round_half_even(x / 10.0**-decimals) * 10.0**-decimals)
+        return self._step(_round_half_even)
+
+    def sign(self) -> "Tensor":
+        """-1, 0 or 1 (0 for NaN, as in PyTorch); gradient 0."""
+        def sign(x: Expr) -> Expr:
+            return (x > 0).float() - (x < 0).float()
+
+        if self.dtype == dtypes.bool:
+            return self
+        if self.dtype.is_float:
+            return self._step(sign)
+        return ((self > 0).int() - (self < 0).int()).cast(self.dtype)
 
     # ---- Python operators ----
     def __neg__(self) -> "Tensor": return self.neg()  # noqa: E704
@@ -196,61 +384,55 @@ class ElementwiseMixin:
     def __rmul__(self, o: Operand) -> "Tensor": return self.mul(o, reverse=True)  # noqa: E704
     def __truediv__(self, o: Operand) -> "Tensor": return self.div(o)  # noqa: E704
     def __rtruediv__(self, o: Operand) -> "Tensor": return self.div(o, reverse=True)  # noqa: E704
+    def __floordiv__(self, o: Operand) -> "Tensor": return self.floor_divide(o)  # noqa: E704
+    def __rfloordiv__(self, o: Operand) -> "Tensor": return self.floor_divide(o, reverse=True)  # noqa: E704
     def __pow__(self, o: Operand) -> "Tensor": return self.pow(o)  # noqa: E704
     def __rpow__(self, o: Operand) -> "Tensor": return self.pow(o, reverse=True)  # noqa: E704
     def __mod__(self, o: Operand) -> "Tensor": return self.mod(o)  # noqa: E704
+    def __rmod__(self, o: Operand) -> "Tensor": return self.mod(o, reverse=True)  # noqa: E704
     def __lt__(self, o: Operand) -> "Tensor": return self.lt(o)  # noqa: E704
     def __gt__(self, o: Operand) -> "Tensor": return self.gt(o)  # noqa: E704
     def __le__(self, o: Operand) -> "Tensor": return self.le(o)  # noqa: E704
     def __ge__(self, o: Operand) -> "Tensor": return self.ge(o)  # noqa: E704
     def __eq__(self, o: Operand) -> "Tensor": return self.eq(o)  # type: ignore[override]  # noqa: E704
     def __ne__(self, o: Operand) -> "Tensor": return self.ne(o)  # type: ignore[override]  # noqa: E704
-    def __and__(self, o: Operand) -> "Tensor": return self.logical_and(o)  # noqa: E704
-    def __or__(self, o: Operand) -> "Tensor": return self.logical_or(o)  # noqa: E704
-    def __invert__(self) -> "Tensor": return self.logical_not()  # noqa: E704
+    def __and__(self, o: Operand) -> "Tensor": return self.bitwise_and(o)  # noqa: E704
+    def __rand__(self, o: Operand) -> "Tensor": return self.bitwise_and(o, reverse=True)  # noqa: E704
+    def __or__(self, o: Operand) -> "Tensor": return self.bitwise_or(o)  # noqa: E704
+    def __ror__(self, o: Operand) -> "Tensor": return self.bitwise_or(o, reverse=True)  # noqa: E704
+    def __xor__(self, o: Operand) -> "Tensor": return self.bitwise_xor(o)  # noqa: E704
+    def __rxor__(self, o: Operand) -> "Tensor": return self.bitwise_xor(o, reverse=True)  # noqa: E704
+    def __invert__(self) -> "Tensor": return self.bitwise_not()  # noqa: E704
+    def __lshift__(self, o: int) -> "Tensor": return self.lshift(o)  # noqa: E704
+    def __rshift__(self, o: int) -> "Tensor": return self.rshift(o)  # noqa: E704
     def __matmul__(self, o: "Tensor") -> "Tensor": return self.matmul(o)  # noqa: E704
     def __rmatmul__(self, o: "Tensor") -> "Tensor": return o.matmul(self)  # noqa: E704
 
-    # ---- activations and friends, all composed ----
-    def relu(self) -> "Tensor":
-        return (self > 0).where(self, 0)
 
-    def abs(self) -> "Tensor":
-        return self if self.dtype in (dtypes.bool, dtypes.uint8) else (self < 0).where(-self, self)
+def _floor(x: Expr) -> Expr:
+    t = x.trunc()
+    return (x < t).where(t - 1, t)
 
-    def sign(self) -> "Tensor":
-        return (self > 0).where(1, (self < 0).where(-1, 0)).cast(self.dtype)
 
-    def sigmoid(self) -> "Tensor":
-        return (1 + (-self._float()).exp()).reciprocal()
+# --8<-- [start:round]
+def _round_half_even(x: Expr) -> Expr:
+    """Round to nearest, ties to even, with the float32 adder itself: for 0 <= a < 2^23, a + 2^23
+    has no bits left for a fraction, so the addition rounds a to an integer exactly as IEEE rounds
+    (to nearest, ties to even), and subtracting 2^23 again is exact. The sign is put back after
+    (round(-0.3) is -0.0); from 2^23 on, and for inf and NaN, x is already its own rounding."""
+    a = x.abs()
+    r = (a + 2.0**23) - 2.0**23
+    return (a < 2.0**23).where(x.eq(0).where(x, (x < 0).where(-r, r)), x)
 
-    def tanh(self) -> "Tensor":
-        return 2.0 * (2.0 * self._float()).sigmoid() - 1.0
 
-    def gelu(self) -> "Tensor":
-        """The tanh approximation (PyTorch's approximate='tanh')."""
-        x = self._float()
-        return 0.5 * x * (1 + (math.sqrt(2 / math.pi) * (x + 0.044715 * x * x * x)).tanh())
+# --8<-- [end:round]
+def _floor_divide(a: Expr, b: Expr) -> Expr:
+    """PyTorch's float floor division (c10's div_floor_floating), primitive for primitive."""
+    mod = a.fmod(b)
+    div = (a - mod) / b
+    div = (mod.ne(0) & (b < 0).ne(mod < 0)).where(div - 1, div)
+    floordiv = _floor(div)
+    floordiv = ((div - floordiv) > 0.5).where(floordiv + 1, floordiv)
+    result = div.ne(0).where(floordiv, (a / b) * 0.0)  # a zero with the sign of a / b
+    return b.eq(0).where(a / b, result)
 
-    def silu(self) -> "Tensor":
-        return self * self.sigmoid()
-
-    def leaky_relu(self, negative_slope: float = 0.01) -> "Tensor":
-        return (self > 0).where(self, self * negative_slope)
-
-    def softplus(self, beta: float = 1.0) -> "Tensor":
-        """log(1 + exp(beta x)) / beta, computed without overflow: max(z, 0) + log(1 + exp(-|z|))."""
-        z = self._float() * beta
-        return (z.relu() + (1 + (-z.abs()).exp()).log()) * (1 / beta)
-
-    def clamp(self, min: float | None = None, max: float | None = None) -> "Tensor":  # noqa: A002
-        if min is None and max is None:
-            raise ValueError("clamp: give at least one of min and max")
-        out = self
-        if min is not None:
-            out = (out < min).where(min, out)
-        if max is not None:
-            out = (out > max).where(max, out)
-        return out
-
-    clip = clamp

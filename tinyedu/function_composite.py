@@ -1,0 +1,407 @@
+"""Composite Functions: a forward made of several primitives, with a backward written by hand.
+
+Most Tensor methods are compositions of primitive Functions and get their gradient from the chain
+rule. That fails at the edges for a few: sigmoid(-100) is 1 / (1 + exp(100)) = 1 / inf, and the
+chain rule multiplies the derivative of 1/u (which is -1/u^2 = 0) by that of exp (inf): 0 * inf is
+NaN, where the true gradient is 0. The cure is the textbook one: write the derivative in terms of
+the *result* (sigmoid' = s (1 - s)), which has no inf in it. Each Function here says which edge
+forced it. The forward still runs on primitives, so it fuses and compiles like everything else.
+
+The formulas are written with `Expr`, a LazyBuffer with operators, so they read like the math.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from tinyedu.dtype import dtypes
+from tinyedu.function import Function
+from tinyedu.lazy import LazyBuffer
+from tinyedu.ops import BinaryOps, TernaryOps, UnaryOps
+
+Operand = "Expr | float | int | bool"
+
+
+# --8<-- [start:expr]
+class Expr:
+    """A LazyBuffer with operators: `Expr(x) * 2 + 1` builds MUL and ADD nodes. Python numbers
+    become constants of the buffer's dtype and shape; every operand has the same shape."""
+
+    def __init__(self, lazydata: LazyBuffer):
+        self.lazydata = lazydata
+
+    def _other(self, other: Any) -> LazyBuffer:
+        return other.lazydata if isinstance(other, Expr) else self.lazydata.const(other)
+
+    def _binary(self, op: BinaryOps, other: Any, reverse: bool = False) -> "Expr":
+        a, b = self.lazydata, self._other(other)
+        return Expr(b.e(op, a) if reverse else a.e(op, b))
+
+    def _unary(self, op: UnaryOps) -> "Expr":
+        return Expr(self.lazydata.e(op))
+
+    def __add__(self, o: Any) -> "Expr": return self._binary(BinaryOps.ADD, o)  # noqa: E704
+    def __radd__(self, o: Any) -> "Expr": return self._binary(BinaryOps.ADD, o, True)  # noqa: E704
+    def __sub__(self, o: Any) -> "Expr": return self._binary(BinaryOps.SUB, o)  # noqa: E704
+    def __rsub__(self, o: Any) -> "Expr": return self._binary(BinaryOps.SUB, o, True)  # noqa: E704
+    def __mul__(self, o: Any) -> "Expr": return self._binary(BinaryOps.MUL, o)  # noqa: E704
+    def __rmul__(self, o: Any) -> "Expr": return self._binary(BinaryOps.MUL, o, True)  # noqa: E704
+    def __truediv__(self, o: Any) -> "Expr": return self._binary(BinaryOps.DIV, o)  # noqa: E704
+    def __rtruediv__(self, o: Any) -> "Expr": return self._binary(BinaryOps.DIV, o, True)  # noqa: E704
+    def __neg__(self) -> "Expr": return self._unary(UnaryOps.NEG)  # noqa: E704
+    def __lt__(self, o: Any) -> "Expr": return self._binary(BinaryOps.CMPLT, o)  # noqa: E704
+    def __gt__(self, o: Any) -> "Expr": return self._binary(BinaryOps.CMPLT, o, True)  # noqa: E704
+    def __le__(self, o: Any) -> "Expr": return (self < o) | self.eq(o)  # noqa: E704 - NaN <= x is False
+    def __ge__(self, o: Any) -> "Expr": return (self > o) | self.eq(o)  # noqa: E704
+    def __and__(self, o: "Expr") -> "Expr": return self._binary(BinaryOps.AND, o)  # noqa: E704
+    def __or__(self, o: "Expr") -> "Expr": return self._binary(BinaryOps.OR, o)  # noqa: E704
+    def __invert__(self) -> "Expr": return self.eq(False)  # noqa: E704 - logical not, for bools
+
+    def eq(self, o: Any) -> "Expr":
+        return self._binary(BinaryOps.CMPEQ, o)
+
+    def ne(self, o: Any) -> "Expr":
+        return ~self.eq(o)
+
+    def where(self, a: Any, b: Any) -> "Expr":
+        """self ? a : b, for a bool self; a number takes the other side's dtype (float32 if both are)."""
+        like = next((v.lazydata for v in (a, b) if isinstance(v, Expr)), None)
+        dtype = like.dtype if like is not None else dtypes.float32
+        a, b = (v.lazydata if isinstance(v, Expr) else
+                LazyBuffer.full(v, self.lazydata.shape, dtype, self.lazydata.device) for v in (a, b))
+        return Expr(self.lazydata.e(TernaryOps.WHERE, a, b))
+
+    def fmod(self, o: Any) -> "Expr":
+        """The remainder of x / o with the sign of x (C's fmodf: exact)."""
+        return self._binary(BinaryOps.MOD, o)
+
+    def float(self) -> "Expr":
+        return Expr(self.lazydata.cast(dtypes.float32))
+
+    def exp2(self) -> "Expr": return self._unary(UnaryOps.EXP2)  # noqa: E704
+    def log2(self) -> "Expr": return self._unary(UnaryOps.LOG2)  # noqa: E704
+    def sqrt(self) -> "Expr": return self._unary(UnaryOps.SQRT)  # noqa: E704
+    def sin(self) -> "Expr": return self._unary(UnaryOps.SIN)  # noqa: E704
+    def cos(self) -> "Expr": return self._unary(UnaryOps.COS)  # noqa: E704
+    def reciprocal(self) -> "Expr": return self._unary(UnaryOps.RECIP)  # noqa: E704
+
+    def exp(self) -> "Expr":
+        return (self * (1 / math.log(2))).exp2()
+
+    def log(self) -> "Expr":
+        return self.log2() * math.log(2)
+
+    def abs(self) -> "Expr":
+        """|x|, +0.0 for both zeros (0 - (-0.0) is +0.0, and so is 0 - 0.0)."""
+        return (self <= 0).where(0.0 - self, self)
+
+    def expm1(self) -> "Expr":
+        """exp(x) - 1, accurate for tiny x, where exp(x) rounds to 1 and the difference to 0.
+
+        Kahan's trick, for |x| < 1: with u = exp(x) as rounded, (u - 1) * x / log(u) is accurate to
+        a few ulps, because the rounding error of u cancels between the numerator and log(u) (and
+        where u is 1 exactly, x itself is the answer). For |x| >= 1, u - 1 has no cancellation; the
+        trick would even hurt there, for x < -87 where u is subnormal and log(u) inexact.
+        """
+        u = self.exp()
+        kahan = u.eq(1).where(self, (u - 1) * self / u.log())
+        return (self.abs() < 1).where(kahan, u - 1)
+
+    def log1p(self) -> "Expr":
+        """log(1 + x), accurate for tiny x, where 1 + x rounds to 1 (Goldberg's trick, like expm1:
+        log(u) * x / (u - 1) with u = 1 + x as rounded)."""
+        u = 1 + self
+        ratio = u.log() * self / (u - 1)
+        return u.eq(1).where(self, u.eq(math.inf).where(self, ratio))
+
+    def sigmoid(self) -> "Expr":
+        return (1 + (-self).exp()).reciprocal()
+
+    def trunc(self) -> "Expr":
+        """Round toward zero. |x| >= 2^23 is already an integer in float32 (so is inf), NaN stays NaN;
+        below that the int32 cast truncates exactly. x * 0 gives the zero the sign of x (trunc(-0.5)
+        is -0.0)."""
+        whole = Expr(self.lazydata.cast(dtypes.int32).cast(self.lazydata.dtype))
+        return (self.abs() < 2.0**23).where(whole.eq(0).where(self * 0, whole), self)
+
+
+# --8<-- [end:expr]
+def _erfc(x: Expr) -> Expr:
+    """erfc(x) to a relative error of about 1e-7 for every x (Numerical Recipes' erfcc, a Chebyshev
+    fit of exp(-x^2) times a polynomial in t = 1 / (1 + |x|/2)). Relative, not absolute: erfc(5) is
+    1.5e-12, and a formula 1 - erf(x) would round it to 0."""
+    z = x.abs()
+    t = 1 / (1 + 0.5 * z)
+    poly = 0.17087277
+    for c in (-0.82215223, 1.48851587, -1.13520398, 0.27886807, -0.18628806, 0.09678418, 0.37409196,
+              1.00002368, -1.26551223):
+        poly = poly * t + c
+    tail = t * (poly - z * z).exp()
+    return (x < 0).where(2 - tail, tail)
+
+
+# ---- the Functions ----
+class _Unary(Function):
+    """A unary Function given as two formulas: the value, and the derivative (from x and the value)."""
+
+    def value(self, x: Expr) -> Expr:
+        raise NotImplementedError
+
+    def derivative(self, x: Expr, ret: Expr) -> Expr:
+        raise NotImplementedError
+
+    def forward(self, x: LazyBuffer, **params: Any) -> LazyBuffer:
+        self.params = params
+        self.x = Expr(x)
+        self.ret = self.value(self.x)
+        return self.ret.lazydata
+
+    def backward(self, grad: LazyBuffer) -> LazyBuffer:
+        return (self.derivative(self.x, self.ret) * Expr(grad)).lazydata
+
+
+class Relu(_Unary):
+    """max(x, 0) as PyTorch defines it: NaN stays NaN (where(0 < x, x, 0) would give 0), -0.0 stays
+    -0.0, and the gradient at exactly 0 is 0. A composite could not say "0 at 0" and "1 at NaN"."""
+
+    def value(self, x: Expr) -> Expr:
+        return (x < 0).where(0.0, x)
+
+    def derivative(self, x: Expr, ret: Expr) -> Expr:
+        return (x <= 0).where(0.0, 1.0)
+
+
+class Abs(_Unary):
+    """|x| with PyTorch's gradient sign(x), which is 0 at 0 (and at NaN). where(x < 0, -x, x) would
+    send 1 at 0, and would keep -0.0 negative."""
+
+    def value(self, x: Expr) -> Expr:
+        return x.abs()
+
+    def derivative(self, x: Expr, ret: Expr) -> Expr:
+        return (x > 0).float() - (x < 0).float()
+
+
+class Clamp(_Unary):
+    """clamp(x, low, high) (either bound may be None), with one of PyTorch's two gradient rules at the
+    bounds: clamp lets the gradient through at x == low or high and blocks it at NaN; hardtanh (and
+    relu6) blocks it at the bounds and lets it through at NaN. NaN stays NaN in the value."""
+
+    def value(self, x: Expr) -> Expr:
+        low, high = self.params["low"], self.params["high"]
+        out = x if low is None else (x < low).where(low, x)
+        return out if high is None else (x > high).where(high, out)
+
+    def derivative(self, x: Expr, ret: Expr) -> Expr:
+        low, high = self.params["low"], self.params["high"]
+        low, high = -math.inf if low is None else low, math.inf if high is None else high
+        if self.params["inclusive"]:  # clamp: inside [low, high]; NaN is not inside
+            return ((x >= low) & (x <= high)).where(1.0, 0.0)
+        return ((x <= low) | (x >= high)).where(0.0, 1.0)  # hardtanh: NaN is not outside either
+
+
+class Sigmoid(_Unary):
+    """1 / (1 + exp(-x)). The value is fine as it is (for x < -88 exp overflows and the value is 0,
+    as in float32 PyTorch); the chain rule through it is not: at x = -100 it multiplies 0 by inf.
+    The derivative s (1 - s) is 0 there, as it should be."""
+
+    def value(self, x: Expr) -> Expr:
+        return x.sigmoid()
+
+    def derivative(self, x: Expr, ret: Expr) -> Expr:
+        return ret * (1 - ret)
+
+
+class Tanh(_Unary):
+    """tanh(x) = m / (m + 2) with m = expm1(2x), written for x <= 0 (where m is in (-1, 0]) and
+    mirrored for x > 0, so nothing overflows. 2 sigmoid(2x) - 1 would cancel to 0 for tiny x
+    (tanh(1e-8) is 1e-8) and its chain rule gives NaN for |x| > 44. Below 2^-12 tanh(x) is x to
+    float32 precision (x^3/3 is under half an ulp), which also keeps the sign of -0.0.
+    Derivative: 1 - tanh^2."""
+
+    def value(self, x: Expr) -> Expr:
+        m = (-2 * x.abs()).expm1()
+        t = m / (m + 2)  # tanh(-|x|)
+        return (x.abs() < 2.0**-12).where(x, (x > 0).where(-t, t))
+
+    def derivative(self, x: Expr, ret: Expr) -> Expr:
+        return 1 - ret * ret
+
+
+class Expm1(_Unary):
+    """exp(x) - 1 (see Expr.expm1). Its formula divides by log(u), which is 0 where u = 1: the chain
+    rule through it would be 0/0. The derivative is exp(x) = value + 1."""
+
+    def value(self, x: Expr) -> Expr:
+        return x.expm1()
+
+    def derivative(self, x: Expr, ret: Expr) -> Expr:
+        return ret + 1
+
+
+class Log1p(_Unary):
+    """log(1 + x) (see Expr.log1p); derivative 1 / (1 + x). Hand-written for the same reason as Expm1."""
+
+    def value(self, x: Expr) -> Expr:
+        return x.log1p()
+
+    def derivative(self, x: Expr, ret: Expr) -> Expr:
+        return 1 / (1 + x)
+
+
+class Softplus(_Unary):
+    """log(1 + exp(beta x)) / beta, and x itself where beta x > threshold, as PyTorch. log1p keeps
+    softplus(-17) = 4.1e-8 (log(1 + 4.1e-8) rounds to 0). Derivative: sigmoid(beta x) (1 where the
+    value is x), which is 0.5 at 0: the old relu(z) + log(1 + exp(-|z|)) composite got -0.5 there,
+    from the kinks of relu and abs."""
+
+    def value(self, x: Expr) -> Expr:
+        beta, threshold = self.params["beta"], self.params["threshold"]
+        z = x * beta
+        return (z > threshold).where(x, z.exp().log1p() * (1 / beta))
+
+    def derivative(self, x: Expr, ret: Expr) -> Expr:
+        beta, threshold = self.params["beta"], self.params["threshold"]
+        z = x * beta
+        return (z > threshold).where(1.0, _stable_sigmoid(z))
+
+
+def _stable_sigmoid(z: Expr) -> Expr:
+    """sigmoid, accurate in relative terms for very negative z too: exp(z) / (1 + exp(z)) there."""
+    e = (-z.abs()).exp()
+    return (z >= 0).where(1 / (1 + e), e / (1 + e))
+
+
+class Gelu(_Unary):
+    """x * Phi(x), Phi the normal CDF: PyTorch's gelu (approximate='none'). Phi(x) = erfc(-x/sqrt2)/2
+    rather than (1 + erf(x/sqrt2))/2, which cancels to 0 for x < -4. Derivative Phi(x) + x phi(x)."""
+
+    def value(self, x: Expr) -> Expr:
+        return x * 0.5 * _erfc(x * -math.sqrt(0.5))
+
+    def derivative(self, x: Expr, ret: Expr) -> Expr:
+        density = (x * x * -0.5).exp() * (1 / math.sqrt(2 * math.pi))
+        return 0.5 * _erfc(x * -math.sqrt(0.5)) + x * density
+
+
+class Sinh(_Unary):
+    """(e^x - e^-x)/2 = (m + m/(m + 1))/2 with m = expm1(|x|), sign restored: accurate for tiny x
+    (no 1 - 1 cancellation). Past |x| = 88, e^x overflows float32 before sinh does, so there it is
+    exp(|x| - ln 2). Derivative cosh(x)."""
+
+    def value(self, x: Expr) -> Expr:
+        return _mirror(x, _sinh_abs(x.abs()))
+
+    def derivative(self, x: Expr, ret: Expr) -> Expr:
+        return _cosh_abs(x.abs())
+
+
+class Cosh(_Unary):
+    """(e^x + e^-x)/2, as exp(|x| - ln 2) past |x| = 88 (see Sinh). Derivative sinh(x)."""
+
+    def value(self, x: Expr) -> Expr:
+        return _cosh_abs(x.abs())
+
+    def derivative(self, x: Expr, ret: Expr) -> Expr:
+        return _mirror(x, _sinh_abs(x.abs()))
+
+
+def _mirror(x: Expr, odd: Expr) -> Expr:
+    """An odd function's value at x from its value at |x| (x itself for the zeros keeps -0.0)."""
+    return x.eq(0).where(x, (x < 0).where(-odd, odd))
+
+
+def _sinh_abs(a: Expr) -> Expr:
+    m = a.expm1()
+    return (a > 88).where((a - math.log(2)).exp(), (m + m / (m + 1)) * 0.5)
+
+
+def _cosh_abs(a: Expr) -> Expr:
+    e = a.exp()
+    return (a > 88).where((a - math.log(2)).exp(), (e + 1 / e) * 0.5)
+
+
+class Asinh(_Unary):
+    """asinh(x) = sign(x) log1p(|x| + x^2 / (1 + sqrt(1 + x^2))), accurate for tiny x; past 2^26,
+    where x^2 + 1 is x^2 and x^2 soon overflows, log(2|x|). Derivative 1 / sqrt(1 + x^2)."""
+
+    def value(self, x: Expr) -> Expr:
+        a = x.abs()
+        small = (a + a * a / (1 + (1 + a * a).sqrt())).log1p()
+        return _mirror(x, (a > 2.0**26).where(a.log() + math.log(2), small))
+
+    def derivative(self, x: Expr, ret: Expr) -> Expr:
+        return 1 / (1 + x * x).sqrt()
+
+
+class Acosh(_Unary):
+    """acosh(x) = log1p(t + sqrt(2t + t^2)) with t = x - 1 (accurate near 1), log(2x) past 2^26;
+    NaN below 1. Derivative 1 / sqrt(x^2 - 1), computed as 1 / sqrt((x - 1)(x + 1)) (no overflow
+    of x^2 for large x, exact near 1)."""
+
+    def value(self, x: Expr) -> Expr:
+        t = x - 1
+        near_one = (t + (2 * t + t * t).sqrt()).log1p()
+        return (x > 2.0**26).where(x.log() + math.log(2), near_one)
+
+    def derivative(self, x: Expr, ret: Expr) -> Expr:
+        return 1 / ((x - 1).sqrt() * (x + 1).sqrt())
+
+
+class Atanh(_Unary):
+    """atanh(x) = log1p(2x / (1 - x)) / 2, accurate for tiny x; +-inf at +-1, NaN outside [-1, 1].
+    Derivative 1 / (1 - x^2), as 1 / ((1 - x)(1 + x)) (exact near 1)."""
+
+    def value(self, x: Expr) -> Expr:
+        a = x.abs()
+        return _mirror(x, (2 * a / (1 - a)).log1p() * 0.5)
+
+    def derivative(self, x: Expr, ret: Expr) -> Expr:
+        return 1 / ((1 - x) * (1 + x))
+
+
+# ---- powers ----
+def _is_integer(y: Expr) -> Expr:
+    return y.eq(y.trunc())  # True for +-inf (they are even), False for NaN
+
+
+def _signbit(x: Expr) -> Expr:
+    """x < 0, counting -0.0 as negative (1 / -0.0 is -inf)."""
+    return (x < 0) | (x.eq(0) & (x.reciprocal() < 0))
+
+
+def pow_value(x: Expr, y: Expr) -> Expr:
+    """x ** y for float32 x and y, with C's pow (and PyTorch's) special cases.
+
+    |x| ** y is 2 ** (y log2 |x|); the sign is x's for odd integer y (so (-2) ** 3 = -8 and
+    (-0.0) ** 3 = -0.0); a finite negative x with a non-integer y gives NaN. x ** 0 and 1 ** y are
+    1 even for NaN, and (-1) ** +-inf is 1 (where y log2|x| would be inf * 0).
+    """
+    magnitude = (y * x.abs().log2()).exp2()
+    y_int = _is_integer(y)
+    odd = y_int & y.abs().fmod(2).eq(1)  # fmod is exact
+    signed = (_signbit(x) & odd).where(-magnitude, magnitude)
+    signed = ((x < 0) & (x > -math.inf) & ~y_int).where(math.nan, signed)
+    one = y.eq(0) | x.eq(1) | (x.eq(-1) & y.abs().eq(math.inf))
+    return one.where(1.0, signed)
+
+
+class Pow(Function):
+    """x ** y for float tensors (see pow_value), with PyTorch's gradients:
+    d/dx = y x^(y-1), 0 where y == 0 (the chain rule through 2^(y log2|x|) gives 0 * inf = NaN at
+    x = 0 for y = 2.5, where the answer is 0); d/dy = x^y log(x), 0 where x == 0 and y >= 0."""
+
+    def forward(self, x: LazyBuffer, y: LazyBuffer) -> LazyBuffer:
+        self.x, self.y = Expr(x), Expr(y)
+        self.ret = pow_value(self.x, self.y)
+        return self.ret.lazydata
+
+    def backward(self, grad: LazyBuffer) -> tuple[LazyBuffer | None, ...]:
+        x, y, g = self.x, self.y, Expr(grad)
+        dx = dy = None
+        if self.needs_input_grad[0]:
+            dx = (y.eq(0)).where(0.0, g * y * pow_value(x, y - 1)).lazydata
+        if self.needs_input_grad[1]:
+            dy = ((x.eq(0) & (y >= 0)).where(0.0, g * self.ret * x.log())).lazydata
+        return dx, dy
