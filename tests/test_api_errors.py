@@ -76,7 +76,7 @@ class TestShapes:
             Tensor.cat(x23, Tensor.ones(2, 4))
         with raises(ValueError, "cat", "0-d"):
             Tensor.cat(Tensor(1.0), Tensor(2.0))
-        with raises(IndexError, "cat", "axis 2"):
+        with raises(IndexError, "cat", "but got 2"):
             Tensor.cat(x23, x23, dim=2)
         with raises(TypeError, "cat", "item 1", "ndarray"):
             Tensor.cat(x23, np.ones((2, 3)))
@@ -124,18 +124,20 @@ class TestMovement:
     def test_permute_expand_pad_shrink(self) -> None:
         with raises(ValueError, "permute", "(0, 0)", "permutation"):
             x23.permute(0, 0)
-        with raises(IndexError, "permute", "axis 2"):
+        with raises(IndexError, "permute", "but got 2"):
             x23.permute(0, 2)
         with raises(ValueError, "expand", "(2, 3)", "(2, 4)", "size-1"):
             x23.expand(2, 4)
         with raises(ValueError, "expand", "fewer dimensions"):
             x23.expand(3)
-        with raises(ValueError, "pad", "(before, after)"):
-            x23.pad(((0, -1), (0, 0)))
+        with raises(ValueError, "pad", "crops more", "(2, 3)"):
+            x23.pad(((0, -3), (0, 0)))  # negative padding crops (as F.pad), but not past the size
         with raises(ValueError, "pad", "one entry per axis"):
             x23.pad(((1, 1),))
+        with raises(ValueError, "pad", "even number of ints"):
+            x23.pad((1, 2, 3))
         with raises(ValueError, "pad", "(before, after)"):
-            x23.pad((1, 2))
+            x23.pad(((1, 2), 3))
         with raises(ValueError, "shrink", "0 <= start <= end <= size"):
             x23.shrink(((0, 3), (0, 3)))
         with raises(ValueError, "shrink", "(start, end)"):
@@ -167,12 +169,18 @@ class TestRanges:
         lambda: x23.squeeze(3), lambda: x23.split(1, dim=2), lambda: x23.gather(2, x23.int()),
     ])
     def test_axis_out_of_range(self, call: Callable) -> None:
-        with raises(IndexError, "out of range", "(2, 3)", "valid axes are -2..1"):
+        with raises(IndexError, "Dimension out of range", "(2, 3)", "expected to be in range of [-2, 1]"):
             call()
 
     def test_unsqueeze_has_one_more_axis(self) -> None:
-        with raises(IndexError, "unsqueeze", "axis 4", "valid axes are -3..2"):
+        # worded as PyTorch's: "Dimension out of range (expected to be in range of [-3, 2], but got 4)"
+        torch_words = "Dimension out of range (expected to be in range of [{}, {}], but got {})"
+        with raises(IndexError, "unsqueeze: " + torch_words.format(-3, 2, 4)):
             x23.unsqueeze(4)
+        with raises(IndexError, "squeeze: " + torch_words.format(-2, 1, 2)):
+            x23.squeeze((0, 2))
+        with raises(IndexError, "unsqueeze", "[-1, 0]", "but got 1"):
+            Tensor(1.0).unsqueeze(1)
 
     def test_axis_type(self) -> None:
         with raises(TypeError, "sum", "axis must be an int", "float"):

@@ -46,6 +46,14 @@ class Contiguous(Function):
         return grad
 
 
+class ContiguousBackward(Function):
+    def forward(self, x: LazyBuffer) -> LazyBuffer:
+        return x
+
+    def backward(self, grad: LazyBuffer) -> LazyBuffer:
+        return grad.contiguous()
+
+
 class Copy(Function):
     """Tensor.to(device): the gradient goes back to the device the input lives on."""
 

@@ -337,16 +337,16 @@ class Asinh(_Unary):
 
 class Acosh(_Unary):
     """acosh(x) = log1p(t + sqrt(2t + t^2)) with t = x - 1 (accurate near 1), log(2x) past 2^26;
-    NaN below 1. Derivative 1 / sqrt(x^2 - 1), computed as 1 / sqrt((x - 1)(x + 1)) (no overflow
-    of x^2 for large x, exact near 1)."""
+    NaN below 1. Derivative 1 / sqrt(x^2 - 1), computed as 1 / sqrt((x - 1)(x + 1)), exact near 1
+    (and, like PyTorch's formula, finite below -1, where acosh itself is NaN)."""
 
     def value(self, x: Expr) -> Expr:
         t = x - 1
         near_one = (t + (2 * t + t * t).sqrt()).log1p()
-        return (x > 2.0**26).where(x.log() + math.log(2), near_one)
+        return (x < 1).where(math.nan, (x > 2.0**26).where(x.log() + math.log(2), near_one))
 
     def derivative(self, x: Expr, ret: Expr) -> Expr:
-        return 1 / ((x - 1).sqrt() * (x + 1).sqrt())
+        return 1 / ((x - 1) * (x + 1) + 0.0).sqrt()  # + 0.0: at x = -1 the product is -0.0
 
 
 class Atanh(_Unary):

@@ -20,6 +20,7 @@ from tinyedu.helpers import prod
 from tinyedu.lazy import LazyBuffer, engine
 from tinyedu.tensor_api.activations import ActivationMixin
 from tinyedu.tensor_api.combine import CombineMixin
+from tinyedu.tensor_api.conv import ConvMixin
 from tinyedu.tensor_api.creation import CreationMixin
 from tinyedu.tensor_api.elementwise import ElementwiseMixin
 from tinyedu.tensor_api.indexing import IndexingMixin
@@ -63,7 +64,7 @@ class count_primitives:  # noqa: N801 - used like no_grad
 
 
 class Tensor(CreationMixin, ElementwiseMixin, ActivationMixin, ReduceMixin, MovementMixin, IndexingMixin,
-             CombineMixin, NNMixin, NormalizationMixin, LossMixin):
+             CombineMixin, NNMixin, ConvMixin, NormalizationMixin, LossMixin):
     grad_enabled: ClassVar[bool] = True
     training: ClassVar[bool] = False  # dropout is active only while training (see Tensor.train)
 
@@ -289,14 +290,35 @@ class Tensor(CreationMixin, ElementwiseMixin, ActivationMixin, ReduceMixin, Move
 
     # --8<-- [end:broadcast]
     def _axis(self, axis: int, op: str, ndim: int | None = None) -> int:
+        """A dimension index in range (negatives count from the end), with PyTorch's error wording."""
         ndim = self.ndim if ndim is None else ndim
         if not isinstance(axis, int) or isinstance(axis, bool):
             raise TypeError(f"{op}: axis must be an int, got {type(axis).__name__}")
-        if not -max(ndim, 1) <= axis < max(ndim, 1):
-            raise IndexError(f"{op}: axis {axis} is out of range for a tensor of shape {self.shape}; "
-                             f"valid axes "
-                             f"are {-max(ndim, 1)}..{max(ndim, 1) - 1}")
+        low, high = -max(ndim, 1), max(ndim, 1) - 1
+        if not low <= axis <= high:
+            raise IndexError(f"{op}: Dimension out of range (expected to be in range of [{low}, {high}], "
+                             f"but got {axis}) for a tensor of shape {self.shape}")
         return axis % max(ndim, 1)
+
+    # ---- sizes (PyTorch's and tinygrad's names) ----
+    def dim(self) -> int:
+        return self.ndim
+
+    def element_size(self) -> int:
+        """Bytes per element."""
+        return self.dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the whole tensor (a property, as in PyTorch; tinygrad's is a method)."""
+        return self.numel() * self.dtype.itemsize
+
+    def sequential(self, layers: Sequence[Any]) -> "Tensor":
+        """Apply callables one after another: x.sequential([f, g]) is g(f(x)) (tinygrad)."""
+        out = self
+        for layer in layers:
+            out = layer(out)
+        return out
 
 
 def broadcast_shape(*shapes: tuple[int, ...], op: str = "broadcast") -> tuple[int, ...]:

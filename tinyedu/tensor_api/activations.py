@@ -87,9 +87,10 @@ class ActivationMixin:
         return (x <= -3).where(0.0, (x >= 3).where(1.0, x / 6 + 0.5))
 
     def hardswish(self) -> "Tensor":
-        """x * relu6(x + 3) / 6, with PyTorch's gradient x/3 + 1/2 on [-3, 3] (ends included)."""
+        """x * relu6(x + 3) / 6, with PyTorch's gradient: x/3 + 1/2 strictly between -3 and 3, 0 at -3
+        and below, 1 at 3 and above."""
         x = self._float()
-        return (x < -3).where(x * 0, (x <= 3).where(x * (x + 3) / 6, x))
+        return (x <= -3).where(x * 0, (x < 3).where(x * (x + 3) / 6, x))
 
     # ---- smooth ----
     def sigmoid(self) -> "Tensor":
