@@ -405,3 +405,44 @@ class Pow(Function):
         if self.needs_input_grad[1]:
             dy = ((x.eq(0) & (y >= 0)).where(0.0, g * self.ret * x.log())).lazydata
         return dx, dy
+
+
+def scalar_pow_value(x: Expr, exponent: float) -> Expr:
+    """x ** e for a Python number e, as PyTorch computes it: sqrt for 0.5, 1/sqrt for -0.5, repeated
+    multiplication for small integers (exact, and right for negative x), else 2^(e log2|x|) with
+    C's special cases. Whether e is an odd integer is decided here in Python, in double precision
+    (9999999999.0 is odd; as a float32 constant it would round to the even 1e10)."""
+    if exponent == 0:
+        return Expr(x.lazydata.const(1.0))
+    if exponent in (0.5, -0.5):
+        return x.sqrt() if exponent > 0 else x.sqrt().reciprocal()
+    if float(exponent).is_integer() and abs(exponent) <= 8:
+        product = x
+        for _ in range(int(abs(exponent)) - 1):
+            product = product * x
+        return product.reciprocal() if exponent < 0 else product
+    infinite = math.isinf(exponent)
+    integer = infinite or float(exponent).is_integer()
+    magnitude = (x.abs().log2() * exponent).exp2()
+    if integer and not infinite and int(exponent) % 2:
+        signed = _signbit(x).where(-magnitude, magnitude)
+    elif integer:
+        signed = magnitude
+    else:
+        signed = ((x < 0) & (x > -math.inf)).where(math.nan, magnitude)
+    one = x.eq(1) | x.eq(-1) if infinite else x.eq(1)
+    return one.where(1.0, signed)
+
+
+class PowScalar(_Unary):
+    """x ** e for a Python number e != 0: the value as scalar_pow_value, the gradient as PyTorch's
+    pow_backward, e * x ** (e - 1) (so (-0.0) ** -0.5 has gradient -inf, not the +inf that the chain
+    rule through 1/sqrt(x) gives, and x ** 2.5 has gradient 0 at 0, not NaN)."""
+
+    def value(self, x: Expr) -> Expr:
+        return scalar_pow_value(x, self.params["exponent"])
+
+    def derivative(self, x: Expr, ret: Expr) -> Expr:
+        exponent = self.params["exponent"]
+        return scalar_pow_value(x, exponent - 1) * exponent
+

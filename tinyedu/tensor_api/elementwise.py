@@ -281,10 +281,10 @@ class ElementwiseMixin:
         """x ** y with PyTorch's types and corner cases.
 
         int ** int stays an integer (exact, wrapping like C); anything with a float is float
-        (`Tensor([2, 3]) ** 2.0` is float32). A Python-number exponent that is a small integer is
-        repeated multiplication (exact, and right for negative x); 0.5 is sqrt. Everything else is
-        the Pow function: 2^(y log2|x|) with C's special cases (see function_composite.pow_value),
-        and PyTorch's gradients, which are 0 rather than NaN at x = 0.
+        (`Tensor([2, 3]) ** 2.0` is float32). A Python-number exponent: sqrt for 0.5, repeated
+        multiplication for small integers (exact, and right for negative x), as PyTorch special-cases
+        them (function_composite.PowScalar). A tensor exponent: 2^(y log2|x|) with C's special cases
+        (function_composite.Pow). Gradients are PyTorch's, which are 0 rather than NaN at x = 0.
         """
         if not reverse and isinstance(exponent, (int, float)) and not isinstance(exponent, bool):
             x = self.cast(promote_with_scalar(self.dtype, exponent))
@@ -293,13 +293,9 @@ class ElementwiseMixin:
                     raise ValueError(f"pow: integers to negative integer powers are not allowed "
                                      f"({exponent}), as in PyTorch; use a float tensor: x.float() ** n")
                 return x._int_power(exponent)
-            if exponent == 0:
+            if exponent == 0:  # 1 everywhere, even at NaN; gradient 0
                 return x._step(lambda a: Expr(a.lazydata.const(1.0)))
-            if exponent in (0.5, -0.5):
-                return x.sqrt() if exponent > 0 else x.rsqrt()
-            if float(exponent).is_integer() and abs(exponent) <= 8:
-                result = x._int_power(int(abs(exponent)))
-                return result.reciprocal() if exponent < 0 else result
+            return x._apply(FC.PowScalar, exponent=exponent)
         base, power = self._broadcasted(exponent, "pow", reverse)
         if base.dtype.is_float:
             return base._apply(FC.Pow, power)

@@ -195,32 +195,6 @@ class IndexingMixin:
         onehot = index.unsqueeze(-1) == Tensor.arange(n, device=self.device)
         return onehot.where(x, 0).sum(-1).cast(self.dtype)
 
-
-def _slice_bounds(item: slice, size: int) -> tuple[int, int, int]:
-    """A slice as the (lo, hi) range it covers and its step; for a negative step lo..hi is walked
-    backwards from hi - 1 (a stride by -k starts at the last element)."""
-    for part in (item.start, item.stop, item.step):
-        is_int = isinstance(part, (int, np.integer)) and not isinstance(part, bool)
-        if part is not None and not is_int:
-            raise TypeError(f"__getitem__: slice {item} must have int (or None) start, stop and step")
-    if item.step == 0:
-        raise ValueError(f"__getitem__: slice {item} has step 0; the step must be non-zero")
-    start, stop, step = item.indices(size)
-    if step > 0:
-        return start, max(start, stop), step
-    return stop + 1, max(start + 1, stop + 1), step
-
-
-def _check_in_range(index: "Tensor", n: int, what: str, negative_ok: bool) -> "Tensor":
-    """Index values depend on data, so checking them means computing them: one small realize."""
-    index = index.cast(dtypes.int32)  # uint8 indices too: -n and index + n must fit
-    low = -n if negative_ok else 0
-    if index.numel() and ((index < low) | (index >= n)).any().item():
-        values = index.numpy()
-        bad = values[(values < low) | (values >= n)].reshape(-1)[0]
-        raise IndexError(f"{what}: value {bad} is out of range for size {n}; valid values are {low}..{n - 1}")
-    return index
-
     # ---- masks built from index comparisons ----
     def one_hot(self, num_classes: int = -1) -> "Tensor":
         """out[..., c] = 1 where self[...] == c: int32 (PyTorch: int64) with a new last axis of
@@ -278,3 +252,28 @@ def _check_in_range(index: "Tensor", n: int, what: str, negative_ok: bool) -> "T
             raise TypeError(f"masked_fill: value must be a Python number, got {type(value).__name__}")
         return mask.where(self._to_tensor(value, self.dtype), self)
 
+
+def _slice_bounds(item: slice, size: int) -> tuple[int, int, int]:
+    """A slice as the (lo, hi) range it covers and its step; for a negative step lo..hi is walked
+    backwards from hi - 1 (a stride by -k starts at the last element)."""
+    for part in (item.start, item.stop, item.step):
+        is_int = isinstance(part, (int, np.integer)) and not isinstance(part, bool)
+        if part is not None and not is_int:
+            raise TypeError(f"__getitem__: slice {item} must have int (or None) start, stop and step")
+    if item.step == 0:
+        raise ValueError(f"__getitem__: slice {item} has step 0; the step must be non-zero")
+    start, stop, step = item.indices(size)
+    if step > 0:
+        return start, max(start, stop), step
+    return stop + 1, max(start + 1, stop + 1), step
+
+
+def _check_in_range(index: "Tensor", n: int, what: str, negative_ok: bool) -> "Tensor":
+    """Index values depend on data, so checking them means computing them: one small realize."""
+    index = index.cast(dtypes.int32)  # uint8 indices too: -n and index + n must fit
+    low = -n if negative_ok else 0
+    if index.numel() and ((index < low) | (index >= n)).any().item():
+        values = index.numpy()
+        bad = values[(values < low) | (values >= n)].reshape(-1)[0]
+        raise IndexError(f"{what}: value {bad} is out of range for size {n}; valid values are {low}..{n - 1}")
+    return index

@@ -216,8 +216,8 @@ class ReduceMixin:
         """Running sum along an axis: out[i] = x[0] + ... + x[i]. bool and uint8 sum as int32.
 
         With movement ops only: pad n-1 zeros in front and cut windows of n (out[i] is the sum of
-        window i), which costs n^2 additions. Long axes go in blocks of 256: a running sum inside
-        each block, plus the running sum of the block totals (recursively), so about 256 n.
+        window i), which costs n^2 additions. Long axes go in blocks of 32: a running sum inside
+        each block, plus the running sum of the block totals (recursively), so about 32 n.
         """
         if self.ndim == 0:
             self._axis(axis, "cumsum")
@@ -226,7 +226,7 @@ class ReduceMixin:
         x = self.int() if self.dtype in (dtypes.bool, dtypes.uint8) else self
         return x.transpose(a, -1)._cumsum_last().transpose(a, -1)
 
-    def _cumsum_last(self, block: int = 256) -> "Tensor":
+    def _cumsum_last(self, block: int = 32) -> "Tensor":
         n = self.shape[-1]
         if n <= block:
             padded = self.pad(((0, 0),) * (self.ndim - 1) + ((n - 1, 0),)) if n else self
@@ -253,7 +253,6 @@ class ReduceMixin:
                 x = x.pad(((0, 0),) * (x.ndim - 1) + ((0, n % 2),), value=1)
                 x = x.reshape(*x.shape[:-1], (n + 1) // 2, 2)
                 x = x[..., 0] * x[..., 1]
-                x = x.unsqueeze(-1)
             if x.shape[-1] == 0:
                 x = x.pad(((0, 0),) * (x.ndim - 1) + ((0, 1),), value=1)
             x = x.transpose(a, -1)
