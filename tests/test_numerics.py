@@ -108,7 +108,8 @@ def test_bitwise_ops_on_integers() -> None:
     ("pow0", lambda x: x ** 0, None, [0.0, nan, 2.0]),
     ("softplus", lambda x: F.softplus(x), lambda x: x.softplus(), [0.0, -17.0, 17.0, 30.0]),
     ("bce_logits", lambda x: F.binary_cross_entropy_with_logits(x, torch.ones_like(x), reduction="sum"),
-     lambda x: x.binary_cross_entropy_with_logits(Tensor.ones(*x.shape), reduction="sum"), [0.0, -100.0, 50.0]),
+     lambda x: x.binary_cross_entropy_with_logits(Tensor.ones(*x.shape), reduction="sum"),
+     [0.0, -100.0, 50.0]),
     ("clamp", lambda x: x.clamp(-1, 1), None, [-1.0, 1.0, 0.5, 2.0, nan]),
     ("hardtanh", lambda x: F.hardtanh(x), lambda x: x.hardtanh(), [-1.0, 1.0, 0.5, 2.0, nan]),
     ("maximum", lambda x: x.maximum(torch.zeros_like(x)), lambda x: x.maximum(0), [0.0, 1.0, -1.0]),
@@ -201,9 +202,9 @@ def _t(name: str) -> Callable:
 
 EDGE_OPS: dict[str, tuple[Callable, Callable | None]] = {
     **{name: (lambda x, n=name: getattr(x, n)(), None) for name in [
-        "neg", "relu", "abs", "sigmoid", "tanh", "exp", "exp2", "log", "log2", "log10", "sqrt", "rsqrt", "sin",
-        "cos", "tan", "reciprocal", "square", "expm1", "log1p", "sinh", "cosh", "asinh", "acosh", "atanh",
-        "trunc", "floor", "ceil", "round", "sign"]},
+        "neg", "relu", "abs", "sigmoid", "tanh", "exp", "exp2", "log", "log2", "log10", "sqrt", "rsqrt",
+        "sin", "cos", "tan", "reciprocal", "square", "expm1", "log1p", "sinh", "cosh", "asinh", "acosh",
+        "atanh", "trunc", "floor", "ceil", "round", "sign"]},
     **{name: (_t(name), lambda x, n=name: getattr(x, n)()) for name in [
         "silu", "gelu", "softplus", "elu", "celu", "selu", "mish", "hardswish", "hardsigmoid", "relu6",
         "hardtanh", "softsign", "logsigmoid"]},

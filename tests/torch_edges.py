@@ -31,8 +31,9 @@ def _torch(fn: Callable, arrays: Sequence[np.ndarray], dtype: torch.dtype) -> tu
     if differentiable:
         total = sum(o.sum() for o in differentiable)
         try:
+            found = torch.autograd.grad(total, leaves, allow_unused=True)
             grads = [g.numpy() if g is not None else np.zeros(a.shape)
-                     for g, a in zip(torch.autograd.grad(total, leaves, allow_unused=True), arrays, strict=True)]
+                     for g, a in zip(found, arrays, strict=True)]
         except RuntimeError:  # e.g. floor_divide has no derivative in PyTorch
             grads = []
     return [o.detach().numpy() for o in outs], grads
@@ -67,8 +68,8 @@ def assert_edges_match(ours: np.ndarray, ref32: np.ndarray, ref64: np.ndarray, w
     bad |= finite & ~close64 & ~close32
     if bad.any():
         at = np.argwhere(bad)[:6]
-        rows = [f"  at {tuple(int(i) for i in k)}: tinyedu {ours[tuple(k)]!r}, PyTorch float32 {ref32[tuple(k)]!r}, "
-                f"float64 {ref64[tuple(k)]!r}" for k in at]
+        rows = [f"  at {tuple(int(i) for i in k)}: tinyedu {ours[tuple(k)]!r}, PyTorch float32 "
+                f"{ref32[tuple(k)]!r}, float64 {ref64[tuple(k)]!r}" for k in at]
         raise AssertionError(f"{what} differs from PyTorch at {int(bad.sum())} of {bad.size} positions "
                              f"(inputs {inputs}):\n" + "\n".join(rows))
 
