@@ -248,11 +248,16 @@ class Maximum(Function):
         return x.e(BinaryOps.MAX, y)
 
     def backward(self, grad: LazyBuffer) -> tuple[LazyBuffer | None, ...]:
-        half_tie = self.x.e(BinaryOps.CMPEQ, self.y).cast(grad.dtype).e(BinaryOps.MUL, grad.const(0.5))
-        share_x = self.y.e(BinaryOps.CMPLT, self.x).cast(grad.dtype).e(BinaryOps.ADD, half_tie)
-        share_y = self.x.e(BinaryOps.CMPLT, self.y).cast(grad.dtype).e(BinaryOps.ADD, half_tie)
-        return (share_x.e(BinaryOps.MUL, grad) if self.needs_input_grad[0] else None,
-                share_y.e(BinaryOps.MUL, grad) if self.needs_input_grad[1] else None)
+        # The gradient is *selected* (where), not multiplied by a 0/1 mask: an infinite gradient
+        # must give 0 to the side that lost, not 0 * inf = NaN.
+        half, zero = grad.e(BinaryOps.MUL, grad.const(0.5)), grad.const(0)
+        tie = self.x.e(BinaryOps.CMPEQ, self.y)
+
+        def share(wins: LazyBuffer) -> LazyBuffer:
+            return wins.e(TernaryOps.WHERE, grad, tie.e(TernaryOps.WHERE, half, zero))
+
+        return (share(self.y.e(BinaryOps.CMPLT, self.x)) if self.needs_input_grad[0] else None,
+                share(self.x.e(BinaryOps.CMPLT, self.y)) if self.needs_input_grad[1] else None)
 
 
 # ---- ternary ----

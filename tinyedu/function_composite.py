@@ -143,13 +143,19 @@ def _erfc(x: Expr) -> Expr:
 
 # ---- the Functions ----
 class _Unary(Function):
-    """A unary Function given as two formulas: the value, and the derivative (from x and the value)."""
+    """A unary Function given as formulas: the value, the derivative (from x and the value), and
+    maybe `passes`, where the gradient gets through at all. PyTorch's piecewise functions (relu,
+    clamp, hardswish...) *select* the gradient rather than multiply it by 0, so an infinite incoming
+    gradient becomes 0 where they are flat, not 0 * inf = NaN."""
 
     def value(self, x: Expr) -> Expr:
         raise NotImplementedError
 
     def derivative(self, x: Expr, ret: Expr) -> Expr:
         raise NotImplementedError
+
+    def passes(self, x: Expr, ret: Expr) -> Expr | None:
+        return None
 
     def forward(self, x: LazyBuffer, **params: Any) -> LazyBuffer:
         self.params = params
@@ -158,7 +164,9 @@ class _Unary(Function):
         return self.ret.lazydata
 
     def backward(self, grad: LazyBuffer) -> LazyBuffer:
-        return (self.derivative(self.x, self.ret) * Expr(grad)).lazydata
+        local = self.derivative(self.x, self.ret) * Expr(grad)
+        passes = self.passes(self.x, self.ret)
+        return (local if passes is None else passes.where(local, 0.0)).lazydata
 
 
 class Relu(_Unary):
@@ -169,7 +177,10 @@ class Relu(_Unary):
         return (x < 0).where(0.0, x)
 
     def derivative(self, x: Expr, ret: Expr) -> Expr:
-        return (x <= 0).where(0.0, 1.0)
+        return Expr(x.lazydata.const(1.0))
+
+    def passes(self, x: Expr, ret: Expr) -> Expr:
+        return ~(x <= 0)
 
 
 class Abs(_Unary):
@@ -194,11 +205,46 @@ class Clamp(_Unary):
         return out if high is None else (x > high).where(high, out)
 
     def derivative(self, x: Expr, ret: Expr) -> Expr:
+        return Expr(x.lazydata.const(1.0))
+
+    def passes(self, x: Expr, ret: Expr) -> Expr:
         low, high = self.params["low"], self.params["high"]
         low, high = -math.inf if low is None else low, math.inf if high is None else high
         if self.params["inclusive"]:  # clamp: inside [low, high]; NaN is not inside
-            return ((x >= low) & (x <= high)).where(1.0, 0.0)
-        return ((x <= low) | (x >= high)).where(0.0, 1.0)  # hardtanh: NaN is not outside either
+            return (x >= low) & (x <= high)
+        return ~((x <= low) | (x >= high))  # hardtanh: NaN is not outside either
+
+
+class Hardswish(_Unary):
+    """x * relu6(x + 3) / 6 with PyTorch's gradient: 0 up to -3, x/3 + 1/2 up to 3 (exclusive), 1
+    after (and at NaN). The flat part selects 0 (see _Unary), which a composite cannot."""
+
+    def value(self, x: Expr) -> Expr:
+        return x * _relu6(x + 3) / 6
+
+    def derivative(self, x: Expr, ret: Expr) -> Expr:
+        return (x < 3).where(x / 3 + 0.5, 1.0)
+
+    def passes(self, x: Expr, ret: Expr) -> Expr:
+        return ~(x <= -3)
+
+
+class Hardsigmoid(_Unary):
+    """relu6(x + 3) / 6; gradient 1/6 strictly between -3 and 3, else 0 (NaN too), as PyTorch."""
+
+    def value(self, x: Expr) -> Expr:
+        return _relu6(x + 3) / 6
+
+    def derivative(self, x: Expr, ret: Expr) -> Expr:
+        return Expr(x.lazydata.const(1 / 6))
+
+    def passes(self, x: Expr, ret: Expr) -> Expr:
+        return (x > -3) & (x < 3)
+
+
+def _relu6(x: Expr) -> Expr:
+    """min(max(x, 0), 6), NaN kept."""
+    return (x < 0).where(0.0, (x > 6).where(6.0, x))
 
 
 class Sigmoid(_Unary):

@@ -83,14 +83,12 @@ class ActivationMixin:
 
     def hardsigmoid(self) -> "Tensor":
         """relu6(x + 3) / 6; gradient 1/6 strictly between -3 and 3, as in PyTorch."""
-        x = self._float()
-        return (x <= -3).where(0.0, (x >= 3).where(1.0, x / 6 + 0.5))
+        return self._float()._apply(FC.Hardsigmoid)
 
     def hardswish(self) -> "Tensor":
         """x * relu6(x + 3) / 6, with PyTorch's gradient: x/3 + 1/2 strictly between -3 and 3, 0 at -3
         and below, 1 at 3 and above."""
-        x = self._float()
-        return (x <= -3).where(x * 0, (x < 3).where(x * (x + 3) / 6, x))
+        return self._float()._apply(FC.Hardswish)
 
     # ---- smooth ----
     def sigmoid(self) -> "Tensor":

@@ -151,7 +151,12 @@ class NNMixin:
             raise ValueError(f"{op}: pass either attn_mask or is_causal=True, not both (as in PyTorch)")
         if not isinstance(dropout_p, (int, float)) or not 0 <= dropout_p <= 1:
             raise ValueError(f"{op}: dropout_p must be a probability in [0, 1], got {dropout_p!r}")
-        scale = 1 / math.sqrt(self.shape[-1]) if scale is None else scale
+        from tinyedu.tensor import broadcast_shape
+
+        broadcast_shape(self.shape[:-2], key.shape[:-2], value.shape[:-2],
+                        op=f"{op}: the batch axes of query {self.shape}, key {key.shape} and value {value.shape}")
+        if scale is None:  # (with E = 0 every score is an empty sum, 0, whatever the scale)
+            scale = 1 / math.sqrt(self.shape[-1]) if self.shape[-1] else 1.0
         scores = self.matmul(key.transpose(-2, -1)) * scale
         if is_causal:
             length, source = self.shape[-2], key.shape[-2]

@@ -159,17 +159,20 @@ class ReduceMixin:
         return n - is_max.where(countdown, 0).max(a, keepdim)
 
     # ---- softmax family: subtract the max first so exp never overflows ----
-    def _stable_max(self, axis: Axis, op: str) -> "Tensor":
-        """The max over `axis` (keepdim), detached, with +-inf replaced by 0 and 0 for an empty axis.
+    def _stable_max(self, axis: Axis, op: str, finite: bool = False) -> "Tensor":
+        """The max over `axis` (keepdim), detached (0 for an empty axis); with finite=True an infinite
+        max is replaced by 0.
 
         Subtracting any constant c leaves softmax and logsumexp unchanged (it cancels), so c needs no
-        gradient; the max makes exp(x - c) <= 1. An infinite max would turn x - c into inf - inf = NaN.
+        gradient; the max makes exp(x - c) <= 1. An infinite max turns x - c into inf - inf = NaN:
+        softmax keeps that NaN, as PyTorch does (a row holding inf has no meaningful softmax), while
+        logsumexp replaces the max by 0, as PyTorch does, so that logsumexp([inf, 1]) is inf.
         """
         axes = self._reduce_axes(axis, op)
         if any(self.shape[a] == 0 for a in axes):
             return self.zeros_like().sum(axes, keepdim=True)
         m = self.detach().max(axes, keepdim=True)
-        return (m.abs() == float("inf")).where(0.0, m)
+        return (m.abs() == float("inf")).where(0.0, m) if finite else m
 
     # --8<-- [start:softmax]
     @dim_or_axis
@@ -191,7 +194,7 @@ class ReduceMixin:
     def logsumexp(self, axis: Axis = None, keepdim: bool = False) -> "Tensor":
         """log(sum(exp(x))) over axis, computed as m + log(sum(exp(x - m))) with m the max."""
         x = self._float()
-        m = x._stable_max(axis, "logsumexp")
+        m = x._stable_max(axis, "logsumexp", finite=True)
         out = (x - m).exp().sum(axis, keepdim=True).log() + m
         return out if keepdim else out.reshape(self._reduced_shape(axis, "logsumexp"))
 

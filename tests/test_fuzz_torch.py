@@ -1,0 +1,131 @@
+"""Differential fuzzing against PyTorch: random chains of ops on extreme values, forward and backward.
+
+Hypothesis draws an input (a small shape, values from the edges of float32: +-1e4, +-300, +-17, 0 and
+-0.0, 1e-8, ...) and a chain of 1-5 steps (unary ops, binary ops with a second input that
+broadcasts, reductions, movement). tinyedu runs it on C and on NUMPY, PyTorch in float32 and float64;
+the outputs and the input gradients (of the sum of the output) must agree by the rules of
+tests/torch_edges.py: NaN and inf exactly where float32 PyTorch has them, finite values close. The
+run is derandomized, so CI sees the same examples every time; FUZZ_RANDOM=1 TORCH_FUZZ_EXAMPLES=500
+explores further.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.torch_edges import assert_edges_match
+from tinyedu import Tensor
+
+torch = pytest.importorskip("torch")
+F = torch.nn.functional
+
+EXAMPLES = int(os.environ.get("TORCH_FUZZ_EXAMPLES", "30"))
+RANDOM = bool(os.environ.get("FUZZ_RANDOM"))
+EDGES = [-1e4, -300.0, -17.0, -3.0, -1.0, -0.5, -1e-3, -1e-8, -0.0, 0.0, 1e-8, 1e-3, 0.5, 1.0, 2.5, 17.0, 300.0,
+         1e4]
+
+# name: (tinyedu, torch); the same code where the names agree
+UNARY: dict[str, tuple[Callable, Callable]] = {
+    **{name: (lambda x, n=name: getattr(x, n)(),) * 2 for name in [
+        "neg", "relu", "abs", "sigmoid", "tanh", "exp", "log", "sqrt", "sin", "cos", "square", "reciprocal",
+        "expm1", "log1p", "floor", "round", "sign", "trunc", "ceil", "asinh", "sinh"]},
+    **{name: (lambda x, n=name: getattr(x, n)(), lambda x, n=name: getattr(F, n)(x)) for name in [
+        "gelu", "silu", "softplus", "elu", "hardswish", "mish", "softsign", "relu6", "hardtanh", "logsigmoid"]},
+    "leaky_relu": (lambda x: x.leaky_relu(0.2), lambda x: F.leaky_relu(x, 0.2)),
+    "clamp": (lambda x: x.clamp(-2, 3),) * 2,
+    "pow_2.5": (lambda x: x ** 2.5,) * 2,
+    "pow_3": (lambda x: x ** 3,) * 2,
+    "mod": (lambda x: x % 1.5,) * 2,
+    "scale": (lambda x: x * 1e-3,) * 2,
+}
+BINARY: dict[str, tuple[Callable, Callable]] = {
+    "add": (lambda x, y: x + y,) * 2, "sub": (lambda x, y: x - y,) * 2, "mul": (lambda x, y: x * y,) * 2,
+    "div": (lambda x, y: x / y,) * 2, "maximum": (lambda x, y: x.maximum(y),) * 2,
+    "minimum": (lambda x, y: x.minimum(y),) * 2, "pow": (lambda x, y: x.abs() ** (y * 0.01),) * 2,
+    "where": (lambda x, y: (x > y).where(x, y * 2), lambda x, y: torch.where(x > y, x, y * 2)),
+    "le_mul": (lambda x, y: (x <= y).float() * x, lambda x, y: (x <= y).float() * x),
+}
+Step = tuple[Any, ...]
+
+
+@st.composite
+def programs(draw: st.DrawFn) -> tuple[np.ndarray, list[Step]]:
+    shape = tuple(draw(st.lists(st.integers(1, 4), min_size=1, max_size=2)))
+    values = st.one_of(st.sampled_from(EDGES), st.floats(-5, 5, width=32))
+    data = np.array(draw(st.lists(values, min_size=int(np.prod(shape)), max_size=int(np.prod(shape)))),
+                    np.float32).reshape(shape)
+    steps: list[Step] = []
+    ndim = len(shape)
+    for _ in range(draw(st.integers(1, 5))):
+        kind = draw(st.sampled_from(["unary", "unary", "binary", "reduce", "movement"]))
+        if kind == "unary":
+            steps.append(("unary", draw(st.sampled_from(sorted(UNARY)))))
+        elif kind == "binary":
+            other = draw(st.lists(values, min_size=shape[-1], max_size=shape[-1]))
+            steps.append(("binary", draw(st.sampled_from(sorted(BINARY))), tuple(other)))
+        elif kind == "reduce" and ndim:
+            steps.append(("reduce", draw(st.sampled_from(["sum", "max", "mean", "softmax", "logsumexp"])),
+                          draw(st.integers(0, ndim - 1))))
+            if steps[-1][1] in ("sum", "max", "mean", "logsumexp"):
+                shape = tuple(s for i, s in enumerate(shape) if i != steps[-1][2])
+                ndim = len(shape)
+                if not ndim:
+                    break
+        elif kind == "movement" and ndim == 2:
+            steps.append(("transpose",))
+            shape = shape[::-1]
+        else:
+            steps.append(("flip", draw(st.integers(0, ndim - 1))))
+    return data, steps
+
+
+def run(x: Any, steps: list[Step], ours: bool) -> Any:
+    for step in steps:
+        if step[0] == "unary":
+            x = UNARY[step[1]][0 if ours else 1](x)
+        elif step[0] == "binary":
+            other = np.array(step[2], np.float32)
+            y = Tensor(other, device=x.device) if ours else torch.tensor(other, dtype=x.dtype)
+            x = BINARY[step[1]][0 if ours else 1](x, y)
+        elif step[0] == "reduce":
+            name, axis = step[1], step[2]
+            if name == "max" and not ours:
+                x = x.amax(axis)
+            elif name == "softmax":
+                x = x.softmax(axis)
+            else:
+                x = getattr(x, name)(axis)
+        elif step[0] == "transpose":
+            x = x.transpose(0, 1)
+        else:
+            x = x.flip(step[1]) if ours else x.flip((step[1],))
+    return x
+
+
+def torch_run(data: np.ndarray, steps: list[Step], dtype: torch.dtype) -> tuple[np.ndarray, np.ndarray]:
+    x = torch.tensor(data, dtype=dtype, requires_grad=True)
+    out = run(x, steps, ours=False)
+    out.sum().backward()
+    return out.detach().numpy(), x.grad.numpy()
+
+
+@settings(max_examples=EXAMPLES, deadline=None, derandomize=not RANDOM,
+          suppress_health_check=list(HealthCheck))
+@given(programs())
+def test_random_chains_match_pytorch(program: tuple[np.ndarray, list[Step]]) -> None:
+    data, steps = program
+    out32, grad32 = torch_run(data, steps, torch.float32)
+    out64, grad64 = torch_run(data, steps, torch.float64)
+    for device in ("NUMPY", "C"):
+        x = Tensor(data, device=device, requires_grad=True)
+        out = run(x, steps, ours=True)
+        what = f"{device}, input {data.tolist()}, steps {steps}"
+        assert_edges_match(out.numpy(), out32, out64, f"output on {what}", "", rtol=2e-3, atol=1e-5)
+        out.sum().backward()
+        assert_edges_match(x.grad.numpy(), grad32, grad64, f"gradient on {what}", "", rtol=1e-2, atol=1e-4)
