@@ -312,6 +312,14 @@ def tensor(shape: tuple[int, ...], dtype: str = "float32") -> Tensor:
     return Tensor(data.astype(dtype))
 
 
+def shapes_up_to(n: int) -> st.SearchStrategy:
+    return st.lists(st.integers(0, 3), min_size=2, max_size=n).map(tuple)
+
+
+BITWISE = {"&": lambda t, v: t & v, "|": lambda t, v: t | v, "^": lambda t, v: t ^ v, "~": lambda t, v: ~t,
+           "//": lambda t, v: t // v, "<<": lambda t, v: t << v, ">>": lambda t, v: t >> v}
+ACTIVATIONS = ("hardtanh", "softplus", "celu", "elu", "gelu", "clamp", "leaky_relu", "round")
+
 # name: (op names a message may mention, strategy for the extra arguments, call(x, *args))
 FUZZ: dict[str, tuple[tuple[str, ...], st.SearchStrategy, Callable]] = {
     "reshape": (("reshape",), st.lists(st.integers(-2, 7), max_size=4), lambda x, s: x.reshape(s)),
@@ -389,19 +397,17 @@ FUZZ: dict[str, tuple[tuple[str, ...], st.SearchStrategy, Callable]] = {
     "dropout": (("dropout",), st.one_of(st.floats(-1, 2), junk), lambda x, p: x.dropout(p)),
     # ---- the ops added for issue 13 ----
     "conv_nd": (("conv1d", "conv2d", "conv3d"), st.tuples(
-        st.sampled_from([1, 2, 3]), st.lists(st.integers(0, 3), min_size=2, max_size=6).map(tuple),
-        st.lists(st.integers(0, 3), min_size=2, max_size=6).map(tuple), st.integers(-1, 3), st.integers(-1, 2),
+        st.sampled_from([1, 2, 3]), shapes_up_to(6), shapes_up_to(6), st.integers(-1, 3), st.integers(-1, 2),
         st.integers(0, 2), st.one_of(st.integers(-2, 2), st.lists(st.integers(-2, 2), max_size=6).map(tuple),
                                      st.sampled_from(["same", "valid", "x"]), junk)),
-        lambda x, a: getattr(tensor(a[1]), f"conv{a[0]}d")(tensor(a[2]), stride=a[3], dilation=a[4], groups=a[5],
-                                                          padding=a[6])),
+        lambda x, a: getattr(tensor(a[1]), f"conv{a[0]}d")(tensor(a[2]), stride=a[3], dilation=a[4],
+                                                          groups=a[5], padding=a[6])),
     "conv_transpose": (("conv_transpose1d", "conv_transpose2d"), st.tuples(
-        st.sampled_from([1, 2]), st.lists(st.integers(0, 3), min_size=2, max_size=4).map(tuple),
-        st.lists(st.integers(0, 3), min_size=2, max_size=4).map(tuple), st.integers(-1, 3), st.integers(-1, 2),
+        st.sampled_from([1, 2]), shapes_up_to(4), shapes_up_to(4), st.integers(-1, 3), st.integers(-1, 2),
         st.integers(-1, 2), st.integers(0, 2)),
-        lambda x, a: getattr(tensor(a[1]), f"conv_transpose{a[0]}d")(tensor(a[2]), stride=a[3], padding=a[4],
-                                                                      output_padding=a[5], groups=a[6])),
-    "pool_nd": (("max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d"), st.tuples(
+        lambda x, a: getattr(tensor(a[1]), f"conv_transpose{a[0]}d")(
+            tensor(a[2]), stride=a[3], padding=a[4], output_padding=a[5], groups=a[6])),
+    "pool_nd": (tuple(f"{kind}_pool{nd}d" for kind in ("max", "avg") for nd in (1, 2, 3)), st.tuples(
         st.sampled_from(["max", "avg"]), st.sampled_from([1, 2, 3]), st.one_of(st.integers(-1, 4), junk),
         st.one_of(st.none(), st.integers(-1, 3)), st.integers(-1, 2), st.booleans()),
         lambda x, a: getattr(x, f"{a[0]}_pool{a[1]}d")(a[2], a[3], a[4], ceil_mode=a[5])),
@@ -418,17 +424,15 @@ FUZZ: dict[str, tuple[tuple[str, ...], st.SearchStrategy, Callable]] = {
                   lambda x, a: x.scaled_dot_product_attention(tensor(a[0]), tensor(a[1]), is_causal=a[2],
                                                               dropout_p=a[3])),
     "pad_flat": (("pad", "pad2d"), st.lists(st.integers(-4, 3), max_size=7), lambda x, p: x.pad2d(p)),
-    "bitwise": (("bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "floor_divide", "lshift", "rshift"),
-                st.tuples(st.sampled_from(["&", "|", "^", "~", "//", "<<", ">>"]), st.sampled_from(["int32", "float32"]),
+    "bitwise": (("bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "floor_divide", "lshift",
+                 "rshift"),
+                st.tuples(st.sampled_from(sorted(BITWISE)), st.sampled_from(["int32", "float32"]),
                           st.one_of(st.integers(-3, 40), junk)),
-                lambda x, a: {"&": lambda t: t & a[2], "|": lambda t: t | a[2], "^": lambda t: t ^ a[2],
-                              "~": lambda t: ~t, "//": lambda t: t // a[2], "<<": lambda t: t << a[2],
-                              ">>": lambda t: t >> a[2]}[a[0]](tensor(x.shape, a[1]))),
+                lambda x, a: BITWISE[a[0]](tensor(x.shape, a[1]), a[2])),
     "int_pow": (("pow",), st.tuples(st.integers(-3, 5), st.floats(-2, 2)),
                 lambda x, a: (tensor(x.shape, "int32") ** a[0], x ** a[1])),
-    "activations": (("hardtanh", "softplus", "celu", "elu", "gelu", "clamp", "leaky_relu", "round"),
-                    st.tuples(st.sampled_from(["hardtanh", "softplus", "celu", "elu", "gelu", "clamp", "leaky_relu",
-                                               "round"]), st.one_of(st.floats(-2, 2), st.integers(-2, 2), junk)),
+    "activations": (ACTIVATIONS, st.tuples(st.sampled_from(ACTIVATIONS),
+                                           st.one_of(st.floats(-2, 2), st.integers(-2, 2), junk)),
                     lambda x, a: getattr(x, a[0])(a[1])),
     "movedim": (("movedim",), st.tuples(st.one_of(ints, st.lists(ints, max_size=3)),
                                         st.one_of(ints, st.lists(ints, max_size=3))),

@@ -27,8 +27,8 @@ F = torch.nn.functional
 
 EXAMPLES = int(os.environ.get("TORCH_FUZZ_EXAMPLES", "30"))
 RANDOM = bool(os.environ.get("FUZZ_RANDOM"))
-EDGES = [-1e4, -300.0, -17.0, -3.0, -1.0, -0.5, -1e-3, -1e-8, -0.0, 0.0, 1e-8, 1e-3, 0.5, 1.0, 2.5, 17.0, 300.0,
-         1e4]
+EDGES = [-1e4, -300.0, -17.0, -3.0, -1.0, -0.5, -1e-3, -1e-8, -0.0, 0.0, 1e-8, 1e-3, 0.5, 1.0, 2.5, 17.0,
+         300.0, 1e4]
 
 # name: (tinyedu, torch); the same code where the names agree
 UNARY: dict[str, tuple[Callable, Callable]] = {
@@ -36,7 +36,8 @@ UNARY: dict[str, tuple[Callable, Callable]] = {
         "neg", "relu", "abs", "sigmoid", "tanh", "exp", "log", "sqrt", "sin", "cos", "square", "reciprocal",
         "expm1", "log1p", "floor", "round", "sign", "trunc", "ceil", "asinh", "sinh"]},
     **{name: (lambda x, n=name: getattr(x, n)(), lambda x, n=name: getattr(F, n)(x)) for name in [
-        "gelu", "silu", "softplus", "elu", "hardswish", "mish", "softsign", "relu6", "hardtanh", "logsigmoid"]},
+        "gelu", "silu", "softplus", "elu", "hardswish", "mish", "softsign", "relu6", "hardtanh",
+        "logsigmoid"]},
     "leaky_relu": (lambda x: x.leaky_relu(0.2), lambda x: F.leaky_relu(x, 0.2)),
     "clamp": (lambda x: x.clamp(-2, 3),) * 2,
     "pow_2.5": (lambda x: x ** 2.5,) * 2,

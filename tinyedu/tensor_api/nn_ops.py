@@ -153,8 +153,8 @@ class NNMixin:
             raise ValueError(f"{op}: dropout_p must be a probability in [0, 1], got {dropout_p!r}")
         from tinyedu.tensor import broadcast_shape
 
-        broadcast_shape(self.shape[:-2], key.shape[:-2], value.shape[:-2],
-                        op=f"{op}: the batch axes of query {self.shape}, key {key.shape} and value {value.shape}")
+        batch = f"{op}: the batch axes of query {self.shape}, key {key.shape} and value {value.shape}"
+        broadcast_shape(self.shape[:-2], key.shape[:-2], value.shape[:-2], op=batch)
         if scale is None:  # (with E = 0 every score is an empty sum, 0, whatever the scale)
             scale = 1 / math.sqrt(self.shape[-1]) if self.shape[-1] else 1.0
         scores = self.matmul(key.transpose(-2, -1)) * scale
