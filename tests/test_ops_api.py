@@ -469,3 +469,32 @@ def test_tinygrad_creation_and_sizes() -> None:
     mean, invstd = Tensor([1.0, 2.0]), Tensor([0.5, 2.0])
     out = x.batchnorm(Tensor([2.0, 1.0]), Tensor([0.0, 1.0]), mean, invstd)
     np.testing.assert_allclose(out.numpy(), (x.numpy() - [1, 2]) * [2, 1] * [0.5, 2] + [0, 1])
+
+
+# ---- einsum, lerp, NaN tests ----
+EINSUM = [("ij,jk->ik", [(2, 3), (3, 4)]), ("ij,jk", [(2, 3), (3, 4)]), ("ii->i", [(3, 3)]), ("ii", [(3, 3)]),
+          ("bij,bjk->bik", [(2, 3, 4), (2, 4, 2)]), ("...ij,...jk->...ik", [(2, 1, 3, 4), (5, 4, 2)]),
+          ("i,j->ij", [(3,), (4,)]), ("iij->j", [(2, 2, 3)]), ("ij->", [(2, 3)]), ("ji", [(2, 3)])]
+
+
+@pytest.mark.parametrize("formula, shapes", EINSUM, ids=str)
+def test_einsum(formula: str, shapes: list) -> None:
+    def fn(*xs: Any) -> Any:
+        return Tensor.einsum(formula, *xs) if isinstance(xs[0], Tensor) else torch.einsum(formula, *xs)
+
+    helper_test_op(shapes, fn, atol=1e-4, numerical=len(shapes) == 1)
+
+
+def test_einsum_errors() -> None:
+    with pytest.raises(ValueError, match="einsum: the formula 'ij,jk' names 2 operands, got 1"):
+        Tensor.einsum("ij,jk", Tensor.ones(2, 2))
+    with pytest.raises(ValueError, match="einsum: letter 'j' is 3 in one operand and 4"):
+        Tensor.einsum("ij,jk->ik", Tensor.ones(2, 3), Tensor.ones(4, 2))
+
+
+def test_lerp_and_nan_tests() -> None:
+    helper_test_op([(2, 3), (2, 3)], lambda x, y: x.lerp(y, 0.3))
+    helper_test_op([(2, 3), (2, 3), (2, 3)], lambda x, y, w: x.lerp(y, w))
+    values = np.array([np.nan, np.inf, -np.inf, 0.0, -1.5], np.float32)
+    for name in ("isnan", "isinf", "isfinite"):
+        _check_int_op(lambda x, n=name: getattr(x, n)(), lambda x, n=name: getattr(x, n)(), values)

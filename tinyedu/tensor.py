@@ -155,6 +155,8 @@ class Tensor(CreationMixin, ElementwiseMixin, ActivationMixin, ReduceMixin, Move
         """Realize several tensors with one schedule, so work they share is scheduled once."""
         engine().realize([t.lazydata for t in tensors if t.lazydata.base.realized is None])
 
+    corealize = realize_all  # tinygrad's name
+
     def numpy(self) -> np.ndarray:
         return self.lazydata.numpy()
 

@@ -96,6 +96,19 @@ class ElementwiseMixin:
     def square(self) -> "Tensor":
         return self * self
 
+    def lerp(self, end: Operand, weight: Operand) -> "Tensor":
+        """self + weight * (end - self): linear interpolation (torch.lerp)."""
+        return self + (end - self) * weight
+
+    def isnan(self) -> "Tensor":
+        return self != self
+
+    def isinf(self) -> "Tensor":
+        return self.abs() == float("inf") if self.dtype.is_float else self.zeros_like(dtype="bool")
+
+    def isfinite(self) -> "Tensor":
+        return (self.abs() < float("inf")) if self.dtype.is_float else self.ones_like(dtype="bool")
+
     def logical_not(self) -> "Tensor":
         false = self._to_tensor(False, dtypes.bool)._broadcast_to(self.shape)
         return self.cast(dtypes.bool)._apply(F.Eq, false)

@@ -14,6 +14,36 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from tinyedu.tensor import Tensor
 
+def _expand_ellipsis(term: str, ndim: int, spare: list[str], formula: str) -> str:
+    """An operand's letters with "..." replaced by the spare letters of the axes it stands for."""
+    if "..." not in term:
+        if len(term) != ndim:
+            raise ValueError(f"einsum: {term!r} in {formula!r} names {len(term)} axes, the operand has "
+                             f"{ndim}")
+        return term
+    rest = ndim - len(term.replace("...", ""))
+    if rest < 0:
+        raise ValueError(f"einsum: {term!r} in {formula!r} names more axes than the operand has ({ndim})")
+    return term.replace("...", "".join(spare[len(spare) - rest:]))
+
+
+def _diagonals(t: "Tensor", term: str) -> "Tensor":
+    """For a letter repeated in one operand ("ii"), keep only its diagonal (as a view: the two axes
+    flattened, every (n+1)-th element)."""
+    letters = list(term)
+    while len(letters) != len(set(letters)):
+        c = next(c for c in letters if letters.count(c) > 1)
+        a, b = [i for i, x in enumerate(letters) if x == c][:2]
+        n = t.shape[a]
+        if t.shape[b] != n:
+            raise ValueError(f"einsum: the repeated letter {c!r} has sizes {n} and {t.shape[b]}")
+        rest = [i for i in range(t.ndim) if i not in (a, b)]
+        flat = t.permute(*rest, a, b).reshape(*(t.shape[i] for i in rest), n * n)
+        t = flat[..., ::n + 1] if n else flat
+        letters = [letters[i] for i in rest] + [c]
+    return t.permute([letters.index(c) for c in dict.fromkeys(term)])
+
+
 def check_tensors(op: str, device: str, **tensors: Any) -> None:
     """Weights, biases and targets must be Tensors on the input's device (None means not given)."""
     from tinyedu.tensor import Tensor
@@ -168,4 +198,57 @@ class NNMixin:
         if dropout_p > 0:
             weights = weights._dropout(dropout_p)
         return weights.matmul(value)
+
+    # ---- einsum ----
+    @staticmethod
+    def einsum(formula: str, *operands: Any) -> "Tensor":
+        """Einstein summation, torch.einsum("ij,jk->ik", a, b): multiply the operands with their axes
+        lined up by letter (broadcasting the letters one operand lacks) and sum the letters that
+        are not in the output. Without "->" the output is the letters used once, in alphabetical
+        order. A letter repeated in one operand takes its diagonal ("ii->i"); "..." stands for the
+        remaining (broadcast) axes. Operands may also be passed as one list."""
+        from tinyedu.tensor import Tensor
+
+        if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+            operands = tuple(operands[0])
+        if not isinstance(formula, str) or not all(isinstance(t, Tensor) for t in operands) or not operands:
+            raise TypeError("einsum: expected a formula string and one or more Tensors")
+        formula = formula.replace(" ", "")
+        inputs, arrow, output = formula.partition("->")
+        terms = inputs.split(",")
+        if len(terms) != len(operands):
+            raise ValueError(f"einsum: the formula {formula!r} names {len(terms)} operands, got "
+                             f"{len(operands)}")
+        ellipsis_ndim = max((t.ndim - len(term.replace("...", ""))
+                             for term, t in zip(terms, operands, strict=True) if "..." in term), default=0)
+        spare = [c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ" if c not in formula][:ellipsis_ndim]
+        terms = [_expand_ellipsis(term, t.ndim, spare, formula)
+                 for term, t in zip(terms, operands, strict=True)]
+        if arrow:
+            output = output.replace("...", "".join(spare))
+        else:
+            counts = {c: "".join(terms).count(c) for c in "".join(terms)}
+            once = sorted(c for c, n in counts.items() if n == 1 and c not in spare)
+            output = "".join(spare) + "".join(once)
+        letters = sorted(set("".join(terms)) - set(output))
+        order = list(output) + letters  # the product's axes: the output's, then the summed ones
+        sizes: dict[str, int] = {}
+        product = None
+        for term, t in zip(terms, operands, strict=True):
+            t = _diagonals(t, term)
+            term = "".join(dict.fromkeys(term))
+            for c, n in zip(term, t.shape, strict=True):
+                if sizes.get(c, 1) == 1:
+                    sizes[c] = n
+                elif n not in (1, sizes[c]):
+                    raise ValueError(f"einsum: letter {c!r} is {sizes[c]} in one operand and {n} in another "
+                                     f"({formula!r} with shapes {[o.shape for o in operands]})")
+            missing = [c for c in order if c not in term]
+            t = t.reshape(*t.shape, *(1,) * len(missing))
+            t = t.permute([(term + "".join(missing)).index(c) for c in order])
+            product = t if product is None else product * t
+        if any(c not in "".join(terms) for c in output):
+            raise ValueError(f"einsum: the output of {formula!r} names a letter no operand has")
+        product = product.expand(*(sizes[c] for c in order))
+        return product.sum(tuple(range(len(output), len(order)))) if letters else product
 
