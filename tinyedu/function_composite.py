@@ -18,7 +18,7 @@ from typing import Any
 from tinyedu.dtype import dtypes
 from tinyedu.function import Function
 from tinyedu.lazy import LazyBuffer
-from tinyedu.ops import BinaryOps, TernaryOps, UnaryOps
+from tinyedu.ops import BinaryOps, ReduceOps, TernaryOps, UnaryOps
 
 Operand = "Expr | float | int | bool"
 
@@ -75,6 +75,10 @@ class Expr:
     def fmod(self, o: Any) -> "Expr":
         """The remainder of x / o with the sign of x (C's fmodf: exact)."""
         return self._binary(BinaryOps.MOD, o)
+
+    def sum(self, axes: tuple[int, ...]) -> "Expr":
+        """The sum over `axes`, expanded back to this shape (the axes keep size 1, then broadcast)."""
+        return Expr(self.lazydata.r(ReduceOps.SUM, axes).expand(self.lazydata.shape))
 
     def float(self) -> "Expr":
         return Expr(self.lazydata.cast(dtypes.float32))
@@ -491,4 +495,21 @@ class PowScalar(_Unary):
     def derivative(self, x: Expr, ret: Expr) -> Expr:
         exponent = self.params["exponent"]
         return scalar_pow_value(x, exponent - 1) * exponent
+
+
+class SoftmaxGrad(Function):
+    """softmax and log_softmax, whose value is computed (from primitives) by the Tensor method and
+    passed in, with PyTorch's gradients: s * (g - sum(g * s)) and g - exp(out) * sum(g). Where the
+    true gradient is 0 these give 0, while the chain rule through exp(x - m) / sum(...) leaves an
+    ulp of noise that a later 1/x can magnify."""
+
+    def forward(self, x: LazyBuffer, value: LazyBuffer, axes: tuple[int, ...], log: bool) -> LazyBuffer:
+        self.value, self.axes, self.log = Expr(value), axes, log
+        return value
+
+    def backward(self, grad: LazyBuffer) -> LazyBuffer:
+        g, out = Expr(grad), self.value
+        if self.log:
+            return (g - out.exp() * g.sum(self.axes)).lazydata
+        return (out * (g - (g * out).sum(self.axes))).lazydata
 

@@ -6,6 +6,7 @@ import functools
 from typing import TYPE_CHECKING, Any, Callable
 
 import tinyedu.function as F
+import tinyedu.function_composite as FC
 from tinyedu.dtype import dtypes
 from tinyedu.helpers import prod
 
@@ -177,18 +178,33 @@ class ReduceMixin:
     # --8<-- [start:softmax]
     @dim_or_axis
     def softmax(self, axis: int = -1) -> "Tensor":
-        """exp(x) / sum(exp(x)) along axis: positive values that sum to 1 (probabilities)."""
+        """exp(x) / sum(exp(x)) along axis: positive values that sum to 1 (probabilities).
+
+        The value is made of primitives; the gradient is PyTorch's formula s * (g - sum(g * s))
+        (function_composite.SoftmaxGrad). The chain rule through the division gives the same
+        number up to rounding, but where the true gradient is 0 it leaves an ulp of noise, which
+        a later op can magnify (divide by 1e-8 and the noise is 0.4)."""
+        from tinyedu.tensor import no_grad
+
         x = self._float()
-        e = (x - x._stable_max(axis, "softmax")).exp()
-        return e / e.sum(axis, keepdim=True)
+        with no_grad():
+            e = (x - x._stable_max(axis, "softmax")).exp()
+            s = e / e.sum(axis, keepdim=True)
+        return x._apply(FC.SoftmaxGrad, value=s.lazydata, axes=x._reduce_axes(axis, "softmax"), log=False)
 
     # --8<-- [end:softmax]
     @dim_or_axis
     def log_softmax(self, axis: int = -1) -> "Tensor":
-        """log(softmax(x)) = x - logsumexp(x), without ever forming the tiny softmax values."""
+        """log(softmax(x)) = x - logsumexp(x), without ever forming the tiny softmax values; the
+        gradient is PyTorch's g - softmax(x) * sum(g) (see softmax)."""
+        from tinyedu.tensor import no_grad
+
         x = self._float()
-        shifted = x - x._stable_max(axis, "log_softmax")
-        return shifted - shifted.exp().sum(axis, keepdim=True).log()
+        with no_grad():
+            shifted = x - x._stable_max(axis, "log_softmax")
+            out = shifted - shifted.exp().sum(axis, keepdim=True).log()
+        axes = x._reduce_axes(axis, "log_softmax")
+        return x._apply(FC.SoftmaxGrad, value=out.lazydata, axes=axes, log=True)
 
     @dim_or_axis
     def logsumexp(self, axis: Axis = None, keepdim: bool = False) -> "Tensor":
