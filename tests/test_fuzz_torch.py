@@ -7,6 +7,12 @@ the outputs and the input gradients (of the sum of the output) must agree by the
 tests/torch_edges.py: NaN and inf exactly where float32 PyTorch has them, finite values close. The
 run is derandomized, so CI sees the same examples every time; FUZZ_RANDOM=1 TORCH_FUZZ_EXAMPLES=500
 explores further.
+
+Some chains are ill-conditioned: a gradient that is 0 in exact arithmetic comes out as an ulp of
+rounding noise (softmax's gradients sum to 0), and a later 1/1e-8 magnifies the noise to ~1 (or
+1/0 to inf). Two correct float32 programs then differ, since their ulps differ. So a result also
+counts as right when it matches what PyTorch gives for the input moved by one ulp (up or down):
+PyTorch itself cannot tell those inputs apart. Zeros do not move, so the kinks at 0 stay exact.
 """
 
 from __future__ import annotations
@@ -109,6 +115,19 @@ def run(x: Any, steps: list[Step], ours: bool) -> Any:
     return x
 
 
+def _matches_any(ours: np.ndarray, references: list[tuple[np.ndarray, np.ndarray]], what: str, rtol: float,
+                 atol: float) -> None:
+    """Passes if `ours` matches one of the (float32, float64) references; else reports the first."""
+    errors = []
+    for ref32, ref64 in references:
+        try:
+            assert_edges_match(ours, ref32, ref64, what, "", rtol=rtol, atol=atol)
+            return
+        except AssertionError as e:
+            errors.append(e)
+    raise errors[0]
+
+
 def torch_run(data: np.ndarray, steps: list[Step], dtype: torch.dtype) -> tuple[np.ndarray, np.ndarray]:
     x = torch.tensor(data, dtype=dtype, requires_grad=True)
     out = run(x, steps, ours=False)
@@ -123,10 +142,17 @@ def test_random_chains_match_pytorch(program: tuple[np.ndarray, list[Step]]) -> 
     data, steps = program
     out32, grad32 = torch_run(data, steps, torch.float32)
     out64, grad64 = torch_run(data, steps, torch.float64)
+    outs, grads = [(out32, out64)], [(grad32, grad64)]
+    for away in (True, False):  # PyTorch on the input moved by one ulp (see the module doc)
+        target = np.where((data > 0) == away, np.float32(np.inf), np.float32(-np.inf))
+        moved = np.nextafter(data, target).astype(np.float32)
+        moved_out, moved_grad = torch_run(np.where(data == 0, data, moved), steps, torch.float32)
+        outs.append((moved_out, moved_out))
+        grads.append((moved_grad, moved_grad))
     for device in ("NUMPY", "C"):
         x = Tensor(data, device=device, requires_grad=True)
         out = run(x, steps, ours=True)
         what = f"{device}, input {data.tolist()}, steps {steps}"
-        assert_edges_match(out.numpy(), out32, out64, f"output on {what}", "", rtol=2e-3, atol=1e-5)
+        _matches_any(out.numpy(), outs, f"output on {what}", rtol=2e-3, atol=1e-5)
         out.sum().backward()
-        assert_edges_match(x.grad.numpy(), grad32, grad64, f"gradient on {what}", "", rtol=1e-2, atol=1e-4)
+        _matches_any(x.grad.numpy(), grads, f"gradient on {what}", rtol=1e-2, atol=1e-4)

@@ -146,7 +146,7 @@ def _erfc(x: Expr) -> Expr:
 
 
 # ---- the Functions ----
-class _Unary(Function):
+class UnaryFunction(Function):
     """A unary Function given as formulas: the value, the derivative (from x and the value), and
     maybe `passes`, where the gradient gets through at all. PyTorch's piecewise functions (relu,
     clamp, hardswish...) *select* the gradient rather than multiply it by 0, so an infinite incoming
@@ -173,7 +173,7 @@ class _Unary(Function):
         return (local if passes is None else passes.where(local, 0.0)).lazydata
 
 
-class Relu(_Unary):
+class Relu(UnaryFunction):
     """max(x, 0) as PyTorch defines it: NaN stays NaN (where(0 < x, x, 0) would give 0), -0.0 stays
     -0.0, and the gradient at exactly 0 is 0. A composite could not say "0 at 0" and "1 at NaN"."""
 
@@ -187,7 +187,7 @@ class Relu(_Unary):
         return ~(x <= 0)
 
 
-class Abs(_Unary):
+class Abs(UnaryFunction):
     """|x| with PyTorch's gradient sign(x), which is 0 at 0 (and at NaN). where(x < 0, -x, x) would
     send 1 at 0, and would keep -0.0 negative."""
 
@@ -198,7 +198,7 @@ class Abs(_Unary):
         return (x > 0).float() - (x < 0).float()
 
 
-class Clamp(_Unary):
+class Clamp(UnaryFunction):
     """clamp(x, low, high) (either bound may be None), with one of PyTorch's two gradient rules at the
     bounds: clamp lets the gradient through at x == low or high and blocks it at NaN; hardtanh (and
     relu6) blocks it at the bounds and lets it through at NaN. NaN stays NaN in the value."""
@@ -219,9 +219,9 @@ class Clamp(_Unary):
         return ~((x <= low) | (x >= high))  # hardtanh: NaN is not outside either
 
 
-class Hardswish(_Unary):
+class Hardswish(UnaryFunction):
     """x * relu6(x + 3) / 6 with PyTorch's gradient: 0 up to -3, x/3 + 1/2 up to 3 (exclusive), 1
-    after (and at NaN). The flat part selects 0 (see _Unary), which a composite cannot."""
+    after (and at NaN). The flat part selects 0 (see UnaryFunction), which a composite cannot."""
 
     def value(self, x: Expr) -> Expr:
         return x * _relu6(x + 3) / 6
@@ -233,7 +233,7 @@ class Hardswish(_Unary):
         return ~(x <= -3)
 
 
-class Hardsigmoid(_Unary):
+class Hardsigmoid(UnaryFunction):
     """relu6(x + 3) / 6; gradient 1/6 strictly between -3 and 3, else 0 (NaN too), as PyTorch."""
 
     def value(self, x: Expr) -> Expr:
@@ -251,7 +251,7 @@ def _relu6(x: Expr) -> Expr:
     return (x < 0).where(0.0, (x > 6).where(6.0, x))
 
 
-class Sigmoid(_Unary):
+class Sigmoid(UnaryFunction):
     """1 / (1 + exp(-x)). The value is fine as it is (for x < -88 exp overflows and the value is 0,
     as in float32 PyTorch); the chain rule through it is not: at x = -100 it multiplies 0 by inf.
     The derivative s (1 - s) is 0 there, as it should be."""
@@ -263,7 +263,7 @@ class Sigmoid(_Unary):
         return ret * (1 - ret)
 
 
-class Tanh(_Unary):
+class Tanh(UnaryFunction):
     """tanh(x) = m / (m + 2) with m = expm1(2x), written for x <= 0 (where m is in (-1, 0]) and
     mirrored for x > 0, so nothing overflows. 2 sigmoid(2x) - 1 would cancel to 0 for tiny x
     (tanh(1e-8) is 1e-8) and its chain rule gives NaN for |x| > 44. Below 2^-12 tanh(x) is x to
@@ -279,7 +279,7 @@ class Tanh(_Unary):
         return 1 - ret * ret
 
 
-class Expm1(_Unary):
+class Expm1(UnaryFunction):
     """exp(x) - 1 (see Expr.expm1). Its formula divides by log(u), which is 0 where u = 1: the chain
     rule through it would be 0/0. The derivative is exp(x) = value + 1."""
 
@@ -290,7 +290,7 @@ class Expm1(_Unary):
         return ret + 1
 
 
-class Log1p(_Unary):
+class Log1p(UnaryFunction):
     """log(1 + x) (see Expr.log1p); derivative 1 / (1 + x). Hand-written for the same reason as Expm1."""
 
     def value(self, x: Expr) -> Expr:
@@ -300,7 +300,7 @@ class Log1p(_Unary):
         return 1 / (1 + x)
 
 
-class Softplus(_Unary):
+class Softplus(UnaryFunction):
     """log(1 + exp(beta x)) / beta, and x itself where beta x > threshold, as PyTorch. log1p keeps
     softplus(-17) = 4.1e-8 (log(1 + 4.1e-8) rounds to 0). Derivative: sigmoid(beta x) (1 where the
     value is x), which is 0.5 at 0: the old relu(z) + log(1 + exp(-|z|)) composite got -0.5 there,
@@ -323,7 +323,7 @@ def _stable_sigmoid(z: Expr) -> Expr:
     return (z >= 0).where(1 / (1 + e), e / (1 + e))
 
 
-class Gelu(_Unary):
+class Gelu(UnaryFunction):
     """x * Phi(x), Phi the normal CDF: PyTorch's gelu (approximate='none'). Phi(x) = erfc(-x/sqrt2)/2
     rather than (1 + erf(x/sqrt2))/2, which cancels to 0 for x < -4. Derivative Phi(x) + x phi(x)."""
 
@@ -335,7 +335,7 @@ class Gelu(_Unary):
         return 0.5 * _erfc(x * -math.sqrt(0.5)) + x * density
 
 
-class Sinh(_Unary):
+class Sinh(UnaryFunction):
     """(e^x - e^-x)/2 = (m + m/(m + 1))/2 with m = expm1(|x|), sign restored: accurate for tiny x
     (no 1 - 1 cancellation). Past |x| = 88, e^x overflows float32 before sinh does, so there it is
     exp(|x| - ln 2). Derivative cosh(x)."""
@@ -347,7 +347,7 @@ class Sinh(_Unary):
         return _cosh_abs(x.abs())
 
 
-class Cosh(_Unary):
+class Cosh(UnaryFunction):
     """(e^x + e^-x)/2, as exp(|x| - ln 2) past |x| = 88 (see Sinh). Derivative sinh(x)."""
 
     def value(self, x: Expr) -> Expr:
@@ -372,7 +372,7 @@ def _cosh_abs(a: Expr) -> Expr:
     return (a > 88).where((a - math.log(2)).exp(), (e + 1 / e) * 0.5)
 
 
-class Asinh(_Unary):
+class Asinh(UnaryFunction):
     """asinh(x) = sign(x) log1p(|x| + x^2 / (1 + sqrt(1 + x^2))), accurate for tiny x; past 2^26,
     where x^2 + 1 is x^2 and x^2 soon overflows, log(2|x|). Derivative 1 / sqrt(1 + x^2)."""
 
@@ -385,7 +385,7 @@ class Asinh(_Unary):
         return 1 / (1 + x * x).sqrt()
 
 
-class Acosh(_Unary):
+class Acosh(UnaryFunction):
     """acosh(x) = log1p(t + sqrt(2t + t^2)) with t = x - 1 (accurate near 1), log(2x) past 2^26;
     NaN below 1. Derivative 1 / sqrt(x^2 - 1), computed as 1 / sqrt((x - 1)(x + 1)), exact near 1
     (and, like PyTorch's formula, finite below -1, where acosh itself is NaN)."""
@@ -399,7 +399,7 @@ class Acosh(_Unary):
         return 1 / ((x - 1) * (x + 1) + 0.0).sqrt()  # + 0.0: at x = -1 the product is -0.0
 
 
-class Atanh(_Unary):
+class Atanh(UnaryFunction):
     """atanh(x) = log1p(2x / (1 - x)) / 2, accurate for tiny x; +-inf at +-1, NaN outside [-1, 1].
     Derivative 1 / (1 - x^2), as 1 / ((1 - x)(1 + x)) (exact near 1)."""
 
@@ -484,7 +484,7 @@ def scalar_pow_value(x: Expr, exponent: float) -> Expr:
     return one.where(1.0, signed)
 
 
-class PowScalar(_Unary):
+class PowScalar(UnaryFunction):
     """x ** e for a Python number e != 0: the value as scalar_pow_value, the gradient as PyTorch's
     pow_backward, e * x ** (e - 1) (so (-0.0) ** -0.5 has gradient -inf, not the +inf that the chain
     rule through 1/sqrt(x) gives, and x ** 2.5 has gradient 0 at 0, not NaN)."""
