@@ -4,7 +4,10 @@ helper_test_op compares with PyTorch in float64, the exact answer as far as floa
 At extreme values that is not what float32 can hold: a gradient of -1/x^2 at x = 1e-20 is -1e40 in
 float64 and -inf in float32. So here:
 
-- NaN must appear exactly where float32 PyTorch has NaN, and +-inf exactly where it has +-inf;
+- NaN must appear exactly where float32 PyTorch has NaN, and +-inf exactly where it has +-inf
+  (unless float32 PyTorch is the odd one out: where tinyedu and float64 PyTorch both give the same
+  inf, or both NaN, float32 PyTorch's answer is an artifact of its float32 kernel; gelu(inf) is
+  NaN there, inf in float64);
 - every finite value must be close to float64 PyTorch's (or, where float32 PyTorch itself rounds
   differently from float64, to float32 PyTorch's).
 
@@ -61,6 +64,8 @@ def assert_edges_match(ours: np.ndarray, ref32: np.ndarray, ref64: np.ndarray, w
     bad = np.isnan(ours) != np.isnan(ref32)
     infinite = ~np.isnan(ours) & ~np.isnan(ref32) & (np.isinf(ours) | np.isinf(ref32))
     bad |= infinite & (ours != ref32)
+    special = np.isnan(ours) | np.isinf(ours)
+    bad &= ~(special & ((np.isnan(ours) & np.isnan(ref64)) | (ours == ref64)))  # float32 PyTorch's artifact
     finite = np.isfinite(ours) & np.isfinite(ref32)
     with np.errstate(invalid="ignore", over="ignore"):
         close64 = np.abs(ours - ref64) <= atol + rtol * np.abs(ref64)

@@ -65,6 +65,7 @@ class Copy(Function):
         return grad.copy_to_device(self.input_device)
 
 
+# --8<-- [start:flat]
 class Flat(Function):
     """A step function (sign, floor, round, x // y, x ** 0...): its value is computed elsewhere,
     without gradient, and passed in; its derivative is 0 wherever it exists, and PyTorch uses 0 at
@@ -78,6 +79,8 @@ class Flat(Function):
     def backward(self, grad: LazyBuffer) -> tuple[LazyBuffer, ...]:
         return tuple(grad.const(0, shape) for shape in self.input_shapes)
 
+
+# --8<-- [end:flat]
 
 class Cast(Function):
     def forward(self, x: LazyBuffer, dtype: DType) -> LazyBuffer:

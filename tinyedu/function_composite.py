@@ -23,7 +23,6 @@ from tinyedu.ops import BinaryOps, ReduceOps, TernaryOps, UnaryOps
 Operand = "Expr | float | int | bool"
 
 
-# --8<-- [start:expr]
 class Expr:
     """A LazyBuffer with operators: `Expr(x) * 2 + 1` builds MUL and ADD nodes. Python numbers
     become constants of the buffer's dtype and shape; every operand has the same shape."""
@@ -100,6 +99,7 @@ class Expr:
         """|x|, +0.0 for both zeros (0 - (-0.0) is +0.0, and so is 0 - 0.0)."""
         return (self <= 0).where(0.0 - self, self)
 
+    # --8<-- [start:expm1]
     def expm1(self) -> "Expr":
         """exp(x) - 1, accurate for tiny x, where exp(x) rounds to 1 and the difference to 0.
 
@@ -119,6 +119,7 @@ class Expr:
         ratio = u.log() * self / (u - 1)
         return u.eq(1).where(self, u.eq(math.inf).where(self, ratio))
 
+    # --8<-- [end:expm1]
     def sigmoid(self) -> "Expr":
         return (1 + (-self).exp()).reciprocal()
 
@@ -130,7 +131,6 @@ class Expr:
         return (self.abs() < 2.0**23).where(whole.eq(0).where(self * 0, whole), self)
 
 
-# --8<-- [end:expr]
 def _erfc(x: Expr) -> Expr:
     """erfc(x) to a relative error of about 1e-7 for every x (Numerical Recipes' erfcc, a Chebyshev
     fit of exp(-x^2) times a polynomial in t = 1 / (1 + |x|/2)). Relative, not absolute: erfc(5) is
@@ -146,6 +146,7 @@ def _erfc(x: Expr) -> Expr:
 
 
 # ---- the Functions ----
+# --8<-- [start:unary-function]
 class UnaryFunction(Function):
     """A unary Function given as formulas: the value, the derivative (from x and the value), and
     maybe `passes`, where the gradient gets through at all. PyTorch's piecewise functions (relu,
@@ -173,6 +174,7 @@ class UnaryFunction(Function):
         return (local if passes is None else passes.where(local, 0.0)).lazydata
 
 
+# --8<-- [end:unary-function]
 class Relu(UnaryFunction):
     """max(x, 0) as PyTorch defines it: NaN stays NaN (where(0 < x, x, 0) would give 0), -0.0 stays
     -0.0, and the gradient at exactly 0 is 0. A composite could not say "0 at 0" and "1 at NaN"."""
@@ -251,6 +253,7 @@ def _relu6(x: Expr) -> Expr:
     return (x < 0).where(0.0, (x > 6).where(6.0, x))
 
 
+# --8<-- [start:sigmoid]
 class Sigmoid(UnaryFunction):
     """1 / (1 + exp(-x)). The value is fine as it is (for x < -88 exp overflows and the value is 0,
     as in float32 PyTorch); the chain rule through it is not: at x = -100 it multiplies 0 by inf.
@@ -263,6 +266,8 @@ class Sigmoid(UnaryFunction):
         return ret * (1 - ret)
 
 
+# --8<-- [end:sigmoid]
+# --8<-- [start:tanh]
 class Tanh(UnaryFunction):
     """tanh(x) = m / (m + 2) with m = expm1(2x), written for x <= 0 (where m is in (-1, 0]) and
     mirrored for x > 0, so nothing overflows. 2 sigmoid(2x) - 1 would cancel to 0 for tiny x
@@ -279,6 +284,7 @@ class Tanh(UnaryFunction):
         return 1 - ret * ret
 
 
+# --8<-- [end:tanh]
 class Expm1(UnaryFunction):
     """exp(x) - 1 (see Expr.expm1). Its formula divides by log(u), which is 0 where u = 1: the chain
     rule through it would be 0/0. The derivative is exp(x) = value + 1."""
@@ -300,6 +306,7 @@ class Log1p(UnaryFunction):
         return 1 / (1 + x)
 
 
+# --8<-- [start:softplus]
 class Softplus(UnaryFunction):
     """log(1 + exp(beta x)) / beta, and x itself where beta x > threshold, as PyTorch. log1p keeps
     softplus(-17) = 4.1e-8 (log(1 + 4.1e-8) rounds to 0). Derivative: sigmoid(beta x) (1 where the
@@ -317,6 +324,7 @@ class Softplus(UnaryFunction):
         return (z > threshold).where(1.0, _stable_sigmoid(z))
 
 
+# --8<-- [end:softplus]
 def _stable_sigmoid(z: Expr) -> Expr:
     """sigmoid, accurate in relative terms for very negative z too: exp(z) / (1 + exp(z)) there."""
     e = (-z.abs()).exp()
@@ -421,6 +429,7 @@ def _signbit(x: Expr) -> Expr:
     return (x < 0) | (x.eq(0) & (x.reciprocal() < 0))
 
 
+# --8<-- [start:pow-value]
 def pow_value(x: Expr, y: Expr) -> Expr:
     """x ** y for float32 x and y, with C's pow (and PyTorch's) special cases.
 
@@ -436,6 +445,8 @@ def pow_value(x: Expr, y: Expr) -> Expr:
     one = y.eq(0) | x.eq(1) | (x.eq(-1) & y.abs().eq(math.inf))
     return one.where(1.0, signed)
 
+
+# --8<-- [end:pow-value]
 
 class Pow(Function):
     """x ** y for float tensors (see pow_value), with PyTorch's gradients:

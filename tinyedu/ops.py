@@ -75,6 +75,7 @@ Op = Union[UnaryOps, BinaryOps, TernaryOps, ReduceOps, MovementOps, LoadOps, Buf
 ALU_OPS = (UnaryOps, BinaryOps, TernaryOps)
 
 
+# --8<-- [start:const-key]
 def const_key(value: Any) -> Any:
     """What makes two constants the same constant: the bit pattern of a float, the value otherwise.
 
@@ -85,6 +86,8 @@ def const_key(value: Any) -> Any:
         return ("float", struct.pack("<d", value))
     return value
 
+
+# --8<-- [end:const-key]
 
 @dataclass(frozen=True)
 class MemBuffer:

@@ -160,11 +160,13 @@ class ElementwiseMixin:
         x, y = self._broadcasted(other, "lt", reverse)
         return x._apply(F.Less, y)
 
+    # --8<-- [start:le]
     def le(self, other: Operand, reverse: bool = False) -> "Tensor":
         """x <= y is (x < y) | (x == y). `not (y < x)` would say NaN <= 0."""
         x, y = self._broadcasted(other, "le", reverse)
         return x._apply(F.Less, y)._apply(F.BitwiseOr, x._apply(F.Eq, y))
 
+    # --8<-- [end:le]
     def eq(self, other: Operand) -> "Tensor":
         x, y = self._broadcasted(other, "eq")
         return x._apply(F.Eq, y)
@@ -337,6 +339,7 @@ class ElementwiseMixin:
         return (power < 0).where(self.ones_like().div(result, rounding_mode="trunc"), result)
 
     # ---- rounding: step functions, gradient 0 ----
+    # --8<-- [start:step]
     def _step(self, value: Callable[..., Expr], *others: "Tensor") -> "Tensor":
         """A step function of self (and others): `value` computes it on Exprs; the result stays in the
         autograd graph with gradient 0 (Function Flat), as PyTorch's floor, sign, round... do."""
@@ -349,6 +352,7 @@ class ElementwiseMixin:
 
     fix = trunc
 
+    # --8<-- [end:step]
     def floor(self) -> "Tensor":
         return self if not self.dtype.is_float else self._step(lambda x: _floor(x))
 

@@ -91,7 +91,8 @@ def check_softplus(softplus_class: Any) -> str:
     from tinyedu import Tensor
 
     if not (isinstance(softplus_class, type) and issubclass(softplus_class, FC.UnaryFunction)):
-        raise AssertionError("expected a class derived from UnaryFunction (class Softplus(UnaryFunction): with "
+        raise AssertionError("expected a class derived from UnaryFunction (class Softplus(UnaryFunction): "
+                             "with "
                              "value(self, x) and derivative(self, x, ret)), got "
                              f"{type(softplus_class).__name__}")
     made = []
@@ -114,7 +115,8 @@ def check_softplus(softplus_class: Any) -> str:
         expected2 = _softplus_reference(SOFTPLUS_X, 2.0, 10.0)
         if not np.allclose(got2, expected2, rtol=1e-5, atol=1e-30, equal_nan=False):
             raise AssertionError("x.softplus(beta=2.0, threshold=10.0) is off: use the parameters, "
-                                 "self.params['beta'] and self.params['threshold']: log(1 + exp(beta x)) / beta, "
+                                 "self.params['beta'] and self.params['threshold']: log(1 + exp(beta x)) / "
+                                 "beta, "
                                  "and x itself where beta x > threshold (the derivative too)")
         # the pipeline: composite ops and a loss that use softplus, forward and backward, compiled
         logits = Tensor(np.array([[-30.0, -2.0, 0.0, 3.0], [5.0, 40.0, -0.5, 0.25]], np.float32),
@@ -126,10 +128,12 @@ def check_softplus(softplus_class: Any) -> str:
         mish = z * np.tanh(np.logaddexp(0.0, z))
         expected_loss = np.mean(np.logaddexp(0.0, z) - t * z) + mish.sum() * 0.01
         if not math.isclose(loss.item(), expected_loss, rel_tol=1e-4):
-            raise AssertionError(f"binary_cross_entropy_with_logits + mish on your softplus gives {loss.item():.6g}, "
+            raise AssertionError(f"binary_cross_entropy_with_logits + mish on your softplus gives "
+                                 f"{loss.item():.6g}, "
                                  f"expected {expected_loss:.6g}")
         if not np.isfinite(logits.grad.numpy()).all():
-            raise AssertionError("the loss's gradient has NaN or inf with your softplus: check derivative() at "
+            raise AssertionError("the loss's gradient has NaN or inf with your softplus: check "
+                                 "derivative() at "
                                  "large |x|")
     if not made:
         raise AssertionError("Tensor.softplus never ran your class: define `class Softplus(UnaryFunction)` "
@@ -142,7 +146,8 @@ def _check_values(got: np.ndarray, expected: np.ndarray, call: str) -> None:
     for x, g, e in zip(SOFTPLUS_X.tolist(), got.tolist(), expected.tolist(), strict=True):
         if math.isnan(g) or math.isinf(g):
             raise AssertionError(f"{call} at x = {x:g} gives {g}; softplus is finite there ({e:.6g}). "
-                                 "exp(x) overflows float32 past x = 88: where beta x > threshold the value is "
+                                 "exp(x) overflows float32 past x = 88: where beta x > threshold the value "
+                                 "is "
                                  "x itself (PyTorch's rule), and only the other branch needs exp")
         if not math.isclose(g, e, rel_tol=1e-5, abs_tol=1e-38):
             hint = ("1 + exp(x) rounds to exactly 1 when exp(x) < 6e-8, and log(1) = 0: use log1p "
@@ -154,12 +159,15 @@ def _check_values(got: np.ndarray, expected: np.ndarray, call: str) -> None:
 def _check_gradient(got: np.ndarray, expected: np.ndarray) -> None:
     for x, g, e in zip(SOFTPLUS_X.tolist(), got.tolist(), expected.tolist(), strict=True):
         if math.isnan(g):
-            raise AssertionError(f"the gradient at x = {x:g} is NaN. exp(x) / (1 + exp(x)) is inf / inf there: "
+            raise AssertionError(f"the gradient at x = {x:g} is NaN. exp(x) / (1 + exp(x)) is inf / inf "
+                                 "there: "
                                  "write the derivative without an overflowing exp, e.g. as a sigmoid of x "
-                                 "(1 / (1 + exp(-x)) for x >= 0, and its mirror for x < 0), or from the value: "
+                                 "(1 / (1 + exp(-x)) for x >= 0, and its mirror for x < 0), or from the "
+                                 "value: "
                                  "1 - exp(-softplus(x)) is sigmoid(x) too")
         if not math.isclose(g, e, rel_tol=1e-4, abs_tol=1e-7):
-            raise AssertionError(f"the gradient at x = {x:g} is {g:.6g}, expected {e:.6g}: d/dx log(1 + exp(x)) "
+            raise AssertionError(f"the gradient at x = {x:g} is {g:.6g}, expected {e:.6g}: d/dx log(1 + "
+                                 "exp(x)) "
                                  "is exp(x) / (1 + exp(x)), the sigmoid of x (1 where the value is x itself)")
 
 
@@ -173,7 +181,8 @@ def check_toposort(toposort: Callable[[Any], list]) -> str:
     from tinyedu.ops import LazyOp, LoadOps
 
     if not callable(toposort):
-        raise AssertionError(f"expected a function toposort(root) -> list of nodes, got {type(toposort).__name__}")
+        raise AssertionError(f"expected a function toposort(root) -> list of nodes, got "
+                             f"{type(toposort).__name__}")
     a, b = _leaf(1.0), _leaf(2.0)
     small = LazyOp(_binary("MUL"), (LazyOp(_binary("ADD"), (a, b)), b))  # (a + b) * b: b is shared
     _check_order(toposort, small, 4, "(a + b) * b")
@@ -198,7 +207,8 @@ def check_toposort(toposort: Callable[[Any], list]) -> str:
                              f"sigmoid, expected {expected}: some node is missing or counted twice")
     if not np.isfinite(values).all():
         raise AssertionError("the kernels gave non-finite values with your toposort plugged in")
-    return ("every node once, sources first, on a chain with 2^17 paths; the FLOP counter ran on it for every "
+    return ("every node once, sources first, on a chain with 2^17 paths; the FLOP counter ran on it for "
+            "every "
             f"kernel of a tanh/sigmoid stack ({counted} FLOPs)")
 
 
@@ -222,11 +232,14 @@ def _check_order(toposort: Callable, root: Any, distinct: int, what: str) -> Non
         raise AssertionError(f"toposort({what}) returned {type(order).__name__}; return a list of the nodes")
     ids = [id(n) for n in order]
     if len(ids) > distinct and len(set(ids)) < len(ids):
-        raise AssertionError(f"toposort({what}) returned {len(order)} nodes but the AST has {distinct} distinct "
-                             "ones: a shared node is visited once per path to it (a tree walk). Keep a set of "
+        raise AssertionError(f"toposort({what}) returned {len(order)} nodes but the AST has {distinct} "
+                             "distinct "
+                             "ones: a shared node is visited once per path to it (a tree walk). Keep a set "
+                             "of "
                              "the ids of the nodes you have already visited and skip them")
     if len(set(ids)) != distinct:
-        raise AssertionError(f"toposort({what}) returned {len(set(ids))} distinct nodes, the AST has {distinct}: "
+        raise AssertionError(f"toposort({what}) returned {len(set(ids))} distinct nodes, the AST has "
+                             f"{distinct}: "
                              "every node must appear, the root and the leaves included")
     seen: set[int] = set()
     for node in order:
@@ -249,14 +262,16 @@ def check_nan_compare(answer: Any) -> str:
     nan = float("nan")
     truth = ((Tensor([nan]) <= 0).item(), (Tensor([nan]) != Tensor([nan])).item(),
              bool(np.isnan(Tensor([nan]).relu().numpy()[0])))
-    if not isinstance(answer, (tuple, list)) or len(answer) != 3 or not all(isinstance(a, bool) for a in answer):
+    if not isinstance(answer, (tuple, list)) or len(answer) != 3 or \
+            not all(isinstance(a, bool) for a in answer):
         raise AssertionError("give three bools, in the order of NAN_COMPARE")
     for question, predicted, actual in zip(NAN_COMPARE, answer, truth, strict=True):
         if predicted != actual:
             raise AssertionError(f"{question}: not {predicted}. Every ordered comparison with NaN is False, "
-                                 "!= is the negation of == (so it is True), and relu is max(x, 0), which keeps a "
-                                 "NaN as PyTorch's does")
-    return "NaN <= 0 is False (so x <= y is (x < y) | (x == y), never not (y < x)); NaN != NaN; relu(NaN) is NaN"
+                                 "!= is the negation of == (so it is True), and relu is max(x, 0), which "
+                                 "keeps a NaN as PyTorch's does")
+    return ("NaN <= 0 is False (so x <= y is (x < y) | (x == y), never not (y < x)); NaN != NaN; "
+            "relu(NaN) is NaN")
 
 
 SIGNED_ZERO = ("1 / (Tensor([-0.0]) + 0.0)", "1 / (Tensor([-0.0]) - 0.0)", "1 / (Tensor([-0.0]) * 1.0)")
@@ -275,9 +290,10 @@ def check_signed_zero(answer: Any) -> str:
     for question, predicted, actual in zip(SIGNED_ZERO, answer, truth, strict=True):
         if predicted != actual:
             raise AssertionError(f"{question}: not {predicted}. In round-to-nearest, -0.0 + 0.0 is +0.0 (the "
-                                 "sum of zeros of opposite signs is +0), while -0.0 - 0.0 and -0.0 * 1 keep the "
-                                 "sign")
-    return "x + 0.0 is not x (for x = -0.0), so the constant folder may fold x + (-0.0), x - 0.0 and x * 1 only"
+                                 "sum of zeros of opposite signs is +0), while -0.0 - 0.0 and -0.0 * 1 "
+                                 "keep the sign")
+    return ("x + 0.0 is not x (for x = -0.0), so the constant folder may fold x + (-0.0), x - 0.0 and "
+            "x * 1 only")
 
 
 CHECKERS: dict[str, Callable[[Any], str]] = {
