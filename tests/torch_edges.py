@@ -8,8 +8,10 @@ float64 and -inf in float32. So here:
   (unless float32 PyTorch is the odd one out: where tinyedu and float64 PyTorch both give the same
   inf, or both NaN, float32 PyTorch's answer is an artifact of its float32 kernel; gelu(inf) is
   NaN there, inf in float64);
-- every finite value must be close to float64 PyTorch's (or, where float32 PyTorch itself rounds
-  differently from float64, to float32 PyTorch's).
+- every finite value must be close to float64 PyTorch's, or at least as close as float32 PyTorch's
+  (within twice its distance): where float32 PyTorch itself is far from the exact answer, the
+  problem is ill-conditioned (log1p(-1 + 4e-8) changes by 40% if its input moves by an ulp), and
+  tinyedu only has to be as accurate.
 
 `check_edges(torch_fn, tinyedu_fn, arrays)` runs both forward and backward (the gradient of the sum
 of the outputs) and applies these rules to the outputs and the input gradients.
@@ -68,7 +70,7 @@ def assert_edges_match(ours: np.ndarray, ref32: np.ndarray, ref64: np.ndarray, w
     bad &= ~(special & ((np.isnan(ours) & np.isnan(ref64)) | (ours == ref64)))  # float32 PyTorch's artifact
     finite = np.isfinite(ours) & np.isfinite(ref32)
     with np.errstate(invalid="ignore", over="ignore"):
-        close64 = np.abs(ours - ref64) <= atol + rtol * np.abs(ref64)
+        close64 = np.abs(ours - ref64) <= atol + rtol * np.abs(ref64) + 2 * np.abs(ref32 - ref64)
         close32 = np.abs(ours - ref32) <= atol + rtol * np.abs(ref32)
     bad |= finite & ~close64 & ~close32
     if bad.any():
