@@ -276,15 +276,77 @@ class Tanh(UnaryFunction):
     Derivative: 1 - tanh^2."""
 
     def value(self, x: Expr) -> Expr:
-        m = (-2 * x.abs()).expm1()
-        t = m / (m + 2)  # tanh(-|x|)
-        return (x.abs() < 2.0**-12).where(x, (x > 0).where(-t, t))
+        return _tanh(x)
 
     def derivative(self, x: Expr, ret: Expr) -> Expr:
         return 1 - ret * ret
 
 
 # --8<-- [end:tanh]
+class Silu(UnaryFunction):
+    """x * sigmoid(x), with PyTorch's derivative s (1 + x (1 - s)) as one factor. Through the product
+    the chain rule computes x * s'(x) = x * 0 where the sigmoid saturates, and an infinite incoming
+    gradient (silu(300) then exp) turns that 0 into NaN; PyTorch's formula gives inf."""
+
+    def value(self, x: Expr) -> Expr:
+        return x * x.sigmoid()
+
+    def derivative(self, x: Expr, ret: Expr) -> Expr:
+        s = x.sigmoid()
+        return s * (1 + x * (1 - s))
+
+
+class Mish(UnaryFunction):
+    """x * tanh(softplus(x)), with PyTorch's one-factor derivative t + x s (1 - t^2), t the tanh and
+    s the sigmoid (for the same reason as Silu)."""
+
+    def value(self, x: Expr) -> Expr:
+        return x * _tanh(_softplus(x))
+
+    def derivative(self, x: Expr, ret: Expr) -> Expr:
+        t = _tanh(_softplus(x))
+        return t + x * _stable_sigmoid(x) * (1 - t * t)
+
+
+class GeluTanh(UnaryFunction):
+    """gelu's tanh approximation 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3), computed as
+    x sigmoid(2u) (no 1 + (-1 + tiny) cancellation), with PyTorch's one-factor derivative
+    0.5 (1 + t) + 0.5 x (1 - t^2) u'(x), t = tanh(u)."""
+
+    def value(self, x: Expr) -> Expr:
+        return x * (2 * self._u(x)).sigmoid()
+
+    def derivative(self, x: Expr, ret: Expr) -> Expr:
+        t = _tanh(self._u(x))
+        du = math.sqrt(2 / math.pi) * (1 + 3 * 0.044715 * x * x)
+        return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * du
+
+    @staticmethod
+    def _u(x: Expr) -> Expr:
+        return math.sqrt(2 / math.pi) * (x + 0.044715 * x * x * x)
+
+
+class Tan(UnaryFunction):
+    """sin(x) / cos(x), with PyTorch's derivative 1 + tan^2 (as one factor)."""
+
+    def value(self, x: Expr) -> Expr:
+        return x.sin() / x.cos()
+
+    def derivative(self, x: Expr, ret: Expr) -> Expr:
+        return 1 + ret * ret
+
+
+def _tanh(x: Expr) -> Expr:
+    """tanh, as the Tanh Function computes it (see there)."""
+    m = (-2 * x.abs()).expm1()
+    t = m / (m + 2)  # tanh(-|x|)
+    return (x.abs() < 2.0**-12).where(x, (x > 0).where(-t, t))
+
+
+def _softplus(x: Expr) -> Expr:
+    return (x > 20).where(x, x.exp().log1p())
+
+
 class Expm1(UnaryFunction):
     """exp(x) - 1 (see Expr.expm1). Its formula divides by log(u), which is 0 where u = 1: the chain
     rule through it would be 0/0. The derivative is exp(x) = value + 1."""

@@ -11,7 +11,6 @@ an infinite local derivative is NaN. So the picked-against branch is fed a harml
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING, Any
 
 import tinyedu.function_composite as FC
@@ -111,8 +110,8 @@ class ActivationMixin:
         return self / (1 + self.abs())
 
     def silu(self) -> "Tensor":
-        """x * sigmoid(x), also called swish."""
-        return self * self.sigmoid()
+        """x * sigmoid(x), also called swish (a Function for PyTorch's gradient, see Silu)."""
+        return self._float()._apply(FC.Silu)
 
     swish = silu
 
@@ -127,13 +126,14 @@ class ActivationMixin:
             return x._apply(FC.Gelu)
         if approximate != "tanh":
             raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
-        return x * (2 * math.sqrt(2 / math.pi) * (x + 0.044715 * x * x * x)).sigmoid()
+        return x._apply(FC.GeluTanh)
 
     def quick_gelu(self) -> "Tensor":
         return self * (1.702 * self).sigmoid()
 
     def mish(self) -> "Tensor":
-        return self * self.softplus().tanh()
+        """x * tanh(softplus(x)) (a Function for PyTorch's gradient, see Mish)."""
+        return self._float()._apply(FC.Mish)
 
     def elu(self, alpha: float = 1.0) -> "Tensor":
         """x for x > 0, alpha (exp(x) - 1) below (expm1, accurate near 0)."""

@@ -90,8 +90,7 @@ class ElementwiseMixin:
         return self.sqrt().reciprocal()
 
     def tan(self) -> "Tensor":
-        x = self._float()
-        return x.sin() / x.cos()
+        return self._float()._apply(FC.Tan)
 
     def square(self) -> "Tensor":
         return self * self
