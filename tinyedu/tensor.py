@@ -30,6 +30,7 @@ from tinyedu.tensor_api.nn_ops import NNMixin
 from tinyedu.tensor_api.normalization import NormalizationMixin
 from tinyedu.tensor_api.reduce import ReduceMixin
 from tinyedu.tensor_api.repr import format_tensor
+from tinyedu.tensor_api.rounding import RoundingMixin
 
 Scalar = float | int | bool
 
@@ -63,8 +64,8 @@ class count_primitives:  # noqa: N801 - used like no_grad
         count_primitives.active.remove(self.counts)
 
 
-class Tensor(CreationMixin, ElementwiseMixin, ActivationMixin, ReduceMixin, MovementMixin, IndexingMixin,
-             CombineMixin, NNMixin, ConvMixin, NormalizationMixin, LossMixin):
+class Tensor(CreationMixin, ElementwiseMixin, RoundingMixin, ActivationMixin, ReduceMixin, MovementMixin,
+             IndexingMixin, CombineMixin, NNMixin, ConvMixin, NormalizationMixin, LossMixin):
     grad_enabled: ClassVar[bool] = True
     training: ClassVar[bool] = False  # dropout is active only while training (see Tensor.train)
 

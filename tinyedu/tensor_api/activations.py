@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import tinyedu.function_composite as FC
+import tinyedu.function_math as FM
 from tinyedu.dtype import dtypes, promote_with_scalar
 
 if TYPE_CHECKING:
@@ -156,16 +157,16 @@ class ActivationMixin:
 
     # ---- hyperbolic ----
     def sinh(self) -> "Tensor":
-        return self._float()._apply(FC.Sinh)
+        return self._float()._apply(FM.Sinh)
 
     def cosh(self) -> "Tensor":
-        return self._float()._apply(FC.Cosh)
+        return self._float()._apply(FM.Cosh)
 
     def asinh(self) -> "Tensor":
-        return self._float()._apply(FC.Asinh)
+        return self._float()._apply(FM.Asinh)
 
     def acosh(self) -> "Tensor":
-        return self._float()._apply(FC.Acosh)
+        return self._float()._apply(FM.Acosh)
 
     def atanh(self) -> "Tensor":
-        return self._float()._apply(FC.Atanh)
+        return self._float()._apply(FM.Atanh)

@@ -6,7 +6,7 @@ import functools
 from typing import TYPE_CHECKING, Any, Callable
 
 import tinyedu.function as F
-import tinyedu.function_composite as FC
+import tinyedu.function_math as FM
 from tinyedu.dtype import dtypes
 from tinyedu.helpers import prod
 
@@ -190,7 +190,7 @@ class ReduceMixin:
         with no_grad():
             e = (x - x._stable_max(axis, "softmax")).exp()
             s = e / e.sum(axis, keepdim=True)
-        return x._apply(FC.SoftmaxGrad, value=s.lazydata, axes=x._reduce_axes(axis, "softmax"), log=False)
+        return x._apply(FM.SoftmaxGrad, value=s.lazydata, axes=x._reduce_axes(axis, "softmax"), log=False)
 
     # --8<-- [end:softmax]
     @dim_or_axis
@@ -204,7 +204,7 @@ class ReduceMixin:
             shifted = x - x._stable_max(axis, "log_softmax")
             out = shifted - shifted.exp().sum(axis, keepdim=True).log()
         axes = x._reduce_axes(axis, "log_softmax")
-        return x._apply(FC.SoftmaxGrad, value=out.lazydata, axes=axes, log=True)
+        return x._apply(FM.SoftmaxGrad, value=out.lazydata, axes=axes, log=True)
 
     @dim_or_axis
     def logsumexp(self, axis: Axis = None, keepdim: bool = False) -> "Tensor":
