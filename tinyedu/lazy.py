@@ -136,7 +136,8 @@ class LazyBuffer:
     def full(value: float | int | bool, shape: tuple[int, ...], dtype: DType, device: str) -> "LazyBuffer":
         # Cast like every device casts (dtype.cast_array) and like PyTorch's scalars: 2.7 in an int32
         # buffer is 2, -2 in a uint8 one wraps to 254, anything non-zero in a bool one is True.
-        wide = np.array(value, dtype=np.float64 if isinstance(value, float) else np.int64)
+        as_float = isinstance(value, float) or not -(2**63) <= value < 2**63  # (beyond int64: as a float)
+        wide = np.array(value, dtype=np.float64 if as_float else np.int64)
         value = cast_array(wide, dtype).item()
         scalar = LazyBuffer.loadop(LoadOps.CONST, (), dtype, device, arg=value)
         return scalar.reshape((1,) * len(shape)).expand(shape)
