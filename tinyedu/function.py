@@ -105,7 +105,8 @@ class Reciprocal(Function):
         return self.ret
 
     def backward(self, grad: LazyBuffer) -> LazyBuffer:  # d(1/x) = -1/x^2 = -ret*ret
-        return grad.e(UnaryOps.NEG).e(BinaryOps.MUL, self.ret).e(BinaryOps.MUL, self.ret)
+        # ret*ret first, as PyTorch: where it overflows and grad is 0, both give NaN (not -0.0)
+        return grad.e(UnaryOps.NEG).e(BinaryOps.MUL, self.ret.e(BinaryOps.MUL, self.ret))
 
 
 class Sin(Function):
@@ -243,8 +244,8 @@ class Div(Function):
 
 
 class Maximum(Function):
-    """max(x, y). On a tie the gradient is split in half, as PyTorch does (and where a NaN is
-    involved, neither side gets any: NaN is neither bigger, smaller nor equal)."""
+    """max(x, y). The gradient goes to the side that is not smaller; on a tie it is split in half.
+    Both sides get it where a NaN is involved (neither is smaller): PyTorch's rule."""
 
     def forward(self, x: LazyBuffer, y: LazyBuffer) -> LazyBuffer:
         self.x, self.y = x, y
@@ -256,11 +257,11 @@ class Maximum(Function):
         half, zero = grad.e(BinaryOps.MUL, grad.const(0.5)), grad.const(0)
         tie = self.x.e(BinaryOps.CMPEQ, self.y)
 
-        def share(wins: LazyBuffer) -> LazyBuffer:
-            return wins.e(TernaryOps.WHERE, grad, tie.e(TernaryOps.WHERE, half, zero))
+        def share(loses: LazyBuffer) -> LazyBuffer:
+            return loses.e(TernaryOps.WHERE, zero, tie.e(TernaryOps.WHERE, half, grad))
 
-        return (share(self.y.e(BinaryOps.CMPLT, self.x)) if self.needs_input_grad[0] else None,
-                share(self.x.e(BinaryOps.CMPLT, self.y)) if self.needs_input_grad[1] else None)
+        return (share(self.x.e(BinaryOps.CMPLT, self.y)) if self.needs_input_grad[0] else None,
+                share(self.y.e(BinaryOps.CMPLT, self.x)) if self.needs_input_grad[1] else None)
 
 
 # ---- ternary ----
