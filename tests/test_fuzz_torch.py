@@ -13,6 +13,8 @@ rounding noise (softmax's gradients sum to 0), and a later 1/1e-8 magnifies the 
 1/0 to inf). Two correct float32 programs then differ, since their ulps differ. So a result also
 counts as right when it matches what PyTorch gives for the input moved by one ulp (up or down):
 PyTorch itself cannot tell those inputs apart. Zeros do not move, so the kinks at 0 stay exact.
+Discontinuous ops (floor, %, comparisons) magnify any difference, so they only come first, on the
+exact inputs.
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ BINARY: dict[str, tuple[Callable, Callable]] = {
     "where": (lambda x, y: (x > y).where(x, y * 2), lambda x, y: torch.where(x > y, x, y * 2)),
     "le_mul": (lambda x, y: (x <= y).float() * x, lambda x, y: (x <= y).float() * x),
 }
+JUMPS = {"floor", "round", "sign", "trunc", "ceil", "mod", "where", "le_mul"}  # discontinuous ops
 Step = tuple[Any, ...]
 
 
@@ -69,13 +72,18 @@ def programs(draw: st.DrawFn) -> tuple[np.ndarray, list[Step]]:
                     np.float32).reshape(shape)
     steps: list[Step] = []
     ndim = len(shape)
-    for _ in range(draw(st.integers(1, 5))):
+    for k in range(draw(st.integers(1, 5))):
         kind = draw(st.sampled_from(["unary", "unary", "binary", "reduce", "movement"]))
+        # a jump (floor, x % 1.5, x > y...) turns an ulp of difference upstream into any difference
+        # downstream; they are checked exactly at the edges in test_numerics, and here on exact inputs
+        exact = k == 0
         if kind == "unary":
-            steps.append(("unary", draw(st.sampled_from(sorted(UNARY)))))
+            names = sorted(UNARY) if exact else sorted(set(UNARY) - JUMPS)
+            steps.append(("unary", draw(st.sampled_from(names))))
         elif kind == "binary":
             other = draw(st.lists(values, min_size=shape[-1], max_size=shape[-1]))
-            steps.append(("binary", draw(st.sampled_from(sorted(BINARY))), tuple(other)))
+            names = sorted(BINARY) if exact else sorted(set(BINARY) - JUMPS)
+            steps.append(("binary", draw(st.sampled_from(names)), tuple(other)))
         elif kind == "reduce" and ndim:
             steps.append(("reduce", draw(st.sampled_from(["sum", "max", "mean", "softmax", "logsumexp"])),
                           draw(st.integers(0, ndim - 1))))

@@ -253,3 +253,12 @@ def test_devices_agree_bit_for_bit_on_casts_and_rounding() -> None:
         oracle = fn(Tensor(CAST_VALUES, device="NUMPY")).numpy()
         np.testing.assert_array_equal(ours, oracle)
         np.testing.assert_array_equal(np.signbit(ours), np.signbit(oracle))
+
+
+def test_maximum_and_minimum_return_the_first_operand_on_a_tie() -> None:
+    """PyTorch's maximum(-0.0, 0.0) is -0.0 (np.maximum's is 0.0); NaN wins either way."""
+    a, b = [-0.0, 0.0, nan, 1.0], [0.0, -0.0, 1.0, nan]
+    for name in ("maximum", "minimum"):
+        ours = (1 / getattr(Tensor(a), name)(Tensor(b))).tolist()
+        theirs = (1 / getattr(torch.tensor(a), name)(torch.tensor(b))).tolist()
+        assert str(ours) == str(theirs), name

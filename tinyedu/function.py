@@ -249,7 +249,9 @@ class Maximum(Function):
 
     def forward(self, x: LazyBuffer, y: LazyBuffer) -> LazyBuffer:
         self.x, self.y = x, y
-        return x.e(BinaryOps.MAX, y)
+        # MAX returns its second operand on a tie (as np.maximum); PyTorch's maximum returns the
+        # first (maximum(-0.0, 0.0) is -0.0), so the operands go in swapped. NaN still wins.
+        return y.e(BinaryOps.MAX, x)
 
     def backward(self, grad: LazyBuffer) -> tuple[LazyBuffer | None, ...]:
         # The gradient is *selected* (where), not multiplied by a 0/1 mask: an infinite gradient
