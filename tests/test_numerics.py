@@ -262,3 +262,12 @@ def test_maximum_and_minimum_return_the_first_operand_on_a_tie() -> None:
         ours = (1 / getattr(Tensor(a), name)(Tensor(b))).tolist()
         theirs = (1 / getattr(torch.tensor(a), name)(torch.tensor(b))).tolist()
         assert str(ours) == str(theirs), name
+
+
+def test_a_gcc_12_miscompilation() -> None:
+    """GCC 12 at -O2 -march=native folded this 2-element kernel to a constant store (0.693 for every
+    input: the value at x = 0). Found by the PyTorch fuzz; ops_c compiles with -fno-thread-jumps."""
+    for values in ([-1e4, 2.0], [0.0, 0.0], [3.0, -0.0]):
+        x = np.array(values, np.float32)
+        expected = np.log1p(np.cos(np.sign(x).astype(np.float64)))
+        np.testing.assert_allclose(Tensor(x).sign().cos().log1p().numpy(), expected, rtol=1e-6)
