@@ -13,8 +13,8 @@ rounding noise (softmax's gradients sum to 0), and a later 1/1e-8 magnifies the 
 1/0 to inf). Two correct float32 programs then differ, since their ulps differ. So a result also
 counts as right when it matches what PyTorch gives for the input moved by one ulp (up or down):
 PyTorch itself cannot tell those inputs apart. Zeros do not move, so the kinks at 0 stay exact.
-Discontinuous ops (floor, %, comparisons) magnify any difference, so they only come first, on the
-exact inputs.
+Discontinuous ops (floor, %, comparisons) and periodic ones (sin of a large number) magnify any
+difference, so they only come first, on the exact inputs.
 """
 
 from __future__ import annotations
@@ -60,7 +60,8 @@ BINARY: dict[str, tuple[Callable, Callable]] = {
     "where": (lambda x, y: (x > y).where(x, y * 2), lambda x, y: torch.where(x > y, x, y * 2)),
     "le_mul": (lambda x, y: (x <= y).float() * x, lambda x, y: (x <= y).float() * x),
 }
-JUMPS = {"floor", "round", "sign", "trunc", "ceil", "mod", "where", "le_mul"}  # discontinuous ops
+# discontinuous ops, and periodic ones (sin(4.7e6) turns an ulp of its argument into any value)
+JUMPS = {"floor", "round", "sign", "trunc", "ceil", "mod", "where", "le_mul", "sin", "cos"}
 Step = tuple[Any, ...]
 
 

@@ -271,3 +271,10 @@ def test_a_gcc_12_miscompilation() -> None:
         x = np.array(values, np.float32)
         expected = np.log1p(np.cos(np.sign(x).astype(np.float64)))
         np.testing.assert_allclose(Tensor(x).sign().cos().log1p().numpy(), expected, rtol=1e-6)
+
+
+def test_log1p_and_expm1_of_huge_values() -> None:
+    """log1p(1.1e38) is 87.6: Goldberg's log(u) * x / (u - 1) overflowed in log(u) * x (fuzz)."""
+    values = np.array([1.1e38, 3e38, -0.999999, 88.0, -88.0, 1e-30], np.float32)
+    check_edges(lambda x: x.log1p(), None, [np.abs(values)])
+    check_edges(lambda x: x.expm1(), None, [np.clip(values, -100, 88)])

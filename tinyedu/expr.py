@@ -108,10 +108,11 @@ class Expr:
 
     def log1p(self) -> "Expr":
         """log(1 + x), accurate for tiny x, where 1 + x rounds to 1 (Goldberg's trick, like expm1:
-        log(u) * x / (u - 1) with u = 1 + x as rounded)."""
+        log(u) * x / (u - 1) with u = 1 + x as rounded). Only for |x| < 1: beyond, log(u) has no
+        cancellation, and log(u) * x would overflow for x near float32's largest value."""
         u = 1 + self
-        ratio = u.log() * self / (u - 1)
-        return u.eq(1).where(self, u.eq(math.inf).where(self, ratio))
+        goldberg = u.eq(1).where(self, u.log() * self / (u - 1))
+        return (self.abs() < 1).where(goldberg, u.log())
 
     # --8<-- [end:expm1]
     def sigmoid(self) -> "Expr":
