@@ -227,13 +227,15 @@ def _softplus(x: Expr) -> Expr:
 
 class Expm1(UnaryFunction):
     """exp(x) - 1 (see Expr.expm1). Its formula divides by log(u), which is 0 where u = 1: the chain
-    rule through it would be 0/0. The derivative is exp(x) = value + 1."""
+    rule through it would be 0/0. The derivative is exp(x), computed from x: value + 1 (PyTorch's
+    expm1 formula) cancels to 0 for x < -17, where the value rounds to -1, and elu, built on expm1,
+    needs exp(x) there (as PyTorch's elu computes it)."""
 
     def value(self, x: Expr) -> Expr:
         return x.expm1()
 
     def derivative(self, x: Expr, ret: Expr) -> Expr:
-        return ret + 1
+        return x.exp()
 
 
 class Log1p(UnaryFunction):
