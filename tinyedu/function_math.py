@@ -192,3 +192,18 @@ class SoftmaxGrad(Function):
         if self.log:
             return (g - out.exp() * g.sum(self.axes)).lazydata
         return (out * (g - (g * out).sum(self.axes))).lazydata
+
+
+class LogsumexpGrad(Function):
+    """logsumexp, whose value (keepdim, from primitives) is computed by the Tensor method and passed in,
+    with PyTorch's gradient exp(x - out) (at most 1, never an overflowing exp(x) / sum)."""
+
+    def forward(self, x: LazyBuffer, value: LazyBuffer) -> LazyBuffer:
+        self.x, self.value = Expr(x), value
+        return value
+
+    def backward(self, grad: LazyBuffer) -> LazyBuffer:
+        shape = self.x.lazydata.shape
+        out, g = Expr(self.value.expand(shape)), Expr(grad.expand(shape))
+        return ((self.x - out).exp() * g).lazydata
+

@@ -208,10 +208,16 @@ class ReduceMixin:
 
     @dim_or_axis
     def logsumexp(self, axis: Axis = None, keepdim: bool = False) -> "Tensor":
-        """log(sum(exp(x))) over axis, computed as m + log(sum(exp(x - m))) with m the max."""
+        """log(sum(exp(x))) over axis, computed as m + log(sum(exp(x - m))) with m the max; the
+        gradient is PyTorch's exp(x - logsumexp(x)), which never overflows (the chain rule through
+        exp(x - m) / sum(...) overflows when m had to be replaced by 0 for an infinite max)."""
+        from tinyedu.tensor import no_grad
+
         x = self._float()
-        m = x._stable_max(axis, "logsumexp", finite=True)
-        out = (x - m).exp().sum(axis, keepdim=True).log() + m
+        with no_grad():
+            m = x._stable_max(axis, "logsumexp", finite=True)
+            out = (x - m).exp().sum(axis, keepdim=True).log() + m
+        out = x._apply(FM.LogsumexpGrad, value=out.lazydata)
         return out if keepdim else out.reshape(self._reduced_shape(axis, "logsumexp"))
 
     def _reduced_shape(self, axis: Axis, op: str) -> tuple[int, ...]:
