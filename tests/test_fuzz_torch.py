@@ -73,21 +73,23 @@ def programs(draw: st.DrawFn) -> tuple[np.ndarray, list[Step]]:
                     np.float32).reshape(shape)
     steps: list[Step] = []
     ndim = len(shape)
+    after_max = False
     for k in range(draw(st.integers(1, 5))):
         kind = draw(st.sampled_from(["unary", "unary", "binary", "reduce", "movement"]))
         # a jump (floor, x % 1.5, x > y...) turns an ulp of difference upstream into any difference
-        # downstream; they are checked exactly at the edges in test_numerics, and here on exact inputs
-        exact = k == 0
+        # downstream; they are checked exactly at the edges in test_numerics, and here on exact inputs.
+        # PyTorch's max of +0.0 and -0.0 depends on its reduction order, so after a max nothing that
+        # tells the zeros apart (1/x) follows.
+        skip = (set() if k == 0 else JUMPS) | ({"reciprocal", "div"} if after_max else set())
         if kind == "unary":
-            names = sorted(UNARY) if exact else sorted(set(UNARY) - JUMPS)
-            steps.append(("unary", draw(st.sampled_from(names))))
+            steps.append(("unary", draw(st.sampled_from(sorted(set(UNARY) - skip)))))
         elif kind == "binary":
             other = draw(st.lists(values, min_size=shape[-1], max_size=shape[-1]))
-            names = sorted(BINARY) if exact else sorted(set(BINARY) - JUMPS)
-            steps.append(("binary", draw(st.sampled_from(names)), tuple(other)))
+            steps.append(("binary", draw(st.sampled_from(sorted(set(BINARY) - skip))), tuple(other)))
         elif kind == "reduce" and ndim:
             steps.append(("reduce", draw(st.sampled_from(["sum", "max", "mean", "softmax", "logsumexp"])),
                           draw(st.integers(0, ndim - 1))))
+            after_max = after_max or steps[-1][1] == "max"
             if steps[-1][1] in ("sum", "max", "mean", "logsumexp"):
                 shape = tuple(s for i, s in enumerate(shape) if i != steps[-1][2])
                 ndim = len(shape)
