@@ -15,11 +15,11 @@ from tinyedu.models import (
     LSTMRegressor,
     ResNet,
     Transformer,
-    activations,
     attention,
     causal_mask,
 )
 from tinyedu.models.tasks import Addition, adding_problem, mnist_split, shift_images
+from tinyedu.models.transformer import MLP
 from tinyedu.nn.optim import SGD
 from tinyedu.nn.state import get_parameters, get_state_dict
 
@@ -36,26 +36,6 @@ def _assert_grads_match(ours: object, theirs: "torch.nn.Module", rtol: float, at
         assert p.grad is not None, f"no gradient reached {name}"
         np.testing.assert_allclose(p.grad.numpy(), theirs_params[name].grad.numpy(), rtol=rtol, atol=atol,
                                    err_msg=name)
-
-
-# ---- the overflow-safe activations the models use ----
-@pytest.mark.parametrize("name", ["sigmoid", "tanh", "gelu"])
-def test_activations_match_torch_at_the_edges(name: str) -> None:
-    """Values and gradients from -1e4 to 1e4, through 0 and -0.0: finite where PyTorch's are, and equal."""
-    x_np = np.array([-1e4, -1e3, -100, -89, -88, -20, -3, -1e-30, -0.0, 0.0, 1e-30, 0.5, 3, 20, 88, 89, 100,
-                     1e3, 1e4], dtype=np.float32)
-    ours = getattr(activations, name)
-    theirs = {"sigmoid": torch.sigmoid, "tanh": torch.tanh,
-              "gelu": lambda t: torch.nn.functional.gelu(t, approximate="tanh")}[name]
-    if name == "gelu":
-        x_np = x_np[np.abs(x_np) <= 1e3]  # beyond, x**3 overflows float32 in both formulas
-    x = Tensor(x_np, requires_grad=True)
-    tx = torch.tensor(x_np, requires_grad=True)
-    out, t_out = ours(x), theirs(tx)
-    np.testing.assert_allclose(out.numpy(), twins.numpy_of(t_out), rtol=1e-6, atol=1e-7)
-    out.sum().backward()
-    t_out.sum().backward()
-    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-5, atol=1e-7)
 
 
 # ---- Transformer ----
@@ -112,6 +92,41 @@ def test_attention_matches_torch_sdpa_at_extreme_scores() -> None:
 
 def test_causal_mask() -> None:
     np.testing.assert_array_equal(causal_mask(4).numpy(), np.tril(np.ones((4, 4), dtype=bool)))
+
+
+def test_attention_equals_the_library_sdpa_forward_and_backward() -> None:
+    """The attention built from primitives is Tensor.scaled_dot_product_attention(is_causal=True)."""
+    rng = np.random.default_rng(4)
+    q_np, k_np, v_np = (rng.standard_normal((2, 3, 6, 4)).astype(np.float32) * 5 for _ in range(3))
+    ours = [Tensor(a, requires_grad=True) for a in (q_np, k_np, v_np)]
+    library = [Tensor(a, requires_grad=True) for a in (q_np, k_np, v_np)]
+    out, _ = attention(*ours, causal_mask(6))
+    expected = library[0].scaled_dot_product_attention(library[1], library[2], is_causal=True)
+    np.testing.assert_allclose(out.numpy(), expected.numpy(), rtol=1e-5, atol=1e-6)
+    cotangent = Tensor(rng.standard_normal((2, 3, 6, 4)).astype(np.float32))
+    (out * cotangent).sum().backward()
+    (expected * cotangent).sum().backward()
+    for a, b in zip(ours, library, strict=True):
+        np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_mlp_at_extreme_activations_matches_torch() -> None:
+    """GELU inputs from -1e4 to 1e4 (and 0, -0.0): values and gradients finite and equal to PyTorch's.
+    (A sigmoid written as 1 / (1 + exp(-x)) gives NaN gradients below -88; the library's does not.)"""
+    Tensor.manual_seed(5)
+    ours = MLP(4)
+    theirs = twins.load_from(ours, twins.MLP(4))
+    x_np = np.array([[1e4, -1e4, 0.0, -0.0], [-100.0, 89.0, -3.0, 1e-30], [5e3, -2e3, 20.0, -20.0]],
+                    dtype=np.float32)
+    x = Tensor(x_np, requires_grad=True)
+    tx = torch.tensor(x_np, requires_grad=True)
+    out, t_out = ours(x), theirs(tx)
+    np.testing.assert_allclose(out.numpy(), twins.numpy_of(t_out), rtol=1e-5, atol=1e-3)
+    out.sum().backward()
+    t_out.sum().backward()
+    assert np.isfinite(x.grad.numpy()).all()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-4, atol=1e-5)
+    _assert_grads_match(ours, theirs, rtol=1e-4, atol=1e-3)
 
 
 def test_transformer_sgd_steps_match_torch() -> None:

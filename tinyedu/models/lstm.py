@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import math
 
-from tinyedu.models.activations import sigmoid, tanh
 from tinyedu.nn import Linear
 from tinyedu.tensor import Tensor
 
@@ -29,8 +28,8 @@ def lstm_cell(gates_x: Tensor, h: Tensor, c: Tensor, weight_hh: Tensor,
     """One step, given the input's share of the gates `gates_x` = x @ W_ihᵀ + b_ih (B, 4H)."""
     gates = gates_x + h.linear(weight_hh, bias_hh)
     i, f, g, o = gates.chunk(4, dim=-1)  # PyTorch's order: input, forget, cell candidate, output
-    c = sigmoid(f) * c + sigmoid(i) * tanh(g)
-    h = sigmoid(o) * tanh(c)
+    c = f.sigmoid() * c + i.sigmoid() * g.tanh()
+    h = o.sigmoid() * c.tanh()
     return h, c
 # --8<-- [end:cell]
 

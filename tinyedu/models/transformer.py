@@ -21,7 +21,6 @@ from typing import Sequence
 import numpy as np
 
 from tinyedu.dtype import dtypes
-from tinyedu.models.activations import gelu
 from tinyedu.nn import Embedding, LayerNorm, Linear
 from tinyedu.tensor import Tensor, no_grad
 
@@ -83,7 +82,7 @@ class MLP:
         self.proj = Linear(4 * dim, dim)
 
     def __call__(self, x: Tensor) -> Tensor:
-        return self.proj(gelu(self.fc(x)))  # (overflow-safe; see tinyedu/models/activations.py)
+        return self.proj(self.fc(x).gelu(approximate="tanh"))
 
 
 # --8<-- [start:block]

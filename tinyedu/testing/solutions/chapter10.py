@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from tinyedu.models.activations import sigmoid, tanh
 from tinyedu.models.resnet import BasicBlock
 from tinyedu.tensor import Tensor
 from tinyedu.testing.exercise import Mistake
@@ -13,8 +12,8 @@ def lstm_cell(gates_x: Tensor, h: Tensor, c: Tensor, weight_hh: Tensor,
               bias_hh: Tensor) -> tuple[Tensor, Tensor]:
     gates = gates_x + h.linear(weight_hh, bias_hh)   # the input's part and the previous output's part
     i, f, g, o = gates.chunk(4, dim=-1)              # PyTorch's order: input, forget, candidate, output
-    c = sigmoid(f) * c + sigmoid(i) * tanh(g)        # forget some of the memory, write some
-    h = sigmoid(o) * tanh(c)                         # show some
+    c = f.sigmoid() * c + i.sigmoid() * g.tanh()     # forget some of the memory, write some
+    h = o.sigmoid() * c.tanh()                       # show some
     return h, c
 # --8<-- [end:lstm_cell]
 
@@ -34,9 +33,9 @@ def _cell(order: str = "ifgo", forget: bool = True, tanh_c: bool = True, new_c: 
         gates = gates_x + h.linear(weight_hh, bias_hh) if recurrent else gates_x
         parts = dict(zip(order, gates.chunk(4, dim=-1), strict=True))
         i, f, g, o = parts["i"], parts["f"], parts["g"], parts["o"]
-        c_new = (sigmoid(f) * c if forget else 0) + sigmoid(i) * tanh(g)
+        c_new = (f.sigmoid() * c if forget else 0) + i.sigmoid() * g.tanh()
         shown = c_new if new_c else c
-        return sigmoid(o) * (tanh(shown) if tanh_c else shown), c_new
+        return o.sigmoid() * (shown.tanh() if tanh_c else shown), c_new
     return lstm_cell
 
 
