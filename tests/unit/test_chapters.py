@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-CHAPTERS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+CHAPTERS = sorted((ROOT / "notebooks").glob("[0-9][0-9]*_*.ipynb"))
 # A walkthrough page: a stage's page, one of the pages of the training stack (chapter 08), the models
 # page (chapters 09-10) or the export page (chapter 11).
-WALKTHROUGH = r"\]\(\.\./docs/((?:stage\d_\w+|nn|optim|state|jit|models|export)\.md)\)"
+WALKTHROUGH = r"\]\(\.\./docs/((?:stage\d_\w+|numerics_and_semantics|nn|optim|state|jit|models|export)\.md)\)"
 
 
 def markdown_cells(notebook: Path) -> list[str]:
@@ -42,7 +42,7 @@ STAGE_CHAPTERS = ["00", "01", "02", "03", "04", "05", "06"]
 
 def test_the_chapters():
     """The notebooks on disk are the chapters, in order: one per number, every stage's present."""
-    numbers = [p.name[:2] for p in CHAPTERS]
+    numbers = [p.name.split("_")[0] for p in CHAPTERS]
     assert len(set(numbers)) == len(numbers), f"two notebooks share a chapter number: {numbers}"
     missing = [n for n in STAGE_CHAPTERS if n not in numbers]
     assert not missing, f"no notebook for chapter(s) {missing}"
