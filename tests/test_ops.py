@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 
 from tinyedu import Device, Tensor, dtypes, no_grad
+from tinyedu.runtime.device import DeviceUnavailable
 from tinyedu.testing import check_tensor_grads
 
 try:
@@ -42,6 +43,10 @@ DEVICES = (Device.DEFAULT,) if os.environ.get("DEVICE") else Device.known
 
 @pytest.fixture(autouse=True, params=DEVICES)
 def device(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    try:
+        Device[request.param]
+    except DeviceUnavailable as missing:  # e.g. NEON without its cross compiler, LLVM without llvmlite
+        pytest.skip(str(missing))
     monkeypatch.setenv("DEVICE", request.param)
     return request.param
 

@@ -159,6 +159,11 @@ class Buffer:
 Runner = Callable[[list[Buffer]], None]
 
 
+class DeviceUnavailable(RuntimeError):
+    """This machine cannot run the device (a compiler, emulator or library is missing); the message
+    says what to install."""
+
+
 class DeviceBackend(Protocol):
     name: str
     renderer: Callable | None
@@ -198,7 +203,7 @@ class Backend:
 class _DeviceRegistry:
     """`Device["C"]` gives the C backend; `Device.DEFAULT` is $DEVICE or the default device."""
 
-    known = ("NUMPY", "PYTHON", "C")  # NEON joins when its backend lands
+    known = ("NUMPY", "PYTHON", "C", "NEON", "LLVM")
     fallback = "C"  # the default device: kernels compiled from generated C (set DEVICE= to change)
 
     def __init__(self) -> None:

@@ -1,0 +1,427 @@
+"""The LLVM IR renderer: UOps -> LLVM IR text, one level below C.
+
+LLVM IR is what clang turns C into before it picks machine instructions: a typed assembly language
+in SSA form (every value `%name` is assigned exactly once), for an infinite number of registers.
+UOps are already SSA, so most UOps become one instruction:
+
+    %val0 = load float, ptr %gep0, align 4       LOAD
+    %alu1 = fadd float %val0, 1.0                 ALU ADD on float32 (`add i32` on int32)
+    store float %alu1, ptr %gep1, align 4         STORE
+
+What C writes as a `for` loop is, in LLVM IR, basic blocks (straight-line code ending in a branch)
+and phi nodes. A phi picks a value by the block control came from; that is how a value changes
+from one iteration to the next in SSA, where nothing is assigned twice:
+
+    gidx0.loop:                                                 ; the loop header
+      %gidx0 = phi i32 [ 0, %entry ], [ %gidx0.next, %gidx0.body ]
+      %gidx0.more = icmp slt i32 %gidx0, 64
+      br i1 %gidx0.more, label %gidx0.body, label %gidx0.exit
+    gidx0.body:
+      ...                                                       ; the loop body
+      %gidx0.next = add i32 %gidx0, 1
+      br label %gidx0.loop
+
+An accumulator (DEFINE_ACC, ASSIGN) is the same idea: a phi in the header of each loop that
+updates it, `%acc0.ridx0 = phi float [ 0.0, %entry ], [ %alu3, %ridx0.body ]`; after the loop,
+the phi holds the final value. A gated LOAD (padding) is a branch around the load, so an index
+outside the buffer is never read, and a phi that gives 0 when the load did not happen.
+
+Vectors are LLVM vector types (`<4 x float>`): `fadd <4 x float>` adds lane by lane, a vector load
+is `load <4 x float>`, BROADCAST is insertelement + shufflevector, GEP extractelement. Math
+functions are LLVM intrinsics (`@llvm.exp2.f32`, `@llvm.fma.v4f32`), which become libm calls or
+single instructions. The semantics are the C renderer's, op by op: integer division by zero gives
+0, INT_MIN / -1 does not trap, MAX lets NaN win, float -> int outside int32 gives INT_MIN, and no
+fast-math flags are set, so LLVM may not reassociate or fuse float math (MULACC is the only fma).
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from collections import Counter
+
+from tinyedu.codegen.uops import FusedOps, UOp, UOps, VectorDType, is_vector, scalar_of
+from tinyedu.dtype import DType, dtypes
+from tinyedu.ops import BinaryOps, TernaryOps, UnaryOps
+
+INT32_MIN = -(2**31)
+
+
+# --8<-- [start:types]
+def llvm_type(dtype: DType | VectorDType) -> str:
+    """float32 -> `float`, int32 -> `i32`, uint8 -> `i8`, bool -> `i1`; vectors `<4 x float>`."""
+    if is_vector(dtype):
+        return f"<{dtype.count} x {llvm_type(dtype.scalar)}>"
+    if dtype.is_float:
+        return "float"
+    return "i1" if dtype == dtypes.bool else f"i{8 * dtype.itemsize}"
+
+
+def memory_type(dtype: DType | VectorDType) -> str:
+    """How a value is kept in memory: like llvm_type, except a bool is a byte (numpy's bool_)."""
+    return "i8" if dtype == dtypes.bool else llvm_type(dtype)
+
+
+def llvm_literal(value: float | int | bool, dtype: DType) -> str:
+    """A constant of `dtype`: `1.5`, `-0.0`, `0x7FF0000000000000` (inf), `-7`, `true`."""
+    if dtype == dtypes.bool:
+        return "true" if value else "false"
+    if not dtype.is_float:
+        return str(int(value))
+    if not math.isfinite(value):  # LLVM writes a float constant as the hex of the same double
+        return "0x" + struct.pack(">d", value).hex().upper()
+    text = repr(float(value))
+    if "e" in text and "." not in text.split("e")[0]:
+        text = text.replace("e", ".0e")
+    return text
+# --8<-- [end:types]
+
+
+# --8<-- [start:ops]
+# op -> instruction, for float, signed int (int32/int64), unsigned int (uint8) and bool operands
+FLOAT_OPS = {BinaryOps.ADD: "fadd", BinaryOps.SUB: "fsub", BinaryOps.MUL: "fmul", BinaryOps.DIV: "fdiv",
+             BinaryOps.MOD: "frem", BinaryOps.CMPLT: "fcmp olt", BinaryOps.CMPEQ: "fcmp oeq"}
+INT_OPS = {BinaryOps.ADD: "add", BinaryOps.SUB: "sub", BinaryOps.MUL: "mul", BinaryOps.CMPLT: "icmp slt",
+           BinaryOps.CMPEQ: "icmp eq"}
+UINT_OPS = {**INT_OPS, BinaryOps.CMPLT: "icmp ult"}
+BOOL_OPS = {BinaryOps.ADD: "or", BinaryOps.MUL: "and", BinaryOps.MAX: "or", BinaryOps.CMPLT: "icmp ult",
+            BinaryOps.CMPEQ: "icmp eq"}
+INTRINSICS = {UnaryOps.EXP2: "exp2", UnaryOps.LOG2: "log2", UnaryOps.SIN: "sin", UnaryOps.SQRT: "sqrt",
+              FusedOps.MULACC: "fma"}
+# --8<-- [end:ops]
+
+
+def _signed(dtype: DType) -> bool:
+    """int32 and int64 are signed; uint8 and bool are not."""
+    return dtype.name.startswith("int")
+
+
+def _suffix(dtype: DType | VectorDType) -> str:
+    """The type suffix of an intrinsic: `f32`, `v4f32`."""
+    base = "f32" if scalar_of(dtype).is_float else f"i{8 * scalar_of(dtype).itemsize}"
+    return f"v{dtype.count}{base}" if is_vector(dtype) else base
+
+
+class LLVMRenderer:
+    """Renders one UOp list as an LLVM IR function. `LLVMRenderer(name, uops).render()` gives the text."""
+
+    def __init__(self, name: str, uops: list[UOp]):
+        self.function_name, self.uops = name, uops
+        self.lines: list[str] = []
+        self.allocas: list[str] = []        # local arrays: allocated once, in the entry block
+        self.declares: dict[str, str] = {}  # intrinsics used
+        self.names: dict[UOp, str] = {}
+        self.counters: Counter[str] = Counter()
+        self.block = "entry"                # the basic block instructions go into now
+        self.current: dict[UOp, str] = {}   # accumulator -> the name of its current value
+        self.loops: list[tuple[UOp, list[tuple[int, UOp, str]]]] = []  # open: (range, its phis)
+        # which accumulators each loop updates (ASSIGN inside it to an accumulator defined before it)
+        self.updated: dict[UOp, list[UOp]] = {}
+        open_loops: list[UOp] = []
+        defined_at: dict[UOp, int] = {}
+        for u in uops:
+            if u.op is UOps.RANGE:
+                open_loops.append(u)
+                self.updated[u] = []
+            elif u.op is UOps.ENDRANGE:
+                open_loops.pop()
+            elif u.op is UOps.DEFINE_ACC:
+                defined_at[u] = len(open_loops)
+            elif u.op is UOps.ASSIGN:
+                acc = u.src[0]
+                for loop in open_loops[defined_at[acc]:]:
+                    if acc not in self.updated[loop]:
+                        self.updated[loop].append(acc)
+
+    def new_name(self, prefix: str) -> str:
+        self.counters[prefix] += 1
+        return f"{prefix}{self.counters[prefix] - 1}"
+
+    def emit(self, line: str) -> None:
+        self.lines.append(f"  {line}")
+
+    def start_block(self, label: str) -> None:
+        self.lines.append(f"{label}:")
+        self.block = label
+
+    def value(self, u: UOp) -> str:
+        """How an operand is written: a name, a literal; an accumulator's current value."""
+        if u.op in (UOps.DEFINE_ACC, UOps.ASSIGN):
+            return self.current[u.src[0] if u.op is UOps.ASSIGN else u]
+        return self.names[u]
+
+    def typed(self, u: UOp) -> str:
+        return f"{llvm_type(u.dtype)} {self.value(u)}"
+
+    # --8<-- [start:render]
+    def render(self) -> str:
+        params = []
+        for u in self.uops:
+            if u.op is UOps.DEFINE_GLOBAL:
+                self.names[u] = f"%data{u.arg}"
+                params.append(f"ptr noalias{'' if u.arg == 0 else ' readonly'} %data{u.arg}")
+            elif u.op is UOps.DEFINE_LOCAL:
+                self.names[u] = f"%{self.new_name('local')}"
+                array = f"[{u.arg} x {memory_type(u.dtype)}]"
+                self.allocas.append(f"  {self.names[u]} = alloca {array}, align 64")
+            elif u.op is UOps.CONST:
+                self.names[u] = llvm_literal(u.arg, u.dtype)
+            elif u.op is UOps.RANGE:
+                self.open_loop(u)
+            elif u.op is UOps.ENDRANGE:
+                self.close_loop(u.src[0])
+            elif u.op is UOps.DEFINE_ACC:
+                self.names[u] = self.new_name("acc")
+                self.current[u] = self.constant(u.arg, u.dtype)
+            elif u.op is UOps.ASSIGN:
+                self.current[u.src[0]] = self.value(u.src[1])
+            elif u.op is UOps.LOAD:
+                self.names[u] = self.load(u)
+            elif u.op is UOps.STORE:
+                self.store(u)
+            elif u.op is UOps.ALU:
+                self.names[u] = self.alu(u)
+            elif u.op is UOps.CAST:
+                self.names[u] = self.cast(u)
+            elif u.op in (UOps.VECTORIZE, UOps.BROADCAST, UOps.GEP):
+                self.names[u] = self.vector(u)
+            else:
+                raise NotImplementedError(f"LLVM renderer: no rule for UOp {u.op.name}")
+        head = [f"; kernel {self.function_name}, rendered from UOps by tinyedu",
+                f"define void @{self.function_name}({', '.join(params)}) nounwind {{", "entry:"]
+        lines = [*head, *self.allocas, *self.lines, "  ret void", "}", *self.declares.values()]
+        return "\n".join(lines) + "\n"
+    # --8<-- [end:render]
+
+    def constant(self, value: float | int | bool, dtype: DType | VectorDType) -> str:
+        literal = llvm_literal(value, scalar_of(dtype))
+        if not is_vector(dtype):
+            return literal
+        lane = llvm_type(dtype.scalar)
+        return "<" + ", ".join([f"{lane} {literal}"] * dtype.count) + ">"
+
+    # ---- loops ----
+    # --8<-- [start:loops]
+    def open_loop(self, u: UOp) -> None:
+        """The header block: a phi for the counter (and for every accumulator the loop updates),
+        then the test that leaves the loop."""
+        name, t = u.arg.name, llvm_type(u.dtype)
+        start, end = (self.value(s) for s in u.src)
+        self.names[u] = f"%{name}"
+        before = self.block
+        if u.arg.threads > 1:
+            self.emit(f"; {u.arg}: threads are not used on LLVM, the iterations run one after another")
+        self.emit(f"br label %{name}.loop")
+        self.start_block(f"{name}.loop")
+        phis = [(len(self.lines), u, f"%{name}")]
+        self.emit(f"%{name} = phi {t} [ {start}, %{before} ]")  # the back edge is added at ENDRANGE
+        for acc in self.updated[u]:
+            phi = f"%{self.names[acc]}.{name}"
+            phis.append((len(self.lines), acc, phi))
+            self.emit(f"{phi} = phi {llvm_type(acc.dtype)} [ {self.current[acc]}, %{before} ]")
+            self.current[acc] = phi
+        self.emit(f"%{name}.more = icmp slt {t} %{name}, {end}")
+        self.emit(f"br i1 %{name}.more, label %{name}.body, label %{name}.exit")
+        self.start_block(f"{name}.body")
+        self.loops.append((u, phis))
+
+    def close_loop(self, u: UOp) -> None:
+        """The step and the jump back; the phis get their second input: the values at the end of the body."""
+        loop, phis = self.loops.pop()
+        assert loop is u, "ENDRANGE closes the innermost loop"
+        name, t = u.arg.name, llvm_type(u.dtype)
+        self.emit(f"%{name}.next = add {t} %{name}, 1")
+        for line, what, _ in phis:
+            back = f"%{name}.next" if what is u else self.current[what]
+            self.lines[line] += f", [ {back}, %{self.block} ]"
+        for _, acc, phi in phis[1:]:  # after the loop, an accumulator's value is its header phi
+            self.current[acc] = phi
+        self.emit(f"br label %{name}.loop")
+        self.start_block(f"{name}.exit")
+    # --8<-- [end:loops]
+
+    # ---- memory ----
+    # --8<-- [start:memory]
+    def address(self, u: UOp, dtype: DType) -> str:
+        """A pointer to element `index` of the buffer (or local array)."""
+        buffer, index = u.src[0], u.src[1]
+        pointer = f"%{self.new_name('gep')}"
+        self.emit(f"{pointer} = getelementptr inbounds {memory_type(dtype)}, ptr {self.value(buffer)}, "
+                  f"{self.typed(index)}")
+        return pointer
+
+    def load(self, u: UOp) -> str:
+        """buffer[index]; a gated load branches around the read, so padding never touches memory."""
+        name = f"%{self.new_name('val')}"
+        if len(u.src) < 3:
+            return self.read(u, name)
+        gate, before, label = self.value(u.src[2]), self.block, name[1:]
+        self.emit(f"br i1 {gate}, label %{label}.read, label %{label}.done")
+        self.start_block(f"{label}.read")
+        loaded = self.read(u, f"{name}.loaded")
+        read_block = self.block
+        self.emit(f"br label %{label}.done")
+        self.start_block(f"{label}.done")
+        zero = self.constant(0, u.dtype)
+        self.emit(f"{name} = phi {llvm_type(u.dtype)} [ {loaded}, %{read_block} ], [ {zero}, %{before} ]")
+        return name
+
+    def read(self, u: UOp, name: str) -> str:
+        dtype, lane = u.dtype, scalar_of(u.dtype)
+        pointer = self.address(u, lane)
+        if dtype == dtypes.bool:  # a byte in memory, an i1 in registers
+            self.emit(f"{name}.byte = load i8, ptr {pointer}, align 1")
+            self.emit(f"{name} = icmp ne i8 {name}.byte, 0")
+        else:
+            self.emit(f"{name} = load {llvm_type(dtype)}, ptr {pointer}, align {lane.itemsize}")
+        return name
+
+    def store(self, u: UOp) -> None:
+        value = u.src[2]
+        dtype, lane = value.dtype, scalar_of(value.dtype)
+        pointer = self.address(u, lane)
+        if dtype == dtypes.bool:
+            byte = f"%{self.new_name('byte')}"
+            self.emit(f"{byte} = zext i1 {self.value(value)} to i8")
+            self.emit(f"store i8 {byte}, ptr {pointer}, align 1")
+        else:
+            self.emit(f"store {self.typed(value)}, ptr {pointer}, align {lane.itemsize}")
+    # --8<-- [end:memory]
+
+    # ---- arithmetic ----
+    def intrinsic(self, base: str, dtype: DType | VectorDType, arity: int) -> str:
+        name = f"@llvm.{base}.{_suffix(dtype)}"
+        t = llvm_type(dtype)
+        self.declares.setdefault(name, f"declare {t} {name}({', '.join([t] * arity)})")
+        return name
+
+    # --8<-- [start:alu]
+    def alu(self, u: UOp) -> str:
+        """One ALU op; a few ops take several instructions (named alu3.zero, alu3.safe, ...)."""
+        op = u.arg
+        name = f"%{self.new_name('alu')}"
+        operand = u.src[1].dtype if op is TernaryOps.WHERE else u.src[0].dtype
+        lane, t = scalar_of(operand), llvm_type(operand)
+        a = self.value(u.src[0])
+        b = self.value(u.src[1]) if len(u.src) > 1 else None
+        if op is TernaryOps.WHERE:
+            self.emit(f"{name} = select {', '.join(self.typed(s) for s in u.src)}")
+        elif op in INTRINSICS:
+            args = ", ".join(self.typed(s) for s in u.src)
+            self.emit(f"{name} = call {t} {self.intrinsic(INTRINSICS[op], operand, len(u.src))}({args})")
+        elif op is UnaryOps.NEG:
+            if lane.is_float:
+                self.emit(f"{name} = fneg {t} {a}")
+            elif lane == dtypes.bool:
+                self.emit(f"{name} = xor {t} {a}, {self.constant(True, operand)}")
+            else:
+                self.emit(f"{name} = sub {t} {self.constant(0, operand)}, {a}")
+        elif op is UnaryOps.RECIP:
+            if lane.is_float:
+                self.emit(f"{name} = fdiv {t} {self.constant(1.0, operand)}, {a}")
+            else:
+                self.int_divide(name, BinaryOps.DIV, lane, t, self.constant(1, operand), a, None)
+        elif op is BinaryOps.MAX and lane != dtypes.bool:
+            mask = llvm_type(VectorDType(dtypes.bool, operand.count)) if is_vector(operand) else "i1"
+            if lane.is_float:  # a if (a > b or a is NaN) else b, like np.maximum
+                self.emit(f"{name}.gt = fcmp ogt {t} {a}, {b}")
+                self.emit(f"{name}.nan = fcmp uno {t} {a}, {a}")
+                self.emit(f"{name}.pick = or {mask} {name}.gt, {name}.nan")
+            else:
+                self.emit(f"{name}.pick = icmp {'sgt' if _signed(lane) else 'ugt'} {t} {a}, {b}")
+            self.emit(f"{name} = select {mask} {name}.pick, {t} {a}, {t} {b}")
+        elif op in (BinaryOps.DIV, BinaryOps.MOD) and not lane.is_float:
+            self.int_divide(name, op, lane, t, a, b, u.src[1])
+        else:
+            table = FLOAT_OPS if lane.is_float else BOOL_OPS if lane == dtypes.bool else \
+                INT_OPS if _signed(lane) else UINT_OPS
+            if op not in table:
+                raise NotImplementedError(f"LLVM renderer: no rule for {op.name} on {operand.name}")
+            self.emit(f"{name} = {table[op]} {t} {a}, {b}")
+        return name
+    # --8<-- [end:alu]
+
+    # --8<-- [start:divide]
+    def int_divide(self, name: str, op, lane: DType, t: str, a: str, b: str, divisor: UOp | None) -> None:
+        """Integer a / b and a % b with tinyedu's rules: x / 0 and x % 0 are 0, and INT_MIN / -1 (which
+        traps in hardware) is -INT_MIN, wrapped: INT_MIN. Index math divides by positive constants,
+        which need no guard."""
+        signed = _signed(lane)
+        instruction = ("sdiv" if op is BinaryOps.DIV else "srem") if signed else \
+            ("udiv" if op is BinaryOps.DIV else "urem")
+        if divisor is not None and divisor.op is UOps.CONST and divisor.arg > 0:
+            self.emit(f"{name} = {instruction} {t} {a}, {b}")
+            return
+        self.emit(f"{name}.zero = icmp eq {t} {b}, 0")
+        bad = f"{name}.zero"
+        if signed:
+            self.emit(f"{name}.minus1 = icmp eq {t} {b}, -1")
+            self.emit(f"{name}.bad = or i1 {name}.zero, {name}.minus1")
+            bad = f"{name}.bad"
+        self.emit(f"{name}.safe = select i1 {bad}, {t} 1, {t} {b}")
+        self.emit(f"{name}.q = {instruction} {t} {a}, {name}.safe")
+        if op is BinaryOps.MOD or not signed:  # x % 0, x % -1 are 0; unsigned: only x / 0
+            self.emit(f"{name} = select i1 {bad}, {t} 0, {t} {name}.q")
+            return
+        self.emit(f"{name}.neg = sub {t} 0, {a}")
+        self.emit(f"{name}.q1 = select i1 {name}.minus1, {t} {name}.neg, {t} {name}.q")
+        self.emit(f"{name} = select i1 {name}.zero, {t} 0, {t} {name}.q1")
+    # --8<-- [end:divide]
+
+    # --8<-- [start:cast]
+    def cast(self, u: UOp) -> str:
+        """Conversions, with numpy's (and the C device's) answers where C's cast is undefined."""
+        src, dst = u.src[0].dtype, u.dtype
+        name, x = f"%{self.new_name('cast')}", self.typed(u.src[0])
+        if src.is_float and dst == dtypes.bool:
+            self.emit(f"{name} = fcmp une {x}, 0.0")  # NaN is true, as in C and numpy
+        elif src.is_float:  # float -> int32 (uint8: through int32): INT_MIN when it does not fit
+            self.emit(f"{name}.low = fcmp oge {x}, -2147483648.0")
+            self.emit(f"{name}.high = fcmp olt {x}, 2147483648.0")
+            self.emit(f"{name}.fits = and i1 {name}.low, {name}.high")
+            self.emit(f"{name}.int = fptosi {x} to i32")
+            int32 = f"{name}.int32" if dst != dtypes.int32 else name
+            self.emit(f"{int32} = select i1 {name}.fits, i32 {name}.int, i32 {INT32_MIN}")
+            if dst != dtypes.int32:
+                self.emit(f"{name} = trunc i32 {int32} to {llvm_type(dst)}")
+        elif dst.is_float:
+            self.emit(f"{name} = {'sitofp' if _signed(src) else 'uitofp'} {x} to float")
+        elif dst == dtypes.bool:
+            self.emit(f"{name} = icmp ne {x}, 0")
+        elif dst.itemsize < src.itemsize:
+            self.emit(f"{name} = trunc {x} to {llvm_type(dst)}")
+        elif dst.itemsize > src.itemsize or src == dtypes.bool:
+            extend = "sext" if _signed(src) else "zext"
+            self.emit(f"{name} = {extend} {x} to {llvm_type(dst)}")
+        else:
+            return self.value(u.src[0])
+        return name
+    # --8<-- [end:cast]
+
+    # ---- vectors ----
+    def vector(self, u: UOp) -> str:
+        """GEP (extractelement), BROADCAST (a constant vector, or insertelement + shufflevector),
+        VECTORIZE (one insertelement per lane)."""
+        name = f"%{self.new_name('vec' if u.op is not UOps.GEP else 'lane')}"
+        if u.op is UOps.GEP:
+            self.emit(f"{name} = extractelement {self.typed(u.src[0])}, i32 {u.arg}")
+            return name
+        t, lane = llvm_type(u.dtype), llvm_type(u.dtype.scalar)
+        if u.op is UOps.BROADCAST:
+            if u.src[0].op is UOps.CONST:
+                return self.constant(u.src[0].arg, u.dtype)
+            self.emit(f"{name}.one = insertelement {t} poison, {self.typed(u.src[0])}, i32 0")
+            zeros = f"<{u.dtype.count} x i32> zeroinitializer"  # lane 0 into every lane
+            self.emit(f"{name} = shufflevector {t} {name}.one, {t} poison, {zeros}")
+            return name
+        previous = "poison"
+        for n, s in enumerate(u.src):
+            step = name if n == len(u.src) - 1 else f"{name}.{n}"
+            self.emit(f"{step} = insertelement {t} {previous}, {lane} {self.value(s)}, i32 {n}")
+            previous = step
+        return name
+
+
+def render_llvm(name: str, uops: list[UOp]) -> str:
+    """The LLVM IR of one kernel: `define void @name(ptr %data0, ptr %data1, ...)`."""
+    return LLVMRenderer(name, uops).render()
