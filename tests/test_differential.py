@@ -1,12 +1,13 @@
-"""Differential testing: random Tensor programs must give the same answer on C, PYTHON and NUMPY.
+"""Differential testing: random Tensor programs must give the same answer on every device.
 
 Hypothesis draws a program: an input of a random shape (size-0 axes included) and dtype, then a
 chain of steps: movement ops (reshape, permute, expand, pad, shrink, flip, stride), elementwise
 ops with a second input that broadcasts, reduces, and `contiguous` (a kernel boundary). The same
-program runs with `device=` each device. NUMPY shares no code with the linearizer or the C
-renderer, so any disagreement is a bug in one of them (and PYTHON, which runs the UOps directly,
-says which). When a test fails, Hypothesis prints the smallest program it found that fails. The
-second test runs programs again with the heuristics' opts on every kernel, however small.
+program runs with `device=` each device: C, NEON and LLVM (when this machine has their tools),
+PYTHON and NUMPY. NUMPY shares no code with the linearizer or the renderers, so any disagreement
+is a bug in one of them (and PYTHON, which runs the UOps directly, says which). When a test fails,
+Hypothesis prints the smallest program it found that fails. The second test runs programs again
+with the heuristics' opts on every kernel, however small, on every device.
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tinyedu import Tensor
+from tinyedu import Device, Tensor
 from tinyedu.dtype import DType, dtypes
+from tinyedu.runtime.device import DeviceUnavailable
 
 EXAMPLES = int(os.environ.get("TINYEDU_DIFFERENTIAL_EXAMPLES", "150"))  # the sanitizer run uses fewer
 PYTHON_MAX_WORK = 3000  # elements x steps the PYTHON device gets through quickly (it interprets UOps)
@@ -143,35 +145,51 @@ def assert_same(device: str, got: np.ndarray, expected: np.ndarray, steps: list[
         np.testing.assert_array_equal(got, expected, err_msg=message)
 
 
+def available(device: str) -> bool:
+    try:
+        Device[device]
+        return True
+    except DeviceUnavailable:
+        return False
+
+
+# NEON and LLVM join when this machine can run them (test_backends.py says why when it cannot);
+# the sanitizer run (test_c_backend.py) checks the C device's generated code only
+SANITIZED = os.environ.get("TINYEDU_SANITIZE", "0") != "0"
+COMPILED = ["C"] if SANITIZED else [d for d in ("C", "NEON", "LLVM") if available(d)]
+
+
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(programs())
-def test_c_python_and_numpy_agree(program: tuple[np.ndarray, list[Step]]):
+def test_every_device_agrees_with_numpy(program: tuple[np.ndarray, list[Step]]):
     data, steps = program
     expected = run("NUMPY", data, steps)
-    assert_same("C", run("C", data, steps), expected, steps)
+    for device in COMPILED:
+        assert_same(device, run(device, data, steps), expected, steps)
     if work(data, steps) <= PYTHON_MAX_WORK:
         assert_same("PYTHON", run("PYTHON", data, steps), expected, steps)
 
 
 @settings(max_examples=max(EXAMPLES // 4, 10), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(programs())
-def test_c_python_and_numpy_agree_with_opts_on_every_kernel(program: tuple[np.ndarray, list[Step]]):
+def test_every_device_agrees_with_opts_on_every_kernel(program: tuple[np.ndarray, list[Step]]):
     """The same programs with the heuristics' opts on every kernel, however small (vectors, register
-    blocks, threads...): C and PYTHON run the optimized UOps, NUMPY the AST."""
+    blocks, threads...): C, NEON, LLVM and PYTHON run the optimized UOps, NUMPY the AST."""
     from tinyedu.codegen import heuristics
-    from tinyedu.runtime.device import Device
 
+    devices = [*COMPILED, "PYTHON"]
     saved = heuristics.SMALL_KERNEL, heuristics.THREAD_MIN_WORK
     heuristics.SMALL_KERNEL = heuristics.THREAD_MIN_WORK = 0
     try:
-        for device in ("C", "PYTHON"):
+        for device in devices:
             Device[device].programs.clear()  # programs lowered without these opts must not be reused
         data, steps = program
         expected = run("NUMPY", data, steps)
-        assert_same("C", run("C", data, steps), expected, steps)
+        for device in COMPILED:
+            assert_same(device, run(device, data, steps), expected, steps)
         if work(data, steps) <= PYTHON_MAX_WORK:
             assert_same("PYTHON", run("PYTHON", data, steps), expected, steps)
     finally:
         heuristics.SMALL_KERNEL, heuristics.THREAD_MIN_WORK = saved
-        for device in ("C", "PYTHON"):
+        for device in devices:
             Device[device].programs.clear()

@@ -155,9 +155,10 @@ class Harness:
     def start(self) -> None:
         self.stderr.seek(0)
         self.stderr.truncate()
+        env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}  # (a sanitizer preloaded into python)
         self.process = subprocess.Popen([self.qemu, "-L", self.sysroot, str(self.binary)],
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
-                                        text=True, bufsize=1)
+                                        text=True, bufsize=1, env=env)
         self.loaded.clear()
         self.mapped_size = 0
 
