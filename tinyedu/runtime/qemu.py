@@ -155,7 +155,8 @@ class Harness:
     def start(self) -> None:
         self.stderr.seek(0)
         self.stderr.truncate()
-        env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}  # (a sanitizer preloaded into python)
+        # (not a sanitizer preloaded into python: it is an x86-64 library)
+        env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
         self.process = subprocess.Popen([self.qemu, "-L", self.sysroot, str(self.binary)],
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
                                         text=True, bufsize=1, env=env)
