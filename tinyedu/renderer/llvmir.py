@@ -38,11 +38,11 @@ from __future__ import annotations
 
 import math
 import struct
-from collections import Counter
 
 from tinyedu.codegen.uops import FusedOps, UOp, UOps, VectorDType, is_vector, scalar_of
 from tinyedu.dtype import DType, dtypes
 from tinyedu.ops import BinaryOps, TernaryOps, UnaryOps
+from tinyedu.renderer.base import Renderer
 
 INT32_MIN = -(2**31)
 
@@ -102,40 +102,24 @@ def _suffix(dtype: DType | VectorDType) -> str:
     return f"v{dtype.count}{base}" if is_vector(dtype) else base
 
 
-class LLVMRenderer:
-    """Renders one UOp list as an LLVM IR function. `LLVMRenderer(name, uops).render()` gives the text."""
+class LLVMRenderer(Renderer):
+    """Renders one UOp list as an LLVM IR function. `LLVMRenderer(name, uops).render()` gives the text.
+
+    Every value is named as it is computed (`%alu3`), so `bind` keeps names as they are; only
+    accumulators change their name as loops go round (see `value`).
+    """
+
+    backend = "LLVM renderer"
 
     def __init__(self, name: str, uops: list[UOp]):
-        self.function_name, self.uops = name, uops
-        self.lines: list[str] = []
+        super().__init__(name, uops)
+        self.params: list[str] = []
         self.allocas: list[str] = []        # local arrays: allocated once, in the entry block
         self.declares: dict[str, str] = {}  # intrinsics used
-        self.names: dict[UOp, str] = {}
-        self.counters: Counter[str] = Counter()
         self.block = "entry"                # the basic block instructions go into now
         self.current: dict[UOp, str] = {}   # accumulator -> the name of its current value
         self.loops: list[tuple[UOp, list[tuple[int, UOp, str]]]] = []  # open: (range, its phis)
-        # which accumulators each loop updates (ASSIGN inside it to an accumulator defined before it)
-        self.updated: dict[UOp, list[UOp]] = {}
-        open_loops: list[UOp] = []
-        defined_at: dict[UOp, int] = {}
-        for u in uops:
-            if u.op is UOps.RANGE:
-                open_loops.append(u)
-                self.updated[u] = []
-            elif u.op is UOps.ENDRANGE:
-                open_loops.pop()
-            elif u.op is UOps.DEFINE_ACC:
-                defined_at[u] = len(open_loops)
-            elif u.op is UOps.ASSIGN:
-                acc = u.src[0]
-                for loop in open_loops[defined_at[acc]:]:
-                    if acc not in self.updated[loop]:
-                        self.updated[loop].append(acc)
-
-    def new_name(self, prefix: str) -> str:
-        self.counters[prefix] += 1
-        return f"{prefix}{self.counters[prefix] - 1}"
+        self.updated = _updated_accumulators(uops)
 
     def emit(self, line: str) -> None:
         self.lines.append(f"  {line}")
@@ -145,50 +129,34 @@ class LLVMRenderer:
         self.block = label
 
     def value(self, u: UOp) -> str:
-        """How an operand is written: a name, a literal; an accumulator's current value."""
+        """An operand's name; for an accumulator, its current value (a phi inside a loop)."""
         if u.op in (UOps.DEFINE_ACC, UOps.ASSIGN):
             return self.current[u.src[0] if u.op is UOps.ASSIGN else u]
-        return self.names[u]
+        return self.values[u]
 
     def typed(self, u: UOp) -> str:
-        return f"{llvm_type(u.dtype)} {self.value(u)}"
+        """`float %val0`: most instructions want each operand's type written before it."""
+        return f"{self.type_name(u.dtype)} {self.value(u)}"
+
+    def type_name(self, dtype: DType | VectorDType) -> str:
+        return llvm_type(dtype)
 
     # --8<-- [start:render]
-    def render(self) -> str:
-        params = []
-        for u in self.uops:
-            if u.op is UOps.DEFINE_GLOBAL:
-                self.names[u] = f"%data{u.arg}"
-                params.append(f"ptr noalias{'' if u.arg == 0 else ' readonly'} %data{u.arg}")
-            elif u.op is UOps.DEFINE_LOCAL:
-                self.names[u] = f"%{self.new_name('local')}"
-                array = f"[{u.arg} x {memory_type(u.dtype)}]"
-                self.allocas.append(f"  {self.names[u]} = alloca {array}, align 64")
-            elif u.op is UOps.CONST:
-                self.names[u] = llvm_literal(u.arg, u.dtype)
-            elif u.op is UOps.RANGE:
-                self.open_loop(u)
-            elif u.op is UOps.ENDRANGE:
-                self.close_loop(u.src[0])
-            elif u.op is UOps.DEFINE_ACC:
-                self.names[u] = self.new_name("acc")
-                self.current[u] = self.constant(u.arg, u.dtype)
-            elif u.op is UOps.ASSIGN:
-                self.current[u.src[0]] = self.value(u.src[1])
-            elif u.op is UOps.LOAD:
-                self.names[u] = self.load(u)
-            elif u.op is UOps.STORE:
-                self.store(u)
-            elif u.op is UOps.ALU:
-                self.names[u] = self.alu(u)
-            elif u.op is UOps.CAST:
-                self.names[u] = self.cast(u)
-            elif u.op in (UOps.VECTORIZE, UOps.BROADCAST, UOps.GEP):
-                self.names[u] = self.vector(u)
-            else:
-                raise NotImplementedError(f"LLVM renderer: no rule for UOp {u.op.name}")
+    def define_global(self, u: UOp) -> str:
+        self.params.append(f"ptr noalias{'' if u.arg == 0 else ' readonly'} %data{u.arg}")
+        return f"%data{u.arg}"
+
+    def define_local(self, u: UOp) -> str:
+        name = f"%{self.new_name('local')}"
+        self.allocas.append(f"  {name} = alloca [{u.arg} x {memory_type(u.dtype)}], align 64")
+        return name
+
+    def const(self, u: UOp) -> str:
+        return llvm_literal(u.arg, u.dtype)
+
+    def finish(self) -> str:
         head = [f"; kernel {self.function_name}, rendered from UOps by tinyedu",
-                f"define void @{self.function_name}({', '.join(params)}) nounwind {{", "entry:"]
+                f"define void @{self.function_name}({', '.join(self.params)}) nounwind {{", "entry:"]
         lines = [*head, *self.allocas, *self.lines, "  ret void", "}", *self.declares.values()]
         return "\n".join(lines) + "\n"
     # --8<-- [end:render]
@@ -200,14 +168,12 @@ class LLVMRenderer:
         lane = llvm_type(dtype.scalar)
         return "<" + ", ".join([f"{lane} {literal}"] * dtype.count) + ">"
 
-    # ---- loops ----
+    # ---- loops and accumulators ----
     # --8<-- [start:loops]
-    def open_loop(self, u: UOp) -> None:
+    def open_loop(self, u: UOp, start: str, end: str) -> str:
         """The header block: a phi for the counter (and for every accumulator the loop updates),
         then the test that leaves the loop."""
         name, t = u.arg.name, llvm_type(u.dtype)
-        start, end = (self.value(s) for s in u.src)
-        self.names[u] = f"%{name}"
         before = self.block
         if u.arg.threads > 1:
             self.emit(f"; {u.arg}: threads are not used on LLVM, the iterations run one after another")
@@ -216,7 +182,7 @@ class LLVMRenderer:
         phis = [(len(self.lines), u, f"%{name}")]
         self.emit(f"%{name} = phi {t} [ {start}, %{before} ]")  # the back edge is added at ENDRANGE
         for acc in self.updated[u]:
-            phi = f"%{self.names[acc]}.{name}"
+            phi = f"%{self.values[acc]}.{name}"
             phis.append((len(self.lines), acc, phi))
             self.emit(f"{phi} = phi {llvm_type(acc.dtype)} [ {self.current[acc]}, %{before} ]")
             self.current[acc] = phi
@@ -224,41 +190,50 @@ class LLVMRenderer:
         self.emit(f"br i1 %{name}.more, label %{name}.body, label %{name}.exit")
         self.start_block(f"{name}.body")
         self.loops.append((u, phis))
+        return f"%{name}"
 
-    def close_loop(self, u: UOp) -> None:
+    def close_loop(self, u: UOp, loop: str) -> None:
         """The step and the jump back; the phis get their second input: the values at the end of the body."""
-        loop, phis = self.loops.pop()
-        assert loop is u, "ENDRANGE closes the innermost loop"
-        name, t = u.arg.name, llvm_type(u.dtype)
+        range_, phis = self.loops.pop()
+        assert range_ is u.src[0], "ENDRANGE closes the innermost loop"
+        name, t = range_.arg.name, llvm_type(range_.dtype)
         self.emit(f"%{name}.next = add {t} %{name}, 1")
         for line, what, _ in phis:
-            back = f"%{name}.next" if what is u else self.current[what]
+            back = f"%{name}.next" if what is range_ else self.current[what]
             self.lines[line] += f", [ {back}, %{self.block} ]"
         for _, acc, phi in phis[1:]:  # after the loop, an accumulator's value is its header phi
             self.current[acc] = phi
         self.emit(f"br label %{name}.loop")
         self.start_block(f"{name}.exit")
+
+    def define_acc(self, u: UOp) -> str:
+        """No instruction: the initial value is a constant, until a loop's phi takes over."""
+        self.current[u] = self.constant(u.arg, u.dtype)
+        return self.new_name("acc")  # the stem of its phis' names: %acc0.ridx0
+
+    def assign(self, u: UOp, acc: str, value: str) -> str:
+        self.current[u.src[0]] = value  # SSA: nothing is overwritten, the accumulator has a new value
+        return value
     # --8<-- [end:loops]
 
     # ---- memory ----
     # --8<-- [start:memory]
-    def address(self, u: UOp, dtype: DType) -> str:
+    def address(self, buffer: str, index: UOp, dtype: DType) -> str:
         """A pointer to element `index` of the buffer (or local array)."""
-        buffer, index = u.src[0], u.src[1]
         pointer = f"%{self.new_name('gep')}"
-        self.emit(f"{pointer} = getelementptr inbounds {memory_type(dtype)}, ptr {self.value(buffer)}, "
-                  f"{self.typed(index)}")
+        element = memory_type(dtype)
+        self.emit(f"{pointer} = getelementptr inbounds {element}, ptr {buffer}, {self.typed(index)}")
         return pointer
 
-    def load(self, u: UOp) -> str:
+    def load(self, u: UOp, buffer: str, index: str, gate: str | None = None) -> str:
         """buffer[index]; a gated load branches around the read, so padding never touches memory."""
         name = f"%{self.new_name('val')}"
-        if len(u.src) < 3:
-            return self.read(u, name)
-        gate, before, label = self.value(u.src[2]), self.block, name[1:]
+        if gate is None:
+            return self.read(u, buffer, name)
+        before, label = self.block, name[1:]
         self.emit(f"br i1 {gate}, label %{label}.read, label %{label}.done")
         self.start_block(f"{label}.read")
-        loaded = self.read(u, f"{name}.loaded")
+        loaded = self.read(u, buffer, f"{name}.loaded")
         read_block = self.block
         self.emit(f"br label %{label}.done")
         self.start_block(f"{label}.done")
@@ -266,9 +241,9 @@ class LLVMRenderer:
         self.emit(f"{name} = phi {llvm_type(u.dtype)} [ {loaded}, %{read_block} ], [ {zero}, %{before} ]")
         return name
 
-    def read(self, u: UOp, name: str) -> str:
+    def read(self, u: UOp, buffer: str, name: str) -> str:
         dtype, lane = u.dtype, scalar_of(u.dtype)
-        pointer = self.address(u, lane)
+        pointer = self.address(buffer, u.src[1], lane)
         if dtype == dtypes.bool:  # a byte in memory, an i1 in registers
             self.emit(f"{name}.byte = load i8, ptr {pointer}, align 1")
             self.emit(f"{name} = icmp ne i8 {name}.byte, 0")
@@ -276,16 +251,15 @@ class LLVMRenderer:
             self.emit(f"{name} = load {llvm_type(dtype)}, ptr {pointer}, align {lane.itemsize}")
         return name
 
-    def store(self, u: UOp) -> None:
-        value = u.src[2]
-        dtype, lane = value.dtype, scalar_of(value.dtype)
-        pointer = self.address(u, lane)
+    def store(self, u: UOp, buffer: str, index: str, value: str) -> None:
+        dtype, lane = u.src[2].dtype, scalar_of(u.src[2].dtype)
+        pointer = self.address(buffer, u.src[1], lane)
         if dtype == dtypes.bool:
             byte = f"%{self.new_name('byte')}"
-            self.emit(f"{byte} = zext i1 {self.value(value)} to i8")
+            self.emit(f"{byte} = zext i1 {value} to i8")
             self.emit(f"store i8 {byte}, ptr {pointer}, align 1")
         else:
-            self.emit(f"store {self.typed(value)}, ptr {pointer}, align {lane.itemsize}")
+            self.emit(f"store {llvm_type(dtype)} {value}, ptr {pointer}, align {lane.itemsize}")
     # --8<-- [end:memory]
 
     # ---- arithmetic ----
@@ -296,14 +270,13 @@ class LLVMRenderer:
         return name
 
     # --8<-- [start:alu]
-    def alu(self, u: UOp) -> str:
+    def alu(self, u: UOp, *operands: str) -> str:
         """One ALU op; a few ops take several instructions (named alu3.zero, alu3.safe, ...)."""
         op = u.arg
         name = f"%{self.new_name('alu')}"
         operand = u.src[1].dtype if op is TernaryOps.WHERE else u.src[0].dtype
         lane, t = scalar_of(operand), llvm_type(operand)
-        a = self.value(u.src[0])
-        b = self.value(u.src[1]) if len(u.src) > 1 else None
+        a, b = operands[0], operands[1] if len(operands) > 1 else None
         if op is TernaryOps.WHERE:
             self.emit(f"{name} = select {', '.join(self.typed(s) for s in u.src)}")
         elif op in INTRINSICS:
@@ -369,10 +342,10 @@ class LLVMRenderer:
     # --8<-- [end:divide]
 
     # --8<-- [start:cast]
-    def cast(self, u: UOp) -> str:
+    def cast(self, u: UOp, value: str) -> str:
         """Conversions, with numpy's (and the C device's) answers where C's cast is undefined."""
         src, dst = u.src[0].dtype, u.dtype
-        name, x = f"%{self.new_name('cast')}", self.typed(u.src[0])
+        name, x = f"%{self.new_name('cast')}", f"{llvm_type(src)} {value}"
         if src.is_float and dst == dtypes.bool:
             self.emit(f"{name} = fcmp une {x}, 0.0")  # NaN is true, as in C and numpy
         elif src.is_float:  # float -> int32 (uint8: through int32): INT_MIN when it does not fit
@@ -394,32 +367,57 @@ class LLVMRenderer:
             extend = "sext" if _signed(src) else "zext"
             self.emit(f"{name} = {extend} {x} to {llvm_type(dst)}")
         else:
-            return self.value(u.src[0])
+            return value
         return name
     # --8<-- [end:cast]
 
     # ---- vectors ----
-    def vector(self, u: UOp) -> str:
-        """GEP (extractelement), BROADCAST (a constant vector, or insertelement + shufflevector),
-        VECTORIZE (one insertelement per lane)."""
-        name = f"%{self.new_name('vec' if u.op is not UOps.GEP else 'lane')}"
-        if u.op is UOps.GEP:
-            self.emit(f"{name} = extractelement {self.typed(u.src[0])}, i32 {u.arg}")
-            return name
-        t, lane = llvm_type(u.dtype), llvm_type(u.dtype.scalar)
-        if u.op is UOps.BROADCAST:
-            if u.src[0].op is UOps.CONST:
-                return self.constant(u.src[0].arg, u.dtype)
-            self.emit(f"{name}.one = insertelement {t} poison, {self.typed(u.src[0])}, i32 0")
-            zeros = f"<{u.dtype.count} x i32> zeroinitializer"  # lane 0 into every lane
-            self.emit(f"{name} = shufflevector {t} {name}.one, {t} poison, {zeros}")
-            return name
+    def gep(self, u: UOp, vector: str) -> str:
+        name = f"%{self.new_name('lane')}"
+        self.emit(f"{name} = extractelement {self.typed(u.src[0])}, i32 {u.arg}")
+        return name
+
+    def broadcast(self, u: UOp, value: str) -> str:
+        """A constant vector for a constant; else insertelement into lane 0, then shufflevector
+        copies lane 0 into every lane."""
+        if u.src[0].op is UOps.CONST:
+            return self.constant(u.src[0].arg, u.dtype)
+        name, t = f"%{self.new_name('vec')}", llvm_type(u.dtype)
+        self.emit(f"{name}.one = insertelement {t} poison, {self.typed(u.src[0])}, i32 0")
+        zeros = f"<{u.dtype.count} x i32> zeroinitializer"  # lane 0 into every lane
+        self.emit(f"{name} = shufflevector {t} {name}.one, {t} poison, {zeros}")
+        return name
+
+    def vectorize(self, u: UOp, *lanes: str) -> str:
+        """One insertelement per lane."""
+        name, t, lane = f"%{self.new_name('vec')}", llvm_type(u.dtype), llvm_type(u.dtype.scalar)
         previous = "poison"
-        for n, s in enumerate(u.src):
-            step = name if n == len(u.src) - 1 else f"{name}.{n}"
-            self.emit(f"{step} = insertelement {t} {previous}, {lane} {self.value(s)}, i32 {n}")
+        for n, value in enumerate(lanes):
+            step = name if n == len(lanes) - 1 else f"{name}.{n}"
+            self.emit(f"{step} = insertelement {t} {previous}, {lane} {value}, i32 {n}")
             previous = step
         return name
+
+
+def _updated_accumulators(uops: list[UOp]) -> dict[UOp, list[UOp]]:
+    """For each loop (RANGE), the accumulators it updates: an ASSIGN inside it to an accumulator
+    defined before it. Each gets a phi in the loop's header."""
+    updated: dict[UOp, list[UOp]] = {}
+    open_loops: list[UOp] = []
+    defined_at: dict[UOp, int] = {}
+    for u in uops:
+        if u.op is UOps.RANGE:
+            open_loops.append(u)
+            updated[u] = []
+        elif u.op is UOps.ENDRANGE:
+            open_loops.pop()
+        elif u.op is UOps.DEFINE_ACC:
+            defined_at[u] = len(open_loops)
+        elif u.op is UOps.ASSIGN:
+            for loop in open_loops[defined_at[u.src[0]]:]:
+                if u.src[0] not in updated[loop]:
+                    updated[loop].append(u.src[0])
+    return updated
 
 
 def render_llvm(name: str, uops: list[UOp]) -> str:
