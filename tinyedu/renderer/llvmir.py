@@ -36,70 +36,25 @@ fast-math flags are set, so LLVM may not reassociate or fuse float math (MULACC 
 
 from __future__ import annotations
 
-import math
-import struct
-
-from tinyedu.codegen.uops import FusedOps, UOp, UOps, VectorDType, is_vector, scalar_of
+from tinyedu.codegen.uops import UOp, UOps, VectorDType, is_vector, scalar_of
 from tinyedu.dtype import DType, dtypes
 from tinyedu.ops import BinaryOps, TernaryOps, UnaryOps
 from tinyedu.renderer.base import Renderer
-
-INT32_MIN = -(2**31)
-
-
-# --8<-- [start:types]
-def llvm_type(dtype: DType | VectorDType) -> str:
-    """float32 -> `float`, int32 -> `i32`, uint8 -> `i8`, bool -> `i1`; vectors `<4 x float>`."""
-    if is_vector(dtype):
-        return f"<{dtype.count} x {llvm_type(dtype.scalar)}>"
-    if dtype.is_float:
-        return "float"
-    return "i1" if dtype == dtypes.bool else f"i{8 * dtype.itemsize}"
-
-
-def memory_type(dtype: DType | VectorDType) -> str:
-    """How a value is kept in memory: like llvm_type, except a bool is a byte (numpy's bool_)."""
-    return "i8" if dtype == dtypes.bool else llvm_type(dtype)
-
-
-def llvm_literal(value: float | int | bool, dtype: DType) -> str:
-    """A constant of `dtype`: `1.5`, `-0.0`, `0x7FF0000000000000` (inf), `-7`, `true`."""
-    if dtype == dtypes.bool:
-        return "true" if value else "false"
-    if not dtype.is_float:
-        return str(int(value))
-    if not math.isfinite(value):  # LLVM writes a float constant as the hex of the same double
-        return "0x" + struct.pack(">d", value).hex().upper()
-    text = repr(float(value))
-    if "e" in text and "." not in text.split("e")[0]:
-        text = text.replace("e", ".0e")
-    return text
-# --8<-- [end:types]
-
-
-# --8<-- [start:ops]
-# op -> instruction, for float, signed int (int32/int64), unsigned int (uint8) and bool operands
-FLOAT_OPS = {BinaryOps.ADD: "fadd", BinaryOps.SUB: "fsub", BinaryOps.MUL: "fmul", BinaryOps.DIV: "fdiv",
-             BinaryOps.MOD: "frem", BinaryOps.CMPLT: "fcmp olt", BinaryOps.CMPEQ: "fcmp oeq"}
-INT_OPS = {BinaryOps.ADD: "add", BinaryOps.SUB: "sub", BinaryOps.MUL: "mul", BinaryOps.CMPLT: "icmp slt",
-           BinaryOps.CMPEQ: "icmp eq"}
-UINT_OPS = {**INT_OPS, BinaryOps.CMPLT: "icmp ult"}
-BOOL_OPS = {BinaryOps.ADD: "or", BinaryOps.MUL: "and", BinaryOps.MAX: "or", BinaryOps.CMPLT: "icmp ult",
-            BinaryOps.CMPEQ: "icmp eq"}
-INTRINSICS = {UnaryOps.EXP2: "exp2", UnaryOps.LOG2: "log2", UnaryOps.SIN: "sin", UnaryOps.SQRT: "sqrt",
-              FusedOps.MULACC: "fma"}
-# --8<-- [end:ops]
-
-
-def _signed(dtype: DType) -> bool:
-    """int32 and int64 are signed; uint8 and bool are not."""
-    return dtype.name.startswith("int")
-
-
-def _suffix(dtype: DType | VectorDType) -> str:
-    """The type suffix of an intrinsic: `f32`, `v4f32`."""
-    base = "f32" if scalar_of(dtype).is_float else f"i{8 * scalar_of(dtype).itemsize}"
-    return f"v{dtype.count}{base}" if is_vector(dtype) else base
+from tinyedu.renderer.llvm_ops import (
+    BOOL_OPS,
+    FLOAT_OPS,
+    INT_OPS,
+    INTRINSICS,
+    UINT_OPS,
+    cast_instructions,
+    float_max,
+    int_divide,
+    intrinsic_suffix,
+    llvm_literal,
+    llvm_type,
+    memory_type,
+    signed,
+)
 
 
 class LLVMRenderer(Renderer):
@@ -264,7 +219,7 @@ class LLVMRenderer(Renderer):
 
     # ---- arithmetic ----
     def intrinsic(self, base: str, dtype: DType | VectorDType, arity: int) -> str:
-        name = f"@llvm.{base}.{_suffix(dtype)}"
+        name = f"@llvm.{base}.{intrinsic_suffix(dtype)}"
         t = llvm_type(dtype)
         self.declares.setdefault(name, f"declare {t} {name}({', '.join([t] * arity)})")
         return name
@@ -293,83 +248,38 @@ class LLVMRenderer(Renderer):
             if lane.is_float:
                 self.emit(f"{name} = fdiv {t} {self.constant(1.0, operand)}, {a}")
             else:
-                self.int_divide(name, BinaryOps.DIV, lane, t, self.constant(1, operand), a, None)
+                for line in int_divide(name, BinaryOps.DIV, lane, t, self.constant(1, operand), a):
+                    self.emit(line)
+        elif op is BinaryOps.MAX and lane.is_float:
+            for line in float_max(name, t, a, b):
+                self.emit(line)
         elif op is BinaryOps.MAX and lane != dtypes.bool:
             mask = llvm_type(VectorDType(dtypes.bool, operand.count)) if is_vector(operand) else "i1"
-            if lane.is_float:  # a if (a > b or a is NaN) else b, like np.maximum
-                self.emit(f"{name}.gt = fcmp ogt {t} {a}, {b}")
-                self.emit(f"{name}.nan = fcmp uno {t} {a}, {a}")
-                self.emit(f"{name}.pick = or {mask} {name}.gt, {name}.nan")
-            else:
-                self.emit(f"{name}.pick = icmp {'sgt' if _signed(lane) else 'ugt'} {t} {a}, {b}")
+            self.emit(f"{name}.pick = icmp {'sgt' if signed(lane) else 'ugt'} {t} {a}, {b}")
             self.emit(f"{name} = select {mask} {name}.pick, {t} {a}, {t} {b}")
         elif op in (BinaryOps.DIV, BinaryOps.MOD) and not lane.is_float:
-            self.int_divide(name, op, lane, t, a, b, u.src[1])
+            divisor = u.src[1]
+            by_positive_constant = divisor.op is UOps.CONST and divisor.arg > 0  # index math: no guard
+            for line in int_divide(name, op, lane, t, a, b, by_positive_constant):
+                self.emit(line)
         else:
             table = FLOAT_OPS if lane.is_float else BOOL_OPS if lane == dtypes.bool else \
-                INT_OPS if _signed(lane) else UINT_OPS
+                INT_OPS if signed(lane) else UINT_OPS
             if op not in table:
                 raise NotImplementedError(f"LLVM renderer: no rule for {op.name} on {operand.name}")
             self.emit(f"{name} = {table[op]} {t} {a}, {b}")
         return name
     # --8<-- [end:alu]
 
-    # --8<-- [start:divide]
-    def int_divide(self, name: str, op, lane: DType, t: str, a: str, b: str, divisor: UOp | None) -> None:
-        """Integer a / b and a % b with tinyedu's rules: x / 0 and x % 0 are 0, and INT_MIN / -1 (which
-        traps in hardware) is -INT_MIN, wrapped: INT_MIN. Index math divides by positive constants,
-        which need no guard."""
-        signed = _signed(lane)
-        instruction = ("sdiv" if op is BinaryOps.DIV else "srem") if signed else \
-            ("udiv" if op is BinaryOps.DIV else "urem")
-        if divisor is not None and divisor.op is UOps.CONST and divisor.arg > 0:
-            self.emit(f"{name} = {instruction} {t} {a}, {b}")
-            return
-        self.emit(f"{name}.zero = icmp eq {t} {b}, 0")
-        bad = f"{name}.zero"
-        if signed:
-            self.emit(f"{name}.minus1 = icmp eq {t} {b}, -1")
-            self.emit(f"{name}.bad = or i1 {name}.zero, {name}.minus1")
-            bad = f"{name}.bad"
-        self.emit(f"{name}.safe = select i1 {bad}, {t} 1, {t} {b}")
-        self.emit(f"{name}.q = {instruction} {t} {a}, {name}.safe")
-        if op is BinaryOps.MOD or not signed:  # x % 0, x % -1 are 0; unsigned: only x / 0
-            self.emit(f"{name} = select i1 {bad}, {t} 0, {t} {name}.q")
-            return
-        self.emit(f"{name}.neg = sub {t} 0, {a}")
-        self.emit(f"{name}.q1 = select i1 {name}.minus1, {t} {name}.neg, {t} {name}.q")
-        self.emit(f"{name} = select i1 {name}.zero, {t} 0, {t} {name}.q1")
-    # --8<-- [end:divide]
-
-    # --8<-- [start:cast]
     def cast(self, u: UOp, value: str) -> str:
-        """Conversions, with numpy's (and the C device's) answers where C's cast is undefined."""
         src, dst = u.src[0].dtype, u.dtype
-        name, x = f"%{self.new_name('cast')}", f"{llvm_type(src)} {value}"
-        if src.is_float and dst == dtypes.bool:
-            self.emit(f"{name} = fcmp une {x}, 0.0")  # NaN is true, as in C and numpy
-        elif src.is_float:  # float -> int32 (uint8: through int32): INT_MIN when it does not fit
-            self.emit(f"{name}.low = fcmp oge {x}, -2147483648.0")
-            self.emit(f"{name}.high = fcmp olt {x}, 2147483648.0")
-            self.emit(f"{name}.fits = and i1 {name}.low, {name}.high")
-            self.emit(f"{name}.int = fptosi {x} to i32")
-            int32 = f"{name}.int32" if dst != dtypes.int32 else name
-            self.emit(f"{int32} = select i1 {name}.fits, i32 {name}.int, i32 {INT32_MIN}")
-            if dst != dtypes.int32:
-                self.emit(f"{name} = trunc i32 {int32} to {llvm_type(dst)}")
-        elif dst.is_float:
-            self.emit(f"{name} = {'sitofp' if _signed(src) else 'uitofp'} {x} to float")
-        elif dst == dtypes.bool:
-            self.emit(f"{name} = icmp ne {x}, 0")
-        elif dst.itemsize < src.itemsize:
-            self.emit(f"{name} = trunc {x} to {llvm_type(dst)}")
-        elif dst.itemsize > src.itemsize or src == dtypes.bool:
-            extend = "sext" if _signed(src) else "zext"
-            self.emit(f"{name} = {extend} {x} to {llvm_type(dst)}")
-        else:
+        if src == dst or (src.itemsize == dst.itemsize and not src.is_float and not dst.is_float and
+                          dtypes.bool not in (src, dst)):
             return value
+        name = f"%{self.new_name('cast')}"
+        for line in cast_instructions(name, src, dst, value):
+            self.emit(line)
         return name
-    # --8<-- [end:cast]
 
     # ---- vectors ----
     def gep(self, u: UOp, vector: str) -> str:

@@ -69,6 +69,28 @@ NEON_BINARY = {BinaryOps.ADD: "add", BinaryOps.SUB: "sub", BinaryOps.MUL: "mul",
 NEON_UNARY = {UnaryOps.NEG: "neg", UnaryOps.SQRT: "sqrt"}
 
 
+def vector_op(op, dtype: VectorDType, args: list[str]) -> str:
+    """The NEON intrinsic call for one vector ALU op on `args` (the operands, as C expressions).
+
+    `dtype` is the operands' vector type (for WHERE: the type of the values picked from). An
+    exercise of chapter 07 plugs into this function.
+    """
+    if op is FusedOps.MULACC:  # MULACC(a, b, c) = a*b + c; vfmaq_f32(c, a, b) computes c + a*b
+        return f"{intrinsic('fma', dtype)}({args[2]}, {args[0]}, {args[1]})"
+    if op is TernaryOps.WHERE:  # bit select: the mask's set bits take a, the others b
+        return f"{intrinsic('bsl', dtype)}({', '.join(args)})"
+    if op is BinaryOps.MAX:
+        if dtype.scalar == dtypes.int32:
+            return f"{intrinsic('max', dtype)}({args[0]}, {args[1]})"
+        return f"{max_helper(dtype)[0]}({args[0]}, {args[1]})"
+    if op is UnaryOps.RECIP:  # exactly 1/x (vrecpeq_f32 is an 8-bit estimate)
+        return f"{intrinsic('div', dtype)}({intrinsic('dup_n', dtype)}(1.0f), {args[0]})"
+    name = NEON_UNARY.get(op) or NEON_BINARY.get(op)
+    if name is None:
+        raise NotImplementedError(f"NEON renderer: no intrinsic for vector {op.name} on {dtype.name}")
+    return f"{intrinsic(name, dtype)}({', '.join(args)})"
+
+
 def max_helper(dtype: VectorDType) -> tuple[str, str]:
     """MAX of float vectors as np.maximum does it: a where a > b or a is NaN, else b (so max(0, -0) is
     -0, the second), lane by lane. fmax would give +0 there."""
@@ -191,25 +213,12 @@ class NEONRenderer(CRenderer):
         return f"{_wrap(value)} ? 0xffffffffu : 0u"
 
     def vector_alu_expr(self, u: UOp, op, srcs: list[str], src_dtype: VectorDType) -> str:
-        """One NEON intrinsic per vector op (MAX of floats is a small helper, see max_helper)."""
-        args = [_unwrap(s) for s in srcs]
-        if op is FusedOps.MULACC:  # vfmaq_f32(c, a, b) is c + a*b
-            return f"{intrinsic('fma', src_dtype)}({args[2]}, {args[0]}, {args[1]})"
-        if op is TernaryOps.WHERE:
-            return f"{intrinsic('bsl', src_dtype)}({', '.join(args)})"
-        if op is BinaryOps.MAX:
-            if src_dtype.scalar == dtypes.int32:
-                return f"{intrinsic('max', src_dtype)}({args[0]}, {args[1]})"
+        """One NEON intrinsic per vector op (see vector_op); MAX of floats calls a small helper."""
+        expr = vector_op(op, src_dtype, [_unwrap(s) for s in srcs])
+        if op is BinaryOps.MAX and src_dtype.scalar.is_float:
             name, source = max_helper(src_dtype)
             self.helpers.setdefault(name, source)
-            return f"{name}({args[0]}, {args[1]})"
-        if op is UnaryOps.RECIP:  # exactly 1/x (vrecpeq_f32 is an 8-bit estimate)
-            one = f"{intrinsic('dup_n', src_dtype)}(1.0f)"
-            return f"{intrinsic('div', src_dtype)}({one}, {args[0]})"
-        name = NEON_UNARY.get(op) or NEON_BINARY.get(op)
-        if name is None:
-            raise NotImplementedError(f"NEON renderer: no intrinsic for vector {op.name} on {src_dtype.name}")
-        return f"{intrinsic(name, src_dtype)}({', '.join(args)})"
+        return expr
 
     def _horizontal_sum_of(self, u: UOp) -> UOp | None:
         """The vector v if u is ((v[0] + v[1]) + (v[2] + v[3])) (or v[0] + v[1] for 2 lanes), else None."""
