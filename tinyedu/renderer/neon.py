@@ -220,6 +220,7 @@ class NEONRenderer(CRenderer):
             self.helpers.setdefault(name, source)
         return expr
 
+    # --8<-- [start:horizontal]
     def _horizontal_sum_of(self, u: UOp) -> UOp | None:
         """The vector v if u is ((v[0] + v[1]) + (v[2] + v[3])) (or v[0] + v[1] for 2 lanes), else None."""
         if u.arg is not BinaryOps.ADD or u.dtype not in (dtypes.float32, dtypes.int32):
@@ -244,6 +245,9 @@ def _pairwise_lanes(u: UOp) -> list[UOp] | None:
     if left is None or right is None or len(left) != len(right):
         return None
     return left + right
+
+
+# --8<-- [end:horizontal]
 
 
 def render_neon(name: str, uops: list[UOp]) -> str:

@@ -78,6 +78,7 @@ def toolchain() -> tuple[str, str | None, str | None]:
     return compiler, qemu, sysroot
 
 
+# --8<-- [start:compiler]
 class NEONCompiler:
     """NEON source -> a shared library (aarch64 when cross-compiling), through the verified disk cache
     (tinyedu/runtime/compile_cache.py). `load(source)` gives the library's path."""
@@ -111,6 +112,9 @@ class NEONCompiler:
             raise CompileError(f"NEON device: {self.compiler} failed to compile this kernel (flags "
                                f"{' '.join(self.flags)}):\n{numbered(source)}\n--- compiler output ---\n"
                                f"{result.stderr.strip()}")
+
+
+# --8<-- [end:compiler]
 
 
 @functools.cache

@@ -226,6 +226,7 @@ class Harness:
                 self.command(f"unload {slot}")
             self.loaded.pop(slot, None)
 
+    # --8<-- [start:run]
     def run(self, slot: int, path: Path, symbol: str, arrays: list[np.ndarray]) -> None:
         """Run a kernel on the arrays ([out, *inputs]): copies in, run in the arena, output copied back.
 
@@ -253,6 +254,7 @@ class Harness:
             del view
             if self.arena_size > KEEP_ARENA:  # give a big arena's memory back
                 self._resize(KEEP_ARENA)
+    # --8<-- [end:run]
 
     def _ensure_arena(self, size: int) -> None:
         if size > self.arena_size:
