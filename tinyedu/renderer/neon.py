@@ -31,7 +31,7 @@ Two places where the obvious instruction would break "every device agrees with N
 
 from __future__ import annotations
 
-from tinyedu.codegen.uops import FusedOps, UOp, UOps, VectorDType, is_vector, scalar_of
+from tinyedu.codegen.uops import FusedOps, UOp, UOps, VectorDType, is_vector
 from tinyedu.dtype import DType, dtypes
 from tinyedu.ops import BinaryOps, TernaryOps, UnaryOps
 from tinyedu.renderer.cstyle import CRenderer, _unwrap, _wrap, c_literal
@@ -104,121 +104,75 @@ def max_helper(dtype: VectorDType) -> tuple[str, str]:
 
 
 class NEONRenderer(CRenderer):
-    """The C renderer with vectors as NEON intrinsics; `NEONRenderer(name, uops).render()`.
+    """The C renderer with its vector methods written as NEON intrinsics: `NEONRenderer(name, uops).render()`.
 
     The source ends with an entry point `name_entry(void** args)` that calls the kernel with its
     buffers taken from one array: the qemu harness (tinyedu/runtime/qemu.py) calls every kernel
     that way, whatever its number of buffers.
     """
 
-    def render(self) -> str:
-        params, body, indent = [], [], 1
-        for u in self.uops:
-            pad = "  " * indent
-            if u.op is UOps.DEFINE_GLOBAL:
-                self.names[u] = f"data{u.arg}"
-                params.append(f"{'' if u.arg == 0 else 'const '}{u.dtype.c_name}* restrict data{u.arg}")
-            elif u.op is UOps.DEFINE_LOCAL:
-                self.names[u] = self.new_name("local")
-                body.append(f"{pad}_Alignas(64) {u.dtype.c_name} {self.names[u]}[{u.arg}];")
-            elif u.op is UOps.CONST:
-                self.names[u] = c_literal(u.arg, u.dtype)
-            elif u.op is UOps.RANGE:
-                name, (start, end) = u.arg.name, (self.names[s] for s in u.src)
-                self.names[u] = name
-                if u.arg.threads > 1:
-                    threads = u.arg.threads
-                    body.append(f"{pad}#pragma omp parallel for num_threads({threads}) schedule(static)")
-                body.append(f"{pad}for ({u.dtype.c_name} {name} = {start}; {name} < {end}; {name}++) {{")
-                indent += 1
-            elif u.op is UOps.ENDRANGE:
-                indent -= 1
-                body.append("  " * indent + "}")
-            elif u.op is UOps.DEFINE_ACC:
-                self.names[u] = self.new_name("acc")
-                init = _unwrap(c_literal(u.arg, scalar_of(u.dtype)))
-                if is_vector(u.dtype):
-                    init = f"{intrinsic('dup_n', u.dtype)}({init})"
-                body.append(f"{pad}{self.type_of(u.dtype)} {self.names[u]} = {init};")
-            elif u.op is UOps.LOAD:
-                self.names[u] = self.new_name("val")
-                body.append(f"{pad}{self.type_of(u.dtype)} {self.names[u]} = {self.load_expr(u)};")
-            elif u.op in (UOps.ALU, UOps.CAST, UOps.GEP, UOps.VECTORIZE, UOps.BROADCAST):
-                expr = self.value_expr(u)
-                if self.uses[u] == 1 and u.dtype != dtypes.uint8 and self.user_depth.get(u) == self.depth[u]:
-                    self.names[u] = expr
-                else:
-                    self.names[u] = self.new_name("alu" if u.op is not UOps.CAST else "cast")
-                    body.append(f"{pad}{self.type_of(u.dtype)} {self.names[u]} = {_unwrap(expr)};")
-            elif u.op is UOps.ASSIGN:
-                self.names[u] = self.names[u.src[0]]
-                body.append(f"{pad}{self.names[u]} = {_unwrap(self.names[u.src[1]])};")
-            elif u.op is UOps.STORE:
-                body.append(f"{pad}{self.store_statement(u)}")
-            else:
-                raise NotImplementedError(f"NEON renderer: no rule for UOp {u.op.name}")
-        includes = ["#include <math.h>", "#include <stdbool.h>"]
-        if any(is_vector(u.dtype) for u in self.uops if u.dtype is not None):
-            includes.append("#include <arm_neon.h>")
-        call = ", ".join(f"args[{n}]" for n in range(len(params)))
-        entry = ["/* the qemu harness calls every kernel the same way: its buffers as one array */",
-                 f"void {self.function_name}_entry(void** args) {{ {self.function_name}({call}); }}"]
-        lines = [*includes, *self.helpers.values(), f"void {self.function_name}({', '.join(params)}) {{",
-                 *body, "}", *entry]
-        return "\n".join(lines) + "\n"
+    backend = "NEON renderer"
 
-    # ---- what changes from C: vector types, loads, stores and ops ----
-    def type_of(self, dtype: DType | VectorDType) -> str:
+    # --8<-- [start:vectors]
+    def type_name(self, dtype: DType | VectorDType) -> str:
         return neon_type(dtype) if is_vector(dtype) else dtype.c_name
 
-    def load_expr(self, u: UOp) -> str:
+    def splat(self, dtype: VectorDType, scalar: str) -> str:
+        lane = self._mask_lane(scalar) if dtype.scalar == dtypes.bool else scalar
+        return f"{intrinsic('dup_n', dtype)}({lane})"
+
+    def load_expression(self, u: UOp, buffer: str, index: str, gate: str | None) -> str:
         """vld1q_f32(data1+i) for a vector (any alignment); gated, it reads zeros where the gate is false."""
         if not is_vector(u.dtype):
-            return super().load_expr(u)
-        buffer, index = self.names[u.src[0]], _unwrap(self.names[u.src[1]])
-        read = f"{intrinsic('ld1', u.dtype)}({buffer}+{index})"
-        if len(u.src) == 3:
-            zero = f"{intrinsic('dup_n', u.dtype)}({_unwrap(c_literal(0, u.dtype.scalar))})"
-            return f"{_wrap(self.names[u.src[2]])} ? {read} : {zero}"
+            return super().load_expression(u, buffer, index, gate)
+        read = f"{intrinsic('ld1', u.dtype)}({buffer}+{_unwrap(index)})"
+        if gate is not None:
+            return f"{_wrap(gate)} ? {read} : {self.splat(u.dtype, _unwrap(c_literal(0, u.dtype.scalar)))}"
         return read
 
-    def store_statement(self, u: UOp) -> str:
-        buffer, index, value = (self.names[s] for s in u.src)
-        if is_vector(u.src[2].dtype):
-            return f"{intrinsic('st1', u.src[2].dtype)}({buffer}+{_unwrap(index)}, {_unwrap(value)});"
-        return f"{buffer}[{_unwrap(index)}] = {_unwrap(value)};"
+    def store(self, u: UOp, buffer: str, index: str, value: str) -> None:
+        if not is_vector(u.src[2].dtype):
+            return super().store(u, buffer, index, value)
+        self.emit(f"{intrinsic('st1', u.src[2].dtype)}({buffer}+{_unwrap(index)}, {_unwrap(value)});")
 
-    def value_expr(self, u: UOp) -> str:
-        if u.op is UOps.GEP:
-            vector = u.src[0].dtype
-            lane = f"{intrinsic('get_lane', vector)}({_unwrap(self.names[u.src[0]])}, {u.arg})"
-            return f"({lane} != 0)" if vector.scalar == dtypes.bool else lane
-        if u.op is UOps.VECTORIZE:
-            is_mask = u.dtype.scalar == dtypes.bool
-            lanes = [self._mask_lane(self.names[s]) if is_mask else _unwrap(self.names[s]) for s in u.src]
-            return f"({self.type_of(u.dtype)}){{{', '.join(lanes)}}}"
-        if u.op is UOps.BROADCAST:
-            scalar = self.names[u.src[0]]
-            lane = self._mask_lane(scalar) if u.dtype.scalar == dtypes.bool else _unwrap(scalar)
-            return f"{intrinsic('dup_n', u.dtype)}({lane})"
-        if u.op is UOps.ALU and not is_vector(u.dtype):
-            vector = self._horizontal_sum_of(u)
-            if vector is not None:  # the pairwise sum of every lane: one faddp tree instruction
-                return f"{intrinsic('addv', vector.dtype)}({_unwrap(self.names[vector])})"
-        return super().value_expr(u)
+    def gep(self, u: UOp, vector: str) -> str:
+        lane = f"{intrinsic('get_lane', u.src[0].dtype)}({_unwrap(vector)}, {u.arg})"
+        return f"({lane} != 0)" if u.dtype == dtypes.bool else lane
 
-    @staticmethod
-    def _mask_lane(value: str) -> str:
-        """A bool as a mask lane: all 32 bits set for true."""
-        return f"{_wrap(value)} ? 0xffffffffu : 0u"
+    def vectorize(self, u: UOp, *lanes: str) -> str:
+        is_mask = u.dtype.scalar == dtypes.bool
+        values = [self._mask_lane(lane) if is_mask else _unwrap(lane) for lane in lanes]
+        return f"({self.type_name(u.dtype)}){{{', '.join(values)}}}"
 
-    def vector_alu_expr(self, u: UOp, op, srcs: list[str], src_dtype: VectorDType) -> str:
+    def vector_alu(self, u: UOp, op, srcs: list[str], src_dtype: VectorDType) -> str:
         """One NEON intrinsic per vector op (see vector_op); MAX of floats calls a small helper."""
         expr = vector_op(op, src_dtype, [_unwrap(s) for s in srcs])
         if op is BinaryOps.MAX and src_dtype.scalar.is_float:
             name, source = max_helper(src_dtype)
             self.helpers.setdefault(name, source)
         return expr
+
+    def alu(self, u: UOp, *srcs: str) -> str:
+        vector = self._horizontal_sum_of(u)
+        if vector is not None:  # the pairwise sum of every lane: faddp, in one intrinsic
+            return f"{intrinsic('addv', vector.dtype)}({_unwrap(self.value(vector))})"
+        return super().alu(u, *srcs)
+    # --8<-- [end:vectors]
+
+    @staticmethod
+    def _mask_lane(value: str) -> str:
+        """A bool as a mask lane: all 32 bits set for true."""
+        return f"{_wrap(value)} ? 0xffffffffu : 0u"
+
+    def includes(self) -> list[str]:
+        vectors = any(is_vector(u.dtype) for u in self.uops if u.dtype is not None)
+        return super().includes() + (["#include <arm_neon.h>"] if vectors else [])
+
+    def finish(self) -> str:
+        call = ", ".join(f"args[{n}]" for n in range(len(self.params)))
+        return super().finish() + (
+            "/* the qemu harness calls every kernel the same way: its buffers as one array */\n"
+            f"void {self.function_name}_entry(void** args) {{ {self.function_name}({call}); }}\n")
 
     # --8<-- [start:horizontal]
     def _horizontal_sum_of(self, u: UOp) -> UOp | None:

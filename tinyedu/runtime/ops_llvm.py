@@ -160,6 +160,7 @@ class LLVMDevice(Backend):
     renderer = staticmethod(render_llvm)
 
     def __init__(self) -> None:
+        super().__init__()
         llvm()  # fails early, with the install hint, when llvmlite is missing
         self.compiler = LLVMCompiler()
         self.vector_width = host_vector_width()

@@ -184,6 +184,7 @@ class NEONDevice(Backend):
     vector_width = NEON_LANES
 
     def __init__(self) -> None:
+        super().__init__()
         self.compiler_name, self.qemu, self.sysroot = toolchain()
         self.native = self.qemu is None
         self.objdump = "objdump" if self.native else self.compiler_name.replace("gcc", "objdump")
