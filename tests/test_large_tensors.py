@@ -21,11 +21,18 @@ import numpy as np
 import pytest
 
 from tinyedu import Device, Tensor, dtypes
+from tinyedu.codegen.index import index_dtype, largest_value
+from tinyedu.codegen.kernel import Kernel
+from tinyedu.codegen.linearizer import linearize
+from tinyedu.codegen.uops import UOps
+from tinyedu.engine.schedule import create_schedule
+from tinyedu.ops import LoadOps
+from tinyedu.renderer.cstyle import render_c
 from tinyedu.runtime.device import DeviceUnavailable
+from tinyedu.shape import MulNode, NumNode, SumNode, Variable
 
 N = 2**31 + 64
 GiB = 1 << 30
-pytestmark = pytest.mark.slow
 
 
 def available_memory() -> int:
@@ -40,11 +47,15 @@ def available_memory() -> int:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
 
 
-def need(gib: float, device: str) -> None:
+def need(gib: float, device: str, whole_kernels: bool = False) -> None:
+    """Skip unless `device` runs here (and, for kernels over 2^31 elements, runs them natively)
+    and about `gib` GiB of memory are free."""
     try:
         Device[device]
     except DeviceUnavailable as missing:
         pytest.skip(str(missing))
+    if whole_kernels and emulated(device):
+        pytest.skip(f"{device} runs under an emulator here: test_offsets_past_2_31 covers it")
     free = available_memory()
     if free < gib * GiB:
         pytest.skip(f"needs about {gib} GiB of free memory for tensors past 2^31 elements; this machine has "
@@ -62,12 +73,11 @@ def ones_at_the_end() -> Tensor:
     return Tensor.ones(64, dtype=dtypes.uint8).pad(((N - 64, 0),)).contiguous().realize()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("device", ["C", "LLVM", "NEON"])
 def test_elementwise_and_sum_past_2_31_elements(device: str, monkeypatch: pytest.MonkeyPatch):
     """Was: zeros for the elementwise op and 0 for the sum (the loop bound wrapped negative)."""
-    need(5, device)
-    if emulated(device):
-        pytest.skip(f"{device} runs under an emulator here: test_offsets_past_2_31 covers it")
+    need(5, device, whole_kernels=True)
     monkeypatch.setenv("DEVICE", device)
     x = ones_at_the_end()
     assert x.shape == (N,)
@@ -89,12 +99,11 @@ def row_sums(rows: int, cols: int, modulus: int) -> np.ndarray:
     return total
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("device", ["C", "LLVM", "NEON"])
 def test_reading_a_40000_by_60000_tensor(device: str, monkeypatch: pytest.MonkeyPatch):
     """Was: a crash (rows from 35792 on start past 2^31: gidx0*60000 wrapped negative)."""
-    need(4, device)
-    if emulated(device):
-        pytest.skip(f"{device} runs under an emulator here: test_offsets_past_2_31 covers it")
+    need(4, device, whole_kernels=True)
     monkeypatch.setenv("DEVICE", device)
     rows, cols = 40000, 60000
     x = ((Tensor.arange(rows).reshape(rows, 1) + Tensor.arange(cols).reshape(1, cols)) % 251)
@@ -105,6 +114,7 @@ def test_reading_a_40000_by_60000_tensor(device: str, monkeypatch: pytest.Monkey
     np.testing.assert_array_equal(corner, expected)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("device", ["C", "LLVM", "NEON", "PYTHON"])
 def test_offsets_past_2_31(device: str):
     """A few elements on each side of 2^31, read from a buffer of 2^31 + 64 elements, on every
@@ -117,3 +127,34 @@ def test_offsets_past_2_31(device: str):
     assert (window + 1).numpy().tolist() == [1, 1, 1, 1, 2, 2, 2, 2]
     assert window.sum().item() == 4
     assert x[N - 1:].numpy().tolist() == [1]  # the very last element
+
+
+# ---- which kernels get 64-bit indices (no big memory needed: kernels are only built) ----
+def kernel_of(t: Tensor) -> Kernel:
+    items = [i for i in create_schedule([t.lazydata]) if not isinstance(i.ast.op, LoadOps)]
+    return Kernel(items[-1].ast)
+
+
+@pytest.mark.parametrize("build, wide", [
+    (lambda: Tensor.ones(64, dtype=dtypes.uint8).contiguous().pad(((N - 64, 0),)).contiguous(), True),
+    (lambda: Tensor.empty(40000, 60000, dtype=dtypes.uint8).sum(1), True),   # gidx0*60000 passes 2^31
+    (lambda: Tensor.empty(30000, 60000, dtype=dtypes.uint8).sum(1), False),  # 1.8e9 elements: fits
+    (lambda: Tensor.empty(1).expand(3 * 10**9).sum(), True),                 # a reduce loop of 3e9
+    (lambda: Tensor.empty(1000, 1000) @ Tensor.empty(1000, 1000), False),
+], ids=["pad", "40000x60000", "30000x60000", "expand", "matmul"])
+def test_index_dtype_is_int64_only_where_needed(build, wide: bool):
+    kernel = kernel_of(build())
+    assert index_dtype(kernel) == (dtypes.int64 if wide else dtypes.int32)
+    uops = linearize(kernel)
+    loops = [u for u in uops if u.op is UOps.RANGE]
+    assert loops and all(u.dtype == index_dtype(kernel) for u in loops)
+    if wide:
+        assert "for (long long " in render_c(kernel.name, uops)
+
+
+def test_partial_sums_count_toward_the_index_width():
+    """2*a + 2^31 - 2*a never exceeds 2^31 itself, but its first partial sum can: int64."""
+    a = Variable("a", 0, 2**29)
+    total = SumNode([MulNode(a, 2), NumNode(2**31 - 1), MulNode(a, -2)])
+    assert total.max <= 2**31 - 1 + 2**30  # the whole is bounded...
+    assert largest_value(total) > 2**31 - 1  # ...but some partial sum is not

@@ -65,7 +65,8 @@ def c_literal(value: float | int | bool, dtype: DType) -> str:
         return f"({text})" if text.startswith("-") else text
     if value == INT32_MIN:
         return "(-2147483647-1)"  # 2147483648 alone does not fit in an int
-    return f"({value})" if value < 0 else str(value)
+    suffix = "LL" if not INT32_MIN <= value < -INT32_MIN else ""  # a long long (64-bit index arithmetic)
+    return f"({value}{suffix})" if value < 0 else f"{value}{suffix}"
 
 
 def _shortest_float32(value: float) -> str:
