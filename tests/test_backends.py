@@ -98,7 +98,7 @@ def run_with_opts(item, device: str, opts: list[Opt]) -> np.ndarray:
     backend = Device[device]
     kernel = apply_opts(Kernel(item.ast), opts)
     source = backend.renderer(kernel.name, linearize(kernel, backend.vector_width))
-    backend.runtime(kernel.name, backend.compiler.load(source))(buffers)
+    backend.runtime(kernel.name, backend.compiler.build(source))(buffers)
     return out.as_numpy().copy()
 
 
@@ -178,7 +178,7 @@ def test_neon_bool_sum_is_not_miscompiled():
 
 
 def neon_library(source: str) -> Path:
-    return Device["NEON"].compiler.load(source)
+    return Device["NEON"].compiler.build(source).path()
 
 
 def test_harness_death_is_a_clear_error_and_it_restarts():
@@ -244,7 +244,7 @@ def test_llvm_compile_error_shows_numbered_ir():
     from tinyedu.runtime.ops_llvm import LLVMCompileError
 
     with pytest.raises(LLVMCompileError, match=r"(?s)LLVM rejected.*   1  define void @broken.*LLVM says"):
-        Device["LLVM"].compiler.load("define void @broken() {\nentry:\n  ret i32 0\n}\n")
+        Device["LLVM"].compiler.build("define void @broken() {\nentry:\n  ret i32 0\n}\n")
 
 
 def test_debug_levels_show_source_and_disassembly(device: str, monkeypatch: pytest.MonkeyPatch, capsys):

@@ -100,7 +100,7 @@ def run(item, device: str, opts: list[Opt] | None = None) -> np.ndarray:
     kernel = apply_opts(Kernel(item.ast), opts or [])
     uops = linearize(kernel)
     if device == "C":
-        CProgram(kernel.name, Compiler().load(render_c(kernel.name, uops)))(buffers)
+        CProgram(kernel.name, Compiler().build(render_c(kernel.name, uops)))(buffers)
     else:
         PythonProgram(uops)(buffers)
     return out.as_numpy().copy()
@@ -281,5 +281,5 @@ def test_without_openmp_the_same_kernel_runs_on_one_thread(tmp_path):
     plain = Compiler()
     plain.flags = tuple(f for f in plain.flags if f != "-fopenmp")
     out = Buffer("C", 8 * 32, item.out.dtype)
-    CProgram("r", plain.load(source))([out, *(x.realized for x in item.inputs)])
+    CProgram("r", plain.build(source))([out, *(x.realized for x in item.inputs)])
     np.testing.assert_allclose(out.as_numpy(), run(item, "NUMPY"), rtol=1e-5, atol=1e-5)

@@ -92,6 +92,21 @@ def cached_build(key: str, suffix: str, build: Callable[[Path], None]) -> Path:
 # --8<-- [end:verify]
 
 
+class CachedFile:
+    """A cache entry, and how to build it again: `path()` checks the file before every use (a load)
+    and rebuilds it if it was damaged since it was built. Programs hold one of these, not a path."""
+
+    def __init__(self, key: str, suffix: str, build: Callable[[Path], None]):
+        self.key, self.suffix, self.build = key, suffix, build
+        self.file = cached_build(key, suffix, build)
+
+    def path(self) -> Path:
+        return cached_build(self.key, self.suffix, self.build)
+
+    def __repr__(self) -> str:
+        return f"<CachedFile {self.file.name}>"
+
+
 T = TypeVar("T")
 
 

@@ -108,7 +108,7 @@ class LLVMCompiler:
         builder.getModulePassManager().run(module, builder)
         return module
 
-    def load(self, ir: str) -> "LLVMObject":
+    def build(self, ir: str) -> "LLVMObject":
         def build(path: Path) -> None:
             path.write_bytes(target_machine().emit_object(self.optimized_module(ir)))
 

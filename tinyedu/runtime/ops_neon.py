@@ -28,7 +28,7 @@ import subprocess
 from pathlib import Path
 
 from tinyedu.renderer.neon import NEON_LANES, render_neon
-from tinyedu.runtime.compile_cache import LoadedLRU, cached_build, dlclose
+from tinyedu.runtime.compile_cache import CachedFile, LoadedLRU, cached_build, dlclose
 from tinyedu.runtime.device import Backend, Buffer, DeviceUnavailable, thread_count
 from tinyedu.runtime.ops_c import (
     BASE_FLAGS,
@@ -81,7 +81,7 @@ def toolchain() -> tuple[str, str | None, str | None]:
 # --8<-- [start:compiler]
 class NEONCompiler:
     """NEON source -> a shared library (aarch64 when cross-compiling), through the verified disk cache
-    (tinyedu/runtime/compile_cache.py). `load(source)` gives the library's path."""
+    (tinyedu/runtime/compile_cache.py). `build(source)` gives the cache entry."""
 
     def __init__(self, compiler: str, native: bool):
         self.compiler, self.native = compiler, native
@@ -102,8 +102,8 @@ class NEONCompiler:
         parts = [self.compiler, _compiler_version(self.compiler), *self.flags]
         return "\0".join(parts + ([cpu_signature()] if self.native else ["cross-compiled for aarch64"]))
 
-    def load(self, source: str) -> Path:
-        return cached_build(f"{source}\0{self.signature()}", ".so", lambda path: self.compile(source, path))
+    def build(self, source: str) -> CachedFile:
+        return CachedFile(f"{source}\0{self.signature()}", ".so", lambda path: self.compile(source, path))
 
     def compile(self, source: str, path: Path) -> None:
         args = [*self.flags, "-x", "c", "-", "-o", str(path), *LIBRARIES]
@@ -141,19 +141,21 @@ def build_harness(compiler: str) -> Path:
 class NEONProgram:
     """A compiled NEON kernel: `program([out, *inputs])` runs it (natively, or in the qemu harness)."""
 
-    def __init__(self, device: "NEONDevice", name: str, path: Path):
-        self.device, self.name, self.path = device, name, path
+    def __init__(self, device: "NEONDevice", name: str, library: CachedFile):
+        self.device, self.name, self.library, self.path = device, name, library, library.file
 
     def __call__(self, buffers: list[Buffer]) -> None:
+        """Load the library if it is not loaded (checking the cache entry first), then call it."""
         arrays = [b.as_numpy() for b in buffers]
         if self.device.native:
-            library = self.device.loaded.get(self.path, lambda: ctypes.CDLL(str(self.path)))
+            library = self.device.loaded.get(self.path, lambda: ctypes.CDLL(str(self.library.path())))
             function = getattr(library, self.name)
             function.restype = None
             function(*(ctypes.c_void_p(a.ctypes.data) for a in arrays))
             return
         entry = f"{self.name}_entry"
-        slot = self.device.loaded.get(self.path, lambda: self.device.load_in_harness(self.path, entry))
+        load = lambda: self.device.load_in_harness(self.library.path(), entry)  # noqa: E731
+        slot = self.device.loaded.get(self.path, load)
         self.device.harness.run(slot, self.path, entry, arrays)
 
     def disassemble(self) -> str:
@@ -220,8 +222,8 @@ class NEONDevice(Backend):
         else:
             dlclose(loaded._handle)
 
-    def runtime(self, name: str, path: Path) -> NEONProgram:
-        return NEONProgram(self, name, path)
+    def runtime(self, name: str, library: CachedFile) -> NEONProgram:
+        return NEONProgram(self, name, library)
 
     def threads(self) -> int:
         return thread_count() if "-fopenmp" in self.compiler.flags else 1
