@@ -1,8 +1,8 @@
 """Devices, and the buffers that live on them.
 
-A device is registered by name (NUMPY, PYTHON, C). All devices keep their memory in host numpy
-arrays (which the C backend passes to kernels as pointers), aligned to 64 bytes, a cache line, so
-that vector loads do not straddle two lines. The memory of large buffers that die is kept in a
+A device is registered by name (NUMPY, PYTHON, C, NEON, LLVM). All devices keep their memory in
+host numpy arrays (which the compiled backends pass to kernels as pointers), aligned to 64 bytes,
+a cache line, so that vector loads do not straddle two lines. The memory of large buffers that die is kept in a
 pool and handed to the next buffer of the same size (see MemoryPool). Each device supplies what
 the engine's lowering (tinyedu/engine/lower.py) needs to turn a kernel AST into a program:
 
