@@ -2,8 +2,9 @@
 
 A device is registered by name (NUMPY, PYTHON, C, NEON, LLVM). All devices keep their memory in
 host numpy arrays (which the compiled backends pass to kernels as pointers), aligned to 64 bytes,
-a cache line, so that vector loads do not straddle two lines. The memory of large buffers that die is kept in a
-pool and handed to the next buffer of the same size (see MemoryPool). Each device supplies what
+a cache line, so that vector loads do not straddle two lines. The memory of large buffers that die
+is kept in a pool and handed to the next buffer of the same size (see MemoryPool). Each device
+supplies what
 the engine's lowering (tinyedu/engine/lower.py) needs to turn a kernel AST into a program:
 
 - `renderer(name, uops)`: the program's source (C: C source; PYTHON: the UOps themselves), or
