@@ -4,12 +4,13 @@ A device is registered by name (NUMPY, PYTHON, C, NEON, LLVM). All devices keep 
 host numpy arrays (which the compiled backends pass to kernels as pointers), aligned to 64 bytes,
 a cache line, so that vector loads do not straddle two lines. The memory of large buffers that die
 is kept in a pool and handed to the next buffer of the same size (see MemoryPool). Each device
-supplies what
-the engine's lowering (tinyedu/engine/lower.py) needs to turn a kernel AST into a program:
+supplies what the engine's lowering (tinyedu/engine/lower.py) needs to turn a kernel AST into a
+program:
 
 - `renderer(name, uops)`: the program's source (C: C source; PYTHON: the UOps themselves), or
   None for a device that interprets the AST as it is (NUMPY, the oracle);
-- `compiler`: turns the source into something loadable (C: a shared library), or None;
+- `compiler`: `compiler.build(source)` turns the source into something loadable (C: a checked
+  cache entry of a shared library), or None;
 - `runtime(name, binary)`: the program, called as `program([out, *inputs])`;
 - `vector_width` and `threads()`: what the optimizer may use on this device.
 
