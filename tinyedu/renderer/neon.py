@@ -189,13 +189,14 @@ class NEONRenderer(CRenderer):
         return None
 
 
-def _pairwise_lanes(u: UOp) -> list[UOp] | None:
-    """The GEPs summed by u, left to right, if u is a balanced tree of ADDs over GEPs (else None)."""
+def _pairwise_lanes(u: UOp, levels: int = 2) -> list[UOp] | None:
+    """The GEPs summed by u, left to right, if u is a balanced tree of ADDs over GEPs at most `levels`
+    deep (4 lanes: 2 levels), else None. (Bounded: a long chain of ADDs is not looked into.)"""
     if u.op is UOps.GEP:
         return [u]
-    if u.op is not UOps.ALU or u.arg is not BinaryOps.ADD:
+    if u.op is not UOps.ALU or u.arg is not BinaryOps.ADD or levels == 0:
         return None
-    left, right = (_pairwise_lanes(s) for s in u.src)
+    left, right = (_pairwise_lanes(s, levels - 1) for s in u.src)
     if left is None or right is None or len(left) != len(right):
         return None
     return left + right
