@@ -16,8 +16,8 @@ NAMES = {BinaryOps.ADD: "add", BinaryOps.SUB: "sub", BinaryOps.MUL: "mul", Binar
 
 # --8<-- [start:vector_op]
 def vector_op(op, dtype: VectorDType, args: list[str]) -> str:
-    if op in (BinaryOps.MAX, UnaryOps.RECIP, UnaryOps.SQRT):  # given in the notebook
-        return library_vector_op(op, dtype, args)
+    if op in (BinaryOps.MAX, UnaryOps.RECIP, UnaryOps.SQRT):
+        return library_vector_op(op, dtype, args)  # given in the notebook
     q = "q" if dtype.count == 4 else ""  # a 128-bit q register holds 4 lanes; 2 lanes: a 64-bit one
     lanes = {dtypes.float32: "f32", dtypes.int32: "s32"}[dtype.scalar]
 
@@ -36,8 +36,8 @@ def vector_op(op, dtype: VectorDType, args: list[str]) -> str:
 # --8<-- [start:int_divide]
 def int_divide(name: str, op, lane: DType, t: str, a: str, b: str, by_positive_constant: bool = False) \
         -> list[str]:
-    if not signed(lane) or by_positive_constant:  # given in the notebook
-        return library_int_divide(name, op, lane, t, a, b, by_positive_constant)
+    if not signed(lane) or by_positive_constant:
+        return library_int_divide(name, op, lane, t, a, b, by_positive_constant)  # given in the notebook
     divide = "sdiv" if op is BinaryOps.DIV else "srem"
     lines = [f"{name}.zero = icmp eq {t} {b}, 0",
              f"{name}.minus1 = icmp eq {t} {b}, -1",
