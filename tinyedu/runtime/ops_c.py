@@ -39,6 +39,7 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from tinyedu.helpers import getenv
 from tinyedu.renderer.cstyle import render_c
@@ -226,11 +227,17 @@ class CProgram:
     def __init__(self, name: str, library: CachedFile):
         self.name, self.library, self.path = name, library, library.file
 
-    def __call__(self, buffers: list[Buffer]) -> None:
+    @property
+    def function(self) -> Any:
+        """The C function (a ctypes object), its library loaded now if it is not. Call it right away:
+        the library may be unloaded later to make room for others, and the function with it."""
         loaded = LOADED.get(self.library.file, lambda: ctypes.CDLL(str(self.library.path())))
         function = getattr(loaded, self.name)
         function.restype = None
-        function(*(ctypes.c_void_p(b.as_numpy().ctypes.data) for b in buffers))
+        return function
+
+    def __call__(self, buffers: list[Buffer]) -> None:
+        self.function(*(ctypes.c_void_p(b.as_numpy().ctypes.data) for b in buffers))
 
     def disassemble(self) -> str:
         return disassemble(self.path, self.name)
