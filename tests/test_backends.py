@@ -239,6 +239,39 @@ def test_llvm_gated_load_is_a_branch_around_the_load():
     assert "select" not in ir.split(".read:")[0].split("\n")[-2]
 
 
+def test_llvm_renders_bitwise_ops_and_math_functions_by_name():
+    """AND, OR, XOR (the instruction of that name: bitwise on ints, logical on bools) and COS (the
+    intrinsic @llvm.cos) are rendered by the op's name, so the LLVM device runs them as soon as the
+    op set has them. Stand-in ops with those names, against numpy."""
+    require("LLVM")
+    from enum import Enum, auto
+
+    from tinyedu.codegen.uops import UOpBuilder, UOps
+    from tinyedu.runtime.ops_llvm import LLVMProgram
+
+    class Named(Enum):
+        AND = auto(); OR = auto(); XOR = auto(); COS = auto()  # noqa: E702
+
+    a, b = np.array([12, -7, 0, 255, -1], np.int32), np.array([10, 3, -5, 15, 6], np.int32)
+    x = np.array([0.0, 1.0, -2.5, 1e4, np.pi], np.float32)
+    cases = [(Named.AND, dtypes.int32, [a, b], a & b), (Named.OR, dtypes.int32, [a, b], a | b),
+             (Named.XOR, dtypes.int32, [a, b], a ^ b), (Named.COS, dtypes.float32, [x], np.cos(x))]
+    for op, dtype, inputs, expected in cases:
+        builder = UOpBuilder()
+        out, *ins = (builder.emit(UOps.DEFINE_GLOBAL, dtype, (), n) for n in range(len(inputs) + 1))
+        loop = builder.open_range("gidx0", 5)
+        values = tuple(builder.emit(UOps.LOAD, dtype, (buffer, loop)) for buffer in ins)
+        builder.emit(UOps.STORE, None, (out, loop, builder.emit(UOps.ALU, dtype, values, op)), hoist=False)
+        builder.close_range()
+        ir = render_llvm("named_op", builder.uops)
+        buffers = [Buffer("LLVM", 5, dtype) for _ in range(len(inputs) + 1)]
+        for buffer, data in zip(buffers[1:], inputs, strict=True):
+            buffer.copyin(data)
+        LLVMProgram(Device["LLVM"], "named_op", Device["LLVM"].compiler.build(ir))(buffers)
+        result = buffers[0].as_numpy()
+        np.testing.assert_allclose(result, expected, rtol=2e-7, err_msg=f"{op.name}:\n{ir}")
+
+
 def test_llvm_compile_error_shows_numbered_ir():
     require("LLVM")
     from tinyedu.runtime.ops_llvm import LLVMCompileError

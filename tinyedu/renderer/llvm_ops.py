@@ -15,7 +15,7 @@ import struct
 
 from tinyedu.codegen.uops import FusedOps, VectorDType, is_vector, scalar_of
 from tinyedu.dtype import DType, dtypes
-from tinyedu.ops import BinaryOps, UnaryOps
+from tinyedu.ops import BinaryOps
 
 INT32_MIN = -(2**31)
 
@@ -59,8 +59,18 @@ INT_OPS = {BinaryOps.ADD: "add", BinaryOps.SUB: "sub", BinaryOps.MUL: "mul", Bin
 UINT_OPS = {**INT_OPS, BinaryOps.CMPLT: "icmp ult"}
 BOOL_OPS = {BinaryOps.ADD: "or", BinaryOps.MUL: "and", BinaryOps.MAX: "or", BinaryOps.CMPLT: "icmp ult",
             BinaryOps.CMPEQ: "icmp eq"}
-INTRINSICS = {UnaryOps.EXP2: "exp2", UnaryOps.LOG2: "log2", UnaryOps.SIN: "sin", UnaryOps.SQRT: "sqrt",
-              FusedOps.MULACC: "fma"}
+# Math functions are LLVM intrinsics named like the op (`@llvm.exp2.f32`, `@llvm.cos.f32`), which become
+# one instruction or a libm call; MULACC is `@llvm.fma`. Bitwise ops are the instruction of their name
+# (`and`, `or`, `xor`: bitwise on integers, logical on i1 bools).
+MATH_FUNCTIONS = ("EXP2", "LOG2", "SIN", "COS", "SQRT")
+BITWISE = ("AND", "OR", "XOR")
+
+
+def intrinsic_name(op) -> str | None:
+    """`exp2` for EXP2, `fma` for MULACC; None for an op that is not an intrinsic."""
+    if op is FusedOps.MULACC:
+        return "fma"
+    return op.name.lower() if op.name in MATH_FUNCTIONS else None
 # --8<-- [end:ops]
 
 

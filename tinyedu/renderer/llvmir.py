@@ -41,14 +41,15 @@ from tinyedu.dtype import DType, dtypes
 from tinyedu.ops import BinaryOps, TernaryOps, UnaryOps
 from tinyedu.renderer.base import Renderer
 from tinyedu.renderer.llvm_ops import (
+    BITWISE,
     BOOL_OPS,
     FLOAT_OPS,
     INT_OPS,
-    INTRINSICS,
     UINT_OPS,
     cast_instructions,
     float_max,
     int_divide,
+    intrinsic_name,
     intrinsic_suffix,
     llvm_literal,
     llvm_type,
@@ -234,9 +235,11 @@ class LLVMRenderer(Renderer):
         a, b = operands[0], operands[1] if len(operands) > 1 else None
         if op is TernaryOps.WHERE:
             self.emit(f"{name} = select {', '.join(self.typed(s) for s in u.src)}")
-        elif op in INTRINSICS:
+        elif intrinsic_name(op) is not None:
             args = ", ".join(self.typed(s) for s in u.src)
-            self.emit(f"{name} = call {t} {self.intrinsic(INTRINSICS[op], operand, len(u.src))}({args})")
+            self.emit(f"{name} = call {t} {self.intrinsic(intrinsic_name(op), operand, len(u.src))}({args})")
+        elif op.name in BITWISE:
+            self.emit(f"{name} = {op.name.lower()} {t} {a}, {b}")
         elif op is UnaryOps.NEG:
             if lane.is_float:
                 self.emit(f"{name} = fneg {t} {a}")
