@@ -79,7 +79,7 @@ def float_max(name: str, t: str, a: str, b: str) -> list[str]:
     """The instructions that set `name` to max(a, b) of type `t` (`float` or `<4 x float>`) as
     np.maximum does: a NaN in either wins, and when a == b the result is b (so max(0.0, -0.0) is
     -0.0). `fcmp ogt` is false when either is NaN ("ordered"), `fcmp uno a, a` true only if a is
-    NaN; a NaN in b is picked by the select's "else". An exercise of chapter 07 plugs in here."""
+    NaN; a NaN in b is picked by the select's "else"."""
     mask = t.replace("float", "i1")  # i1, or <4 x i1> for a vector
     return [f"{name}.gt = fcmp ogt {t} {a}, {b}",
             f"{name}.nan = fcmp uno {t} {a}, {a}",
@@ -104,7 +104,8 @@ def int_divide(name: str, op, lane: DType, t: str, a: str, b: str,
                by_positive_constant: bool = False) -> list[str]:
     """Integer a / b (or a % b) with tinyedu's rules: x / 0 and x % 0 are 0, and INT_MIN / -1 (which
     traps in hardware) is -INT_MIN, wrapped: INT_MIN. Index math divides by positive constants,
-    which need no guard."""
+    which need no guard. An exercise of chapter 07 plugs in here (as `llvmir.int_divide`, the name
+    the renderer calls)."""
     is_signed = signed(lane)
     instruction = ("sdiv" if op is BinaryOps.DIV else "srem") if is_signed else \
         ("udiv" if op is BinaryOps.DIV else "urem")
