@@ -76,7 +76,7 @@ class TestShapes:
             Tensor.cat(x23, Tensor.ones(2, 4))
         with raises(ValueError, "cat", "0-d"):
             Tensor.cat(Tensor(1.0), Tensor(2.0))
-        with raises(IndexError, "cat", "axis 2"):
+        with raises(IndexError, "cat", "but got 2"):
             Tensor.cat(x23, x23, dim=2)
         with raises(TypeError, "cat", "item 1", "ndarray"):
             Tensor.cat(x23, np.ones((2, 3)))
@@ -124,18 +124,20 @@ class TestMovement:
     def test_permute_expand_pad_shrink(self) -> None:
         with raises(ValueError, "permute", "(0, 0)", "permutation"):
             x23.permute(0, 0)
-        with raises(IndexError, "permute", "axis 2"):
+        with raises(IndexError, "permute", "but got 2"):
             x23.permute(0, 2)
         with raises(ValueError, "expand", "(2, 3)", "(2, 4)", "size-1"):
             x23.expand(2, 4)
         with raises(ValueError, "expand", "fewer dimensions"):
             x23.expand(3)
-        with raises(ValueError, "pad", "(before, after)"):
-            x23.pad(((0, -1), (0, 0)))
+        with raises(ValueError, "pad", "crops more", "(2, 3)"):
+            x23.pad(((0, -3), (0, 0)))  # negative padding crops (as F.pad), but not past the size
         with raises(ValueError, "pad", "one entry per axis"):
             x23.pad(((1, 1),))
+        with raises(ValueError, "pad", "even number of ints"):
+            x23.pad((1, 2, 3))
         with raises(ValueError, "pad", "(before, after)"):
-            x23.pad((1, 2))
+            x23.pad(((1, 2), 3))
         with raises(ValueError, "shrink", "0 <= start <= end <= size"):
             x23.shrink(((0, 3), (0, 3)))
         with raises(ValueError, "shrink", "(start, end)"):
@@ -167,12 +169,18 @@ class TestRanges:
         lambda: x23.squeeze(3), lambda: x23.split(1, dim=2), lambda: x23.gather(2, x23.int()),
     ])
     def test_axis_out_of_range(self, call: Callable) -> None:
-        with raises(IndexError, "out of range", "(2, 3)", "valid axes are -2..1"):
+        with raises(IndexError, "Dimension out of range", "(2, 3)", "expected to be in range of [-2, 1]"):
             call()
 
     def test_unsqueeze_has_one_more_axis(self) -> None:
-        with raises(IndexError, "unsqueeze", "axis 4", "valid axes are -3..2"):
+        # worded as PyTorch's: "Dimension out of range (expected to be in range of [-3, 2], but got 4)"
+        torch_words = "Dimension out of range (expected to be in range of [{}, {}], but got {})"
+        with raises(IndexError, "unsqueeze: " + torch_words.format(-3, 2, 4)):
             x23.unsqueeze(4)
+        with raises(IndexError, "squeeze: " + torch_words.format(-2, 1, 2)):
+            x23.squeeze((0, 2))
+        with raises(IndexError, "unsqueeze", "[-1, 0]", "but got 1"):
+            Tensor(1.0).unsqueeze(1)
 
     def test_axis_type(self) -> None:
         with raises(TypeError, "sum", "axis must be an int", "float"):
@@ -304,6 +312,14 @@ def tensor(shape: tuple[int, ...], dtype: str = "float32") -> Tensor:
     return Tensor(data.astype(dtype))
 
 
+def shapes_up_to(n: int) -> st.SearchStrategy:
+    return st.lists(st.integers(0, 3), min_size=2, max_size=n).map(tuple)
+
+
+BITWISE = {"&": lambda t, v: t & v, "|": lambda t, v: t | v, "^": lambda t, v: t ^ v, "~": lambda t, v: ~t,
+           "//": lambda t, v: t // v, "<<": lambda t, v: t << v, ">>": lambda t, v: t >> v}
+ACTIVATIONS = ("hardtanh", "softplus", "celu", "elu", "gelu", "clamp", "leaky_relu", "round")
+
 # name: (op names a message may mention, strategy for the extra arguments, call(x, *args))
 FUZZ: dict[str, tuple[tuple[str, ...], st.SearchStrategy, Callable]] = {
     "reshape": (("reshape",), st.lists(st.integers(-2, 7), max_size=4), lambda x, s: x.reshape(s)),
@@ -379,6 +395,53 @@ FUZZ: dict[str, tuple[tuple[str, ...], st.SearchStrategy, Callable]] = {
     "layer_norm": (("layer_norm",), st.one_of(st.integers(-1, 4), st.lists(st.integers(0, 4), max_size=3)),
                    lambda x, s: x.layer_norm(s)),
     "dropout": (("dropout",), st.one_of(st.floats(-1, 2), junk), lambda x, p: x.dropout(p)),
+    # ---- the ops added for issue 13 ----
+    "conv_nd": (("conv1d", "conv2d", "conv3d"), st.tuples(
+        st.sampled_from([1, 2, 3]), shapes_up_to(6), shapes_up_to(6), st.integers(-1, 3), st.integers(-1, 2),
+        st.integers(0, 2), st.one_of(st.integers(-2, 2), st.lists(st.integers(-2, 2), max_size=6).map(tuple),
+                                     st.sampled_from(["same", "valid", "x"]), junk)),
+        lambda x, a: getattr(tensor(a[1]), f"conv{a[0]}d")(tensor(a[2]), stride=a[3], dilation=a[4],
+                                                          groups=a[5], padding=a[6])),
+    "conv_transpose": (("conv_transpose1d", "conv_transpose2d"), st.tuples(
+        st.sampled_from([1, 2]), shapes_up_to(4), shapes_up_to(4), st.integers(-1, 3), st.integers(-1, 2),
+        st.integers(-1, 2), st.integers(0, 2)),
+        lambda x, a: getattr(tensor(a[1]), f"conv_transpose{a[0]}d")(
+            tensor(a[2]), stride=a[3], padding=a[4], output_padding=a[5], groups=a[6])),
+    "pool_nd": (tuple(f"{kind}_pool{nd}d" for kind in ("max", "avg") for nd in (1, 2, 3)), st.tuples(
+        st.sampled_from(["max", "avg"]), st.sampled_from([1, 2, 3]), st.one_of(st.integers(-1, 4), junk),
+        st.one_of(st.none(), st.integers(-1, 3)), st.integers(-1, 2), st.booleans()),
+        lambda x, a: getattr(x, f"{a[0]}_pool{a[1]}d")(a[2], a[3], a[4], ceil_mode=a[5])),
+    "cumsum_prod": (("cumsum", "prod"), st.tuples(st.sampled_from(["cumsum", "prod"]), axes),
+                    lambda x, a: getattr(x, a[0])(a[1])),
+    "triangle": (("tril", "triu"), st.tuples(st.sampled_from(["tril", "triu"]), st.one_of(ints, junk)),
+                 lambda x, a: getattr(x, a[0])(a[1])),
+    "one_hot": (("one_hot",), st.tuples(st.integers(-2, 5), st.sampled_from(["int32", "float32"])),
+                lambda x, a: tensor(x.shape, a[1]).one_hot(a[0])),
+    "multinomial": (("multinomial",), st.tuples(st.integers(-1, 5), st.booleans()),
+                    lambda x, a: (x - 1).multinomial(a[0], a[1])),
+    "attention": (("scaled_dot_product_attention",), st.tuples(small_shapes, small_shapes, st.booleans(),
+                                                               st.one_of(st.floats(-1, 2), junk)),
+                  lambda x, a: x.scaled_dot_product_attention(tensor(a[0]), tensor(a[1]), is_causal=a[2],
+                                                              dropout_p=a[3])),
+    "pad_flat": (("pad", "pad2d"), st.lists(st.integers(-4, 3), max_size=7), lambda x, p: x.pad2d(p)),
+    "bitwise": (("bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "floor_divide", "lshift",
+                 "rshift"),
+                st.tuples(st.sampled_from(sorted(BITWISE)), st.sampled_from(["int32", "float32"]),
+                          st.one_of(st.integers(-3, 40), junk)),
+                lambda x, a: BITWISE[a[0]](tensor(x.shape, a[1]), a[2])),
+    "int_pow": (("pow",), st.tuples(st.integers(-3, 5), st.floats(-2, 2)),
+                lambda x, a: (tensor(x.shape, "int32") ** a[0], x ** a[1])),
+    "activations": (ACTIVATIONS, st.tuples(st.sampled_from(ACTIVATIONS),
+                                           st.one_of(st.floats(-2, 2), st.integers(-2, 2), junk)),
+                    lambda x, a: getattr(x, a[0])(a[1])),
+    "movedim": (("movedim",), st.tuples(st.one_of(ints, st.lists(ints, max_size=3)),
+                                        st.one_of(ints, st.lists(ints, max_size=3))),
+                lambda x, a: x.movedim(*a)),
+    "keywords": (("reshape", "permute", "expand", "flip", "gather", "sum"), st.tuples(
+        st.sampled_from(["reshape", "permute", "expand", "flip", "gather", "sum"]),
+        st.sampled_from(["shape", "dims", "order", "size", "axis", "dim", "idx", "x"]),
+        st.lists(st.integers(-2, 3), max_size=3)),
+        lambda x, a: getattr(x, a[0])(**{a[1]: tuple(a[2]) if a[1] != "idx" else Tensor.full(x.shape, 0)})),
 }
 
 

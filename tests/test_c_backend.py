@@ -178,12 +178,19 @@ EDGES = {
     dtypes.uint8: [0, 1, 2, 7, 100, 200, 255],
     dtypes.bool: [False, True],
 }
-BINARY = {dtypes.float32: list(BinaryOps), dtypes.int32: list(BinaryOps), dtypes.uint8: list(BinaryOps),
-          dtypes.bool: [BinaryOps.ADD, BinaryOps.MUL, BinaryOps.MAX, BinaryOps.CMPLT, BinaryOps.CMPEQ]}
-FLOAT_UNARY = [UnaryOps.NEG, UnaryOps.RECIP, UnaryOps.SQRT, UnaryOps.EXP2, UnaryOps.LOG2, UnaryOps.SIN]
+BITWISE = [BinaryOps.AND, BinaryOps.OR, BinaryOps.XOR]  # integers and bools only
+BINARY = {dtypes.float32: [op for op in BinaryOps if op not in BITWISE], dtypes.int32: list(BinaryOps),
+          dtypes.uint8: list(BinaryOps),
+          dtypes.bool: [BinaryOps.ADD, BinaryOps.MUL, BinaryOps.MAX, BinaryOps.CMPLT, BinaryOps.CMPEQ,
+                        *BITWISE]}
+FLOAT_UNARY = [UnaryOps.NEG, UnaryOps.RECIP, UnaryOps.SQRT, UnaryOps.EXP2, UnaryOps.LOG2, UnaryOps.SIN,
+               UnaryOps.COS]
 UNARY = {dtypes.float32: FLOAT_UNARY, **{d: [UnaryOps.NEG] for d in EDGES if not d.is_float}}
-# float -> int is undefined in C outside the int's range, and numpy's answer there is platform-dependent
-CASTABLE = {**EDGES, dtypes.float32: [0.0, -0.0, 1.5, 2.9, 100.7, 255.0, 0.25]}
+# float -> int is undefined in C outside the int's range; tinyedu defines it (dtype.cast_array), so
+# every device must give INT32_MIN for NaN, inf and 3e9, and wrap through int32 into uint8
+CASTABLE = {**EDGES, dtypes.float32: [0.0, -0.0, 1.5, 2.9, 100.7, 255.0, 0.25, -1.5, 256.0, 300.7, -300.7,
+                                      2147483520.0, -2147483648.0, 2147483648.0, 3e9, -3e9, 1e10,
+                                      np.inf, -np.inf, np.nan]}
 
 
 def run_ast(device: str, ast: LazyOp, inputs: list[np.ndarray]) -> np.ndarray:
@@ -240,7 +247,7 @@ def _where_case() -> tuple[LazyOp, list]:
 
 
 CASES.append(("WHERE-float32", _where_case))
-APPROXIMATE = ("EXP2", "LOG2", "SIN")  # libm and numpy may round these differently by an ulp
+APPROXIMATE = ("EXP2", "LOG2", "SIN", "COS")  # libm and numpy may round these differently by an ulp
 
 
 @pytest.mark.parametrize("device", ["C", "PYTHON"])

@@ -181,7 +181,7 @@ def test_state_dict_names_and_parameters_match_torch() -> None:
 @pytest.mark.parametrize("make, match", [
     (lambda: Linear(0, 3), "in_features must be a positive int"),
     (lambda: Conv2d(3, 4, 3, groups=2), "divisible by groups"),
-    (lambda: Conv2d(2, 4, 0), "kernel_size must be an int or a pair"),
+    (lambda: Conv2d(2, 4, 0), "kernel_size must be an int or 2 ints"),
     (lambda: LayerNorm(-1), "must be a positive int"),
     (lambda: Embedding(5, 0), "embedding_dim must be a positive int"),
 ])

@@ -82,6 +82,38 @@ class dtypes:  # noqa: N801 - lower case to read like torch.float32
 _BY_NAME = {d.name: d for d in dtypes.all} | {"float": dtypes.float32, "int": dtypes.int32}
 
 
+# --8<-- [start:cast]
+def cast_array(values: np.ndarray, dtype: DType) -> np.ndarray:
+    """Convert to `dtype` the way every tinyedu device does (NUMPY, PYTHON and C share this rule).
+
+    Most conversions are the usual ones: to bool, non-zero (and NaN) is True; int to float rounds
+    to nearest; int to int wraps around (300 in uint8 is 44). Float to int truncates toward zero,
+    and what C leaves undefined is defined here as on x86-64, where numpy and PyTorch run it:
+    a float whose truncation does not fit in int32 (NaN, +-inf, 3e9, ...) becomes INT32_MIN
+    (-2147483648), and float to uint8 goes through int32 and keeps the low 8 bits (300.7 -> 44,
+    -1.5 -> 255, 1e10 -> 0).
+    """
+    if values.dtype.kind == "f" and dtype.is_int:
+        with np.errstate(invalid="ignore"):
+            truncated = np.trunc(values.astype(np.float64))
+            fits = (truncated >= -(2**31)) & (truncated < 2**31)  # False for NaN
+        as_int32 = np.where(fits, truncated, -(2**31)).astype(np.int64)
+        return as_int32.astype(dtype.np)  # int64 -> uint8 keeps the low 8 bits
+    return values.astype(dtype.np)
+
+
+# --8<-- [end:cast]
+def check_fits(value: float | int | bool, dtype: DType, op: str) -> None:
+    """Constructors refuse a Python number that the dtype cannot hold, as PyTorch does (operators
+    with a scalar wrap it instead, like torch: uint8 - 3 == 253)."""
+    if isinstance(value, bool) or not dtype.is_int:
+        return
+    info = np.iinfo(dtype.np)
+    if not info.min <= value <= info.max:  # also False for NaN
+        raise OverflowError(f"{op}: value {value} does not fit in {dtype.name} ({info.min}..{info.max}); "
+                            "use a wider dtype or a float")
+
+
 def least_upper_dtype(*ds: DType) -> DType:
     """PyTorch's promotion among tensors: the 'largest' category wins (bool < uint8 < int32 < float32)."""
     return max(ds)

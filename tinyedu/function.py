@@ -4,6 +4,11 @@ Tensor methods are compositions of these, so autograd only has to know the deriv
 primitive; the chain rule does the rest. Each backward is written with primitives too, so the
 gradient is itself a lazy graph that fuses and compiles like any other computation.
 
+A few ops are Functions without being primitives: their forward is a small graph of primitives
+and their backward is written by hand, because the chain rule through that graph would be wrong
+at the edges (an inf * 0 in a saturated sigmoid, a 0/0 at a kink). They live in
+tinyedu/function_composite.py, each with a docstring that says why.
+
 `backward` returns one gradient per input (None where that input needs no gradient).
 """
 
@@ -41,6 +46,42 @@ class Contiguous(Function):
         return grad
 
 
+class ContiguousBackward(Function):
+    def forward(self, x: LazyBuffer) -> LazyBuffer:
+        return x
+
+    def backward(self, grad: LazyBuffer) -> LazyBuffer:
+        return grad.contiguous()
+
+
+class Copy(Function):
+    """Tensor.to(device): the gradient goes back to the device the input lives on."""
+
+    def forward(self, x: LazyBuffer, device: str) -> LazyBuffer:
+        self.input_device = x.device
+        return x.copy_to_device(device)
+
+    def backward(self, grad: LazyBuffer) -> LazyBuffer:
+        return grad.copy_to_device(self.input_device)
+
+
+# --8<-- [start:flat]
+class Flat(Function):
+    """A step function (sign, floor, round, x // y, x ** 0...): its value is computed elsewhere,
+    without gradient, and passed in; its derivative is 0 wherever it exists, and PyTorch uses 0 at
+    the jumps too. Being a Function keeps it in the graph: the inputs get a zero gradient rather
+    than none, and backward() through it works."""
+
+    def forward(self, *inputs: LazyBuffer, value: LazyBuffer) -> LazyBuffer:
+        self.input_shapes = [x.shape for x in inputs]
+        return value
+
+    def backward(self, grad: LazyBuffer) -> tuple[LazyBuffer, ...]:
+        return tuple(grad.const(0, shape) for shape in self.input_shapes)
+
+
+# --8<-- [end:flat]
+
 class Cast(Function):
     def forward(self, x: LazyBuffer, dtype: DType) -> LazyBuffer:
         self.input_dtype = x.dtype
@@ -64,7 +105,8 @@ class Reciprocal(Function):
         return self.ret
 
     def backward(self, grad: LazyBuffer) -> LazyBuffer:  # d(1/x) = -1/x^2 = -ret*ret
-        return grad.e(UnaryOps.NEG).e(BinaryOps.MUL, self.ret).e(BinaryOps.MUL, self.ret)
+        # ret*ret first, as PyTorch: where it overflows and grad is 0, both give NaN (not -0.0)
+        return grad.e(UnaryOps.NEG).e(BinaryOps.MUL, self.ret.e(BinaryOps.MUL, self.ret))
 
 
 class Sin(Function):
@@ -72,9 +114,19 @@ class Sin(Function):
         self.x = x
         return x.e(UnaryOps.SIN)
 
-    def backward(self, grad: LazyBuffer) -> LazyBuffer:  # cos(x) = sin(pi/2 - x)
-        cos = self.x.const(math.pi / 2).e(BinaryOps.SUB, self.x).e(UnaryOps.SIN)
-        return cos.e(BinaryOps.MUL, grad)
+    def backward(self, grad: LazyBuffer) -> LazyBuffer:
+        return self.x.e(UnaryOps.COS).e(BinaryOps.MUL, grad)
+
+
+class Cos(Function):
+    """A primitive, not sin(pi/2 - x): see tinyedu/ops.py for why that loses accuracy for large x."""
+
+    def forward(self, x: LazyBuffer) -> LazyBuffer:
+        self.x = x
+        return x.e(UnaryOps.COS)
+
+    def backward(self, grad: LazyBuffer) -> LazyBuffer:  # d cos(x) = -sin(x)
+        return self.x.e(UnaryOps.SIN).e(UnaryOps.NEG).e(BinaryOps.MUL, grad)
 
 
 class Exp2(Function):
@@ -113,6 +165,21 @@ class Less(Function):
 class Eq(Function):
     def forward(self, x: LazyBuffer, y: LazyBuffer) -> LazyBuffer:
         return x.e(BinaryOps.CMPEQ, y)
+
+
+class BitwiseAnd(Function):  # integers and bools only, so never differentiated
+    def forward(self, x: LazyBuffer, y: LazyBuffer) -> LazyBuffer:
+        return x.e(BinaryOps.AND, y)
+
+
+class BitwiseOr(Function):
+    def forward(self, x: LazyBuffer, y: LazyBuffer) -> LazyBuffer:
+        return x.e(BinaryOps.OR, y)
+
+
+class BitwiseXor(Function):
+    def forward(self, x: LazyBuffer, y: LazyBuffer) -> LazyBuffer:
+        return x.e(BinaryOps.XOR, y)
 
 
 class Mod(Function):
@@ -166,29 +233,37 @@ class Div(Function):
         return x.e(BinaryOps.DIV, y)
 
     def backward(self, grad: LazyBuffer) -> tuple[LazyBuffer | None, ...]:
-        # d(x/y)/dx = 1/y ; d(x/y)/dy = -x/y^2
+        # d(x/y)/dx = 1/y ; d(x/y)/dy = -x/y^2, computed as -(x/y)/y: y*y would underflow to 0 for
+        # |y| < 1e-19 and give 0/0 = NaN where the answer is finite (PyTorch divides twice too).
         dx = grad.e(BinaryOps.DIV, self.y) if self.needs_input_grad[0] else None
         dy = None
         if self.needs_input_grad[1]:
-            y_squared = self.y.e(BinaryOps.MUL, self.y)
-            dy = grad.e(UnaryOps.NEG).e(BinaryOps.MUL, self.x).e(BinaryOps.DIV, y_squared)
+            quotient_over_y = self.x.e(BinaryOps.DIV, self.y).e(BinaryOps.DIV, self.y)
+            dy = grad.e(UnaryOps.NEG).e(BinaryOps.MUL, quotient_over_y)
         return dx, dy
 
 
 class Maximum(Function):
-    """max(x, y). On a tie the gradient is split in half, as PyTorch does."""
+    """max(x, y). The gradient goes to the side that is not smaller; on a tie it is split in half.
+    Both sides get it where a NaN is involved (neither is smaller): PyTorch's rule."""
 
     def forward(self, x: LazyBuffer, y: LazyBuffer) -> LazyBuffer:
         self.x, self.y = x, y
-        return x.e(BinaryOps.MAX, y)
+        # MAX returns its second operand on a tie (as np.maximum); PyTorch's maximum returns the
+        # first (maximum(-0.0, 0.0) is -0.0), so the operands go in swapped. NaN still wins.
+        return y.e(BinaryOps.MAX, x)
 
     def backward(self, grad: LazyBuffer) -> tuple[LazyBuffer | None, ...]:
-        x_wins = self.y.e(BinaryOps.CMPLT, self.x).cast(grad.dtype)
-        tie = self.x.e(BinaryOps.CMPEQ, self.y).cast(grad.dtype)
-        share_x = x_wins.e(BinaryOps.ADD, tie.e(BinaryOps.MUL, tie.const(0.5)))
-        share_y = share_x.const(1).e(BinaryOps.SUB, share_x)
-        return (share_x.e(BinaryOps.MUL, grad) if self.needs_input_grad[0] else None,
-                share_y.e(BinaryOps.MUL, grad) if self.needs_input_grad[1] else None)
+        # The gradient is *selected* (where), not multiplied by a 0/1 mask: an infinite gradient
+        # must give 0 to the side that lost, not 0 * inf = NaN.
+        half, zero = grad.e(BinaryOps.MUL, grad.const(0.5)), grad.const(0)
+        tie = self.x.e(BinaryOps.CMPEQ, self.y)
+
+        def share(loses: LazyBuffer) -> LazyBuffer:
+            return loses.e(TernaryOps.WHERE, zero, tie.e(TernaryOps.WHERE, half, grad))
+
+        return (share(self.x.e(BinaryOps.CMPLT, self.y)) if self.needs_input_grad[0] else None,
+                share(self.y.e(BinaryOps.CMPLT, self.x)) if self.needs_input_grad[1] else None)
 
 
 # ---- ternary ----

@@ -22,9 +22,9 @@ from typing import Any, Protocol, Sequence
 
 import numpy as np
 
-from tinyedu.dtype import DType, dtypes
+from tinyedu.dtype import DType, cast_array, dtypes
 from tinyedu.helpers import prod
-from tinyedu.ops import BinaryOps, LoadOps, Op, ReduceOps, TernaryOps, UnaryOps
+from tinyedu.ops import BinaryOps, LoadOps, Op, ReduceOps, TernaryOps, UnaryOps, const_key
 from tinyedu.shape import ShapeTracker
 
 
@@ -106,10 +106,11 @@ class LazyBuffer:
 
         Deduplication makes `f(x) + f(x)` compute f(x) once. Host data (COPY) and EMPTY buffers are
         never shared, and a cached node whose sources were released by realize() is not reused.
+        A constant argument is keyed by its bits (const_key): a -0.0 is not a 0.0.
         """
         if op in (LoadOps.COPY, LoadOps.EMPTY):
             return LazyBuffer(device, st, dtype, op, arg, srcs)
-        key = (device, st, dtype, op, arg, tuple(id(s) for s in srcs))
+        key = (device, st, dtype, op, const_key(arg), tuple(id(s) for s in srcs))
         cached = _NODES.get(key)
         same_sources = cached is not None and len(cached.srcs) == len(srcs) and all(
             a is b for a, b in zip(cached.srcs, srcs, strict=True))
@@ -147,10 +148,11 @@ class LazyBuffer:
 
     @staticmethod
     def full(value: float | int | bool, shape: tuple[int, ...], dtype: DType, device: str) -> "LazyBuffer":
-        # Cast like C and like PyTorch's scalars: 2.7 in an int32 buffer is 2, -2 in a uint8 one
-        # wraps to 254, anything non-zero in a bool one is True.
-        wide = np.array(value, dtype=np.float64 if isinstance(value, float) else np.int64)
-        value = wide.astype(dtype.np).item()
+        # Cast like every device casts (dtype.cast_array) and like PyTorch's scalars: 2.7 in an int32
+        # buffer is 2, -2 in a uint8 one wraps to 254, anything non-zero in a bool one is True.
+        as_float = isinstance(value, float) or not -(2**63) <= value < 2**63  # (beyond int64: as a float)
+        wide = np.array(value, dtype=np.float64 if as_float else np.int64)
+        value = cast_array(wide, dtype).item()
         scalar = LazyBuffer.loadop(LoadOps.CONST, (), dtype, device, arg=value)
         return scalar.reshape((1,) * len(shape)).expand(shape)
 
@@ -339,19 +341,33 @@ def _constant(x: LazyBuffer) -> float | int | bool | None:
 
 
 def _fold_constants(op: Any, operands: tuple[LazyBuffer, ...], dtype: DType) -> LazyBuffer | None:
-    """x+0, 0+x, x-0, x*1, 1*x, x/1 are x; a cast of a constant is a constant. None: nothing to fold."""
+    """x+0, 0+x, x-0, x*1, 1*x, x/1 are x; a cast of a constant is a constant. None: nothing to fold.
+
+    The zero must be the right one for floats, compared by bits: x + (-0.0) is x for every x, but
+    x + 0.0 is not (-0.0 + 0.0 is +0.0), and x - 0.0 is x but x - (-0.0) is not.
+    """
     consts = [_constant(x) for x in operands]
     if op is UnaryOps.CAST and consts[0] is not None:
         return LazyBuffer.full(consts[0], operands[0].shape, dtype, operands[0].device)
     if len(operands) != 2:
         return None
     (x, y), (cx, cy) = operands, consts
-    identity = {BinaryOps.ADD: 0, BinaryOps.SUB: 0, BinaryOps.MUL: 1, BinaryOps.DIV: 1}.get(op)
+    identity = {BinaryOps.ADD: -0.0 if dtype.is_float else 0, BinaryOps.SUB: 0.0 if dtype.is_float else 0,
+                BinaryOps.MUL: 1, BinaryOps.DIV: 1}.get(op)
     if identity is None:
         return None
-    if cy is not None and cy == identity and x.dtype == dtype:
+    if cy is not None and _is(cy, identity) and x.dtype == dtype:
         return x
-    if cx is not None and cx == identity and op in (BinaryOps.ADD, BinaryOps.MUL) and y.dtype == dtype:
+    if cx is not None and _is(cx, identity) and op in (BinaryOps.ADD, BinaryOps.MUL) and y.dtype == dtype:
         return y
     return None
+
+
+def _is(value: float | int | bool, identity: float | int) -> bool:
+    """value is the identity: bit for bit for a float zero, by value otherwise (1 == 1.0 == True)."""
+    if isinstance(identity, float) and identity == 0:
+        return isinstance(value, float) and const_key(value) == const_key(identity)
+    return value == identity
+
+
 # --8<-- [end:fold]

@@ -14,12 +14,22 @@ small is the point: a backend only has to implement these to run everything.
 
 Why these and not others: EXP2/LOG2 instead of EXP/LOG because hardware has base-2 versions (exp(x)
 is exp2(x / ln 2)); RECIP instead of a separate float DIV path for gradients; CMPLT and CMPEQ give
-every comparison (a > b is b < a, a <= b is not b < a); WHERE gives masking, relu, clamp and
-friends; MAX gives both max-pooling and relu-style clipping.
+every comparison (a > b is b < a, a <= b is (a < b) OR (a == b): *not* "not b < a", which would
+make NaN <= 0 true); WHERE gives masking, relu, clamp and friends; MAX gives both max-pooling and
+relu-style clipping; AND, OR, XOR are bitwise on integers and logical on bools.
+
+SIN and COS are both primitives. cos(x) = sin(pi/2 - x) is exact for real numbers but not in
+float32: pi/2 - x is rounded to a multiple of x's ulp (about 0.001 near x = 1e4), so the result
+would be off by that much. Reducing x exactly needs pi to about 100 bits (Payne-Hanek), which
+every libm's cosf already does; so, like SIN, COS is handed to the backend.
+
+Constants are compared by their bit pattern (`const_key`), never with `==`: -0.0 == 0.0 but
+1/-0.0 is -inf, and nan != nan would make a NaN constant unequal to itself.
 """
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 from enum import Enum, auto
 from typing import Any, Union
@@ -30,13 +40,15 @@ from tinyedu.shape.memo import cached_hash
 
 
 class UnaryOps(Enum):
-    NEG = auto(); EXP2 = auto(); LOG2 = auto(); SIN = auto(); SQRT = auto(); RECIP = auto()  # noqa: E702
+    NEG = auto(); EXP2 = auto(); LOG2 = auto(); SIN = auto(); COS = auto(); SQRT = auto()  # noqa: E702
+    RECIP = auto()
     CAST = auto()  # arg: the target DType
 
 
 class BinaryOps(Enum):
     ADD = auto(); SUB = auto(); MUL = auto(); DIV = auto(); MAX = auto(); MOD = auto()  # noqa: E702
     CMPLT = auto(); CMPEQ = auto()  # noqa: E702
+    AND = auto(); OR = auto(); XOR = auto()  # noqa: E702 - bitwise on ints, logical on bools
 
 
 class TernaryOps(Enum):
@@ -64,6 +76,20 @@ Op = Union[UnaryOps, BinaryOps, TernaryOps, ReduceOps, MovementOps, LoadOps, Buf
 ALU_OPS = (UnaryOps, BinaryOps, TernaryOps)
 
 
+# --8<-- [start:const-key]
+def const_key(value: Any) -> Any:
+    """What makes two constants the same constant: the bit pattern of a float, the value otherwise.
+
+    With `==`, -0.0 would equal 0.0 (yet 1/-0.0 is -inf) and a NaN would not even equal itself, so
+    caches keyed on constants would mix up signed zeros and never hit for NaN.
+    """
+    if isinstance(value, float):
+        return ("float", struct.pack("<d", value))
+    return value
+
+
+# --8<-- [end:const-key]
+
 @dataclass(frozen=True)
 class MemBuffer:
     """A LOAD/STORE leaf: buffer number `idx` of the kernel (0 is the output), read through `st`."""
@@ -75,38 +101,106 @@ class MemBuffer:
     __hash__ = cached_hash
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ConstBuffer:
-    """A CONST leaf: the value `val` at every position of `st` (0 where `st` is masked out)."""
+    """A CONST leaf: the value `val` at every position of `st` (0 where `st` is masked out).
+
+    Equal when the bits of `val` are equal (see const_key): a kernel with -0.0 is not one with 0.0.
+    """
 
     val: float | int | bool
     dtype: DType
     st: ShapeTracker
 
-    __hash__ = cached_hash
+    def _key(self) -> tuple:
+        return (const_key(self.val), self.dtype, self.st)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ConstBuffer) and self._key() == other._key()
+
+    def __hash__(self) -> int:  # computed once per leaf (hashed on every compile cache lookup)
+        value = self.__dict__.get("_hash")
+        if value is None:
+            value = hash(self._key())
+            object.__setattr__(self, "_hash", value)
+        return value
 
 
-@dataclass(frozen=True)
+# --8<-- [start:lazyop]
+@dataclass(frozen=True, eq=False)
 class LazyOp:
     """A node of a kernel AST: an op, its sources, and an argument (axes, dtype, buffer...).
 
-    Frozen so that equal ASTs hash equal: the compile cache and kernel dedup rely on it.
+    Immutable, and equal to any AST with the same structure: the compile cache and kernel dedup rely
+    on it. An AST is a DAG: a value used twice (relu reads x twice) is one node with two parents. So
+    nothing here may recurse into each parent separately, which would cost 2^depth on a chain of
+    such ops: the hash is computed once from the children's cached hashes, equality compares each
+    pair of nodes once, and walks visit each node once.
     """
 
     op: Op
     src: tuple["LazyOp", ...] = ()
     arg: Any = None
 
-    __hash__ = cached_hash  # the compile cache looks kernels up by AST: hash each node once
+    def __post_init__(self) -> None:
+        # Hashed once, when the node is made: its sources exist already and carry their own hash, so
+        # this costs one small tuple per node (no recursion), and every later lookup (the compile
+        # cache, kernel dedup, the per-step scheduler) reads the number back.
+        try:
+            arg_hash = hash(const_key(self.arg))
+        except TypeError:  # host data (a numpy array) on a COPY item: compared by identity
+            arg_hash = id(self.arg)
+        object.__setattr__(self, "_hash", hash((self.op, arg_hash, tuple(s._hash for s in self.src))))
 
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        if not isinstance(other, LazyOp) or self._hash != other._hash:
+            return False
+        compared, stack = set(), [(self, other)]
+        while stack:
+            a, b = stack.pop()
+            if a is b or (id(a), id(b)) in compared:
+                continue
+            compared.add((id(a), id(b)))
+            if a._hash != b._hash or a.op is not b.op or len(a.src) != len(b.src):
+                return False
+            if not _same_arg(a.arg, b.arg):
+                return False
+            stack.extend(zip(a.src, b.src, strict=True))
+        return True
+
+    # --8<-- [end:lazyop]
     def __str__(self) -> str:
         return "\n".join(self._tree_lines())
 
-    def _tree_lines(self, prefix: str = "") -> list[str]:
-        """The AST as an indented tree, one node a line: what DEBUG=3 and notebooks print."""
-        lines = [f"{prefix}{type(self.op).__name__}.{self.op.name}{self._arg_text()}"]
-        for child in self.src:
-            lines += child._tree_lines(prefix + "  ")
+    def _tree_lines(self) -> list[str]:
+        """The AST as an indented tree, one node a line: what DEBUG=3 and notebooks print.
+
+        A node with several parents is printed in full once, tagged `[shared #n]`; every later use is
+        one line, `[same as #n]`. (Leaves are one line anyway, so they are always printed.)
+        """
+        parents: dict[int, int] = {}
+        for node in self.walk():
+            for child in node.src:
+                parents[id(child)] = parents.get(id(child), 0) + 1
+        numbers: dict[int, int] = {}
+        lines: list[str] = []
+        stack: list[tuple[LazyOp, str]] = [(self, "")]
+        while stack:
+            node, prefix = stack.pop()
+            text = f"{prefix}{type(node.op).__name__}.{node.op.name}{node._arg_text()}"
+            if node.src and parents.get(id(node), 0) > 1:
+                if id(node) in numbers:
+                    lines.append(f"{text}  [same as #{numbers[id(node)]}]")
+                    continue
+                numbers[id(node)] = len(numbers) + 1
+                text += f"  [shared #{numbers[id(node)]}]"
+            lines.append(text)
+            stack.extend((child, prefix + "  ") for child in reversed(node.src))
         return lines
 
     def _arg_text(self) -> str:
@@ -120,17 +214,45 @@ class LazyOp:
         return f" {self.arg}"
 
     def walk(self) -> list["LazyOp"]:
-        """Every node of the AST, parents before children (iterative: kernel ASTs can be deep)."""
-        nodes, stack = [], [self]
+        """Every distinct node of the AST once, parents before children, left to right (iterative:
+        kernel ASTs can be deep; by identity: a shared node is visited once, however many parents)."""
+        nodes, seen, stack = [], set(), [self]
         while stack:
             node = stack.pop()
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
             nodes.append(node)
             stack.extend(reversed(node.src))
         return nodes
 
+    def toposort(self) -> list["LazyOp"]:
+        """Every distinct node once, each after all of its sources (children before parents)."""
+        order, done, stack = [], set(), [(self, False)]
+        while stack:
+            node, sources_done = stack.pop()
+            if id(node) in done:
+                continue
+            if sources_done:
+                done.add(id(node))
+                order.append(node)
+                continue
+            stack.append((node, True))
+            stack.extend((s, False) for s in reversed(node.src) if id(s) not in done)
+        return order
+
     @property
     def leaves(self) -> list["LazyOp"]:
-        """The BufferOps leaves below this node, left to right."""
-        if isinstance(self.op, BufferOps) and self.op is not BufferOps.STORE:
-            return [self]
-        return [leaf for child in self.src for leaf in child.leaves]
+        """The distinct BufferOps leaves below this node, left to right."""
+        return [n for n in self.walk() if isinstance(n.op, BufferOps) and n.op is not BufferOps.STORE]
+
+
+def _same_arg(a: Any, b: Any) -> bool:
+    if a is b:
+        return True
+    if type(a) is not type(b):
+        return False
+    try:
+        return bool(const_key(a) == const_key(b))
+    except (TypeError, ValueError):  # numpy arrays (host data): only the same array is the same
+        return False

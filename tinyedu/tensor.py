@@ -15,11 +15,13 @@ from typing import Any, ClassVar, Sequence
 import numpy as np
 
 import tinyedu.function as F
-from tinyedu.dtype import DType, dtypes, least_upper_dtype, promote_with_scalar
+from tinyedu.dtype import DType, check_fits, dtypes, least_upper_dtype, promote_with_scalar
 from tinyedu.helpers import prod
 from tinyedu.lazy import LazyBuffer, engine
+from tinyedu.tensor_api.activations import ActivationMixin
 from tinyedu.tensor_api.assign import AssignMixin
 from tinyedu.tensor_api.combine import CombineMixin
+from tinyedu.tensor_api.conv import ConvMixin
 from tinyedu.tensor_api.creation import CreationMixin
 from tinyedu.tensor_api.elementwise import ElementwiseMixin
 from tinyedu.tensor_api.indexing import IndexingMixin
@@ -29,6 +31,7 @@ from tinyedu.tensor_api.nn_ops import NNMixin
 from tinyedu.tensor_api.normalization import NormalizationMixin
 from tinyedu.tensor_api.reduce import ReduceMixin
 from tinyedu.tensor_api.repr import format_tensor
+from tinyedu.tensor_api.rounding import RoundingMixin
 
 Scalar = float | int | bool
 
@@ -62,8 +65,8 @@ class count_primitives:  # noqa: N801 - used like no_grad
         count_primitives.active.remove(self.counts)
 
 
-class Tensor(CreationMixin, ElementwiseMixin, ReduceMixin, MovementMixin, IndexingMixin, CombineMixin,
-             NNMixin, NormalizationMixin, LossMixin, AssignMixin):
+class Tensor(CreationMixin, ElementwiseMixin, RoundingMixin, ActivationMixin, ReduceMixin, MovementMixin,
+             IndexingMixin, CombineMixin, NNMixin, ConvMixin, NormalizationMixin, LossMixin, AssignMixin):
     grad_enabled: ClassVar[bool] = True
     training: ClassVar[bool] = False  # dropout is active only while training (see Tensor.train)
 
@@ -77,6 +80,7 @@ class Tensor(CreationMixin, ElementwiseMixin, ReduceMixin, MovementMixin, Indexi
             lazydata = data.lazydata
         elif isinstance(data, (bool, int, float, np.generic)):
             data = data.item() if isinstance(data, np.generic) else data
+            check_fits(data, want or _python_dtype(data), "Tensor")
             lazydata = LazyBuffer.full(data, (), want or _python_dtype(data), device)
         elif isinstance(data, (list, tuple, np.ndarray)):
             lazydata = LazyBuffer.from_numpy(_to_numpy(data, want), device)
@@ -153,6 +157,8 @@ class Tensor(CreationMixin, ElementwiseMixin, ReduceMixin, MovementMixin, Indexi
         """Realize several tensors with one schedule, so work they share is scheduled once."""
         engine().realize([t.lazydata for t in tensors if t.lazydata.base.realized is None])
 
+    corealize = realize_all  # tinygrad's name
+
     def numpy(self) -> np.ndarray:
         return self.lazydata.numpy()
 
@@ -166,11 +172,11 @@ class Tensor(CreationMixin, ElementwiseMixin, ReduceMixin, MovementMixin, Indexi
         return self.numpy().tolist()
 
     def to(self, device: str) -> "Tensor":
+        """The same values on another device; a copy that stays in the graph (the gradient comes back)."""
         device = engine().canonical_device(device)
         if device == self.device:
             return self
-        out = Tensor(self.lazydata.copy_to_device(device), device=device, requires_grad=self.requires_grad)
-        return out
+        return self._apply(F.Copy, device=device)
 
     def detach(self) -> "Tensor":
         """The same values, cut from the graph: no gradient flows back through the result."""
@@ -290,14 +296,35 @@ class Tensor(CreationMixin, ElementwiseMixin, ReduceMixin, MovementMixin, Indexi
 
     # --8<-- [end:broadcast]
     def _axis(self, axis: int, op: str, ndim: int | None = None) -> int:
+        """A dimension index in range (negatives count from the end), with PyTorch's error wording."""
         ndim = self.ndim if ndim is None else ndim
         if not isinstance(axis, int) or isinstance(axis, bool):
             raise TypeError(f"{op}: axis must be an int, got {type(axis).__name__}")
-        if not -max(ndim, 1) <= axis < max(ndim, 1):
-            raise IndexError(f"{op}: axis {axis} is out of range for a tensor of shape {self.shape}; "
-                             f"valid axes "
-                             f"are {-max(ndim, 1)}..{max(ndim, 1) - 1}")
+        low, high = -max(ndim, 1), max(ndim, 1) - 1
+        if not low <= axis <= high:
+            raise IndexError(f"{op}: Dimension out of range (expected to be in range of [{low}, {high}], "
+                             f"but got {axis}) for a tensor of shape {self.shape}")
         return axis % max(ndim, 1)
+
+    # ---- sizes (PyTorch's and tinygrad's names) ----
+    def dim(self) -> int:
+        return self.ndim
+
+    def element_size(self) -> int:
+        """Bytes per element."""
+        return self.dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the whole tensor (a property, as in PyTorch; tinygrad's is a method)."""
+        return self.numel() * self.dtype.itemsize
+
+    def sequential(self, layers: Sequence[Any]) -> "Tensor":
+        """Apply callables one after another: x.sequential([f, g]) is g(f(x)) (tinygrad)."""
+        out = self
+        for layer in layers:
+            out = layer(out)
+        return out
 
 
 def broadcast_shape(*shapes: tuple[int, ...], op: str = "broadcast") -> tuple[int, ...]:

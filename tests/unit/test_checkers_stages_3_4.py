@@ -57,12 +57,12 @@ def test_load_count():
 def test_c_expression():
     x, y = tensors((16,), (16,))
     answers = [(lambda: x.sigmoid(), "1.0f/(1.0f+exp2f((-val0)*1.442695f))"),
-               (lambda: (x * 0.1 + y).relu(), "(0.0f < val0*0.1f+val1) ? val0*0.1f+val1 : 0.0f"),
+               (lambda: (x * 0.1 + y).relu(), "(val0*0.1f+val1 < 0.0f) ? 0.0f : val0*0.1f+val1"),
                (lambda: x.maximum(y) * 2, "max_float32(val0, val1) * 2.0f")]
     for build, answer in answers:
         assert check_c_expression(build, answer).startswith("bit for bit")
     with pytest.raises(AssertionError, match="your expression gives .* the kernel .*f suffix is a double"):
-        check_c_expression(lambda: (x * 0.1 + y).relu(), "(0.0f < val0*0.1+val1) ? val0*0.1+val1 : 0.0f")
+        check_c_expression(lambda: (x * 0.1 + y).relu(), "(val0*0.1+val1 < 0.0f) ? 0.0f : val0*0.1+val1")
     with pytest.raises(AssertionError, match="val1=nan your expression gives .*not fmaxf"):
         check_c_expression(lambda: x.maximum(y) * 2, "fmaxf(val0, val1) * 2.0f")
     with pytest.raises(AssertionError, match=r"(?s)compiler rejects this expression.*the loads are val0 in"):

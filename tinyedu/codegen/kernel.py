@@ -231,12 +231,15 @@ class Kernel:
 
 
 def _leaves_above_reduce(ast: LazyOp) -> list[LazyOp]:
-    """The LOAD/CONST leaves that are not under the REDUCE (read once per output element)."""
-    found, stack = [], [ast]
+    """The LOAD/CONST leaves that are not under the REDUCE (read once per output element).
+
+    The AST is a DAG: each node is visited once, however many parents share it."""
+    found, stack, seen = [], [ast], set()
     while stack:
         node = stack.pop()
-        if isinstance(node.op, ReduceOps):
+        if isinstance(node.op, ReduceOps) or id(node) in seen:
             continue
+        seen.add(id(node))
         if node.op in (BufferOps.LOAD, BufferOps.CONST):
             found.append(node)
         stack.extend(reversed(node.src))

@@ -1,6 +1,6 @@
 """UOps: a kernel as a flat list of tiny instructions, the last step before source code.
 
-A kernel AST is a tree of whole-array ops ("add these two (4, 16) arrays"). Hardware runs loops of
+A kernel AST is a graph of whole-array ops ("add these two (4, 16) arrays"). Hardware runs loops of
 scalar instructions. The linearizer (tinyedu/codegen/linearizer.py) bridges the two by emitting a
 list of UOps, each one value (a scalar; with opts, also a vector) or one statement:
 
@@ -36,7 +36,7 @@ MULACC(a, b, c) is a*b + c rounded once (a fused multiply-add). The linearizer e
 accumulate a SUM of products in an optimized kernel, where the reduction order changes anyway;
 elementwise math is never fused, so it stays bit-identical across devices.
 
-`UOpBuilder` is how UOps get made. It keeps each distinct value once (the AST is a tree and repeats
+`UOpBuilder` is how UOps get made. It keeps each distinct value once (an AST may hold two equal
 subtrees; the list computes each repeated value once), simplifies integer arithmetic (`x*1 -> x`,
 `x+0 -> x`, `2*3 -> 6`), and places every value in the outermost loop where all its sources exist,
 so that work that does not depend on a loop is done once, outside it ("loop-invariant code motion").

@@ -90,6 +90,8 @@ def run_schedule(schedule: list[ScheduleItem]) -> None:
         GlobalCounters.mem_peak = max(GlobalCounters.mem_peak, GlobalCounters.mem_used)
         out.realized = buffer
         out.srcs = ()  # a realized buffer is a leaf: its sources (and their memory) can go
+        if op is LoadOps.COPY:
+            out.arg = None  # and so can the host data it was copied from
         del item
 
 

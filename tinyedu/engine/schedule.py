@@ -21,9 +21,16 @@ Everything not realized is inlined into the kernel that reads it. The rules, one
 7. A kernel's AST is at most MAX_KERNEL_DEPTH ops deep: a longer chain stores an intermediate.
    (Compilers bound kernel size too; here it also keeps every tree walk far from Python's
    recursion limit.)
-8. No expensive recompute: an elementwise result with an expensive op (exp2, log2, sin, sqrt, a
-   reciprocal or a division) that a reduce reads through an expand is stored, because fused it
+8. No expensive recompute: an elementwise result with an expensive op (exp2, log2, sin, cos, sqrt,
+   a reciprocal or a division) that a reduce reads through an expand is stored, because fused it
    would be recomputed once per use (n times per element in `x.exp() @ w`) instead of once.
+9. A kernel holds at most MAX_KERNEL_OPS distinct ops: when an op would take it past that, its
+   largest fused source is stored instead (so a kernel's size, and its compile time, stay bounded).
+
+The lazy graph is a DAG (relu reads x twice; tanh, gelu or x ** 1.5 read their input three or four
+times), and so is every AST built from it: a value used twice is one node with two parents. Every
+step below visits each node once, so the cost grows with the number of ops, never with the number
+of paths through them (which doubles with each op that reads its input twice).
 """
 
 from __future__ import annotations
@@ -48,17 +55,20 @@ from tinyedu.shape import ShapeTracker
 from tinyedu.shape.memo import memoized
 
 MAX_KERNEL_DEPTH = 100
+MAX_KERNEL_OPS = 256
 
 
 def fusion_enabled() -> bool:
     return getenv("FUSION", 1) != 0
 
 # Ops that cost far more than a memory access: never worth repeating for every use (rule 8).
-EXPENSIVE = {UnaryOps.EXP2, UnaryOps.LOG2, UnaryOps.SIN, UnaryOps.SQRT, UnaryOps.RECIP, BinaryOps.DIV}
+EXPENSIVE = {UnaryOps.EXP2, UnaryOps.LOG2, UnaryOps.SIN, UnaryOps.COS, UnaryOps.SQRT, UnaryOps.RECIP,
+             BinaryOps.DIV}
 
 # Ops with f(0, ..., 0) == 0: padding (which reads 0) may be applied before them (rule 6).
 ZERO_PRESERVING = {UnaryOps.NEG, UnaryOps.SIN, UnaryOps.SQRT, UnaryOps.CAST, BinaryOps.ADD, BinaryOps.SUB,
-                   BinaryOps.MUL, BinaryOps.MAX, BinaryOps.CMPLT, TernaryOps.WHERE}
+                   BinaryOps.MUL, BinaryOps.MAX, BinaryOps.CMPLT, BinaryOps.AND, BinaryOps.OR, BinaryOps.XOR,
+                   TernaryOps.WHERE}
 
 
 # --8<-- [start:rule-questions]
@@ -149,11 +159,17 @@ class _Fused:
     """What an unrealized buffer would bring into the kernel that inlines it."""
 
     reduces: set[int] = field(default_factory=set)  # ids of the reduces inside
-    leaf_elements: int = 0                           # elements its leaves read from memory
+    leaves: dict[tuple, int] = field(default_factory=dict)  # (buffer, view) it reads -> elements read
     zero_preserving: bool = True                     # every op inside has f(0) == 0
     depth: int = 0                                   # ops on the longest path down to a leaf
     expensive: bool = False                          # an op inside is EXPENSIVE (rule 8)
     expanded_expensive: set = field(default_factory=set)  # expensive bases it reads through an expand
+    ops: frozenset[int] = frozenset()                # ids of the distinct ops inside (rule 9)
+
+    @property
+    def leaf_elements(self) -> int:
+        """Elements its distinct leaves read from memory (a leaf read by two ops is read once)."""
+        return sum(self.leaves.values())
 
 
 def _same_order(view: LazyBuffer) -> bool:
@@ -169,6 +185,7 @@ RULES = {
     6: "rule 6: padded after an op with f(0) != 0",
     7: "rule 7: the kernel would be too deep",
     8: "rule 8 (no expensive recompute): an expensive op read through an expand by a reduce",
+    9: "rule 9: the kernel would hold too many ops",
     0: "no fusion: FUSION=0 stores every op",
 }
 
@@ -203,7 +220,7 @@ def pick_realized(outs: list[LazyBuffer], bases: list[LazyBuffer]) -> dict[LazyB
         """What reading `src` brings into a kernel: itself if it is stored, else its fused graph."""
         base = src.base
         if base.realized is not None or base in realized or base not in fused:
-            return _Fused(set(), 0 if src.is_const() else src.st.max_index() + 1)
+            return _Fused(set(), {} if src.is_const() else {(id(base), src.st): src.st.max_index() + 1})
         return fused[base]
 
     # --8<-- [start:rules-forward]
@@ -218,16 +235,22 @@ def pick_realized(outs: list[LazyBuffer], bases: list[LazyBuffer]) -> dict[LazyB
             for src in carriers[0 if isinstance(b.op, ReduceOps) else 1:]:
                 realized.add(src.base, 4)
             parts = [brought_in(src) for src in b.srcs]
-        expanded = _expanded_expensive(b.srcs, parts)
-        if isinstance(b.op, ReduceOps) and expanded:  # rule 8
-            for base in expanded:
+        if isinstance(b.op, ReduceOps):  # rule 8
+            for base in _expanded_expensive(b.srcs, parts):
                 realized.add(base, 8)
             parts = [brought_in(src) for src in b.srcs]
-            expanded = _expanded_expensive(b.srcs, parts)
-        info = _Fused(set().union(*(p.reduces for p in parts)), sum(p.leaf_elements for p in parts),
+        # Rule 9: while the ops b would gather exceed the bound, store its largest fused source.
+        while len(frozenset().union(*(p.ops for p in parts))) >= MAX_KERNEL_OPS:
+            largest = max(b.srcs, key=lambda src: len(brought_in(src).ops))
+            realized.add(largest.base, 9)
+            parts = [brought_in(src) for src in b.srcs]
+        leaves = {key: n for p in parts for key, n in p.leaves.items()}
+        ops = frozenset().union(*(p.ops for p in parts)) | {id(b)}
+        info = _Fused(set().union(*(p.reduces for p in parts)), leaves,
                       all(p.zero_preserving for p in parts) and keeps_zero(b.op),
                       1 + max((p.depth for p in parts), default=0),
-                      b.op in EXPENSIVE or any(p.expensive for p in parts), expanded)
+                      b.op in EXPENSIVE or any(p.expensive for p in parts),
+                      _expanded_expensive(b.srcs, parts), ops)
         if isinstance(b.op, ReduceOps):
             info.reduces.add(id(b))
         fused[b] = info
@@ -285,9 +308,17 @@ class _KernelBuilder:
         self.root, self.realized = root, realized
         self.inputs: list[LazyBuffer] = []
         self.reduce_shape: tuple[int, ...] | None = None
+        # (base, view) -> its AST: a value read twice through the same view is one node (a DAG)
+        self.built: dict[tuple[int, ShapeTracker], LazyOp] = {}
 
     def read(self, src: LazyBuffer, st: ShapeTracker) -> LazyOp:
         """The AST that reads `src`'s base through `st` (a ShapeTracker over the base's memory)."""
+        key = (id(src.base), st)
+        if key not in self.built:
+            self.built[key] = self._read(src, st)
+        return self.built[key]
+
+    def _read(self, src: LazyBuffer, st: ShapeTracker) -> LazyOp:
         base = src.base
         if src.is_const():
             return LazyOp(BufferOps.CONST, (), ConstBuffer(base.arg, src.dtype, st))
@@ -318,12 +349,28 @@ def compose(inner: ShapeTracker, outer: ShapeTracker) -> ShapeTracker:
 
 # --8<-- [end:compose]
 def _reshape_leaves(ast: LazyOp, shape: tuple[int, ...]) -> LazyOp:
-    """Reshape the leaves of the part of an AST above its REDUCE, so the kernel runs in one shape."""
-    if isinstance(ast.op, ReduceOps):
-        return ast
-    if ast.op in (BufferOps.LOAD, BufferOps.CONST):
-        return LazyOp(ast.op, (), replace(ast.arg, st=ast.arg.st.reshape(shape)))
-    return LazyOp(ast.op, tuple(_reshape_leaves(s, shape) for s in ast.src), ast.arg)
+    """Reshape the leaves of the part of an AST above its REDUCE, so the kernel runs in one shape.
+
+    Each node is rebuilt once, after its sources, so a shared node stays one shared node."""
+    order, seen, stack = [], set(), [(ast, False)]
+    while stack:  # the nodes above the REDUCE, sources first
+        node, sources_done = stack.pop()
+        if sources_done:
+            order.append(node)
+        elif id(node) not in seen:
+            seen.add(id(node))
+            stack.append((node, True))
+            if not isinstance(node.op, ReduceOps):
+                stack.extend((s, False) for s in node.src)
+    new: dict[int, LazyOp] = {}
+    for node in order:
+        if isinstance(node.op, ReduceOps):
+            new[id(node)] = node
+        elif node.op in (BufferOps.LOAD, BufferOps.CONST):
+            new[id(node)] = LazyOp(node.op, (), replace(node.arg, st=node.arg.st.reshape(shape)))
+        else:
+            new[id(node)] = LazyOp(node.op, tuple(new[id(s)] for s in node.src), node.arg)
+    return new[id(ast)]
 
 
 def _kernel_for(base: LazyBuffer, realized: dict[LazyBuffer, str]) -> ScheduleItem:
@@ -363,10 +410,11 @@ def count_flops(ast: LazyOp) -> int:
     """ALU and reduce operations one run of the kernel performs (each op once per element it makes).
 
     One pass, children before parents, carrying each node's shape up (this runs for every kernel).
+    A shared node is computed once, so it counts once.
     """
     shapes: dict[int, tuple[int, ...]] = {}
     flops = 0
-    for node in reversed(ast.walk()):
+    for node in ast.toposort():
         if node.op in (BufferOps.LOAD, BufferOps.CONST):
             shapes[id(node)] = node.arg.st.shape
             continue

@@ -18,7 +18,7 @@ from typing import Sequence
 
 from tinyedu.dtype import dtypes
 from tinyedu.tensor import Tensor, no_grad
-from tinyedu.tensor_api.nn_ops import IntPair, _pair
+from tinyedu.tensor_api.conv import Ints, _ints
 
 
 # --8<-- [start:linear]
@@ -44,13 +44,13 @@ class Linear:
 class Conv2d:
     """2-d convolution of (N, C_in, H, W) input: weight (C_out, C_in / groups, kH, kW), bias (C_out,)."""
 
-    def __init__(self, in_channels: int, out_channels: int, kernel_size: IntPair, stride: IntPair = 1,
-                 padding: IntPair | str = 0, dilation: IntPair = 1, groups: int = 1, bias: bool = True):
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: Ints, stride: Ints = 1,
+                 padding: Ints | str = 0, dilation: Ints = 1, groups: int = 1, bias: bool = True):
         _check_sizes("Conv2d", in_channels=in_channels, out_channels=out_channels, groups=groups)
         if in_channels % groups or out_channels % groups:
             raise ValueError(f"Conv2d: in_channels ({in_channels}) and out_channels ({out_channels}) must "
                              f"both be divisible by groups ({groups})")
-        self.kernel_size = _pair(kernel_size, "kernel_size", "Conv2d", 1)
+        self.kernel_size = _ints(kernel_size, 2, "kernel_size", "Conv2d", 1)
         self.stride, self.padding, self.dilation, self.groups = stride, padding, dilation, groups
         fan_in = in_channels // groups * self.kernel_size[0] * self.kernel_size[1]
         bound = 1 / math.sqrt(fan_in)

@@ -34,8 +34,9 @@ differ in a few places, each handled here or by a compiler flag (see tinyedu/run
 - `fmaxf` ignores NaN, np.maximum returns it: `max_float32` checks for NaN (x != x only for NaN);
 - uint8 arithmetic happens in `int` in C: uint8 results are stored in `unsigned char` variables
   (never inlined), which wraps them like numpy;
-- float -> int casts truncate in both, but values outside the int's range are undefined behaviour
-  in C and platform-dependent in numpy: tests never cast such values.
+- float -> int casts truncate in both, but a value outside int32 (or NaN, inf) is undefined
+  behaviour in C: `float_to_int32` spells out tinyedu's rule (INT32_MIN, as x86-64 gives; see
+  tinyedu.dtype.cast_array), and float -> uint8 goes through it.
 Masked (padded) reads become `valid ? data1[index] : 0.0f`: C evaluates only the branch it takes,
 so an out-of-range index is computed but never used to touch memory.
 """
@@ -88,6 +89,9 @@ HELPERS = {
     "div_int32": "static inline int div_int32(int a, int b) { return b == 0 ? 0 : b == -1 ? -a : a / b; }"
                  "  /* x/0 is 0; INT_MIN/-1 would trap */",
     "mod_int32": "static inline int mod_int32(int a, int b) { return (b == 0 || b == -1) ? 0 : a % b; }",
+    # (int)x is undefined when x does not fit; tinyedu defines it as x86-64 does (NaN fails both tests)
+    "float_to_int32": "static inline int float_to_int32(float x) { return (x >= -2147483648.0f && "
+                      "x < 2147483648.0f) ? (int)x : (-2147483647-1); }",
 }
 # --8<-- [end:helpers]
 
@@ -281,7 +285,10 @@ class CRenderer(Renderer):
         return read
 
     # ---- values ----
-    def cast(self, u: UOp, value: str) -> str:
+    def cast(self, u: UOp, value: str) -> str:  # always scalar: the linearizer casts vectors lane by lane
+        if u.src[0].dtype.is_float and u.dtype.is_int:
+            expr = f"{self.use_helper('float_to_int32', dtypes.int32)}({_unwrap(value)})"
+            return expr if u.dtype == dtypes.int32 else f"({u.dtype.c_name}){expr}"
         return f"({u.dtype.c_name}){_wrap(value)}"
 
     def gep(self, u: UOp, vector: str) -> str:
@@ -358,9 +365,10 @@ class CRenderer(Renderer):
 
 
 UNARY_FUNCTIONS = {UnaryOps.EXP2: "exp2f", UnaryOps.LOG2: "log2f", UnaryOps.SIN: "sinf",
-                   UnaryOps.SQRT: "sqrtf"}
+                   UnaryOps.COS: "cosf", UnaryOps.SQRT: "sqrtf"}
 BINARY_SYMBOLS = {BinaryOps.ADD: "+", BinaryOps.SUB: "-", BinaryOps.MUL: "*", BinaryOps.DIV: "/",
-                  BinaryOps.CMPLT: "<", BinaryOps.CMPEQ: "=="}
+                  BinaryOps.CMPLT: "<", BinaryOps.CMPEQ: "==", BinaryOps.AND: "&", BinaryOps.OR: "|",
+                  BinaryOps.XOR: "^"}
 BOOL_SYMBOLS = {BinaryOps.ADD: "||", BinaryOps.MUL: "&&"}  # numpy: bool + is or, bool * is and
 
 

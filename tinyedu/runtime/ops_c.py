@@ -99,6 +99,11 @@ def compiler_flags(compiler: str, sanitize: bool) -> tuple[str, ...]:
             flags += (flag,)
     if openmp_available(compiler):
         flags += ("-fopenmp",)
+    # GCC 12 (Debian 12's default) miscompiles some vectorized loops at -O2 -march=native when it
+    # threads jumps: a 2-element log1p(cos(sign(x))) kernel became a constant store (clang is right;
+    # tests/test_numerics.py::test_a_gcc_12_miscompilation). Jump threading is a small optimization.
+    if _accepts(compiler, "-fno-thread-jumps"):
+        flags += ("-fno-thread-jumps",)
     return flags
 # --8<-- [end:probed-flags]
 

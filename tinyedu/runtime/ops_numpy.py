@@ -7,14 +7,23 @@ a ShapeTracker by building the index grid of each view with plain numpy broadcas
 The semantics it fixes for every backend (C must match them):
 - integer DIV truncates toward zero and integer MOD takes the sign of the dividend, like C;
   an integer division or modulo by zero gives 0 instead of crashing;
-- CMPLT and CMPEQ give bool; WHERE picks a where the condition is true;
+- CMPLT and CMPEQ give bool (false whenever a NaN is involved); WHERE picks a where the condition
+  is true; AND, OR, XOR are bitwise on integers (two's complement) and logical on bools;
+- CAST is `tinyedu.dtype.cast_array`: float to int truncates, and a float whose truncation does
+  not fit in int32 (NaN, +-inf, 3e9) becomes INT32_MIN, as on x86-64 (numpy, PyTorch); float to
+  uint8 goes through int32 and keeps the low 8 bits (300.7 -> 44, -1.5 -> 255). C leaves these
+  undefined, so the C renderer spells the same rule out with a helper;
 - a read outside a view's mask (padding) gives 0.
+
+A kernel AST is a DAG (a value used twice is one node with two parents), so `evaluate` computes
+each node once per run, remembering results by node identity.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from tinyedu.dtype import cast_array
 from tinyedu.ops import BinaryOps, BufferOps, LazyOp, ReduceOps, TernaryOps, UnaryOps
 from tinyedu.runtime.device import Backend, Buffer
 from tinyedu.shape import ShapeTracker, View
@@ -74,12 +83,14 @@ def alu(op, *srcs: np.ndarray, arg=None) -> np.ndarray:
             return np.log2(a)
         if op is UnaryOps.SIN:
             return np.sin(a)
+        if op is UnaryOps.COS:
+            return np.cos(a)
         if op is UnaryOps.SQRT:
             return np.sqrt(a)
         if op is UnaryOps.RECIP:
             return (1 / a).astype(a.dtype)
         if op is UnaryOps.CAST:
-            return a.astype(arg.np)
+            return cast_array(a, arg)
         if op is TernaryOps.WHERE:
             return np.where(a, srcs[1], srcs[2])
         b = srcs[1]
@@ -100,6 +111,12 @@ def alu(op, *srcs: np.ndarray, arg=None) -> np.ndarray:
             return a < b
         if op is BinaryOps.CMPEQ:
             return a == b
+        if op is BinaryOps.AND:
+            return np.bitwise_and(a, b)
+        if op is BinaryOps.OR:
+            return np.bitwise_or(a, b)
+        if op is BinaryOps.XOR:
+            return np.bitwise_xor(a, b)
     raise NotImplementedError(f"NUMPY device: no rule for {op}")
 
 
@@ -112,18 +129,25 @@ class NumpyProgram:
 
     def __call__(self, buffers: list[Buffer]) -> None:
         memory = [b.as_numpy() for b in buffers]
-        result = self.evaluate(self.ast.src[0], memory)
+        result = self.evaluate(self.ast.src[0], memory, {})
         store = self.ast.arg
         assert store.st.contiguous, "NUMPY device: STORE through a non-contiguous view is not supported"
-        memory[store.idx][:] = result.astype(store.dtype.np).reshape(-1)
+        memory[store.idx][:] = cast_array(result, store.dtype).reshape(-1)
 
-    def evaluate(self, node: LazyOp, memory: list[np.ndarray]) -> np.ndarray:
+    def evaluate(self, node: LazyOp, memory: list[np.ndarray], done: dict[int, np.ndarray]) -> np.ndarray:
+        """The value of `node`; `done` holds the values already computed in this run, by node id."""
+        if id(node) not in done:
+            done[id(node)] = self._evaluate_once(node, memory, done)
+        return done[id(node)]
+
+    def _evaluate_once(self, node: LazyOp, memory: list[np.ndarray],
+                       done: dict[int, np.ndarray]) -> np.ndarray:
         if node.op is BufferOps.LOAD:
             return gather(memory[node.arg.idx], node.arg.st)
         if node.op is BufferOps.CONST:
             const = np.full((1,), node.arg.val, dtype=node.arg.dtype.np)
             return gather(const, node.arg.st)  # gather applies the masks, so padding reads 0
-        sources = [self.evaluate(s, memory) for s in node.src]
+        sources = [self.evaluate(s, memory, done) for s in node.src]
         if isinstance(node.op, ReduceOps):
             reduce = np.sum if node.op is ReduceOps.SUM else np.max
             x = sources[0]

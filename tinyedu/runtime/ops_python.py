@@ -23,7 +23,7 @@ from typing import Any, Callable
 import numpy as np
 
 from tinyedu.codegen.uops import FusedOps, UOp, UOps, const_value, is_vector, scalar_of
-from tinyedu.dtype import DType, dtypes
+from tinyedu.dtype import DType, cast_array, dtypes
 from tinyedu.ops import BinaryOps, TernaryOps, UnaryOps
 from tinyedu.runtime.device import Backend, Buffer, thread_count
 
@@ -56,9 +56,9 @@ def maximum(a: Any, b: Any) -> Any:
 
 
 def cast(value: Any, src: DType, dst: DType) -> Any:
-    """numpy's astype, on one value."""
+    """tinyedu's one casting rule (tinyedu.dtype.cast_array), on one value."""
     with np.errstate(all="ignore"):
-        return to_dtype(np.array(value, dtype=src.np).astype(dst.np)[()], dst)
+        return to_dtype(cast_array(np.array(value, dtype=src.np), dst)[()], dst)
 
 
 def fused_multiply_add(a: np.float32, b: np.float32, c: np.float32) -> np.float32:
@@ -102,10 +102,11 @@ def _round_to_float32(exact: Fraction) -> np.float32:
 FLOAT_ALU: dict[Any, Callable[..., Any]] = {
     FusedOps.MULACC: fused_multiply_add,
     UnaryOps.NEG: lambda a: -a, UnaryOps.EXP2: np.exp2, UnaryOps.LOG2: np.log2, UnaryOps.SIN: np.sin,
-    UnaryOps.SQRT: np.sqrt, UnaryOps.RECIP: lambda a: np.float32(1) / a,
+    UnaryOps.COS: np.cos, UnaryOps.SQRT: np.sqrt, UnaryOps.RECIP: lambda a: np.float32(1) / a,
     BinaryOps.ADD: lambda a, b: a + b, BinaryOps.SUB: lambda a, b: a - b, BinaryOps.MUL: lambda a, b: a * b,
     BinaryOps.DIV: lambda a, b: a / b, BinaryOps.MOD: np.fmod, BinaryOps.MAX: maximum,
     BinaryOps.CMPLT: lambda a, b: a < b, BinaryOps.CMPEQ: lambda a, b: a == b,
+    BinaryOps.AND: lambda a, b: a & b, BinaryOps.OR: lambda a, b: a | b, BinaryOps.XOR: lambda a, b: a ^ b,
     TernaryOps.WHERE: lambda c, a, b: a if c else b,
 }
 INT_ALU = {**FLOAT_ALU, UnaryOps.RECIP: lambda a: trunc_div(1, a), BinaryOps.DIV: trunc_div,

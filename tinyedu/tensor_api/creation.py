@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tinyedu.dtype import DType, dtypes
+from tinyedu.dtype import DType, check_fits, dtypes
 from tinyedu.helpers import flatten_args
 from tinyedu.lazy import LazyBuffer, engine
 from tinyedu.ops import LoadOps
@@ -39,6 +39,9 @@ class CreationMixin:
             dtype = dtypes.bool if isinstance(fill_value, bool) else \
                 dtypes.int32 if isinstance(fill_value, int) else dtypes.float32
         dtype = dtypes.from_any(dtype)
+        if not isinstance(fill_value, (bool, int, float)):
+            raise TypeError(f"full: fill_value must be a Python number, got {type(fill_value).__name__}")
+        check_fits(fill_value, dtype, "full")
         device = engine().canonical_device(device)
         buffer = LazyBuffer.full(fill_value, shape, dtype, device)
         return cls(buffer, device=device, requires_grad=requires_grad)
@@ -93,7 +96,9 @@ class CreationMixin:
     def rand(cls, *shape: Any, dtype: Any = dtypes.float32, device: str | None = None,
              requires_grad: bool | None = None) -> "Tensor":
         shape = _check_shape(flatten_args(shape), "rand")
-        return cls._from_host(cls._rng.random(shape), dtypes.from_any(dtype), device, requires_grad)
+        # in [0, 1) like PyTorch: a float64 just below 1 would round up to 1.0 in float32
+        values = np.minimum(cls._rng.random(shape), np.nextafter(np.float32(1), np.float32(0)))
+        return cls._from_host(values, dtypes.from_any(dtype), device, requires_grad)
 
     @classmethod
     def randn(cls, *shape: Any, dtype: Any = dtypes.float32, device: str | None = None,
@@ -125,12 +130,77 @@ class CreationMixin:
         values = cls._rng.normal(mean, std, shape)
         return cls._from_host(values, dtypes.from_any(dtype), device, requires_grad)
 
+    @classmethod
+    def linspace(cls, start: float, end: float, steps: int, dtype: Any = dtypes.float32,
+                 device: str | None = None) -> "Tensor":
+        """`steps` values from start to end, both included, evenly spaced (torch.linspace)."""
+        if not isinstance(steps, int) or isinstance(steps, bool) or steps < 0:
+            raise ValueError(f"linspace: steps must be an int >= 0, got {steps!r}")
+        return cls._from_host(np.linspace(start, end, steps), dtypes.from_any(dtype), device, None)
+
+    def multinomial(self, num_samples: int = 1, replacement: bool = False) -> "Tensor":
+        """Draw category indices with probabilities proportional to the weights in the last axis of
+        self ((n,) or (m, n)): an int32 tensor of shape (num_samples,) or (m, num_samples).
+
+        One draw: u uniform in [0, 1), the index is how many running totals are <= u * total (a
+        category of weight 0 is never picked). Without replacement, each draw zeroes the weight of
+        what it picked before the next (PyTorch's semantics; tinygrad only allows one sample).
+        Random numbers come from Tensor.manual_seed's generator, not PyTorch's, so the draws
+        differ from PyTorch's; their distribution does not.
+        """
+        from tinyedu.tensor import Tensor
+
+        if self.ndim not in (1, 2) or not self.dtype.is_float:
+            raise ValueError(f"multinomial: expects a 1-d or 2-d float tensor of weights, got shape "
+                             f"{self.shape} {self.dtype.name}")
+        if not isinstance(num_samples, int) or isinstance(num_samples, bool) or num_samples < 1:
+            raise ValueError(f"multinomial: num_samples must be a positive int, got {num_samples!r}")
+        n = self.shape[-1]
+        if n == 0:
+            raise ValueError("multinomial: there are no categories (the last axis has size 0)")
+        if not replacement and num_samples > n:
+            raise ValueError(f"multinomial: cannot take {num_samples} samples from {n} categories without "
+                             "replacement")
+        weights = self.reshape(-1, n).detach()
+        bad = ((weights < 0) | (weights != weights) | (weights == float("inf"))).any()
+        if (bad | (weights.sum(-1) <= 0).any()).item():  # the weights are data: checking reads them
+            raise ValueError("multinomial: the weights must be finite, >= 0, and have a positive sum in "
+                             "every row")
+        rows, samples = weights.shape[0], []
+        categories = Tensor.arange(n, device=self.device)
+        for _ in range(num_samples if not replacement else 1):
+            draws = num_samples if replacement else 1
+            running = weights.cumsum(-1)                                   # (rows, n)
+            u = Tensor(type(self)._rng.random((rows, draws, 1), dtype=np.float32), device=self.device)
+            picked = (running.unsqueeze(1) <= u * running[:, -1:].unsqueeze(1)).sum(-1)  # (rows, draws)
+            last = ((weights > 0).int() * categories).max(-1, keepdim=True)  # rounding must not pick past it
+            picked = picked.minimum(last)
+            samples.append(picked)
+            if not replacement:
+                weights = (categories == picked).where(0.0, weights)
+        out = Tensor.cat(*samples, dim=1) if len(samples) > 1 else samples[0]
+        return out.reshape(num_samples) if self.ndim == 1 else out
+
     # ---- standard initialisations (as torch.nn.init, for weights of shape (out, in, ...)) ----
     @classmethod
     def kaiming_uniform(cls, *shape: Any, a: float = 0.01, **kwargs: Any) -> "Tensor":
         shape = flatten_args(shape)
         fan_in = math.prod(shape[1:]) if len(shape) > 1 else shape[0]
         bound = math.sqrt(3.0) * math.sqrt(2.0 / (1 + a**2)) / math.sqrt(max(fan_in, 1))
+        return cls.uniform(*shape, low=-bound, high=bound, **kwargs)
+
+    @classmethod
+    def kaiming_normal(cls, *shape: Any, a: float = 0.01, **kwargs: Any) -> "Tensor":
+        shape = flatten_args(shape)
+        fan_in = math.prod(shape[1:]) if len(shape) > 1 else shape[0]
+        std = math.sqrt(2.0 / (1 + a**2)) / math.sqrt(max(fan_in, 1))
+        return cls.normal(*shape, mean=0.0, std=std, **kwargs)
+
+    @classmethod
+    def scaled_uniform(cls, *shape: Any, **kwargs: Any) -> "Tensor":
+        """Uniform in [-1, 1) scaled by 1/sqrt(number of elements) (tinygrad)."""
+        shape = flatten_args(shape)
+        bound = math.prod(shape) ** -0.5 if math.prod(shape) else 1.0
         return cls.uniform(*shape, low=-bound, high=bound, **kwargs)
 
     @classmethod

@@ -1,4 +1,9 @@
-"""Elementwise math: the primitive-backed ops, Python's operators, and functions composed from them."""
+"""Elementwise math: the primitive-backed ops, Python's operators, rounding and powers.
+
+Semantics follow PyTorch, including the corners: comparisons with NaN are False (so `x <= y` is
+`(x < y) | (x == y)`, never `not (y < x)`), and `&`, `|`, `^`, `~` are bitwise on integers and
+logical on bools. Rounding, `//`, `%` and powers are in rounding.py, activations in activations.py.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 import tinyedu.function as F
+import tinyedu.function_composite as FC
 from tinyedu.dtype import dtypes
 
 if TYPE_CHECKING:
@@ -33,10 +39,13 @@ class ElementwiseMixin:
         """Math like exp or sqrt works on floats; ints are promoted first, as PyTorch does."""
         return self if self.dtype.is_float else self.cast(dtypes.default_float)
 
+    def is_floating_point(self) -> bool:
+        return self.dtype.is_float
+
     # ---- unary primitives ----
     def neg(self) -> "Tensor":
         if self.dtype == dtypes.bool:
-            raise TypeError("neg: negation of a bool tensor is not defined; use logical_not()")
+            raise TypeError("neg: negation of a bool tensor is not defined; use logical_not() (or ~)")
         return self._apply(F.Neg)
 
     def reciprocal(self) -> "Tensor":
@@ -44,6 +53,9 @@ class ElementwiseMixin:
 
     def sin(self) -> "Tensor":
         return self._float()._apply(F.Sin)
+
+    def cos(self) -> "Tensor":
+        return self._float()._apply(F.Cos)
 
     def exp2(self) -> "Tensor":
         return self._float()._apply(F.Exp2)
@@ -61,14 +73,38 @@ class ElementwiseMixin:
     def log(self) -> "Tensor":
         return self._float().log2() * math.log(2)
 
+    def log10(self) -> "Tensor":
+        return self._float().log2() * math.log10(2)
+
+    def expm1(self) -> "Tensor":
+        """exp(x) - 1, accurate where exp(x) is close to 1 (expm1(1e-10) is 1e-10, not 0)."""
+        return self._float()._apply(FC.Expm1)
+
+    def log1p(self) -> "Tensor":
+        """log(1 + x), accurate for tiny x (log1p(1e-10) is 1e-10, not 0)."""
+        return self._float()._apply(FC.Log1p)
+
     def rsqrt(self) -> "Tensor":
         return self.sqrt().reciprocal()
 
-    def cos(self) -> "Tensor":
-        return ((math.pi / 2) - self._float()).sin()
+    def tan(self) -> "Tensor":
+        return self._float()._apply(FC.Tan)
 
     def square(self) -> "Tensor":
         return self * self
+
+    def lerp(self, end: Operand, weight: Operand) -> "Tensor":
+        """self + weight * (end - self): linear interpolation (torch.lerp)."""
+        return self + (end - self) * weight
+
+    def isnan(self) -> "Tensor":
+        return self != self
+
+    def isinf(self) -> "Tensor":
+        return self.abs() == float("inf") if self.dtype.is_float else self.zeros_like(dtype="bool")
+
+    def isfinite(self) -> "Tensor":
+        return (self.abs() < float("inf")) if self.dtype.is_float else self.ones_like(dtype="bool")
 
     def logical_not(self) -> "Tensor":
         false = self._to_tensor(False, dtypes.bool)._broadcast_to(self.shape)
@@ -89,10 +125,22 @@ class ElementwiseMixin:
         x, y = self._broadcasted(other, "mul", reverse)
         return x._apply(F.Mul, y)
 
-    def div(self, other: Operand, reverse: bool = False) -> "Tensor":
-        """True division: integers are promoted to float first, as in PyTorch."""
+    def div(self, other: Operand, reverse: bool = False, rounding_mode: str | None = None) -> "Tensor":
+        """True division (integers are promoted to float first, as in PyTorch); rounding_mode='trunc'
+        rounds the quotient toward zero, 'floor' toward -inf (the same as //)."""
+        if rounding_mode == "floor":
+            return self.floor_divide(other, reverse)
+        if rounding_mode not in (None, "trunc"):
+            raise ValueError(f"div: rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
         x, y = self._broadcasted(other, "div", reverse)
+        if rounding_mode == "trunc":
+            if not x.dtype.is_float:
+                return x._integer_ops("div")._apply(F.Div, y)
+            return x._apply(F.Div, y).trunc()
         return x._float()._apply(F.Div, y._float())
+
+    def true_divide(self, other: Operand) -> "Tensor":
+        return self.div(other)
 
     def maximum(self, other: Operand) -> "Tensor":
         x, y = self._broadcasted(other, "maximum")
@@ -104,25 +152,30 @@ class ElementwiseMixin:
             return -((-x).maximum(-y))
         return (x < y).where(x, y)
 
+    # ---- comparisons: False whenever a NaN is involved (except !=) ----
     def lt(self, other: Operand, reverse: bool = False) -> "Tensor":
         x, y = self._broadcasted(other, "lt", reverse)
         return x._apply(F.Less, y)
 
+    # --8<-- [start:le]
+    def le(self, other: Operand, reverse: bool = False) -> "Tensor":
+        """x <= y is (x < y) | (x == y). `not (y < x)` would say NaN <= 0."""
+        x, y = self._broadcasted(other, "le", reverse)
+        return x._apply(F.Less, y)._apply(F.BitwiseOr, x._apply(F.Eq, y))
+
+    # --8<-- [end:le]
     def eq(self, other: Operand) -> "Tensor":
         x, y = self._broadcasted(other, "eq")
         return x._apply(F.Eq, y)
 
     def ne(self, other: Operand) -> "Tensor":
-        return self.eq(other).logical_not()
+        return self.eq(other).logical_not()  # NaN != NaN is True, as it should be
 
     def gt(self, other: Operand) -> "Tensor":
         return self.lt(other, reverse=True)
 
-    def le(self, other: Operand) -> "Tensor":
-        return self.gt(other).logical_not()
-
     def ge(self, other: Operand) -> "Tensor":
-        return self.lt(other).logical_not()
+        return self.le(other, reverse=True)
 
     def where(self, x: Operand, y: Operand) -> "Tensor":
         """`cond.where(x, y)`: x where cond is true, else y (cond, x and y broadcast together)."""
@@ -146,45 +199,63 @@ class ElementwiseMixin:
         shape = broadcast_shape(cond.shape, x.shape, op="where")
         return cond._broadcast_to(shape)._apply(F.Where, x._broadcast_to(shape), y._broadcast_to(shape))
 
-    def pow(self, exponent: Operand, reverse: bool = False) -> "Tensor":
-        """x ** y. Small integer powers multiply (exact, and right for negative x); the rest use
-        2^(y*log2|x|) with the sign fixed for odd integer exponents and NaN for a negative base with
-        a fractional exponent, as in PyTorch."""
-        if not reverse and isinstance(exponent, (int, float)) and not isinstance(exponent, bool):
-            if exponent == 0:
-                return self.ones_like() if self.dtype.is_float else self.full_like(1)
-            if exponent == 0.5:
-                return self.sqrt()
-            if float(exponent).is_integer() and abs(exponent) <= 8:
-                result = self
-                for _ in range(int(abs(exponent)) - 1):
-                    result = result * self
-                return result.reciprocal() if exponent < 0 else result
-        base, power = self._broadcasted(exponent, "pow", reverse)
-        base, power = base._float(), power._float()
-        magnitude = (power * base.abs().log2()).exp2()
-        power_is_int = power == power.trunc()
-        power_is_odd = power_is_int & ((power.abs() % 2) == 1)
-        signed = (base < 0).where(power_is_int.where(power_is_odd.where(-magnitude, magnitude), math.nan),
-                                  magnitude)
-        return (power == 0).where(1.0, signed)
-
-    def trunc(self) -> "Tensor":
-        return self if not self.dtype.is_float else self.cast(dtypes.int32).cast(self.dtype)
-
-    def mod(self, other: Operand) -> "Tensor":
-        """x % y with Python's sign rule (the result takes the sign of y), like torch.remainder."""
-        x, y = self._broadcasted(other, "mod")
-        r = x._apply(F.Mod, y)
-        return ((r != 0) & ((r < 0) != (y < 0))).where(r + y, r)
-
+    # ---- logical and bitwise ----
     def logical_and(self, other: Operand) -> "Tensor":
         x, y = self._broadcasted(other, "logical_and")
-        return x.cast(dtypes.bool)._apply(F.Mul, y.cast(dtypes.bool))
+        return x.cast(dtypes.bool)._apply(F.BitwiseAnd, y.cast(dtypes.bool))
 
     def logical_or(self, other: Operand) -> "Tensor":
         x, y = self._broadcasted(other, "logical_or")
-        return x.cast(dtypes.bool)._apply(F.Add, y.cast(dtypes.bool))
+        return x.cast(dtypes.bool)._apply(F.BitwiseOr, y.cast(dtypes.bool))
+
+    def logical_xor(self, other: Operand) -> "Tensor":
+        x, y = self._broadcasted(other, "logical_xor")
+        return x.cast(dtypes.bool)._apply(F.BitwiseXor, y.cast(dtypes.bool))
+
+    def _integer_ops(self, op: str) -> "Tensor":
+        if self.dtype.is_float:
+            raise TypeError(f"{op}: only integer and bool tensors have bits, this one is {self.dtype.name}; "
+                            "use logical_and/or/xor/not for truth values, or cast with .int()")
+        return self
+
+    def bitwise_and(self, other: Operand, reverse: bool = False) -> "Tensor":
+        x, y = self._broadcasted(other, "bitwise_and", reverse)
+        return x._integer_ops("bitwise_and")._apply(F.BitwiseAnd, y)
+
+    def bitwise_or(self, other: Operand, reverse: bool = False) -> "Tensor":
+        x, y = self._broadcasted(other, "bitwise_or", reverse)
+        return x._integer_ops("bitwise_or")._apply(F.BitwiseOr, y)
+
+    def bitwise_xor(self, other: Operand, reverse: bool = False) -> "Tensor":
+        x, y = self._broadcasted(other, "bitwise_xor", reverse)
+        return x._integer_ops("bitwise_xor")._apply(F.BitwiseXor, y)
+
+    xor = bitwise_xor  # tinygrad's name
+
+    def bitwise_not(self) -> "Tensor":
+        """~x: flips every bit of an integer (~x == -x - 1), negates a bool."""
+        if self._integer_ops("bitwise_not").dtype == dtypes.bool:
+            return self.logical_not()
+        return self.bitwise_xor(-1)  # all ones (in uint8, -1 wraps to 255)
+
+    def lshift(self, bits: int) -> "Tensor":
+        """x << bits for integers: x * 2**bits, wrapping around like C."""
+        return self._integer_ops("lshift") * (2 ** self._shift_amount(bits, "lshift"))
+
+    def rshift(self, bits: int) -> "Tensor":
+        """x >> bits for integers: an arithmetic shift, x // 2**bits (rounds toward -inf, like C on
+        two's complement and like PyTorch)."""
+        bits = self._integer_ops("rshift")._shift_amount(bits, "rshift")
+        if self.dtype == dtypes.int32 and bits == 31:  # 2**31 is no int32: only the sign bit is left
+            return (self < 0).where(-1, 0)
+        return self.floor_divide(2**bits)
+
+    def _shift_amount(self, bits: Any, op: str) -> int:
+        width = 8 * self.dtype.itemsize
+        if not isinstance(bits, int) or isinstance(bits, bool) or not 0 <= bits < width:
+            raise ValueError(f"{op}: the shift must be a Python int in 0..{width - 1} for {self.dtype.name}, "
+                             f"got {bits!r}")
+        return bits
 
     # ---- Python operators ----
     def __neg__(self) -> "Tensor": return self.neg()  # noqa: E704
@@ -196,61 +267,26 @@ class ElementwiseMixin:
     def __rmul__(self, o: Operand) -> "Tensor": return self.mul(o, reverse=True)  # noqa: E704
     def __truediv__(self, o: Operand) -> "Tensor": return self.div(o)  # noqa: E704
     def __rtruediv__(self, o: Operand) -> "Tensor": return self.div(o, reverse=True)  # noqa: E704
+    def __floordiv__(self, o: Operand) -> "Tensor": return self.floor_divide(o)  # noqa: E704
+    def __rfloordiv__(self, o: Operand) -> "Tensor": return self.floor_divide(o, reverse=True)  # noqa: E704
     def __pow__(self, o: Operand) -> "Tensor": return self.pow(o)  # noqa: E704
     def __rpow__(self, o: Operand) -> "Tensor": return self.pow(o, reverse=True)  # noqa: E704
     def __mod__(self, o: Operand) -> "Tensor": return self.mod(o)  # noqa: E704
+    def __rmod__(self, o: Operand) -> "Tensor": return self.mod(o, reverse=True)  # noqa: E704
     def __lt__(self, o: Operand) -> "Tensor": return self.lt(o)  # noqa: E704
     def __gt__(self, o: Operand) -> "Tensor": return self.gt(o)  # noqa: E704
     def __le__(self, o: Operand) -> "Tensor": return self.le(o)  # noqa: E704
     def __ge__(self, o: Operand) -> "Tensor": return self.ge(o)  # noqa: E704
     def __eq__(self, o: Operand) -> "Tensor": return self.eq(o)  # type: ignore[override]  # noqa: E704
     def __ne__(self, o: Operand) -> "Tensor": return self.ne(o)  # type: ignore[override]  # noqa: E704
-    def __and__(self, o: Operand) -> "Tensor": return self.logical_and(o)  # noqa: E704
-    def __or__(self, o: Operand) -> "Tensor": return self.logical_or(o)  # noqa: E704
-    def __invert__(self) -> "Tensor": return self.logical_not()  # noqa: E704
+    def __and__(self, o: Operand) -> "Tensor": return self.bitwise_and(o)  # noqa: E704
+    def __rand__(self, o: Operand) -> "Tensor": return self.bitwise_and(o, reverse=True)  # noqa: E704
+    def __or__(self, o: Operand) -> "Tensor": return self.bitwise_or(o)  # noqa: E704
+    def __ror__(self, o: Operand) -> "Tensor": return self.bitwise_or(o, reverse=True)  # noqa: E704
+    def __xor__(self, o: Operand) -> "Tensor": return self.bitwise_xor(o)  # noqa: E704
+    def __rxor__(self, o: Operand) -> "Tensor": return self.bitwise_xor(o, reverse=True)  # noqa: E704
+    def __invert__(self) -> "Tensor": return self.bitwise_not()  # noqa: E704
+    def __lshift__(self, o: int) -> "Tensor": return self.lshift(o)  # noqa: E704
+    def __rshift__(self, o: int) -> "Tensor": return self.rshift(o)  # noqa: E704
     def __matmul__(self, o: "Tensor") -> "Tensor": return self.matmul(o)  # noqa: E704
     def __rmatmul__(self, o: "Tensor") -> "Tensor": return o.matmul(self)  # noqa: E704
-
-    # ---- activations and friends, all composed ----
-    def relu(self) -> "Tensor":
-        return (self > 0).where(self, 0)
-
-    def abs(self) -> "Tensor":
-        return self if self.dtype in (dtypes.bool, dtypes.uint8) else (self < 0).where(-self, self)
-
-    def sign(self) -> "Tensor":
-        return (self > 0).where(1, (self < 0).where(-1, 0)).cast(self.dtype)
-
-    def sigmoid(self) -> "Tensor":
-        return (1 + (-self._float()).exp()).reciprocal()
-
-    def tanh(self) -> "Tensor":
-        return 2.0 * (2.0 * self._float()).sigmoid() - 1.0
-
-    def gelu(self) -> "Tensor":
-        """The tanh approximation (PyTorch's approximate='tanh')."""
-        x = self._float()
-        return 0.5 * x * (1 + (math.sqrt(2 / math.pi) * (x + 0.044715 * x * x * x)).tanh())
-
-    def silu(self) -> "Tensor":
-        return self * self.sigmoid()
-
-    def leaky_relu(self, negative_slope: float = 0.01) -> "Tensor":
-        return (self > 0).where(self, self * negative_slope)
-
-    def softplus(self, beta: float = 1.0) -> "Tensor":
-        """log(1 + exp(beta x)) / beta, computed without overflow: max(z, 0) + log(1 + exp(-|z|))."""
-        z = self._float() * beta
-        return (z.relu() + (1 + (-z.abs()).exp()).log()) * (1 / beta)
-
-    def clamp(self, min: float | None = None, max: float | None = None) -> "Tensor":  # noqa: A002
-        if min is None and max is None:
-            raise ValueError("clamp: give at least one of min and max")
-        out = self
-        if min is not None:
-            out = (out < min).where(min, out)
-        if max is not None:
-            out = (out > max).where(max, out)
-        return out
-
-    clip = clamp

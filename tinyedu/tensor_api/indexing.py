@@ -154,14 +154,24 @@ class IndexingMixin:
             out = out.permute(order)
         return out
 
-    def gather(self, dim: int, index: "Tensor") -> "Tensor":
+    def gather(self, dim: Any = None, index: Any = None, *, idx: Any = None) -> "Tensor":
         """out[i][j][k] = self[index[i][j][k]][j][k] for dim=0 (and likewise for other dims), as torch.gather.
 
         index has as many axes as self, and along every other axis it may be shorter than self.
         Built as a one-hot sum, like advanced indexing: (index == arange(n)) marks the picks.
+        PyTorch's order is gather(dim, index), tinygrad's gather(idx, dim): both work (a Tensor and
+        an int cannot be confused), and so do the keywords dim=, index= and idx=.
         """
         from tinyedu.tensor import Tensor
 
+        if idx is not None:
+            if index is not None:
+                raise TypeError("gather: give the index once, as index= or idx=")
+            index = idx
+        if isinstance(dim, Tensor) and not isinstance(index, Tensor):
+            dim, index = index, dim  # tinygrad's positional order
+        if dim is None:
+            raise TypeError("gather: missing the dim argument: gather(dim, index)")
         if not isinstance(index, Tensor):
             raise TypeError(f"gather: index must be a Tensor of integers, got {type(index).__name__}")
         d = self._axis(dim, "gather")
@@ -184,6 +194,63 @@ class IndexingMixin:
         x = x.unsqueeze(-1).transpose(d, -1)  # the n candidates move to a new last axis
         onehot = index.unsqueeze(-1) == Tensor.arange(n, device=self.device)
         return onehot.where(x, 0).sum(-1).cast(self.dtype)
+
+    # ---- masks built from index comparisons ----
+    def one_hot(self, num_classes: int = -1) -> "Tensor":
+        """out[..., c] = 1 where self[...] == c: int32 (PyTorch: int64) with a new last axis of
+        num_classes (-1: the largest value + 1, which reads the data)."""
+        from tinyedu.tensor import Tensor
+
+        if self.dtype.is_float or self.dtype == dtypes.bool:
+            raise TypeError(f"one_hot: only integer (class index) tensors, got {self.dtype.name}")
+        if not isinstance(num_classes, int) or isinstance(num_classes, bool) or num_classes < -1:
+            raise ValueError(f"one_hot: num_classes must be a non-negative int or -1, got {num_classes!r}")
+        if self.numel():
+            low, high = self.min().item(), self.max().item()
+            if low < 0:
+                raise ValueError(f"one_hot: class values must be non-negative, got {low}")
+            if num_classes == -1:
+                num_classes = high + 1
+            if high >= num_classes:
+                raise ValueError(f"one_hot: class values must be smaller than num_classes={num_classes}, got "
+                                 f"{high}")
+        elif num_classes == -1:
+            raise ValueError("one_hot: cannot infer num_classes from an empty tensor; pass it")
+        return (self.unsqueeze(-1) == Tensor.arange(num_classes, device=self.device)).int()
+
+    def tril(self, diagonal: int = 0, *, k: int | None = None) -> "Tensor":
+        """The lower triangle of the last two axes (row - col >= -diagonal), zeros elsewhere."""
+        return self._triangle(diagonal if k is None else k, lower=True)
+
+    def triu(self, diagonal: int = 0, *, k: int | None = None) -> "Tensor":
+        """The upper triangle of the last two axes (col - row >= diagonal), zeros elsewhere
+        (`k=` is tinygrad's name for diagonal)."""
+        return self._triangle(diagonal if k is None else k, lower=False)
+
+    def _triangle(self, diagonal: int, lower: bool) -> "Tensor":
+        from tinyedu.tensor import Tensor
+
+        op = "tril" if lower else "triu"
+        if self.ndim < 2:
+            raise ValueError(f"{op}: needs at least 2 axes (a matrix), got shape {self.shape}")
+        if not isinstance(diagonal, int) or isinstance(diagonal, bool):
+            raise TypeError(f"{op}: diagonal must be an int, got {type(diagonal).__name__}")
+        rows, cols = self.shape[-2:]
+        offset = Tensor.arange(cols, device=self.device).reshape(1, cols) - \
+            Tensor.arange(rows, device=self.device).reshape(rows, 1)  # col - row
+        keep = offset <= diagonal if lower else offset >= diagonal
+        return keep.where(self, self.zeros_like())
+
+    def masked_fill(self, mask: "Tensor", value: float | int | bool) -> "Tensor":
+        """value where mask is True, self elsewhere; the dtype stays self's (torch.masked_fill)."""
+        from tinyedu.tensor import Tensor
+
+        if not isinstance(mask, Tensor) or mask.dtype != dtypes.bool:
+            what = getattr(mask, "dtype", type(mask).__name__)
+            raise TypeError(f"masked_fill: mask must be a bool Tensor, got {what}")
+        if not isinstance(value, (bool, int, float)):
+            raise TypeError(f"masked_fill: value must be a Python number, got {type(value).__name__}")
+        return mask.where(self._to_tensor(value, self.dtype), self)
 
 
 def _slice_bounds(item: slice, size: int) -> tuple[int, int, int]:

@@ -69,6 +69,25 @@ class LossMixin:
         loss = (1 - target) * x + weight * (-x).softplus()
         return _reduce(loss, reduction, "binary_cross_entropy_with_logits")
 
+    # ---- tinygrad's names ----
+    def binary_crossentropy(self, y: "Tensor", reduction: str = "mean") -> "Tensor":
+        """tinygrad's name for binary_cross_entropy (here with PyTorch's clamp of each log at -100)."""
+        return self.binary_cross_entropy(y, reduction)
+
+    def binary_crossentropy_logits(self, y: "Tensor", reduction: str = "mean") -> "Tensor":
+        """tinygrad's name for binary_cross_entropy_with_logits."""
+        return self.binary_cross_entropy_with_logits(y, reduction)
+
+    def sparse_categorical_crossentropy(self, y: "Tensor", ignore_index: int = -1,
+                                        label_smoothing: float = 0.0) -> "Tensor":
+        """tinygrad's cross entropy: classes on the *last* axis, ignore_index -1, the mean over the
+        targets that are not ignored. (cross_entropy is PyTorch's: classes on axis 1, -100.)"""
+        _check_tensor(y, "y", "sparse_categorical_crossentropy")
+        if self.ndim == 0:
+            raise ValueError("sparse_categorical_crossentropy: the input needs a class axis (the last)")
+        logits = self.movedim(-1, 1) if self.ndim > 2 else self
+        return logits.cross_entropy(y, label_smoothing=label_smoothing, ignore_index=ignore_index)
+
     def nll_loss(self, target: "Tensor", reduction: str = "mean", ignore_index: int = -100) -> "Tensor":
         """Negative log-likelihood: -self[n, target[n]] for log-probabilities self of shape (N, C) (or (C,),
         or (N, C, d1, ...)), with class indices as target. Targets equal to ignore_index count for nothing,

@@ -15,11 +15,26 @@ if TYPE_CHECKING:
     from tinyedu.tensor import Tensor
 
 
+def _sizes(args: tuple, kwargs: dict, names: tuple[str, ...], op: str) -> tuple:
+    """Sizes or axes given positionally (f(2, 3) or f((2, 3))) or as one keyword: PyTorch's name or
+    tinygrad's (`permute(dims=...)`, `permute(order=...)`)."""
+    unknown = [k for k in kwargs if k not in names]
+    if unknown:
+        raise TypeError(f"{op}: unexpected keyword argument {unknown[0]!r}; expected "
+                        f"{' or '.join(repr(n) for n in names)}")
+    if not kwargs:
+        return flatten_args(args)
+    if args or len(kwargs) > 1:
+        raise TypeError(f"{op}: give {names[0]} once, either positionally or as a keyword")
+    value = next(iter(kwargs.values()))
+    return tuple(value) if isinstance(value, (tuple, list)) else (value,)
+
+
 class MovementMixin:
     # ---- the primitives ----
-    def reshape(self, *shape: Any) -> "Tensor":
+    def reshape(self, *shape: Any, **kwargs: Any) -> "Tensor":
         """A new shape with the same number of elements; one entry may be -1 (inferred)."""
-        shape = flatten_args(shape)
+        shape = _sizes(shape, kwargs, ("shape",), "reshape")
         if any(not isinstance(s, int) or isinstance(s, bool) for s in shape):
             raise TypeError(f"reshape: the new shape must be ints, got {shape}")
         if shape.count(-1) > 1 or any(s < -1 for s in shape):
@@ -37,17 +52,17 @@ class MovementMixin:
 
     view = reshape
 
-    def permute(self, *order: Any) -> "Tensor":
-        order = flatten_args(order)
+    def permute(self, *order: Any, **kwargs: Any) -> "Tensor":
+        order = _sizes(order, kwargs, ("dims", "order"), "permute")
         order = tuple(self._axis(a, "permute") for a in order) if self.ndim else order
         if sorted(order) != list(range(self.ndim)):
             raise ValueError(f"permute: {flatten_args(order)} is not a permutation of the {self.ndim} axes "
                              f"of a tensor of shape {self.shape}")
         return self if order == tuple(range(self.ndim)) else self._apply(F.Permute, order=order)
 
-    def expand(self, *shape: Any) -> "Tensor":
+    def expand(self, *shape: Any, **kwargs: Any) -> "Tensor":
         """Repeat size-1 axes (without copying: their stride becomes 0). -1 keeps a size."""
-        shape = flatten_args(shape)
+        shape = _sizes(shape, kwargs, ("size", "shape"), "expand")
         if len(shape) < self.ndim:
             raise ValueError(f"expand: the new shape {shape} has fewer dimensions than the tensor "
                              f"{self.shape}")
@@ -59,21 +74,49 @@ class MovementMixin:
                                  "grow (reshape or repeat otherwise)")
         return x if shape == x.shape else x._apply(F.Expand, shape=shape)
 
-    def pad(self, padding: Sequence[tuple[int, int] | None], value: float = 0.0) -> "Tensor":
-        """Add `lo` elements before and `hi` after along each axis (None: no padding), filled with `value`."""
-        pairs = self._pairs(padding, "pad", "(before, after)", tuple((0, 0) for _ in self.shape))
-        if any(min(p) < 0 for p in pairs):
-            raise ValueError(f"pad: padding {tuple(padding)} must be (before, after) pairs of ints >= 0, one "
-                             f"per axis of shape {self.shape}")
-        if not isinstance(value, (int, float)):
+    def pad(self, padding: Sequence[Any], value: float = 0.0) -> "Tensor":
+        """Add `before` elements before and `after` after along each axis, filled with `value`.
+
+        `padding` is one (before, after) pair per axis (None: no padding; tinygrad's form), or a flat
+        list of ints, pairs for the *last* axes first (PyTorch's F.pad: (left, right, top, bottom)).
+        A negative amount crops, as in F.pad.
+        """
+        pairs = self._pad_pairs(padding, "pad")
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
             raise TypeError(f"pad: the fill value must be a number, got {type(value).__name__}")
+        crop = tuple((max(-lo, 0), s - max(-hi, 0)) for (lo, hi), s in zip(pairs, self.shape, strict=True))
+        if any(lo > hi for lo, hi in crop):
+            raise ValueError(f"pad: padding {tuple(padding)} crops more than the tensor of shape "
+                             f"{self.shape} has; a negative amount may remove at most the whole axis")
+        x = self.shrink(crop)
+        pairs = tuple((max(lo, 0), max(hi, 0)) for lo, hi in pairs)
         if all(p == (0, 0) for p in pairs):
-            return self
-        padded = self._apply(F.Pad, padding=pairs)
+            return x
+        padded = x._apply(F.Pad, padding=pairs)
         if value == 0:
             return padded
-        inside = self.ones_like(dtype="bool")._apply(F.Pad, padding=pairs)
+        inside = x.ones_like(dtype="bool")._apply(F.Pad, padding=pairs)
         return inside.where(padded, value)
+
+    def _pad_pairs(self, padding: Sequence[Any], op: str) -> tuple[tuple[int, int], ...]:
+        """One (before, after) pair per axis, from either form `pad` accepts."""
+        flat = isinstance(padding, (tuple, list)) and len(padding) > 0 and all(
+            isinstance(p, int) and not isinstance(p, bool) for p in padding)
+        if not flat:
+            return self._pairs(padding, op, "(before, after)", tuple((0, 0) for _ in self.shape))
+        if len(padding) % 2 or len(padding) > 2 * self.ndim:
+            raise ValueError(f"{op}: a flat padding {tuple(padding)} needs an even number of ints, at most "
+                             f"two per axis of shape {self.shape} (last axis first, as F.pad), or give one "
+                             "(before, after) pair per axis")
+        given = [(padding[i], padding[i + 1]) for i in range(0, len(padding), 2)][::-1]
+        return ((0, 0),) * (self.ndim - len(given)) + tuple(given)
+
+    def pad2d(self, padding: Sequence[int], value: float = 0.0) -> "Tensor":
+        """tinygrad's flat padding of the last axes: (left, right, top, bottom, ...); negative crops."""
+        if not isinstance(padding, (tuple, list)) or not all(isinstance(p, int) for p in padding):
+            raise TypeError(f"pad2d: padding must be a flat list of ints (left, right, top, bottom), got "
+                            f"{padding!r}")
+        return self.pad(tuple(padding), value)
 
     def shrink(self, bounds: Sequence[tuple[int, int] | None]) -> "Tensor":
         """Keep [start, end) along each axis (None keeps all)."""
@@ -117,8 +160,9 @@ class MovementMixin:
         return arg
 
     # ---- composed ----
-    def flip(self, axis: Any) -> "Tensor":
-        axes = {self._axis(a, "flip") for a in (axis if isinstance(axis, (tuple, list)) else (axis,))}
+    def flip(self, *axis: Any, **kwargs: Any) -> "Tensor":
+        """Reverse the order along the given axes: flip(0), flip(0, 1), flip((0, 1)), flip(dims=...)."""
+        axes = {self._axis(a, "flip") for a in _sizes(axis, kwargs, ("dims", "axis"), "flip")}
         return self._stride(tuple(-1 if i in axes else 1 for i in range(self.ndim)))
 
     def transpose(self, dim0: int = 1, dim1: int = 0) -> "Tensor":
@@ -146,21 +190,44 @@ class MovementMixin:
         d = self._axis(dim, "unflatten")
         return self.reshape(self.shape[:d] + tuple(sizes) + self.shape[d + 1:])
 
-    def squeeze(self, dim: int | None = None) -> "Tensor":
+    def squeeze(self, dim: int | Sequence[int] | None = None) -> "Tensor":
+        """Drop size-1 axes: all of them, or those among `dim` (an int or a tuple); an axis of another
+        size is left alone, as in PyTorch."""
         if dim is None:
             return self.reshape(tuple(s for s in self.shape if s != 1))
-        d = self._axis(dim, "squeeze")
-        if not self.ndim or self.shape[d] != 1:
+        dims = {self._axis(d, "squeeze") for d in (dim if isinstance(dim, (tuple, list)) else (dim,))}
+        if not self.ndim:
             return self
-        return self.reshape(self.shape[:d] + self.shape[d + 1:])
+        return self.reshape(tuple(s for i, s in enumerate(self.shape) if not (i in dims and s == 1)))
 
     def unsqueeze(self, dim: int) -> "Tensor":
         d = self._axis(dim, "unsqueeze", ndim=self.ndim + 1)
         return self.reshape(self.shape[:d] + (1,) + self.shape[d:])
 
+    def movedim(self, source: int | Sequence[int], destination: int | Sequence[int]) -> "Tensor":
+        """Move axes to new positions, the others keeping their order (torch.movedim)."""
+        src = source if isinstance(source, (tuple, list)) else (source,)
+        dst = destination if isinstance(destination, (tuple, list)) else (destination,)
+        if len(src) != len(dst):
+            raise ValueError(f"movedim: source {source} and destination {destination} must name as many axes")
+        src = [self._axis(a, "movedim") for a in src]
+        dst = [self._axis(a, "movedim") for a in dst]
+        if len(set(src)) != len(src) or len(set(dst)) != len(dst):
+            raise ValueError(f"movedim: source {source} and destination {destination} must not repeat an "
+                             "axis")
+        rest = iter(a for a in range(self.ndim) if a not in src)
+        where = dict(zip(dst, src, strict=True))
+        return self.permute(tuple(where[i] if i in where else next(rest) for i in range(self.ndim)))
+
+    moveaxis = movedim
+
     def contiguous(self) -> "Tensor":
         """A dense copy of a view (a kernel boundary: the scheduler must store it)."""
         return self._apply(F.Contiguous)
+
+    def contiguous_backward(self) -> "Tensor":
+        """The same tensor; its *gradient* is made contiguous (a kernel boundary in the backward pass)."""
+        return self._apply(F.ContiguousBackward)
 
     def clone(self) -> "Tensor":
         """A copy in memory of its own (contiguous() may return the tensor itself; a clone must not

@@ -1,4 +1,5 @@
-"""Neural-network building blocks on tensors: matmul, linear, convolution and pooling.
+"""Neural-network building blocks on tensors: matmul, linear, attention, and the sliding windows
+that convolution and pooling (tinyedu/tensor_api/conv.py) are built on.
 
 None of them is a primitive. matmul is a broadcast multiply and a sum; a convolution is the same
 matmul after `_pool` has cut the image into windows (im2col) with movement ops only; pooling
@@ -7,23 +8,40 @@ is a max or a mean over those windows.
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from tinyedu.tensor import Tensor
 
-IntPair = int | tuple[int, int]
+def _expand_ellipsis(term: str, ndim: int, spare: list[str], formula: str) -> str:
+    """An operand's letters with "..." replaced by the spare letters of the axes it stands for."""
+    if "..." not in term:
+        if len(term) != ndim:
+            raise ValueError(f"einsum: {term!r} in {formula!r} names {len(term)} axes, the operand has "
+                             f"{ndim}")
+        return term
+    rest = ndim - len(term.replace("...", ""))
+    if rest < 0:
+        raise ValueError(f"einsum: {term!r} in {formula!r} names more axes than the operand has ({ndim})")
+    return term.replace("...", "".join(spare[len(spare) - rest:]))
 
 
-def _pair(value: Any, name: str, op: str, minimum: int) -> tuple[int, int]:
-    """An int or a pair of ints (one per spatial axis), each >= minimum, as PyTorch's conv/pool args."""
-    if isinstance(value, int):
-        value = (value, value)
-    pair = tuple(value) if isinstance(value, (tuple, list)) else ()
-    ok = len(pair) == 2 and all(isinstance(v, int) and not isinstance(v, bool) for v in pair)
-    if not ok or min(pair) < minimum:
-        raise ValueError(f"{op}: {name} must be an int or a pair of ints >= {minimum}, got {value!r}")
-    return pair
+def _diagonals(t: "Tensor", term: str) -> "Tensor":
+    """For a letter repeated in one operand ("ii"), keep only its diagonal (as a view: the two axes
+    flattened, every (n+1)-th element)."""
+    letters = list(term)
+    while len(letters) != len(set(letters)):
+        c = next(c for c in letters if letters.count(c) > 1)
+        a, b = [i for i, x in enumerate(letters) if x == c][:2]
+        n = t.shape[a]
+        if t.shape[b] != n:
+            raise ValueError(f"einsum: the repeated letter {c!r} has sizes {n} and {t.shape[b]}")
+        rest = [i for i in range(t.ndim) if i not in (a, b)]
+        flat = t.permute(*rest, a, b).reshape(*(t.shape[i] for i in rest), n * n)
+        t = flat[..., ::n + 1] if n else flat
+        letters = [letters[i] for i in rest] + [c]
+    return t.permute([letters.index(c) for c in dict.fromkeys(term)])
 
 
 def check_tensors(op: str, device: str, **tensors: Any) -> None:
@@ -72,6 +90,28 @@ class NNMixin:
 
     # --8<-- [end:matmul]
     def dot(self, other: "Tensor") -> "Tensor":
+        """The dot product of two 1-d tensors, as torch.dot (tinygrad's dot is matmul: use matmul or @)."""
+        from tinyedu.tensor import Tensor
+
+        if not isinstance(other, Tensor):
+            raise TypeError(f"dot: expected a Tensor, got {type(other).__name__}")
+        if self.ndim != 1 or other.ndim != 1 or self.shape != other.shape:
+            raise ValueError(f"dot: expects two 1-d tensors of the same size, got shapes {self.shape} and "
+                             f"{other.shape}; use matmul (or @) for matrices")
+        return self.matmul(other)
+
+    def mm(self, other: "Tensor") -> "Tensor":
+        """Matrix product of two 2-d tensors (torch.mm; matmul also broadcasts)."""
+        if self.ndim != 2 or getattr(other, "ndim", None) != 2:
+            raise ValueError(f"mm: expects two 2-d tensors, got shapes {self.shape} and "
+                             f"{getattr(other, 'shape', type(other).__name__)}; use matmul for other shapes")
+        return self.matmul(other)
+
+    def bmm(self, other: "Tensor") -> "Tensor":
+        """Batched matrix product of (b, n, k) and (b, k, m) tensors (torch.bmm: no broadcasting)."""
+        if self.ndim != 3 or getattr(other, "ndim", None) != 3 or self.shape[0] != other.shape[0]:
+            raise ValueError(f"bmm: expects two 3-d tensors with the same batch size, got shapes "
+                             f"{self.shape} and {getattr(other, 'shape', type(other).__name__)}")
         return self.matmul(other)
 
     def linear(self, weight: "Tensor", bias: "Tensor | None" = None) -> "Tensor":
@@ -114,107 +154,101 @@ class NNMixin:
         return x.permute(*range(first), *outs, *(o + 1 for o in outs))
 
     # --8<-- [end:pool]
-    def conv2d(self, weight: "Tensor", bias: "Tensor | None" = None, stride: IntPair = 1,
-               padding: IntPair | str = 0, dilation: IntPair = 1, groups: int = 1) -> "Tensor":
-        """2-d convolution (cross-correlation, as in PyTorch) of (N, C_in, H, W) or (C_in, H, W) input
-        with a weight of shape (C_out, C_in / groups, kH, kW).
 
-        im2col: pad, cut the input into windows (N, C_in, oH, oW, kH, kW) with `_pool`, lay each
-        window out as a row of C_in/groups * kH * kW numbers, and multiply by the weight seen as a
-        matrix. With groups, the channels are split into independent groups, each with its own
-        slice of the weight.
+    # ---- attention ----
+    def scaled_dot_product_attention(self, key: "Tensor", value: "Tensor", attn_mask: "Tensor | None" = None,
+                                     dropout_p: float = 0.0, is_causal: bool = False,
+                                     scale: float | None = None) -> "Tensor":
+        """softmax(q @ k^T * scale + mask) @ v, with q = self (..., L, E), k (..., S, E), v (..., S, Ev).
+
+        attn_mask: bool (True = may attend, as in PyTorch) or float (added to the scores); is_causal
+        masks out the future (query i attends to keys 0..i). scale defaults to 1/sqrt(E). A query
+        row that may attend to nothing gives NaN, as in PyTorch. dropout_p drops attention weights
+        whenever it is > 0 (as F.scaled_dot_product_attention does, training or not).
         """
-        x, op = self, "conv2d"
-        check_tensors(op, self.device, weight=weight, bias=bias)
-        if x.ndim not in (3, 4) or weight.ndim != 4:
-            raise ValueError(f"{op}: expected input (N, C_in, H, W) or (C_in, H, W) and weight (C_out, "
-                             f"C_in/groups, kH, kW), got input {self.shape} and weight {weight.shape}")
-        unbatched = x.ndim == 3
-        x = x.unsqueeze(0) if unbatched else x
-        (n, cin, _, _), (cout, cin_g, kh, kw) = x.shape, weight.shape
-        if kh == 0 or kw == 0:
-            raise ValueError(f"{op}: the weight {weight.shape} has an empty kernel ({kh}, {kw}); kH and kW "
-                             "must be >= 1")
-        if not isinstance(groups, int) or isinstance(groups, bool) or groups < 1:
-            raise ValueError(f"{op}: groups must be a positive int, got {groups!r}")
-        if cin != cin_g * groups or cout % groups:
-            raise ValueError(f"{op}: input {self.shape} has {cin} channels but weight {weight.shape} with "
-                             f"groups={groups} expects {cin_g * groups}; C_in must be weight.shape[1] * "
-                             f"groups and C_out ({cout}) divisible by groups")
-        sh, sw = _pair(stride, "stride", op, 1)
-        dh, dw = _pair(dilation, "dilation", op, 1)
-        pads = _conv_padding(padding, (kh, kw), (dh, dw), (sh, sw))
-        x = x.pad(((0, 0), (0, 0), *pads))
-        _check_output_size(op, self.shape, x.shape[2:], (kh, kw), (dh, dw))
-        windows = x._pool((kh, kw), (sh, sw), (dh, dw))  # (n, cin, oh, ow, kh, kw)
-        oh, ow = windows.shape[2:4]
-        cols = windows.reshape(n, groups, cin_g, oh, ow, kh, kw).permute(0, 1, 3, 4, 2, 5, 6)
-        cols = cols.reshape(n, groups, oh * ow, cin_g * kh * kw)  # one row per output pixel
-        matrix = weight.reshape(groups, cout // groups, cin_g * kh * kw).transpose(1, 2)
-        out = cols.matmul(matrix)  # (n, groups, oh*ow, cout/groups)
-        out = out.permute(0, 1, 3, 2).reshape(n, cout, oh, ow)
-        if bias is not None:
-            if bias.shape != (cout,):
-                raise ValueError(f"{op}: bias must have shape ({cout},), one per output channel, got "
-                                 f"{bias.shape}")
-            out = out + bias.reshape(1, cout, 1, 1)
-        return out.squeeze(0) if unbatched else out
+        from tinyedu.dtype import dtypes
+        from tinyedu.tensor import Tensor
 
-    def max_pool2d(self, kernel_size: IntPair, stride: IntPair | None = None, padding: IntPair = 0,
-                   dilation: IntPair = 1) -> "Tensor":
-        """The max over each kernel_size window of the last two axes; stride defaults to kernel_size.
+        op = "scaled_dot_product_attention"
+        check_tensors(op, self.device, key=key, value=value, attn_mask=attn_mask)
+        if self.ndim < 2 or key.ndim < 2 or value.ndim < 2:
+            raise ValueError(f"{op}: query, key and value need at least 2 axes (..., L or S, E), got "
+                             f"{self.shape}, {key.shape}, {value.shape}")
+        if self.shape[-1] != key.shape[-1] or key.shape[-2] != value.shape[-2]:
+            raise ValueError(f"{op}: query {self.shape}, key {key.shape} and value {value.shape} do not fit: "
+                             "query and key need the same last axis E, key and value the same length S")
+        if is_causal and attn_mask is not None:
+            raise ValueError(f"{op}: pass either attn_mask or is_causal=True, not both (as in PyTorch)")
+        if not isinstance(dropout_p, (int, float)) or not 0 <= dropout_p <= 1:
+            raise ValueError(f"{op}: dropout_p must be a probability in [0, 1], got {dropout_p!r}")
+        from tinyedu.tensor import broadcast_shape
 
-        Padding is filled with -inf, so it never wins the max (integers are pooled as floats).
-        """
-        windows = self._pool_windows("max_pool2d", kernel_size, stride, padding, dilation, float("-inf"))
-        return windows.max((-2, -1)).cast(self.dtype)
+        batch = f"{op}: the batch axes of query {self.shape}, key {key.shape} and value {value.shape}"
+        broadcast_shape(self.shape[:-2], key.shape[:-2], value.shape[:-2], op=batch)
+        if scale is None:  # (with E = 0 every score is an empty sum, 0, whatever the scale)
+            scale = 1 / math.sqrt(self.shape[-1]) if self.shape[-1] else 1.0
+        scores = self.matmul(key.transpose(-2, -1)) * scale
+        if is_causal:
+            length, source = self.shape[-2], key.shape[-2]
+            attn_mask = Tensor.ones(length, source, dtype=dtypes.bool, device=self.device).tril()
+        if attn_mask is not None:
+            is_bool = attn_mask.dtype == dtypes.bool
+            scores = attn_mask.where(scores, -math.inf) if is_bool else scores + attn_mask
+        weights = scores.softmax(-1)
+        if dropout_p > 0:
+            weights = weights._dropout(dropout_p)
+        return weights.matmul(value)
 
-    def avg_pool2d(self, kernel_size: IntPair, stride: IntPair | None = None, padding: IntPair = 0,
-                   count_include_pad: bool = True) -> "Tensor":
-        """The mean over each window. With count_include_pad (PyTorch's default) padded zeros count
-        in the mean; without, each window is divided by the number of real elements in it."""
-        windows = self._pool_windows("avg_pool2d", kernel_size, stride, padding, 1, 0.0)
-        if count_include_pad:
-            return windows.mean((-2, -1))
-        ones = self.ones_like(dtype="float32", requires_grad=False)
-        counts = ones._pool_windows("avg_pool2d", kernel_size, stride, padding, 1, 0.0).sum((-2, -1))
-        return windows.sum((-2, -1)) / counts
+    # ---- einsum ----
+    @staticmethod
+    def einsum(formula: str, *operands: Any) -> "Tensor":
+        """Einstein summation, torch.einsum("ij,jk->ik", a, b): multiply the operands with their axes
+        lined up by letter (broadcasting the letters one operand lacks) and sum the letters that
+        are not in the output. Without "->" the output is the letters used once, in alphabetical
+        order. A letter repeated in one operand takes its diagonal ("ii->i"); "..." stands for the
+        remaining (broadcast) axes. Operands may also be passed as one list."""
+        from tinyedu.tensor import Tensor
 
-    def _pool_windows(self, op: str, kernel_size: IntPair, stride: IntPair | None, padding: IntPair,
-                      dilation: IntPair, fill: float) -> "Tensor":
-        if self.ndim not in (3, 4):
-            raise ValueError(f"{op}: expected input (N, C, H, W) or (C, H, W), got shape {self.shape}")
-        kernel = _pair(kernel_size, "kernel_size", op, 1)
-        steps = kernel if stride is None else _pair(stride, "stride", op, 1)
-        pad = _pair(padding, "padding", op, 0)
-        dil = _pair(dilation, "dilation", op, 1)
-        if any(p > k // 2 for p, k in zip(pad, kernel, strict=True)):
-            raise ValueError(f"{op}: padding {padding} must be at most half of kernel_size {kernel_size}")
-        x = self if self.dtype.is_float else self.float()
-        x = x.pad(((0, 0),) * (x.ndim - 2) + tuple((p, p) for p in pad), value=fill)
-        _check_output_size(op, self.shape, x.shape[-2:], kernel, dil)
-        return x._pool(kernel, steps, dil)
+        if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+            operands = tuple(operands[0])
+        if not isinstance(formula, str) or not all(isinstance(t, Tensor) for t in operands) or not operands:
+            raise TypeError("einsum: expected a formula string and one or more Tensors")
+        formula = formula.replace(" ", "")
+        inputs, arrow, output = formula.partition("->")
+        terms = inputs.split(",")
+        if len(terms) != len(operands):
+            raise ValueError(f"einsum: the formula {formula!r} names {len(terms)} operands, got "
+                             f"{len(operands)}")
+        ellipsis_ndim = max((t.ndim - len(term.replace("...", ""))
+                             for term, t in zip(terms, operands, strict=True) if "..." in term), default=0)
+        spare = [c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ" if c not in formula][:ellipsis_ndim]
+        terms = [_expand_ellipsis(term, t.ndim, spare, formula)
+                 for term, t in zip(terms, operands, strict=True)]
+        if arrow:
+            output = output.replace("...", "".join(spare))
+        else:
+            counts = {c: "".join(terms).count(c) for c in "".join(terms)}
+            once = sorted(c for c, n in counts.items() if n == 1 and c not in spare)
+            output = "".join(spare) + "".join(once)
+        letters = sorted(set("".join(terms)) - set(output))
+        order = list(output) + letters  # the product's axes: the output's, then the summed ones
+        sizes: dict[str, int] = {}
+        product = None
+        for term, t in zip(terms, operands, strict=True):
+            t = _diagonals(t, term)
+            term = "".join(dict.fromkeys(term))
+            for c, n in zip(term, t.shape, strict=True):
+                if sizes.get(c, 1) == 1:
+                    sizes[c] = n
+                elif n not in (1, sizes[c]):
+                    raise ValueError(f"einsum: letter {c!r} is {sizes[c]} in one operand and {n} in another "
+                                     f"({formula!r} with shapes {[o.shape for o in operands]})")
+            missing = [c for c in order if c not in term]
+            t = t.reshape(*t.shape, *(1,) * len(missing))
+            t = t.permute([(term + "".join(missing)).index(c) for c in order])
+            product = t if product is None else product * t
+        if any(c not in "".join(terms) for c in output):
+            raise ValueError(f"einsum: the output of {formula!r} names a letter no operand has")
+        product = product.expand(*(sizes[c] for c in order))
+        return product.sum(tuple(range(len(output), len(order)))) if letters else product
 
-
-def _conv_padding(padding: IntPair | str, kernel: tuple[int, int], dilation: tuple[int, int],
-                  stride: tuple[int, int]) -> tuple[tuple[int, int], ...]:
-    """(before, after) padding per spatial axis, from an int, a pair, 'valid' (none) or 'same'."""
-    if padding == "valid":
-        return ((0, 0), (0, 0))
-    if padding == "same":  # keep H and W: pad dilation*(k-1) in total, the odd one after (as PyTorch)
-        if stride != (1, 1):
-            raise ValueError(f"conv2d: padding='same' needs stride 1, got stride {stride}")
-        totals = [d * (k - 1) for k, d in zip(kernel, dilation, strict=True)]
-        return tuple((t // 2, t - t // 2) for t in totals)
-    if isinstance(padding, str):
-        raise ValueError(f"conv2d: padding must be an int, a pair of ints, 'valid' or 'same': {padding!r}")
-    return tuple((p, p) for p in _pair(padding, "padding", "conv2d", 0))
-
-
-def _check_output_size(op: str, shape: tuple[int, ...], padded: tuple[int, ...], kernel: tuple[int, int],
-                       dilation: tuple[int, int]) -> None:
-    spans = [d * (k - 1) + 1 for k, d in zip(kernel, dilation, strict=True)]
-    if any(span > size for span, size in zip(spans, padded, strict=True)):
-        raise ValueError(f"{op}: the kernel {kernel} with dilation {dilation} spans {tuple(spans)}, larger "
-                         f"than the padded input {tuple(padded)} (input shape {shape}); use a smaller kernel "
-                         "or more padding")

@@ -10,6 +10,7 @@ from __future__ import annotations
 from contextlib import ContextDecorator
 from typing import TYPE_CHECKING, Sequence
 
+from tinyedu.helpers import prod
 from tinyedu.tensor_api.nn_ops import check_tensors
 
 if TYPE_CHECKING:
@@ -50,6 +51,12 @@ class NormalizationMixin:
             raise ValueError(f"dropout: probability p has to be between 0 and 1, got {p!r}")
         if not Tensor.training or p == 0:
             return self
+        return self._dropout(p)
+
+    def _dropout(self, p: float) -> "Tensor":
+        """Zero each element with probability p and scale the rest by 1/(1-p), training or not."""
+        from tinyedu.tensor import Tensor
+
         if p == 1:
             return self * 0
         keep = Tensor.rand(*self.shape, device=self.device) >= p
@@ -113,3 +120,26 @@ class NormalizationMixin:
         x = self._float()
         centered = x - x.mean(axes, keepdim=True)
         return centered * (centered.square().mean(axes, keepdim=True) + eps).rsqrt()
+
+    # ---- tinygrad's names ----
+    def layernorm(self, axis: int | tuple[int, ...] = -1, eps: float = 1e-5) -> "Tensor":
+        """tinygrad's layernorm: normalize over `axis` (no weight or bias; see layer_norm for PyTorch's)."""
+        axes = self._reduce_axes(axis, "layernorm")
+        return self._normalize(axes, eps)
+
+    def batchnorm(self, weight: "Tensor | None", bias: "Tensor | None", mean: "Tensor", invstd: "Tensor",
+                  axis: int | tuple[int, ...] = 1) -> "Tensor":
+        """tinygrad's batchnorm: (x - mean) * weight * invstd + bias, with the statistics given per
+        channel along `axis` (see batch_norm for PyTorch's)."""
+        check_tensors("batchnorm", self.device, weight=weight, bias=bias, mean=mean, invstd=invstd)
+        axes = self._reduce_axes(axis, "batchnorm")
+        shape = tuple(s if i in axes else 1 for i, s in enumerate(self.shape))
+        for name, t in (("weight", weight), ("bias", bias), ("mean", mean), ("invstd", invstd)):
+            if t is not None and t.numel() != prod(shape):
+                raise ValueError(f"batchnorm: {name} of shape {t.shape} does not fit the axes {axes} of "
+                                 f"{self.shape}: it needs {prod(shape)} elements")
+        x = self._float() - mean.reshape(shape)
+        x = x * weight.reshape(shape) if weight is not None else x
+        out = x * invstd.reshape(shape)
+        return out + bias.reshape(shape) if bias is not None else out
+

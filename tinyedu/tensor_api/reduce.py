@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import functools
+from typing import TYPE_CHECKING, Any, Callable
 
 import tinyedu.function as F
+import tinyedu.function_math as FM
 from tinyedu.dtype import dtypes
 from tinyedu.helpers import prod
 
@@ -12,6 +14,19 @@ if TYPE_CHECKING:
     from tinyedu.tensor import Tensor
 
 Axis = int | tuple[int, ...] | list[int] | None
+
+
+def dim_or_axis(method: Callable) -> Callable:
+    """PyTorch calls the reduced axes `dim`, tinygrad `axis`: accept either keyword."""
+    @functools.wraps(method)
+    def accepting_dim(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if "dim" in kwargs:
+            if "axis" in kwargs or args:
+                raise TypeError(f"{method.__name__}: give the axis once: positionally, as axis= or as dim=")
+            kwargs["axis"] = kwargs.pop("dim")
+        return method(self, *args, **kwargs)
+
+    return accepting_dim
 
 
 class ReduceMixin:
@@ -34,6 +49,7 @@ class ReduceMixin:
             return out
         return out.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
 
+    @dim_or_axis
     def sum(self, axis: Axis = None, keepdim: bool = False, dtype=None) -> "Tensor":
         """Sum over axes. bool and uint8 sum as int32 (PyTorch would use int64, which tinyedu lacks)."""
         x = self
@@ -49,10 +65,21 @@ class ReduceMixin:
                 raise ValueError(f"{op}: cannot reduce over axis {a} of size 0 (shape {self.shape}); the "
                                  f"{op} of nothing is undefined")
 
+    @dim_or_axis
     def max(self, axis: Axis = None, keepdim: bool = False) -> "Tensor":
         self._check_not_empty(axis, "max")
         return self._reduce(F.Max, axis, keepdim, "max")
 
+    @dim_or_axis
+    def amax(self, axis: Axis = None, keepdim: bool = False) -> "Tensor":
+        """PyTorch's name for max over axes (max(dim) in PyTorch also returns the indices)."""
+        return self.max(axis, keepdim)
+
+    @dim_or_axis
+    def amin(self, axis: Axis = None, keepdim: bool = False) -> "Tensor":
+        return self.min(axis, keepdim)
+
+    @dim_or_axis
     def min(self, axis: Axis = None, keepdim: bool = False) -> "Tensor":
         # min(x) = -max(-x). bool and uint8 have no negation, so they take the detour through int32
         # (int32 itself overflows only for -2**31, whose negation does not exist).
@@ -62,6 +89,7 @@ class ReduceMixin:
     def _negatable(self) -> "Tensor":
         return self if self.dtype in (dtypes.float32, dtypes.int32) else self.cast(dtypes.int32)
 
+    @dim_or_axis
     def mean(self, axis: Axis = None, keepdim: bool = False) -> "Tensor":
         """The average; integer tensors are averaged as floats."""
         x = self if self.dtype.is_float else self.float()
@@ -73,6 +101,7 @@ class ReduceMixin:
         return total / count if count else total * float("nan")
 
     # ---- statistics ----
+    @dim_or_axis
     def var(self, axis: Axis = None, keepdim: bool = False, correction: int = 1) -> "Tensor":
         """The spread around the mean: sum((x - mean)^2) / (n - correction).
 
@@ -86,6 +115,7 @@ class ReduceMixin:
         squares = (x - x.mean(axis, keepdim=True)).square().sum(axis, keepdim)
         return squares / max(n - correction, 0)
 
+    @dim_or_axis
     def std(self, axis: Axis = None, keepdim: bool = False, correction: int = 1) -> "Tensor":
         """The standard deviation: the square root of var (same units as x)."""
         return self.var(axis, keepdim, correction).sqrt()
@@ -95,6 +125,7 @@ class ReduceMixin:
         return prod(self.shape[a] for a in self._reduce_axes(axis, op))
 
     # ---- which index ----
+    @dim_or_axis
     def argmax(self, axis: int | None = None, keepdim: bool = False) -> "Tensor":
         """The index of the largest value (the first one on ties, and NaN counts as largest, like PyTorch).
 
@@ -104,6 +135,7 @@ class ReduceMixin:
         """
         return self._first_max_index(axis, keepdim, "argmax")
 
+    @dim_or_axis
     def argmin(self, axis: int | None = None, keepdim: bool = False) -> "Tensor":
         """The index of the smallest value (first on ties): the argmax of -x."""
         return (-self._negatable())._first_max_index(axis, keepdim, "argmin")
@@ -128,37 +160,64 @@ class ReduceMixin:
         return n - is_max.where(countdown, 0).max(a, keepdim)
 
     # ---- softmax family: subtract the max first so exp never overflows ----
-    def _stable_max(self, axis: Axis, op: str) -> "Tensor":
-        """The max over `axis` (keepdim), detached, with +-inf replaced by 0 and 0 for an empty axis.
+    def _stable_max(self, axis: Axis, op: str, finite: bool = False) -> "Tensor":
+        """The max over `axis` (keepdim), detached (0 for an empty axis); with finite=True an infinite
+        max is replaced by 0.
 
         Subtracting any constant c leaves softmax and logsumexp unchanged (it cancels), so c needs no
-        gradient; the max makes exp(x - c) <= 1. An infinite max would turn x - c into inf - inf = NaN.
+        gradient; the max makes exp(x - c) <= 1. An infinite max turns x - c into inf - inf = NaN:
+        softmax keeps that NaN, as PyTorch does (a row holding inf has no meaningful softmax), while
+        logsumexp replaces the max by 0, as PyTorch does, so that logsumexp([inf, 1]) is inf.
         """
         axes = self._reduce_axes(axis, op)
         if any(self.shape[a] == 0 for a in axes):
             return self.zeros_like().sum(axes, keepdim=True)
         m = self.detach().max(axes, keepdim=True)
-        return (m.abs() == float("inf")).where(0.0, m)
+        return (m.abs() == float("inf")).where(0.0, m) if finite else m
 
     # --8<-- [start:softmax]
+    @dim_or_axis
     def softmax(self, axis: int = -1) -> "Tensor":
-        """exp(x) / sum(exp(x)) along axis: positive values that sum to 1 (probabilities)."""
+        """exp(x) / sum(exp(x)) along axis: positive values that sum to 1 (probabilities).
+
+        The value is made of primitives; the gradient is PyTorch's formula s * (g - sum(g * s))
+        (function_composite.SoftmaxGrad). The chain rule through the division gives the same
+        number up to rounding, but where the true gradient is 0 it leaves an ulp of noise, which
+        a later op can magnify (divide by 1e-8 and the noise is 0.4)."""
+        from tinyedu.tensor import no_grad
+
         x = self._float()
-        e = (x - x._stable_max(axis, "softmax")).exp()
-        return e / e.sum(axis, keepdim=True)
+        with no_grad():
+            e = (x - x._stable_max(axis, "softmax")).exp()
+            s = e / e.sum(axis, keepdim=True)
+        return x._apply(FM.SoftmaxGrad, value=s.lazydata, axes=x._reduce_axes(axis, "softmax"), log=False)
 
     # --8<-- [end:softmax]
+    @dim_or_axis
     def log_softmax(self, axis: int = -1) -> "Tensor":
-        """log(softmax(x)) = x - logsumexp(x), without ever forming the tiny softmax values."""
-        x = self._float()
-        shifted = x - x._stable_max(axis, "log_softmax")
-        return shifted - shifted.exp().sum(axis, keepdim=True).log()
+        """log(softmax(x)) = x - logsumexp(x), without ever forming the tiny softmax values; the
+        gradient is PyTorch's g - softmax(x) * sum(g) (see softmax)."""
+        from tinyedu.tensor import no_grad
 
-    def logsumexp(self, axis: Axis = None, keepdim: bool = False) -> "Tensor":
-        """log(sum(exp(x))) over axis, computed as m + log(sum(exp(x - m))) with m the max."""
         x = self._float()
-        m = x._stable_max(axis, "logsumexp")
-        out = (x - m).exp().sum(axis, keepdim=True).log() + m
+        with no_grad():
+            shifted = x - x._stable_max(axis, "log_softmax")
+            out = shifted - shifted.exp().sum(axis, keepdim=True).log()
+        axes = x._reduce_axes(axis, "log_softmax")
+        return x._apply(FM.SoftmaxGrad, value=out.lazydata, axes=axes, log=True)
+
+    @dim_or_axis
+    def logsumexp(self, axis: Axis = None, keepdim: bool = False) -> "Tensor":
+        """log(sum(exp(x))) over axis, computed as m + log(sum(exp(x - m))) with m the max; the
+        gradient is PyTorch's exp(x - logsumexp(x)), which never overflows (the chain rule through
+        exp(x - m) / sum(...) overflows when m had to be replaced by 0 for an infinite max)."""
+        from tinyedu.tensor import no_grad
+
+        x = self._float()
+        with no_grad():
+            m = x._stable_max(axis, "logsumexp", finite=True)
+            out = (x - m).exp().sum(axis, keepdim=True).log() + m
+        out = x._apply(FM.LogsumexpGrad, value=out.lazydata)
         return out if keepdim else out.reshape(self._reduced_shape(axis, "logsumexp"))
 
     def _reduced_shape(self, axis: Axis, op: str) -> tuple[int, ...]:
@@ -166,10 +225,61 @@ class ReduceMixin:
         return tuple(s for i, s in enumerate(self.shape) if i not in axes)
 
     # ---- truth ----
+    @dim_or_axis
     def any(self, axis: Axis = None, keepdim: bool = False) -> "Tensor":
         """True where some element along axis is non-zero (False for an empty axis)."""
         return (self != 0).sum(axis, keepdim) > 0
 
+    @dim_or_axis
     def all(self, axis: Axis = None, keepdim: bool = False) -> "Tensor":
         """True where every element along axis is non-zero (True for an empty axis)."""
         return (self == 0).sum(axis, keepdim) == 0
+
+    # ---- running sums ----
+    @dim_or_axis
+    def cumsum(self, axis: int = 0) -> "Tensor":
+        """Running sum along an axis: out[i] = x[0] + ... + x[i]. bool and uint8 sum as int32.
+
+        With movement ops only: pad n-1 zeros in front and cut windows of n (out[i] is the sum of
+        window i), which costs n^2 additions. Long axes go in blocks of 32: a running sum inside
+        each block, plus the running sum of the block totals (recursively), so about 32 n.
+        """
+        if self.ndim == 0:
+            self._axis(axis, "cumsum")
+            return self.sum()
+        a = self._axis(axis, "cumsum")
+        x = self.int() if self.dtype in (dtypes.bool, dtypes.uint8) else self
+        return x.transpose(a, -1)._cumsum_last().transpose(a, -1)
+
+    def _cumsum_last(self, block: int = 32) -> "Tensor":
+        n = self.shape[-1]
+        if n <= block:
+            padded = self.pad(((0, 0),) * (self.ndim - 1) + ((n - 1, 0),)) if n else self
+            return padded._windows(n, 1).sum(-2) if n else self
+        blocks = -(-n // block)
+        x = self.pad(((0, 0),) * (self.ndim - 1) + ((0, blocks * block - n),))
+        x = x.reshape(*self.shape[:-1], blocks, block)
+        inside = x._cumsum_last(block)                       # running sum within each block
+        totals = inside[..., -1]                              # (..., blocks)
+        before = totals._cumsum_last(block) - totals          # what all earlier blocks add up to
+        out = (inside + before.unsqueeze(-1)).reshape(*self.shape[:-1], blocks * block)
+        return out[..., :n]
+
+    @dim_or_axis
+    def prod(self, axis: Axis = None, keepdim: bool = False) -> "Tensor":
+        """The product over axes: pairs multiplied in a tree (log2 n rounds of multiplies); bool and
+        uint8 multiply as int32."""
+        x = self if self.dtype not in (dtypes.bool, dtypes.uint8) else self.int()
+        axes = self._reduce_axes(axis, "prod")
+        for a in axes:
+            x = x.transpose(a, -1)
+            while x.shape[-1] > 1:
+                n = x.shape[-1]
+                x = x.pad(((0, 0),) * (x.ndim - 1) + ((0, n % 2),), value=1)
+                x = x.reshape(*x.shape[:-1], (n + 1) // 2, 2)
+                x = x[..., 0] * x[..., 1]
+            if x.shape[-1] == 0:
+                x = x.pad(((0, 0),) * (x.ndim - 1) + ((0, 1),), value=1)
+            x = x.transpose(a, -1)
+        return x if keepdim else x.reshape(tuple(s for i, s in enumerate(x.shape) if i not in axes))
+

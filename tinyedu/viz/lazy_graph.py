@@ -97,7 +97,7 @@ def _views_text(buf: LazyBuffer) -> str:
 
 
 def draw_ast(ast: LazyOp) -> graphviz.Digraph:
-    """A kernel AST as a tree: STORE at the top, LOAD/CONST leaves at the bottom."""
+    """A kernel AST: STORE at the top, LOAD/CONST leaves at the bottom; a shared node is drawn once."""
     graph = graphviz.Digraph(graph_attr={"rankdir": "TB"},
                              node_attr={"shape": "box", "style": "filled", "fontname": "Helvetica",
                                         "fontsize": "10"})

@@ -1,0 +1,285 @@
+"""Composite Functions: a forward made of several primitives, with a backward written by hand.
+
+Most Tensor methods are compositions of primitive Functions and get their gradient from the chain
+rule. That fails at the edges for a few: sigmoid(-100) is 1 / (1 + exp(100)) = 1 / inf, and the
+chain rule multiplies the derivative of 1/u (which is -1/u^2 = 0) by that of exp (inf): 0 * inf is
+NaN, where the true gradient is 0. The cure is the textbook one: write the derivative in terms of
+the *result* (sigmoid' = s (1 - s)), which has no inf in it. Each Function here says which edge
+forced it. The forward still runs on primitives, so it fuses and compiles like everything else.
+
+This file holds the activations; function_math.py the hyperbolic functions, powers and softmax's
+gradient. The formulas are written with `Expr` (tinyedu/expr.py), so they read like the math.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from tinyedu.expr import Expr, erfc
+from tinyedu.function import Function
+from tinyedu.lazy import LazyBuffer
+
+__all__ = ["Expr", "UnaryFunction"]  # Expr is re-exported: exercises write `from here import Expr`
+
+
+# ---- the Functions ----
+# --8<-- [start:unary-function]
+class UnaryFunction(Function):
+    """A unary Function given as formulas: the value, the derivative (from x and the value), and
+    maybe `passes`, where the gradient gets through at all. PyTorch's piecewise functions (relu,
+    clamp, hardswish...) *select* the gradient rather than multiply it by 0, so an infinite incoming
+    gradient becomes 0 where they are flat, not 0 * inf = NaN."""
+
+    def value(self, x: Expr) -> Expr:
+        raise NotImplementedError
+
+    def derivative(self, x: Expr, ret: Expr) -> Expr:
+        raise NotImplementedError
+
+    def passes(self, x: Expr, ret: Expr) -> Expr | None:
+        return None
+
+    def forward(self, x: LazyBuffer, **params: Any) -> LazyBuffer:
+        self.params = params
+        self.x = Expr(x)
+        self.ret = self.value(self.x)
+        return self.ret.lazydata
+
+    def backward(self, grad: LazyBuffer) -> LazyBuffer:
+        local = self.derivative(self.x, self.ret) * Expr(grad)
+        passes = self.passes(self.x, self.ret)
+        return (local if passes is None else passes.where(local, 0.0)).lazydata
+
+
+# --8<-- [end:unary-function]
+class Relu(UnaryFunction):
+    """max(x, 0) as PyTorch defines it: NaN stays NaN (where(0 < x, x, 0) would give 0), -0.0 stays
+    -0.0, and the gradient at exactly 0 is 0. A composite could not say "0 at 0" and "1 at NaN"."""
+
+    def value(self, x: Expr) -> Expr:
+        return (x < 0).where(0.0, x)
+
+    def derivative(self, x: Expr, ret: Expr) -> Expr:
+        return Expr(x.lazydata.const(1.0))
+
+    def passes(self, x: Expr, ret: Expr) -> Expr:
+        return ~(x <= 0)
+
+
+class Abs(UnaryFunction):
+    """|x| with PyTorch's gradient sign(x), which is 0 at 0 (and at NaN). where(x < 0, -x, x) would
+    send 1 at 0, and would keep -0.0 negative."""
+
+    def value(self, x: Expr) -> Expr:
+        return x.abs()
+
+    def derivative(self, x: Expr, ret: Expr) -> Expr:
+        return (x > 0).float() - (x < 0).float()
+
+
+class Clamp(UnaryFunction):
+    """clamp(x, low, high) (either bound may be None), with one of PyTorch's two gradient rules at the
+    bounds: clamp lets the gradient through at x == low or high and blocks it at NaN; hardtanh (and
+    relu6) blocks it at the bounds and lets it through at NaN. NaN stays NaN in the value."""
+
+    def value(self, x: Expr) -> Expr:
+        low, high = self.params["low"], self.params["high"]
+        out = x if low is None else (x < low).where(low, x)
+        return out if high is None else (x > high).where(high, out)
+
+    def derivative(self, x: Expr, ret: Expr) -> Expr:
+        return Expr(x.lazydata.const(1.0))
+
+    def passes(self, x: Expr, ret: Expr) -> Expr:
+        low, high = self.params["low"], self.params["high"]
+        low, high = -math.inf if low is None else low, math.inf if high is None else high
+        if self.params["inclusive"]:  # clamp: inside [low, high]; NaN is not inside
+            return (x >= low) & (x <= high)
+        return ~((x <= low) | (x >= high))  # hardtanh: NaN is not outside either
+
+
+class Hardswish(UnaryFunction):
+    """x * relu6(x + 3) / 6 with PyTorch's gradient: 0 up to -3, x/3 + 1/2 up to 3 (exclusive), 1
+    after (and at NaN). The flat part selects 0 (see UnaryFunction), which a composite cannot."""
+
+    def value(self, x: Expr) -> Expr:
+        return x * _relu6(x + 3) / 6
+
+    def derivative(self, x: Expr, ret: Expr) -> Expr:
+        return (x < 3).where(x / 3 + 0.5, 1.0)
+
+    def passes(self, x: Expr, ret: Expr) -> Expr:
+        return ~(x <= -3)
+
+
+class Hardsigmoid(UnaryFunction):
+    """relu6(x + 3) / 6; gradient 1/6 strictly between -3 and 3, else 0 (NaN too), as PyTorch."""
+
+    def value(self, x: Expr) -> Expr:
+        return _relu6(x + 3) / 6
+
+    def derivative(self, x: Expr, ret: Expr) -> Expr:
+        return Expr(x.lazydata.const(1 / 6))
+
+    def passes(self, x: Expr, ret: Expr) -> Expr:
+        return (x > -3) & (x < 3)
+
+
+def _relu6(x: Expr) -> Expr:
+    """min(max(x, 0), 6), NaN kept."""
+    return (x < 0).where(0.0, (x > 6).where(6.0, x))
+
+
+# --8<-- [start:sigmoid]
+class Sigmoid(UnaryFunction):
+    """1 / (1 + exp(-x)). The value is fine as it is (for x < -88 exp overflows and the value is 0,
+    as in float32 PyTorch); the chain rule through it is not: at x = -100 it multiplies 0 by inf.
+    The derivative s (1 - s) is 0 there, as it should be."""
+
+    def value(self, x: Expr) -> Expr:
+        return x.sigmoid()
+
+    def derivative(self, x: Expr, ret: Expr) -> Expr:
+        return ret * (1 - ret)
+
+
+# --8<-- [end:sigmoid]
+# --8<-- [start:tanh]
+class Tanh(UnaryFunction):
+    """tanh(x) = m / (m + 2) with m = expm1(2x), written for x <= 0 (where m is in (-1, 0]) and
+    mirrored for x > 0, so nothing overflows. 2 sigmoid(2x) - 1 would cancel to 0 for tiny x
+    (tanh(1e-8) is 1e-8) and its chain rule gives NaN for |x| > 44. Below 2^-12 tanh(x) is x to
+    float32 precision (x^3/3 is under half an ulp), which also keeps the sign of -0.0.
+    Derivative: 1 - tanh^2."""
+
+    def value(self, x: Expr) -> Expr:
+        return _tanh(x)
+
+    def derivative(self, x: Expr, ret: Expr) -> Expr:
+        return 1 - ret * ret
+
+
+# --8<-- [end:tanh]
+class Silu(UnaryFunction):
+    """x * sigmoid(x), with PyTorch's derivative s (1 + x (1 - s)) as one factor. Through the product
+    the chain rule computes x * s'(x) = x * 0 where the sigmoid saturates, and an infinite incoming
+    gradient (silu(300) then exp) turns that 0 into NaN; PyTorch's formula gives inf."""
+
+    def value(self, x: Expr) -> Expr:
+        return x * x.sigmoid()
+
+    def derivative(self, x: Expr, ret: Expr) -> Expr:
+        s = x.sigmoid()
+        return s * (1 + x * (1 - s))
+
+
+class Mish(UnaryFunction):
+    """x * tanh(softplus(x)), with PyTorch's one-factor derivative t + x s (1 - t^2), t the tanh and
+    s the sigmoid (for the same reason as Silu)."""
+
+    def value(self, x: Expr) -> Expr:
+        return x * _tanh(_softplus(x))
+
+    def derivative(self, x: Expr, ret: Expr) -> Expr:
+        t = _tanh(_softplus(x))
+        return t + x * _stable_sigmoid(x) * (1 - t * t)
+
+
+class GeluTanh(UnaryFunction):
+    """gelu's tanh approximation 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3), computed as
+    x sigmoid(2u) (no 1 + (-1 + tiny) cancellation), with PyTorch's one-factor derivative
+    0.5 (1 + t) + 0.5 x (1 - t^2) u'(x), t = tanh(u)."""
+
+    def value(self, x: Expr) -> Expr:
+        return x * (2 * self._u(x)).sigmoid()
+
+    def derivative(self, x: Expr, ret: Expr) -> Expr:
+        t = _tanh(self._u(x))
+        du = math.sqrt(2 / math.pi) * (1 + 3 * 0.044715 * x * x)
+        return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * du
+
+    @staticmethod
+    def _u(x: Expr) -> Expr:
+        return math.sqrt(2 / math.pi) * (x + 0.044715 * x * x * x)
+
+
+class Tan(UnaryFunction):
+    """sin(x) / cos(x), with PyTorch's derivative 1 + tan^2 (as one factor)."""
+
+    def value(self, x: Expr) -> Expr:
+        return x.sin() / x.cos()
+
+    def derivative(self, x: Expr, ret: Expr) -> Expr:
+        return 1 + ret * ret
+
+
+def _tanh(x: Expr) -> Expr:
+    """tanh, as the Tanh Function computes it (see there)."""
+    m = (-2 * x.abs()).expm1()
+    t = m / (m + 2)  # tanh(-|x|)
+    return (x.abs() < 2.0**-12).where(x, (x > 0).where(-t, t))
+
+
+def _softplus(x: Expr) -> Expr:
+    return (x > 20).where(x, x.exp().log1p())
+
+
+class Expm1(UnaryFunction):
+    """exp(x) - 1 (see Expr.expm1). Its formula divides by log(u), which is 0 where u = 1: the chain
+    rule through it would be 0/0. The derivative is exp(x), computed from x: value + 1 (PyTorch's
+    expm1 formula) cancels to 0 for x < -17, where the value rounds to -1, and elu, built on expm1,
+    needs exp(x) there (as PyTorch's elu computes it)."""
+
+    def value(self, x: Expr) -> Expr:
+        return x.expm1()
+
+    def derivative(self, x: Expr, ret: Expr) -> Expr:
+        return x.exp()
+
+
+class Log1p(UnaryFunction):
+    """log(1 + x) (see Expr.log1p); derivative 1 / (1 + x). Hand-written for the same reason as Expm1."""
+
+    def value(self, x: Expr) -> Expr:
+        return x.log1p()
+
+    def derivative(self, x: Expr, ret: Expr) -> Expr:
+        return 1 / (1 + x)
+
+
+# --8<-- [start:softplus]
+class Softplus(UnaryFunction):
+    """log(1 + exp(beta x)) / beta, and x itself where beta x > threshold, as PyTorch. log1p keeps
+    softplus(-17) = 4.1e-8 (log(1 + 4.1e-8) rounds to 0). Derivative: sigmoid(beta x) (1 where the
+    value is x), which is 0.5 at 0: the old relu(z) + log(1 + exp(-|z|)) composite got -0.5 there,
+    from the kinks of relu and abs."""
+
+    def value(self, x: Expr) -> Expr:
+        beta, threshold = self.params["beta"], self.params["threshold"]
+        z = x * beta
+        return (z > threshold).where(x, z.exp().log1p() * (1 / beta))
+
+    def derivative(self, x: Expr, ret: Expr) -> Expr:
+        beta, threshold = self.params["beta"], self.params["threshold"]
+        z = x * beta
+        return (z > threshold).where(1.0, _stable_sigmoid(z))
+
+
+# --8<-- [end:softplus]
+def _stable_sigmoid(z: Expr) -> Expr:
+    """sigmoid, accurate in relative terms for very negative z too: exp(z) / (1 + exp(z)) there."""
+    e = (-z.abs()).exp()
+    return (z >= 0).where(1 / (1 + e), e / (1 + e))
+
+
+class Gelu(UnaryFunction):
+    """x * Phi(x), Phi the normal CDF: PyTorch's gelu (approximate='none'). Phi(x) = erfc(-x/sqrt2)/2
+    rather than (1 + erf(x/sqrt2))/2, which cancels to 0 for x < -4. Derivative Phi(x) + x phi(x)."""
+
+    def value(self, x: Expr) -> Expr:
+        return x * 0.5 * erfc(x * -math.sqrt(0.5))
+
+    def derivative(self, x: Expr, ret: Expr) -> Expr:
+        density = (x * x * -0.5).exp() * (1 / math.sqrt(2 * math.pi))
+        return 0.5 * erfc(x * -math.sqrt(0.5)) + x * density

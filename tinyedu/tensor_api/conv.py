@@ -1,0 +1,306 @@
+"""Convolution, transposed convolution and pooling, in 1, 2 or 3 dimensions: one implementation each.
+
+A convolution is `_pool` (tinyedu/tensor_api/nn_ops.py) cutting the padded input into windows, then
+a matmul with the weight (im2col). A transposed convolution is a convolution of the input spread
+out by the stride, with the kernel flipped. Pooling is a max or a mean over the same windows.
+
+Arguments follow PyTorch (and its positional order: `conv2d(weight, bias, stride, padding,
+dilation, groups)`; tinygrad puts groups first, so pass keywords when in doubt). `padding` may also
+be tinygrad's flat list, one (before, after) pair per spatial axis *last axis first* (as F.pad):
+`(left, right, top, bottom)`. Padding may be negative, which crops (PyTorch refuses that).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+from tinyedu.helpers import prod
+from tinyedu.tensor_api.nn_ops import check_tensors
+
+if TYPE_CHECKING:
+    from tinyedu.tensor import Tensor
+
+Ints = int | tuple[int, ...]
+Pairs = tuple[tuple[int, int], ...]
+
+
+def _ints(value: Any, nd: int, name: str, op: str, minimum: int) -> tuple[int, ...]:
+    """An int or a tuple of nd ints (one per spatial axis), each >= minimum."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = (value,) * nd
+    items = tuple(value) if isinstance(value, (tuple, list)) else ()
+    ok = len(items) == nd and all(isinstance(v, int) and not isinstance(v, bool) for v in items)
+    if not ok or min(items) < minimum:
+        raise ValueError(f"{op}: {name} must be an int or {nd} ints (one per spatial axis), each >= "
+                         f"{minimum}, got {value!r}")
+    return items
+
+
+def _padding(padding: Any, nd: int, op: str, kernel: tuple[int, ...] = (), dilation: tuple[int, ...] = (),
+             stride: tuple[int, ...] = ()) -> Pairs:
+    """(before, after) per spatial axis, from an int, nd ints, 2*nd ints (F.pad order: last axis
+    first), 'valid' (none) or 'same' (keep the size: dilation*(k-1) in total, the odd one after)."""
+    if padding == "valid":
+        return ((0, 0),) * nd
+    if padding == "same":
+        if any(s != 1 for s in stride):
+            raise ValueError(f"{op}: padding='same' needs stride 1, got stride {stride}")
+        totals = [d * (k - 1) for k, d in zip(kernel, dilation, strict=True)]
+        return tuple((t // 2, t - t // 2) for t in totals)
+    if isinstance(padding, str):
+        raise ValueError(f"{op}: padding must be an int, {nd} ints, {2 * nd} ints, 'valid' or 'same', got "
+                         f"{padding!r}")
+    if isinstance(padding, (tuple, list)) and len(padding) == 2 * nd and nd > 0:
+        flat = _ints(padding, 2 * nd, "padding", op, -(2**31))
+        return tuple((flat[2 * i], flat[2 * i + 1]) for i in reversed(range(nd)))
+    return tuple((p, p) for p in _ints(padding, nd, "padding", op, -(2**31)))
+
+
+def _spatial(x: "Tensor", nd: int, op: str, what: str) -> tuple["Tensor", bool]:
+    """(N, C, *spatial), adding N = 1 for an unbatched (C, *spatial) input."""
+    if x.ndim not in (nd + 1, nd + 2):
+        spatial = ("L",) if nd == 1 else ("H", "W") if nd == 2 else ("D", "H", "W")
+        names = ", ".join(spatial)
+        raise ValueError(f"{op}: expected input (N, {what}, {names}) or ({what}, {names}), got shape "
+                         f"{x.shape}")
+    return (x.unsqueeze(0), True) if x.ndim == nd + 1 else (x, False)
+
+
+def _check_output_size(op: str, shape: tuple[int, ...], padded: tuple[int, ...], kernel: tuple[int, ...],
+                       dilation: tuple[int, ...]) -> None:
+    spans = [d * (k - 1) + 1 for k, d in zip(kernel, dilation, strict=True)]
+    if any(span > size for span, size in zip(spans, padded, strict=True)):
+        raise ValueError(f"{op}: the kernel {kernel} with dilation {dilation} spans {tuple(spans)}, larger "
+                         f"than the padded input {tuple(padded)} (input shape {shape}); use a smaller kernel "
+                         "or more padding")
+
+
+class ConvMixin:
+    # ---- convolution ----
+    def conv1d(self, weight: "Tensor", bias: "Tensor | None" = None, stride: Ints = 1, padding: Any = 0,
+               dilation: Ints = 1, groups: int = 1) -> "Tensor":
+        return self._conv(weight, bias, stride, padding, dilation, groups, 1, "conv1d")
+
+    def conv2d(self, weight: "Tensor", bias: "Tensor | None" = None, stride: Ints = 1, padding: Any = 0,
+               dilation: Ints = 1, groups: int = 1) -> "Tensor":
+        """2-d convolution (cross-correlation, as in PyTorch) of (N, C_in, H, W) or (C_in, H, W) input
+        with a weight of shape (C_out, C_in / groups, kH, kW). See `_conv`."""
+        return self._conv(weight, bias, stride, padding, dilation, groups, 2, "conv2d")
+
+    def conv3d(self, weight: "Tensor", bias: "Tensor | None" = None, stride: Ints = 1, padding: Any = 0,
+               dilation: Ints = 1, groups: int = 1) -> "Tensor":
+        return self._conv(weight, bias, stride, padding, dilation, groups, 3, "conv3d")
+
+    def _conv(self, weight: "Tensor", bias: "Tensor | None", stride: Any, padding: Any, dilation: Any,
+              groups: Any, nd: int, op: str) -> "Tensor":
+        """N-d convolution by im2col: pad, cut the input into windows (N, C_in, *out, *kernel) with
+        `_pool`, lay each window out as a row of C_in/groups * prod(kernel) numbers, and multiply by
+        the weight seen as a matrix. With groups, the channels are split into independent groups,
+        each with its own slice of the weight."""
+        check_tensors(op, self.device, weight=weight, bias=bias)
+        if weight.ndim != nd + 2:
+            raise ValueError(f"{op}: expected a weight (C_out, C_in/groups, {nd} kernel sizes) with {nd + 2} "
+                             f"axes, got weight {weight.shape} (input {self.shape})")
+        x, unbatched = _spatial(self, nd, op, "C_in")
+        (n, cin), (cout, cin_g), kernel = x.shape[:2], weight.shape[:2], weight.shape[2:]
+        if 0 in kernel:
+            raise ValueError(f"{op}: the weight {weight.shape} has an empty kernel {kernel}; every kernel "
+                             "size must be >= 1")
+        if not isinstance(groups, int) or isinstance(groups, bool) or groups < 1:
+            raise ValueError(f"{op}: groups must be a positive int, got {groups!r}")
+        if cin != cin_g * groups or cout % groups:
+            raise ValueError(f"{op}: input {self.shape} has {cin} channels but weight {weight.shape} with "
+                             f"groups={groups} expects {cin_g * groups}; C_in must be weight.shape[1] * "
+                             f"groups and C_out ({cout}) divisible by groups")
+        stride, dilation = _ints(stride, nd, "stride", op, 1), _ints(dilation, nd, "dilation", op, 1)
+        pads = _padding(padding, nd, op, kernel, dilation, stride)
+        x = x.pad(((0, 0), (0, 0), *pads))
+        _check_output_size(op, self.shape, x.shape[2:], kernel, dilation)
+        windows = x._pool(kernel, stride, dilation)  # (n, cin, *out, *kernel)
+        out = windows.shape[2:2 + nd]
+        cols = windows.reshape(n, groups, cin_g, *out, *kernel)
+        cols = cols.permute(0, 1, *range(3, 3 + nd), 2, *range(3 + nd, 3 + 2 * nd))  # (n, g, *out, cin_g, *k)
+        cols = cols.reshape(n, groups, prod(out), cin_g * prod(kernel))  # one row per output position
+        matrix = weight.reshape(groups, cout // groups, cin_g * prod(kernel)).transpose(1, 2)
+        result = cols.matmul(matrix)  # (n, groups, prod(out), cout/groups)
+        result = result.permute(0, 1, 3, 2).reshape(n, cout, *out)
+        if bias is not None:
+            if bias.shape != (cout,):
+                raise ValueError(f"{op}: bias must have shape ({cout},), one per output channel, got "
+                                 f"{bias.shape}")
+            result = result + bias.reshape(1, cout, *(1,) * nd)
+        return result.squeeze(0) if unbatched else result
+
+    # ---- transposed convolution ----
+    def conv_transpose1d(self, weight: "Tensor", bias: "Tensor | None" = None, stride: Ints = 1,
+                         padding: Ints = 0, output_padding: Ints = 0, groups: int = 1,
+                         dilation: Ints = 1) -> "Tensor":
+        return self._conv_transpose(weight, bias, stride, padding, output_padding, groups, dilation, 1,
+                                    "conv_transpose1d")
+
+    def conv_transpose2d(self, weight: "Tensor", bias: "Tensor | None" = None, stride: Ints = 1,
+                         padding: Ints = 0, output_padding: Ints = 0, groups: int = 1,
+                         dilation: Ints = 1) -> "Tensor":
+        """The gradient of conv2d with respect to its input, as a layer: (N, C_in, H, W) with a weight
+        (C_in, C_out / groups, kH, kW) gives (N, C_out, (H-1)*stride - 2*padding + dilation*(kH-1) +
+        output_padding + 1, ...). See `_conv_transpose`."""
+        return self._conv_transpose(weight, bias, stride, padding, output_padding, groups, dilation, 2,
+                                    "conv_transpose2d")
+
+    def conv_transpose3d(self, weight: "Tensor", bias: "Tensor | None" = None, stride: Ints = 1,
+                         padding: Ints = 0, output_padding: Ints = 0, groups: int = 1,
+                         dilation: Ints = 1) -> "Tensor":
+        return self._conv_transpose(weight, bias, stride, padding, output_padding, groups, dilation, 3,
+                                    "conv_transpose3d")
+
+    def _conv_transpose(self, weight: "Tensor", bias: "Tensor | None", stride: Any, padding: Any,
+                        output_padding: Any, groups: Any, dilation: Any, nd: int, op: str) -> "Tensor":
+        """A convolution in disguise: spread the input out by the stride (stride - 1 zeros between
+        neighbours), pad it by dilation*(k-1) - padding on each side (plus output_padding after;
+        negative means crop), and convolve with stride 1 and the kernel flipped, its in and out
+        channels swapped within each group."""
+        check_tensors(op, self.device, weight=weight, bias=bias)
+        if weight.ndim != nd + 2:
+            raise ValueError(f"{op}: expected a weight (C_in, C_out/groups, {nd} kernel sizes) with {nd + 2} "
+                             f"axes, got weight {weight.shape} (input {self.shape})")
+        x, unbatched = _spatial(self, nd, op, "C_in")
+        if not isinstance(groups, int) or isinstance(groups, bool) or groups < 1:
+            raise ValueError(f"{op}: groups must be a positive int, got {groups!r}")
+        cin, cout_g, kernel = weight.shape[0], weight.shape[1], weight.shape[2:]
+        if x.shape[1] != cin or cin % groups:
+            raise ValueError(f"{op}: input {self.shape} has {x.shape[1]} channels but weight {weight.shape} "
+                             f"expects {cin} (weight.shape[0]), which must be divisible by groups={groups}")
+        stride, dilation = _ints(stride, nd, "stride", op, 1), _ints(dilation, nd, "dilation", op, 1)
+        padding = _ints(padding, nd, "padding", op, 0)
+        output_padding = _ints(output_padding, nd, "output_padding", op, 0)
+        for o, s, d in zip(output_padding, stride, dilation, strict=True):
+            if o >= s and o >= d:
+                raise ValueError(f"{op}: output_padding {output_padding} must be smaller than either stride "
+                                 f"{stride} or dilation {dilation}")
+        w = weight.reshape(groups, cin // groups, cout_g, *kernel).transpose(1, 2)
+        w = w.flip(tuple(range(3, 3 + nd))).reshape(groups * cout_g, cin // groups, *kernel)
+        for axis, s in enumerate(stride, start=2):
+            if s > 1:  # (.., n) -> (.., n, 1) -pad-> (.., n, s) -> (.., n*s), minus the s-1 trailing zeros
+                size = x.shape[axis]
+                spread = x.unsqueeze(axis + 1).pad(tuple((0, s - 1) if a == axis + 1 else (0, 0)
+                                                         for a in range(x.ndim + 1)))
+                x = spread.reshape(*x.shape[:axis], size * s, *x.shape[axis + 1:])
+                x = x.shrink(tuple((0, (size - 1) * s + 1) if a == axis else None for a in range(x.ndim)))
+        pads = tuple((d * (k - 1) - p, d * (k - 1) - p + o)
+                     for k, d, p, o in zip(kernel, dilation, padding, output_padding, strict=True))
+        out = x._conv(w, None, 1, _flat(pads), dilation, groups, nd, op)
+        if bias is not None:
+            if bias.shape != (cout_g * groups,):
+                raise ValueError(f"{op}: bias must have shape ({cout_g * groups},), one per output channel, "
+                                 f"got {bias.shape}")
+            out = out + bias.reshape(1, cout_g * groups, *(1,) * nd)
+        return out.squeeze(0) if unbatched else out
+
+    # ---- pooling ----
+    def max_pool1d(self, kernel_size: Ints = 2, stride: Ints | None = None, padding: Ints = 0,
+                   dilation: Ints = 1, ceil_mode: bool = False) -> "Tensor":
+        return self._max_pool(kernel_size, stride, padding, dilation, ceil_mode, 1, "max_pool1d")
+
+    def max_pool2d(self, kernel_size: Ints = 2, stride: Ints | None = None, padding: Ints = 0,
+                   dilation: Ints = 1, ceil_mode: bool = False) -> "Tensor":
+        """The max over each kernel_size window of the last two axes; stride defaults to kernel_size.
+
+        Padding is filled with -inf, so it never wins the max (integers are pooled as floats).
+        kernel_size defaults to 2 (tinygrad's default; PyTorch requires it)."""
+        return self._max_pool(kernel_size, stride, padding, dilation, ceil_mode, 2, "max_pool2d")
+
+    def max_pool3d(self, kernel_size: Ints = 2, stride: Ints | None = None, padding: Ints = 0,
+                   dilation: Ints = 1, ceil_mode: bool = False) -> "Tensor":
+        return self._max_pool(kernel_size, stride, padding, dilation, ceil_mode, 3, "max_pool3d")
+
+    def avg_pool1d(self, kernel_size: Ints = 2, stride: Ints | None = None, padding: Ints = 0,
+                   ceil_mode: bool = False, count_include_pad: bool = True) -> "Tensor":
+        return self._avg_pool(kernel_size, stride, padding, ceil_mode, count_include_pad, None, 1,
+                              "avg_pool1d")
+
+    def avg_pool2d(self, kernel_size: Ints = 2, stride: Ints | None = None, padding: Ints = 0,
+                   ceil_mode: bool = False, count_include_pad: bool = True,
+                   divisor_override: int | None = None) -> "Tensor":
+        """The mean over each window. With count_include_pad (PyTorch's default) padded zeros count
+        in the mean; without, each window is divided by the number of real elements in it."""
+        return self._avg_pool(kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, 2,
+                              "avg_pool2d")
+
+    def avg_pool3d(self, kernel_size: Ints = 2, stride: Ints | None = None, padding: Ints = 0,
+                   ceil_mode: bool = False, count_include_pad: bool = True,
+                   divisor_override: int | None = None) -> "Tensor":
+        return self._avg_pool(kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, 3,
+                              "avg_pool3d")
+
+    def _max_pool(self, kernel_size: Any, stride: Any, padding: Any, dilation: Any, ceil_mode: bool, nd: int,
+                  op: str) -> "Tensor":
+        windows, _ = self._pool_windows(op, nd, kernel_size, stride, padding, dilation, ceil_mode,
+                                        float("-inf"))
+        return windows.max(tuple(range(-nd, 0))).cast(self.dtype)
+
+    def _avg_pool(self, kernel_size: Any, stride: Any, padding: Any, ceil_mode: bool, count_include_pad: bool,
+                  divisor_override: Any, nd: int, op: str) -> "Tensor":
+        """Sum / divisor, where the divisor is (as PyTorch's) the window's size inside the padded input
+        (count_include_pad) or inside the real input (not), never counting what ceil_mode added."""
+        windows, extra = self._pool_windows(op, nd, kernel_size, stride, padding, 1, ceil_mode, 0.0)
+        total = windows.sum(tuple(range(-nd, 0)))
+        if divisor_override is not None:
+            valid = isinstance(divisor_override, int) and not isinstance(divisor_override, bool)
+            if not valid or divisor_override < 1:
+                raise ValueError(f"{op}: divisor_override must be a positive int, got {divisor_override!r}")
+            return total / divisor_override
+        if not count_include_pad or any(extra):  # count the real (or real + padded) positions per window
+            pads = _ints(padding, nd, "padding", op, 0)
+            ones = self.ones_like(dtype="float32", requires_grad=False)
+            if count_include_pad:
+                ones = ones.pad(((0, 0),) * (self.ndim - nd) + tuple((p, p) for p in pads), value=1.0)
+                pads = (0,) * nd
+            counts, _ = ones._pool_windows(op, nd, kernel_size, stride, pads, 1, ceil_mode, 0.0, extra)
+            return total / counts.sum(tuple(range(-nd, 0)))
+        return total / prod(_ints(kernel_size, nd, "kernel_size", op, 1))
+
+    def _pool_windows(self, op: str, nd: int, kernel_size: Any, stride: Any, padding: Any, dilation: Any,
+                      ceil_mode: bool, fill: float, extra: tuple[int, ...] | None = None
+                      ) -> tuple["Tensor", tuple[int, ...]]:
+        """The pooling windows (..., *out, *kernel) of the padded input, and the extra padding that
+        ceil_mode added after each axis (a last window may start in the input and run past it)."""
+        if self.ndim not in (nd + 1, nd + 2):
+            spatial = {1: "L", 2: "H, W", 3: "D, H, W"}[nd]
+            raise ValueError(f"{op}: expected input (N, C, {spatial}) or (C, {spatial}), got shape "
+                             f"{self.shape}")
+        kernel = _ints(kernel_size, nd, "kernel_size", op, 1)
+        steps = kernel if stride is None else _ints(stride, nd, "stride", op, 1)
+        pads = _ints(padding, nd, "padding", op, 0)
+        dil = _ints(dilation, nd, "dilation", op, 1)
+        for p, k, d in zip(pads, kernel, dil, strict=True):
+            if p > (d * (k - 1) + 1) // 2:
+                raise ValueError(f"{op}: padding {padding} must be at most half of the effective kernel size "
+                                 f"(dilation * (kernel_size - 1) + 1) // 2, got kernel_size {kernel_size}, "
+                                 f"dilation {dilation}")
+        sizes = self.shape[-nd:]
+        padded = tuple(n + 2 * p for n, p in zip(sizes, pads, strict=True))
+        _check_output_size(op, self.shape, padded, kernel, dil)
+        if extra is None:
+            extra = tuple(_ceil_extra(n, k, s, p, d) if ceil_mode else 0
+                          for n, k, s, p, d in zip(sizes, kernel, steps, pads, dil, strict=True))
+        x = self if self.dtype.is_float else self.float()
+        x = x.pad(((0, 0),) * (x.ndim - nd) + tuple((p, p + e) for p, e in zip(pads, extra, strict=True)),
+                  value=fill)
+        return x._pool(kernel, steps, dil), extra
+
+
+def _ceil_extra(n: int, k: int, s: int, p: int, d: int) -> int:
+    """How much padding after the input gives ceil_mode's last window, PyTorch's rule: one more window
+    if the division has a remainder, unless that window would start past the input (and its left
+    padding)."""
+    span = d * (k - 1) + 1
+    out = math.ceil((n + 2 * p - span) / s) + 1
+    if (out - 1) * s >= n + p:
+        out -= 1
+    return max(0, (out - 1) * s + span - (n + 2 * p))
+
+
+def _flat(pairs: Pairs) -> tuple[int, ...]:
+    """Per-axis (before, after) pairs as F.pad's flat list, last axis first."""
+    return tuple(v for pair in reversed(pairs) for v in pair)

@@ -1,0 +1,177 @@
+"""Rounding, division with rounding, remainders and powers: the integer-valued side of arithmetic.
+
+Step functions (trunc, floor, ceil, round, sign, float //) are flat almost everywhere: their value
+is computed with `Expr` formulas and kept in the autograd graph with gradient 0 (Function Flat), as
+PyTorch's are. None of them goes through int32: a float32 of magnitude >= 2^23 is already whole.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable
+
+import tinyedu.function as F
+import tinyedu.function_math as FM
+from tinyedu.dtype import dtypes, promote_with_scalar
+from tinyedu.expr import Expr
+
+if TYPE_CHECKING:
+    from tinyedu.tensor import Tensor
+
+Operand = Any  # a Tensor or a Python number
+
+
+class RoundingMixin:
+    # ---- division with rounding, remainders ----
+    def floor_divide(self, other: Operand, reverse: bool = False) -> "Tensor":
+        """x // y, rounding toward -inf as Python and PyTorch do (C's / rounds toward 0).
+
+        Integers: the truncated quotient, minus 1 where the remainder is non-zero and has the
+        other sign than y. x // 0 is 0 for integers (a kernel cannot raise; PyTorch raises
+        ZeroDivisionError). Floats: PyTorch's recipe, exact where floor(x / y) is not: 1 // 0.1 is 9
+        (0.1 is a little more than 1/10). The gradient is 0, as for torch.div(rounding_mode='floor').
+        """
+        x, y = self._broadcasted(other, "floor_divide", reverse)
+        if x.dtype == dtypes.bool:
+            raise TypeError("floor_divide: bool tensors cannot be divided; cast them with .int()")
+        if not x.dtype.is_float:
+            quotient, remainder = x._apply(F.Div, y), x._apply(F.Mod, y)
+            adjust = (remainder != 0) & ((remainder < 0) != (y < 0))
+            return quotient - adjust.cast(x.dtype)
+        return x._step(lambda a, b: _floor_divide(a, b), y)
+
+    def mod(self, other: Operand, reverse: bool = False) -> "Tensor":
+        """x % y with Python's sign rule (the result takes the sign of y), like torch.remainder."""
+        x, y = self._broadcasted(other, "mod", reverse)
+        r = x._apply(F.Mod, y)
+        return ((r != 0) & ((r < 0) != (y < 0))).where(r + y, r)
+
+    remainder = mod
+
+    def fmod(self, other: Operand) -> "Tensor":
+        """C's fmod: the remainder of the truncated division, with the sign of x (torch.fmod)."""
+        x, y = self._broadcasted(other, "fmod")
+        return x._apply(F.Mod, y)
+
+    # ---- powers ----
+    def pow(self, exponent: Operand, reverse: bool = False) -> "Tensor":
+        """x ** y with PyTorch's types and corner cases.
+
+        int ** int stays an integer (exact, wrapping like C); anything with a float is float
+        (`Tensor([2, 3]) ** 2.0` is float32). A Python-number exponent: sqrt for 0.5, repeated
+        multiplication for small integers (exact, and right for negative x), as PyTorch special-cases
+        them (function_composite.PowScalar). A tensor exponent: 2^(y log2|x|) with C's special cases
+        (function_composite.Pow). Gradients are PyTorch's, which are 0 rather than NaN at x = 0.
+        """
+        if not reverse and isinstance(exponent, (int, float)) and not isinstance(exponent, bool):
+            x = self.cast(promote_with_scalar(self.dtype, exponent))
+            if not x.dtype.is_float:
+                if exponent < 0:
+                    raise ValueError(f"pow: integers to negative integer powers are not allowed "
+                                     f"({exponent}), as in PyTorch; use a float tensor: x.float() ** n")
+                return x._int_power(exponent)
+            if exponent == 0:  # 1 everywhere, even at NaN; gradient 0
+                return x._step(lambda a: Expr(a.lazydata.const(1.0)))
+            return x._apply(FM.PowScalar, exponent=exponent)
+        base, power = self._broadcasted(exponent, "pow", reverse)
+        if base.dtype.is_float:
+            return base._apply(FM.Pow, power)
+        return base._int_power_tensor(power)
+
+    def _int_power(self, n: int) -> "Tensor":
+        """self ** n for a Python int n >= 0 by squaring: about 2 log2(n) multiplies."""
+        result, square = None, self
+        while True:
+            if n & 1:
+                result = square if result is None else result * square
+            n >>= 1
+            if not n:
+                return result if result is not None else self._step(lambda a: Expr(a.lazydata.const(1)))
+            square = square * square
+
+    def _int_power_tensor(self, power: "Tensor") -> "Tensor":
+        """Integer base ** integer exponent tensor: square-and-multiply over the exponent's 31 bits.
+
+        A negative exponent gives 1 // x^|n| truncated (1, -1 or 0; PyTorch raises instead)."""
+        magnitude = power.abs()
+        result, square = self.ones_like(), self
+        for bit in range(31):
+            result = (magnitude.bitwise_and(1 << bit) != 0).where(result * square, result)
+            square = square * square
+        return (power < 0).where(self.ones_like().div(result, rounding_mode="trunc"), result)
+
+    # ---- rounding: step functions, gradient 0 ----
+    # --8<-- [start:step]
+    def _step(self, value: Callable[..., Expr], *others: "Tensor") -> "Tensor":
+        """A step function of self (and others): `value` computes it on Exprs; the result stays in the
+        autograd graph with gradient 0 (Function Flat), as PyTorch's floor, sign, round... do."""
+        result = value(*(Expr(t.lazydata) for t in (self, *others)))
+        return self._apply(F.Flat, *others, value=result.lazydata)
+
+    def trunc(self) -> "Tensor":
+        """Round toward zero (trunc(-0.5) is -0.0). Integers are already whole."""
+        return self if not self.dtype.is_float else self._step(lambda x: x.trunc())
+
+    fix = trunc
+
+    # --8<-- [end:step]
+    def floor(self) -> "Tensor":
+        return self if not self.dtype.is_float else self._step(lambda x: _floor(x))
+
+    def ceil(self) -> "Tensor":
+        def ceil(x: Expr) -> Expr:
+            t = x.trunc()
+            return (x > t).where(t + 1, t)
+
+        return self if not self.dtype.is_float else self._step(ceil)
+
+    def round(self, decimals: int = 0) -> "Tensor":
+        """Round half to even (round(2.5) is 2, round(-0.5) is -0.0), as PyTorch and numpy; with
+        decimals, x * 10^decimals is rounded and scaled back."""
+        if not isinstance(decimals, int) or isinstance(decimals, bool):
+            raise TypeError(f"round: decimals must be an int, got {type(decimals).__name__}")
+        if not self.dtype.is_float:
+            return self
+        if decimals > 0:
+            return self._step(lambda x: _round_half_even(x * 10.0**decimals) / 10.0**decimals)
+        if decimals < 0:
+            return self._step(lambda x: _round_half_even(x / 10.0**-decimals) * 10.0**-decimals)
+        return self._step(_round_half_even)
+
+    def sign(self) -> "Tensor":
+        """-1, 0 or 1 (0 for NaN, as in PyTorch); gradient 0."""
+        def sign(x: Expr) -> Expr:
+            return (x > 0).float() - (x < 0).float()
+
+        if self.dtype == dtypes.bool:
+            return self
+        if self.dtype.is_float:
+            return self._step(sign)
+        return ((self > 0).int() - (self < 0).int()).cast(self.dtype)
+
+
+def _floor(x: Expr) -> Expr:
+    t = x.trunc()
+    return (x < t).where(t - 1, t)
+
+
+# --8<-- [start:round]
+def _round_half_even(x: Expr) -> Expr:
+    """Round to nearest, ties to even, with the float32 adder itself: for 0 <= a < 2^23, a + 2^23
+    has no bits left for a fraction, so the addition rounds a to an integer exactly as IEEE rounds
+    (to nearest, ties to even), and subtracting 2^23 again is exact. The sign is put back after
+    (round(-0.3) is -0.0); from 2^23 on, and for inf and NaN, x is already its own rounding."""
+    a = x.abs()
+    r = (a + 2.0**23) - 2.0**23
+    return (a < 2.0**23).where(x.eq(0).where(x, (x < 0).where(-r, r)), x)
+
+
+# --8<-- [end:round]
+def _floor_divide(a: Expr, b: Expr) -> Expr:
+    """PyTorch's float floor division (c10's div_floor_floating), primitive for primitive."""
+    mod = a.fmod(b)
+    div = (a - mod) / b
+    div = (mod.ne(0) & (b < 0).ne(mod < 0)).where(div - 1, div)
+    floordiv = _floor(div)
+    floordiv = ((div - floordiv) > 0.5).where(floordiv + 1, floordiv)
+    result = div.ne(0).where(floordiv, (a / b) * 0.0)  # a zero with the sign of a / b
+    return b.eq(0).where(a / b, result)
