@@ -33,6 +33,7 @@ from tinyedu.runtime.ops_numpy import NumpyProgram
 from tinyedu.shape import ShapeTracker
 
 from .test_c_backend import APPROXIMATE, CASES, run_ast
+from .test_opts import APPROXIMATE as APPROXIMATE_KERNELS
 from .test_opts import CASES as OPT_CASES
 from .test_opts import kernel_item, random_walks
 
@@ -106,7 +107,7 @@ def check_opts(name: str, device: str, opts: list[Opt]) -> None:
     item = kernel_item(name)
     expected = run_with_opts(item, "NUMPY", [])
     got = run_with_opts(item, device, opts)
-    exact = Kernel(item.ast).reduceop is None and name not in ("exp", "sum padded")
+    exact = Kernel(item.ast).reduceop is None and name not in APPROXIMATE_KERNELS
     if exact:  # elementwise: vectors compute exactly what scalars do
         assert_same_bits(got, expected, f"{name} on {device} with {opts}")
     else:
@@ -239,37 +240,57 @@ def test_llvm_gated_load_is_a_branch_around_the_load():
     assert "select" not in ir.split(".read:")[0].split("\n")[-2]
 
 
-def test_llvm_renders_bitwise_ops_and_math_functions_by_name():
-    """AND, OR, XOR (the instruction of that name: bitwise on ints, logical on bools) and COS (the
-    intrinsic @llvm.cos) are rendered by the op's name, so the LLVM device runs them as soon as the
-    op set has them. Stand-in ops with those names, against numpy."""
-    require("LLVM")
-    from enum import Enum, auto
+# ---- the primitives of issue 13 (COS, AND, OR, XOR, the float -> int rule), scalar and vector ----
+def test_bitwise_ops_on_int32_lanes_are_vector_instructions():
+    """Upcast by 4, AND/OR/XOR on int32 lanes are one vector op each: `&` on intx4 (C), vandq_s32 /
+    vorrq_s32 / veorq_s32 (NEON), `and <4 x i32>` (LLVM); every device gives NUMPY's bits."""
+    from tinyedu.codegen.opts import OptOps
+    from tinyedu.renderer.cstyle import render_c
 
-    from tinyedu.codegen.uops import UOpBuilder, UOps
-    from tinyedu.runtime.ops_llvm import LLVMProgram
+    item, opts = kernel_item("bitwise"), [Opt(OptOps.UPCAST, 1, 4)]
+    kernel = apply_opts(Kernel(item.ast), opts)
+    uops = linearize(kernel, 4)
+    expected = {render_c: ("typedef int intx4", "&", "|", "^"),
+                render_neon: ("vandq_s32(", "vorrq_s32(", "veorq_s32(", "vld1q_s32("),
+                render_llvm: ("= and <4 x i32>", "= or <4 x i32>", "= xor <4 x i32>")}
+    for render, pieces in expected.items():
+        source = render(kernel.name, uops)
+        for piece in pieces:
+            assert piece in source, f"{piece} missing from\n{source}"
+        assert "extractelement" not in source and "vgetq_lane" not in source  # no lane by lane
+    for device in BACKENDS:
+        require(device)
+        check_opts("bitwise", device, opts)
 
-    class Named(Enum):
-        AND = auto(); OR = auto(); XOR = auto(); COS = auto()  # noqa: E702
 
-    a, b = np.array([12, -7, 0, 255, -1], np.int32), np.array([10, 3, -5, 15, 6], np.int32)
-    x = np.array([0.0, 1.0, -2.5, 1e4, np.pi], np.float32)
-    cases = [(Named.AND, dtypes.int32, [a, b], a & b), (Named.OR, dtypes.int32, [a, b], a | b),
-             (Named.XOR, dtypes.int32, [a, b], a ^ b), (Named.COS, dtypes.float32, [x], np.cos(x))]
-    for op, dtype, inputs, expected in cases:
-        builder = UOpBuilder()
-        out, *ins = (builder.emit(UOps.DEFINE_GLOBAL, dtype, (), n) for n in range(len(inputs) + 1))
-        loop = builder.open_range("gidx0", 5)
-        values = tuple(builder.emit(UOps.LOAD, dtype, (buffer, loop)) for buffer in ins)
-        builder.emit(UOps.STORE, None, (out, loop, builder.emit(UOps.ALU, dtype, values, op)), hoist=False)
-        builder.close_range()
-        ir = render_llvm("named_op", builder.uops)
-        buffers = [Buffer("LLVM", 5, dtype) for _ in range(len(inputs) + 1)]
-        for buffer, data in zip(buffers[1:], inputs, strict=True):
-            buffer.copyin(data)
-        LLVMProgram(Device["LLVM"], "named_op", Device["LLVM"].compiler.build(ir))(buffers)
-        result = buffers[0].as_numpy()
-        np.testing.assert_allclose(result, expected, rtol=2e-7, err_msg=f"{op.name}:\n{ir}")
+def test_cos_and_float_to_int_render_the_rule_of_every_device():
+    """COS is cosf (C, NEON) and @llvm.cos (LLVM); float -> int32 is C's float_to_int32 helper and, in
+    LLVM, an fptosi whose result is used only where the value fits (else INT32_MIN); bitwise ops on
+    bools are logical (`xor i1`). Upcast, each runs lane by lane on the vector's lanes."""
+    from tinyedu.codegen.opts import OptOps
+
+    opts = [Opt(OptOps.UPCAST, 1, 4)]
+    for name, neon_pieces, llvm_pieces in (
+            ("cos", ("cosf(vgetq_lane_f32(",), ("call float @llvm.cos.f32(float",)),
+            ("float to int", ("float_to_int32(", "(unsigned char)float_to_int32("),
+             ("fcmp oge float", "fptosi float", "select i1", "i32 -2147483648", "trunc i32"))):
+        kernel = apply_opts(Kernel(kernel_item(name).ast), opts)
+        uops = linearize(kernel, 4)
+        neon, ir = render_neon(kernel.name, uops), render_llvm(kernel.name, uops)
+        for piece in neon_pieces:
+            assert piece in neon, f"{piece} missing from\n{neon}"
+        for piece in llvm_pieces:
+            assert piece in ir, f"{piece} missing from\n{ir}"
+    a = np.array([True, True, False, False])
+    st = ShapeTracker.from_shape((4,))
+    loads = tuple(LazyOp(BufferOps.LOAD, (), MemBuffer(i, dtypes.bool, st)) for i in (1, 2))
+    b = a[::-1].copy()
+    for op, expected in ((BinaryOps.XOR, a ^ b), (BinaryOps.AND, a & b), (BinaryOps.OR, a | b)):
+        ast = LazyOp(BufferOps.STORE, (LazyOp(op, loads),), MemBuffer(0, dtypes.bool, st))
+        assert f"= {op.name.lower()} i1 " in render_llvm("k", linearize(Kernel(ast)))
+        for device in BACKENDS:
+            require(device)
+            assert run_ast(device, ast, [a, b]).tolist() == expected.tolist()
 
 
 def test_llvm_compile_error_shows_numbered_ir():

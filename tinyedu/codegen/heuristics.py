@@ -71,9 +71,9 @@ def hand_coded_optimizations(kernel: Kernel, vector_width: int, threads: int) ->
 
 
 def _has_scalar_only_ops(k: Kernel) -> bool:
-    """Whether the kernel computes exp2/log2/sin: they have no vector form, so each lane would be
+    """Whether the kernel computes exp2/log2/sin/cos: they have no vector form, so each lane would be
     taken out of its vector and put back around every call, which costs more than vectors save."""
-    return any(node.op in (UnaryOps.EXP2, UnaryOps.LOG2, UnaryOps.SIN) for node in k.ast.walk())
+    return any(node.op in (UnaryOps.EXP2, UnaryOps.LOG2, UnaryOps.SIN, UnaryOps.COS) for node in k.ast.walk())
 
 
 def _trier(k: Kernel):

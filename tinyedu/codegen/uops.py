@@ -113,7 +113,8 @@ VECTOR_ALU_OPS: dict[DType, frozenset] = {
                                UnaryOps.RECIP, UnaryOps.SQRT, BinaryOps.MAX, BinaryOps.CMPLT, BinaryOps.CMPEQ,
                                TernaryOps.WHERE, FusedOps.MULACC}),
     dtypes.int32: frozenset({BinaryOps.ADD, BinaryOps.SUB, BinaryOps.MUL, UnaryOps.NEG, BinaryOps.MAX,
-                             BinaryOps.CMPLT, BinaryOps.CMPEQ, TernaryOps.WHERE}),
+                             BinaryOps.CMPLT, BinaryOps.CMPEQ, TernaryOps.WHERE, BinaryOps.AND, BinaryOps.OR,
+                             BinaryOps.XOR}),
 }
 # --8<-- [end:vectors]
 

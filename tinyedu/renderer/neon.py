@@ -14,6 +14,7 @@ instruction runs:
 | ADD SUB MUL DIV       | `vaddq_f32` `vsubq_f32` `vmulq_f32` `vdivq_f32` | fadd fsub fmul fdiv |
 | MULACC(a, b, c)       | `vfmaq_f32(c, a, b)` (c + a*b, one rounding) | fmla         |
 | CMPLT / CMPEQ         | `vcltq_f32` / `vceqq_f32`: a uint32x4_t mask | fcmgt / fcmeq |
+| AND OR XOR (int32)    | `vandq_s32` `vorrq_s32` `veorq_s32`   | and orr eor         |
 | WHERE(m, a, b)        | `vbslq_f32(m, a, b)` (bit select)     | bsl                 |
 | sum of the 4 lanes    | `vaddvq_f32(v)`: ((v0+v1) + (v2+v3))   | faddp, faddp        |
 
@@ -66,6 +67,7 @@ def intrinsic(name: str, dtype: VectorDType) -> str:
 # vector ALU op -> the intrinsic's name (float32 lanes; int32 lanes where the op exists for them)
 NEON_BINARY = {BinaryOps.ADD: "add", BinaryOps.SUB: "sub", BinaryOps.MUL: "mul", BinaryOps.DIV: "div",
                BinaryOps.CMPLT: "clt", BinaryOps.CMPEQ: "ceq"}
+NEON_BITWISE = {BinaryOps.AND: "and", BinaryOps.OR: "orr", BinaryOps.XOR: "eor"}  # integer lanes only
 NEON_UNARY = {UnaryOps.NEG: "neg", UnaryOps.SQRT: "sqrt"}
 
 
@@ -86,6 +88,8 @@ def vector_op(op, dtype: VectorDType, args: list[str]) -> str:
     if op is UnaryOps.RECIP:  # exactly 1/x (vrecpeq_f32 is an 8-bit estimate)
         return f"{intrinsic('div', dtype)}({intrinsic('dup_n', dtype)}(1.0f), {args[0]})"
     name = NEON_UNARY.get(op) or NEON_BINARY.get(op)
+    if dtype.scalar == dtypes.int32:  # the bit operations exist for integer lanes only
+        name = name or NEON_BITWISE.get(op)
     if name is None:
         raise NotImplementedError(f"NEON renderer: no intrinsic for vector {op.name} on {dtype.name}")
     return f"{intrinsic(name, dtype)}({', '.join(args)})"

@@ -88,6 +88,9 @@ def _vector_cases() -> list[tuple[str, LazyOp, list[Opt], list[np.ndarray], Any]
     ni, mi = _load(1, i32, (4, 8)), _load(2, i32, (4, 8))
     cases.append(("ADD of int32x4", _store(LazyOp(BinaryOps.ADD, (ni, mi)), i32, (4, 8)), four, [n, m], i32))
     cases.append(("MUL of int32x4", _store(LazyOp(BinaryOps.MUL, (ni, mi)), i32, (4, 8)), four, [n, m], i32))
+    for op in (BinaryOps.AND, BinaryOps.OR, BinaryOps.XOR):
+        bitwise = _store(LazyOp(op, (ni, mi)), i32, (4, 8))
+        cases.append((f"{op.name} of int32x4 (bitwise)", bitwise, four, [n, m], i32))
     by_row = ShapeTracker.from_shape((4, 1)).expand((4, 8))  # one flag per row: the same in every lane
     row_flag = LazyOp(BufferOps.LOAD, (), MemBuffer(1, dtypes.bool, by_row))
     pick = LazyOp(TernaryOps.WHERE, (row_flag, _load(2, f32, (4, 8)), _load(3, f32, (4, 8))))
@@ -114,6 +117,8 @@ def _vector_cases() -> list[tuple[str, LazyOp, list[Opt], list[np.ndarray], Any]
 NEON_HINTS = {
     "float32x2": "float32x2_t is a 64-bit register (2 lanes): its intrinsics have no q, e.g. vadd_f32; the q "
                  "(vaddq_f32) means a 128-bit register of 4 lanes.",
+    "bitwise": "AND, OR and XOR are named after their instructions and, orr, eor: vandq_s32, vorrq_s32, "
+               "veorq_s32 (they exist for integer lanes only).",
     "int32": "int32 lanes take the _s32 intrinsics (vaddq_s32, vmulq_s32); _f32 ones take float32x4_t.",
     "MULACC": "MULACC(a, b, c) is a*b + c, and vfmaq_f32(x, y, z) computes x + y*z: the accumulator c goes "
               "first.",
@@ -170,7 +175,8 @@ def check_neon_vector_op(vector_op: Callable[[Any, Any, list[str]], str]) -> str
                                      f"{want.reshape(-1)[:8]} (first 8). {_neon_hint(what)}")
         plugged.require_called("neon.vector_op")
     return (f"{len(cases)} kernels rendered with your vector_op (float32x4, float32x2, int32x4; comparisons, "
-            "selects, a matmul's fused multiply-add) compiled for aarch64 and match NUMPY on NEON.")
+            "bitwise ops, selects, a matmul's fused multiply-add) compiled for aarch64 and match NUMPY on "
+            "NEON.")
 
 
 # -- exercise: integer division in LLVM IR that never traps -------------------------------------------------

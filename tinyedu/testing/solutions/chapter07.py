@@ -12,7 +12,8 @@ from tinyedu.testing.exercise import Mistake
 
 GIVEN = (BinaryOps.MAX, UnaryOps.RECIP, UnaryOps.SQRT)  # the notebook's stub does these already
 NAMES = {BinaryOps.ADD: "add", BinaryOps.SUB: "sub", BinaryOps.MUL: "mul", BinaryOps.DIV: "div",
-         UnaryOps.NEG: "neg", BinaryOps.CMPLT: "clt", BinaryOps.CMPEQ: "ceq"}
+         UnaryOps.NEG: "neg", BinaryOps.CMPLT: "clt", BinaryOps.CMPEQ: "ceq",
+         BinaryOps.AND: "and", BinaryOps.OR: "orr", BinaryOps.XOR: "eor"}  # the last three: int32 only
 
 
 # --8<-- [start:vector_op]
@@ -62,7 +63,8 @@ phi_answer = {"values": [0.0, 1.0, 3.0, 6.0, 10.0], "comes_back_from": "ridx0.bo
 
 
 # ---- typical mistakes -------------------------------------------------------------------------------
-def _vector_op_with(fma_order=False, always_q=False, float_names=False, mask_last=False, greater=False):
+def _vector_op_with(fma_order=False, always_q=False, float_names=False, mask_last=False, greater=False,
+                    or_name=False):
     def wrong(op, dtype, args):
         if op in (BinaryOps.MAX, UnaryOps.RECIP, UnaryOps.SQRT):
             return library_vector_op(op, dtype, args)
@@ -74,7 +76,11 @@ def _vector_op_with(fma_order=False, always_q=False, float_names=False, mask_las
         if op is TernaryOps.WHERE:
             mask, a, b = args
             return f"vbsl{q}_{lanes}({', '.join((a, b, mask) if mask_last else (mask, a, b))})"
-        name = "cgt" if greater and op is BinaryOps.CMPLT else NAMES[op]
+        name = NAMES[op]
+        if greater and op is BinaryOps.CMPLT:
+            name = "cgt"
+        if or_name and op is BinaryOps.OR:
+            name = "or"
         return f"v{name}{q}_{lanes}({', '.join(args)})"
     return wrong
 
@@ -113,6 +119,8 @@ MISTAKES = [
             "vbslq_f32(a, b, mask)"),
     Mistake("07.neon_vector_op", _vector_op_with(greater=True), "CMPLT(a, b) is a < b",
             "vcgtq_f32 for CMPLT"),
+    Mistake("07.neon_vector_op", _vector_op_with(or_name=True), "named after their instructions",
+            "vorq_s32 for OR (the instruction is orr)"),
     Mistake("07.neon_vector_op", "vaddq_f32", "expected a function", "a string instead of a function"),
     Mistake("07.llvm_int_divide", _divide_with(guard_zero=False), "died with SIGFPE",
             "a plain sdiv: traps on x / 0"),
