@@ -28,7 +28,8 @@ PYTHON_MAX_WORK = 3000  # elements x steps the PYTHON device gets through quickl
 Step = tuple[Any, ...]
 
 UNARY = {"neg": lambda x: -x, "relu": lambda x: x.relu(), "abs": lambda x: x.abs(), "square": lambda x: x * x,
-         "exp": lambda x: x.exp(), "sqrt_abs": lambda x: x.abs().sqrt(), "sin": lambda x: x.sin()}
+         "exp": lambda x: x.exp(), "sqrt_abs": lambda x: x.abs().sqrt(), "sin": lambda x: x.sin(),
+         "cos": lambda x: x.cos()}
 BINARY = {"add": lambda x, y: x + y, "sub": lambda x, y: x - y, "mul": lambda x, y: x * y,
           "maximum": lambda x, y: x.maximum(y), "where": lambda x, y: (y > 0).where(x, -x),
           "lt": lambda x, y: (x < y).where(x, y), "eq": lambda x, y: (x == y).where(x, 0)}
