@@ -4,7 +4,7 @@ A Tensor is a LazyBuffer (`.lazydata`) plus autograd bookkeeping: `requires_grad
 `_ctx`, the Function that made it. This file holds the core: creation, autograd, broadcasting,
 and the methods that map one-to-one onto primitive Functions. Everything else (softmax, conv2d,
 indexing...) is composed from these in the mixins under tinyedu/tensor_api/, which is how you can
-see that a whole framework rests on a dozen primitives.
+see that a whole framework rests on about twenty primitives and six movement ops.
 """
 
 from __future__ import annotations

@@ -22,8 +22,8 @@ from tinyedu.testing.exercise import NOTEBOOKS_DIR, answer_cells, notebook_for
 ROOT = Path(__file__).resolve().parents[2]
 ALL = exercises()
 CHAPTERS = sorted({e.chapter for e in ALL})
-# Every chapter is a notebook notebooks/NN_*.ipynb; each has at least two implement-this exercises.
-NOTEBOOK_CHAPTERS = sorted(p.name[:2] for p in NOTEBOOKS_DIR.glob("[0-9][0-9]_*.ipynb"))
+# Every chapter is a notebook notebooks/NN_*.ipynb (or NNb_*.ipynb); each has two implement-this exercises.
+NOTEBOOK_CHAPTERS = sorted(p.name.split("_")[0] for p in NOTEBOOKS_DIR.glob("[0-9][0-9]*_*.ipynb"))
 
 
 def solutions(chapter: str):

@@ -70,8 +70,9 @@ def lower(device: str, ast: LazyOp) -> Program:
     """The program that runs `ast` on `device` (cached in the device's `programs`)."""
     backend, seconds = Device[device], {}
     key = (ast, settings_key(device))
-    if key in backend.programs:
-        return backend.programs[key]
+    found = backend.programs.get(key)  # one lookup: comparing a step's fresh AST with the cached one
+    if found is not None:              # walks both DAGs, which is the cost of a cache hit
+        return found
     if backend.renderer is None:  # NUMPY: the AST is the program
         program = Program(device, device, ast, backend.runtime(ast))
     else:

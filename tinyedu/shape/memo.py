@@ -58,4 +58,5 @@ def memoized(function: F) -> F:
         return hit
 
     wrapper.cache = cache  # type: ignore[attr-defined]
+    wrapper.cache_clear = cache.clear  # type: ignore[attr-defined]  # as functools.cache has
     return wrapper  # type: ignore[return-value]

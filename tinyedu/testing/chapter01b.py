@@ -8,67 +8,17 @@ Implement-this:
   `LazyOp.toposort`, which the engine's FLOP counter (`schedule.count_flops`) runs on every kernel.
 
 Predictions: `01b.nan_compare` and `01b.signed_zero`.
-
-The checkers follow the exercise framework's conventions (see tinyedu/testing/README.md once it is
-merged): a checker takes the answer and returns a success message, or raises AssertionError with a
-hint (what is wrong, on which input, where to look; never the answer). `check(name, answer)` prints
-"✔ correct", "○ not done yet" (a stub that raises NotImplementedError, or a prediction holding
-`...`) or "✘ not yet right" with the hint, and never raises, so the notebook runs clean.
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import numpy as np
 
-
-# ---- running a checker ----
-def check(name: str, answer: Any) -> None:
-    """Run exercise `name` on the learner's answer and print the verdict (never raises)."""
-    try:
-        message = CHECKERS[name](answer)
-    except NotImplementedError as e:
-        print(f"○ {name} · not done yet: {e}")
-        return
-    except AssertionError as e:
-        print(f"✘ {name} · not yet right: {e}")
-        return
-    print(f"✔ {name} · correct: {message}")
-
-
-@contextlib.contextmanager
-def plug(owner: Any, name: str, value: Any) -> Iterator[None]:
-    """Replace owner.name by value for the block (then restore it), emptying the caches that could
-    hand back results made by the other version: deduplicated lazy nodes and compiled programs."""
-    original = getattr(owner, name)
-    _clear_caches()
-    setattr(owner, name, value)
-    try:
-        yield
-    finally:
-        setattr(owner, name, original)
-        _clear_caches()
-
-
-def _clear_caches() -> None:
-    from tinyedu import lazy
-    from tinyedu.runtime.device import Device
-
-    lazy._NODES.clear()
-    for backend in Device._backends.values():
-        programs = getattr(backend, "programs", None)
-        if isinstance(programs, dict):
-            programs.clear()
-
-
-def _not_done(answer: Any) -> None:
-    """A prediction that still holds `...` is not done yet."""
-    if answer is Ellipsis or (isinstance(answer, (tuple, list)) and any(a is Ellipsis for a in answer)):
-        raise NotImplementedError("replace the ... with your prediction")
-
+from tinyedu.testing.exercise import exercise
+from tinyedu.testing.hooks import plug
 
 # ---- 01b.softplus: a stable composite Function ----
 SOFTPLUS_X = np.array([-1e4, -100.0, -17.0, -1.0, -1e-3, 0.0, 1e-3, 1.0, 17.0, 19.5, 25.0, 100.0, 1e4],
@@ -84,6 +34,8 @@ def _sigmoid64(z: np.ndarray) -> np.ndarray:
     return np.exp(-np.logaddexp(0.0, -z))
 
 
+@exercise("01b.softplus", answer="Softplus", title="A stable softplus Function: log1p, a threshold, a "
+          "sigmoid that never overflows", hook="tinyedu.function_composite.Softplus")
 def check_softplus(softplus_class: Any) -> str:
     """The learner's Softplus, plugged in: values (tiny and huge), beta and threshold, gradients
     (no NaN anywhere), and then mish and binary_cross_entropy_with_logits running on it."""
@@ -172,6 +124,8 @@ def _check_gradient(got: np.ndarray, expected: np.ndarray) -> None:
 
 
 # ---- 01b.toposort: walk a DAG once ----
+@exercise("01b.toposort", answer="toposort", title="Walk a kernel AST (a DAG) once, sources first",
+          hook="LazyOp.toposort")
 def check_toposort(toposort: Callable[[Any], list]) -> str:
     """Every distinct node once, each after its sources; on a deep shared DAG; then plugged in as
     LazyOp.toposort, which count_flops runs on every kernel: the FLOP counter must agree."""
@@ -198,10 +152,11 @@ def check_toposort(toposort: Callable[[Any], list]) -> str:
     outs = [y.softmax(0).lazydata]
     items = [item for item in create_schedule(outs) if not isinstance(item.ast.op, LoadOps)]
     expected = sum(count_flops(item.ast) for item in items)
-    with plug(LazyOp, "toposort", toposort):
+    with plug(LazyOp, "toposort", toposort) as plugged:
         GlobalCounters.reset()
         values = y.softmax(0).numpy()
         counted = GlobalCounters.global_ops
+        plugged.require_called("LazyOp.toposort")
     if counted != expected:
         raise AssertionError(f"with your toposort the engine counted {counted} FLOPs for a stack of tanh and "
                              f"sigmoid, expected {expected}: some node is missing or counted twice")
@@ -254,9 +209,9 @@ def _check_order(toposort: Callable, root: Any, distinct: int, what: str) -> Non
 NAN_COMPARE = ("Tensor([nan]) <= 0", "Tensor([nan]) != Tensor([nan])", "Tensor([nan]).relu() is NaN")
 
 
+@exercise("01b.nan_compare", answer="nan_compare", title="Predict comparisons with NaN")
 def check_nan_compare(answer: Any) -> str:
     """Predict three truths: NaN <= 0, NaN != NaN, and whether relu keeps a NaN."""
-    _not_done(answer)
     from tinyedu import Tensor
 
     nan = float("nan")
@@ -277,9 +232,9 @@ def check_nan_compare(answer: Any) -> str:
 SIGNED_ZERO = ("1 / (Tensor([-0.0]) + 0.0)", "1 / (Tensor([-0.0]) - 0.0)", "1 / (Tensor([-0.0]) * 1.0)")
 
 
+@exercise("01b.signed_zero", answer="signed_zero", title="Predict the sign of zero after + and - 0.0")
 def check_signed_zero(answer: Any) -> str:
     """Predict three results (inf or -inf), which say which constant folds are allowed."""
-    _not_done(answer)
     from tinyedu import Tensor
 
     x = Tensor([-0.0])
@@ -294,11 +249,3 @@ def check_signed_zero(answer: Any) -> str:
                                  "keep the sign")
     return ("x + 0.0 is not x (for x = -0.0), so the constant folder may fold x + (-0.0), x - 0.0 and "
             "x * 1 only")
-
-
-CHECKERS: dict[str, Callable[[Any], str]] = {
-    "01b.softplus": check_softplus,
-    "01b.toposort": check_toposort,
-    "01b.nan_compare": check_nan_compare,
-    "01b.signed_zero": check_signed_zero,
-}

@@ -18,6 +18,7 @@ The hooks the chapters use (each chapter's notebook says which one its exercise 
 | ------------------------------------- | ------- | --------------------------------------------- |
 | `Value.tanh`, `Value._topological_order` | 00   | a Value op with its backward; backward's order |
 | `tinyedu.function.Mul`, `.Expand`     | 01      | a Function: forward and backward              |
+| `function_composite.Softplus`, `LazyOp.toposort` | 01b | a stable Function; a walk over a DAG |
 | `View.permute`, `View.pad`            | 02      | movement ops as arithmetic on a view          |
 | `schedule.keeps_zero`, `schedule.store_is_cheaper` | 03 | a scheduler rule               |
 | `UOpBuilder._simplify`, `Linearizer.lower_plain_reduce` | 04 | a UOp simplification; a REDUCE's loops |
@@ -42,8 +43,9 @@ _MISSING = object()
 def clear_caches() -> None:
     """Forget compiled programs, deduplicated lazy nodes and memoized results, so nothing is reused.
 
-    Also empties every `functools.cache`/`lru_cache` of tinyedu's modules and classes. If you add a
-    cache of another kind that could hand back something computed by a replaced piece, clear it here
+    Also empties every `functools.cache`/`lru_cache` and `memo.memoized` of tinyedu's modules and
+    classes. If you add a cache of another kind that could hand back something computed by a
+    replaced piece, clear it here
     (the checkers notice a hook that the library never called: `Plugged.calls`).
     """
     from tinyedu import lazy
@@ -62,10 +64,15 @@ def clear_caches() -> None:
 def _clear_memoized(objects: Any, depth: int) -> None:
     for obj in list(objects):
         target = obj.__func__ if isinstance(obj, (staticmethod, classmethod)) else obj
-        if hasattr(target, "cache_clear") and isinstance(target, functools._lru_cache_wrapper):
+        if isinstance(target, functools._lru_cache_wrapper) or _is_memoized(target):
             target.cache_clear()
         elif depth and isinstance(obj, type) and obj.__module__.startswith("tinyedu."):
             _clear_memoized(vars(obj).values(), depth - 1)
+
+
+def _is_memoized(obj: Any) -> bool:
+    """A function wrapped by `tinyedu.shape.memo.memoized` (it keeps its answers in `obj.cache`)."""
+    return callable(getattr(obj, "cache_clear", None)) and isinstance(getattr(obj, "cache", None), dict)
 
 
 @dataclass

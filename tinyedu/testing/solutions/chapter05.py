@@ -12,8 +12,8 @@ from tinyedu.testing.exercise import Mistake
 c_expressions = {
     # NEG, MUL by 1/ln 2 (exp(x) is exp2(x / ln 2)), EXP2, ADD 1, RECIP: 1 / (1 + exp(-x))
     "sigmoid": "1.0f/(1.0f+exp2f((-val0)*1.442695f))",
-    # MUL by 0.1 (a float literal: 0.1f), ADD, then relu as WHERE(0 < v, v, 0)
-    "relu_of_affine": "(0.0f < (val0*0.1f)+val1) ? (val0*0.1f)+val1 : 0.0f",
+    # MUL by 0.1 (a float literal: 0.1f), ADD, then relu as WHERE(v < 0, 0, v): NaN and -0.0 stay
+    "relu_of_affine": "((val0*0.1f)+val1 < 0.0f) ? 0.0f : (val0*0.1f)+val1",
 }
 # --8<-- [end:c_expressions]
 
@@ -81,9 +81,12 @@ def _literal_without(*, suffix=True, parens=True, special=True, int_min=True, bo
 
 
 MISTAKES = [
-    Mistake("05.c_expression", dict(c_expressions, relu_of_affine=("(0.0f < val0*0.1+val1) ? val0*0.1+val1 : "
-                                                                   "0.0f")),
+    Mistake("05.c_expression", dict(c_expressions, relu_of_affine=("(val0*0.1+val1 < 0.0f) ? 0.0f : "
+                                                                   "val0*0.1+val1")),
             "without the f suffix is a double"),
+    Mistake("05.c_expression",
+            dict(c_expressions, relu_of_affine="(0.0f < (val0*0.1f)+val1) ? (val0*0.1f)+val1 : 0.0f"),
+            "your expression gives 0.0, the kernel nan", "relu as where(0 < v, v, 0): NaN becomes 0"),
     Mistake("05.c_expression", dict(c_expressions, sigmoid="1.0f/(1.0f+exp2f(-val0*1.442695f)"),
             "compiler rejects this expression"),
     Mistake("05.loop_bounds", dict(conv_loops, padded_conv=[16, 9, 2]), "wrong order"),

@@ -1,19 +1,15 @@
-"""Reference solutions of chapter 01b's exercises, and the typical mistakes each checker must catch.
-
-Never shown in the notebook; the tests run every checker on the reference (it must pass) and on each
-mistake (it must fail with the hint listed next to it).
-"""
+"""Chapter 01b (numerics and semantics): reference solutions, and typical mistakes with the hint they get."""
 
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from tinyedu.function_composite import Expr, UnaryFunction
 from tinyedu.ops import LazyOp
+from tinyedu.testing.exercise import Mistake
 
 
-# --8<-- [start:softplus]
+# --8<-- [start:Softplus]
 class Softplus(UnaryFunction):
     """log(1 + exp(beta x)) / beta, and x where beta x > threshold."""
 
@@ -28,7 +24,7 @@ class Softplus(UnaryFunction):
         e = (-z.abs()).exp()  # <= 1: never overflows
         sigmoid = (z >= 0).where(1 / (1 + e), e / (1 + e))
         return (z > threshold).where(1.0, sigmoid)
-# --8<-- [end:softplus]
+# --8<-- [end:Softplus]
 
 
 # --8<-- [start:toposort]
@@ -51,11 +47,18 @@ def toposort(root: LazyOp) -> list[LazyOp]:
 # --8<-- [end:toposort]
 
 
+# --8<-- [start:nan_compare]
+# NaN <= 0 is False (every ordered comparison with NaN is), NaN != NaN is True, relu keeps a NaN.
 nan_compare = (False, True, True)
+# --8<-- [end:nan_compare]
+
+# --8<-- [start:signed_zero]
+# -0.0 + 0.0 rounds to +0.0; -0.0 - 0.0 and -0.0 * 1.0 keep the sign of -0.0.
 signed_zero = (math.inf, -math.inf, -math.inf)
+# --8<-- [end:signed_zero]
 
 
-# ---- typical mistakes: (exercise, answer, a piece of the hint it must get) ----
+# ---- typical mistakes -------------------------------------------------------------------------------
 class NaiveSoftplus(UnaryFunction):
     def value(self, x: Expr) -> Expr:
         return (1 + x.exp()).log()
@@ -108,20 +111,18 @@ def preorder(root: LazyOp) -> list[LazyOp]:
     return root.walk()
 
 
-MISTAKES: list[tuple[str, Any, str]] = [
-    ("01b.softplus", NaiveSoftplus, "use log1p"),
-    ("01b.softplus", NoLog1pSoftplus, "use log1p"),
-    ("01b.softplus", NoThreshold, "exp(x) overflows float32"),
-    ("01b.softplus", OverflowingDerivative, "gradient at x = 100 is NaN"),
-    ("01b.softplus", WrongDerivative, "the sigmoid of x"),
-    ("01b.softplus", IgnoresParameters, "use the parameters"),
-    ("01b.softplus", lambda x: x, "a class derived from UnaryFunction"),
-    ("01b.toposort", tree_toposort, "once per path"),
-    ("01b.toposort", preorder, "comes before one of its sources"),
-    ("01b.nan_compare", (True, True, True), "Every ordered comparison with NaN is False"),
-    ("01b.nan_compare", (False, False, True), "!= is the negation of =="),
-    ("01b.signed_zero", (-math.inf, -math.inf, -math.inf), "-0.0 + 0.0 is +0.0"),
-    ("01b.signed_zero", (math.inf, math.inf, math.inf), "keep the sign"),
+MISTAKES = [
+    Mistake("01b.softplus", NaiveSoftplus, "use log1p"),
+    Mistake("01b.softplus", NoLog1pSoftplus, "use log1p"),
+    Mistake("01b.softplus", NoThreshold, "exp(x) overflows float32"),
+    Mistake("01b.softplus", OverflowingDerivative, "gradient at x = 100 is NaN"),
+    Mistake("01b.softplus", WrongDerivative, "the sigmoid of x"),
+    Mistake("01b.softplus", IgnoresParameters, "use the parameters"),
+    Mistake("01b.softplus", lambda x: x, "a class derived from UnaryFunction"),
+    Mistake("01b.toposort", tree_toposort, "once per path"),
+    Mistake("01b.toposort", preorder, "comes before one of its sources"),
+    Mistake("01b.nan_compare", (True, True, True), "Every ordered comparison with NaN is False"),
+    Mistake("01b.nan_compare", (False, False, True), "!= is the negation of =="),
+    Mistake("01b.signed_zero", (-math.inf, -math.inf, -math.inf), "-0.0 + 0.0 is +0.0"),
+    Mistake("01b.signed_zero", (math.inf, math.inf, math.inf), "keep the sign"),
 ]
-SOLUTIONS = {"01b.softplus": Softplus, "01b.toposort": toposort, "01b.nan_compare": nan_compare,
-             "01b.signed_zero": signed_zero}
