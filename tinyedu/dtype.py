@@ -84,7 +84,8 @@ _BY_NAME = {d.name: d for d in dtypes.all} | {"float": dtypes.float32, "int": dt
 
 # --8<-- [start:cast]
 def cast_array(values: np.ndarray, dtype: DType) -> np.ndarray:
-    """Convert to `dtype` the way every tinyedu device does (NUMPY, PYTHON and C share this rule).
+    """Convert to `dtype` the way every tinyedu device does (NUMPY and PYTHON call this; the C, NEON and
+    LLVM renderers write the same rule out).
 
     Most conversions are the usual ones: to bool, non-zero (and NaN) is True; int to float rounds
     to nearest; int to int wraps around (300 in uint8 is 44). Float to int truncates toward zero,
