@@ -5,6 +5,10 @@ folder named by the environment variable MNIST_PATH (CI sets it in .ci/run). A l
 instead have downloaded them once with `python -c "from tinyedu.datasets import mnist; mnist()"`,
 which fills the cache folder mnist() reads from. With neither, those tests and notebooks are skipped
 with a message that says so.
+
+NEON and LLVM: notebook 07 and the chapter-07 exercises run kernels on both devices. On a machine
+without their tools (the aarch64 cross compiler and qemu-user on x86-64, or llvmlite) they are
+skipped with the device's own message, which says what to install.
 """
 
 from __future__ import annotations
@@ -33,7 +37,25 @@ def mnist_available() -> bool:
     return all((cache / n).is_file() for n in names if n in MNIST_MD5)
 
 
+def backends_missing() -> str | None:
+    """Why NEON or LLVM cannot run here (None when both can)."""
+    from tinyedu import Device
+    from tinyedu.runtime.device import DeviceUnavailable
+
+    for device in ("NEON", "LLVM"):
+        try:
+            Device[device]
+        except DeviceUnavailable as missing:
+            return str(missing)
+    return None
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    chapter07 = [item for item in items if "07_backends" in str(item.fspath) or "[07." in item.nodeid]
+    missing = backends_missing() if chapter07 else None
+    if missing:
+        for item in chapter07:
+            item.add_marker(pytest.mark.skip(reason=missing))
     if mnist_available():
         return
     skip = pytest.mark.skip(reason=MNIST_HELP)

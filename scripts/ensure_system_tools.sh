@@ -2,7 +2,9 @@
 # Check (and where possible install) the system tools tinyedu needs beyond Python packages:
 #   - a C compiler (the C backend compiles kernels with it),
 #   - graphviz's `dot` (every stage draws itself with graphviz),
-#   - with --browser: a Chromium for the browser test of the site,
+#   - with --browser (the test suite): a Chromium for the browser test of the site, and, on x86-64
+#     Linux, the aarch64 cross compiler and qemu-user that run the NEON device's kernels (on arm64
+#     NEON is native; elsewhere its tests are skipped, saying why),
 #   - with --bench: clang, which tinygrad's CPU backend (compared against in bench/) compiles with.
 # On Debian/Ubuntu it installs what is missing with apt-get, on macOS with brew; anywhere else it
 # stops and prints exactly what to run.
@@ -41,6 +43,11 @@ find_chromium() {
 }
 if [ "$want_browser" = 1 ] && ! find_chromium; then
   missing_apt+=(chromium); missing_brew+=("--cask chromium")
+fi
+if [ "$want_browser" = 1 ] && [ "$(uname -s)" = Linux ] && [ "$(uname -m)" = x86_64 ] && \
+   { ! have "${NEON_CC:-aarch64-linux-gnu-gcc}" || ! have "${NEON_QEMU:-qemu-aarch64}" || \
+     [ ! -d "${NEON_SYSROOT:-/usr/aarch64-linux-gnu}/lib" ]; }; then
+  missing_apt+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user)
 fi
 
 if [ "$want_bench" = 1 ] && ! have clang; then

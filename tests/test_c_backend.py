@@ -69,7 +69,9 @@ def test_cache_miss_compiles_then_hit_loads(cache: Path, monkeypatch: pytest.Mon
     monkeypatch.setattr(Compiler, "compile", counting_compile)
     source = kernel_source(0.5)
     assert call_add_const(Compiler().load(source)) == 2.5
-    assert len(compiled) == 1 and compiled[0].exists() and compiled[0].parent == cache
+    library = Compiler().library_path(source)
+    assert len(compiled) == 1 and compiled[0].parent == cache and library.exists()
+    assert library.with_name(library.name + ".manifest").exists()  # what it was built from, and its hash
     assert call_add_const(Compiler().load(source)) == 2.5  # a new Compiler: found on disk
     assert len(compiled) == 1
     Compiler().load(kernel_source(0.25))
@@ -121,7 +123,8 @@ def test_two_processes_compiling_the_same_kernel_at_once(cache: Path):
         assert worker.returncode == 0, err
         assert "loaded True" in out
     files = sorted(p.name for p in cache.iterdir() if p.name != "go")
-    assert len(files) == 1 and files[0].endswith(".so"), f"expected one library, no temp files: {files}"
+    assert len(files) == 2 and files[0].endswith(".so") and files[1] == files[0] + ".manifest", \
+        f"expected one library and its manifest, no temp files: {files}"
 
 
 def test_compile_error_shows_numbered_source_and_compiler_output(cache: Path):

@@ -1,12 +1,14 @@
-"""Differential testing: random Tensor programs must give the same answer on C, PYTHON and NUMPY.
+"""Differential testing: random Tensor programs must give the same answer on every device.
 
 Hypothesis draws a program: an input of a random shape (size-0 axes included) and dtype, then a
 chain of steps: movement ops (reshape, permute, expand, pad, shrink, flip, stride), elementwise
 ops with a second input that broadcasts, reduces, and `contiguous` (a kernel boundary). The same
-program runs with `device=` each device. NUMPY shares no code with the linearizer or the C
-renderer, so any disagreement is a bug in one of them (and PYTHON, which runs the UOps directly,
+program runs with `device=` each device: C, PYTHON and NUMPY, and NEON and LLVM (when this machine
+has their tools) on a third as many programs. NUMPY shares no code with the linearizer or the
+renderers, so any disagreement is a bug in one of them (and PYTHON, which runs the UOps directly,
 says which). When a test fails, Hypothesis prints the smallest program it found that fails. The
-second test runs programs again with the heuristics' opts on every kernel, however small.
+last test runs programs again with the heuristics' opts on every kernel, however small, on every
+device.
 """
 
 from __future__ import annotations
@@ -15,18 +17,21 @@ import os
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tinyedu import Tensor
+from tinyedu import Device, Tensor
 from tinyedu.dtype import DType, dtypes
+from tinyedu.runtime.device import DeviceUnavailable
 
 EXAMPLES = int(os.environ.get("TINYEDU_DIFFERENTIAL_EXAMPLES", "150"))  # the sanitizer run uses fewer
 PYTHON_MAX_WORK = 3000  # elements x steps the PYTHON device gets through quickly (it interprets UOps)
 Step = tuple[Any, ...]
 
 UNARY = {"neg": lambda x: -x, "relu": lambda x: x.relu(), "abs": lambda x: x.abs(), "square": lambda x: x * x,
-         "exp": lambda x: x.exp(), "sqrt_abs": lambda x: x.abs().sqrt(), "sin": lambda x: x.sin()}
+         "exp": lambda x: x.exp(), "sqrt_abs": lambda x: x.abs().sqrt(), "sin": lambda x: x.sin(),
+         "cos": lambda x: x.cos()}
 BINARY = {"add": lambda x, y: x + y, "sub": lambda x, y: x - y, "mul": lambda x, y: x * y,
           "maximum": lambda x, y: x.maximum(y), "where": lambda x, y: (y > 0).where(x, -x),
           "lt": lambda x, y: (x < y).where(x, y), "eq": lambda x, y: (x == y).where(x, 0)}
@@ -143,9 +148,25 @@ def assert_same(device: str, got: np.ndarray, expected: np.ndarray, steps: list[
         np.testing.assert_array_equal(got, expected, err_msg=message)
 
 
+def available(device: str) -> bool:
+    try:
+        Device[device]
+        return True
+    except DeviceUnavailable:
+        return False
+
+
+# NEON and LLVM join when this machine can run them (test_backends.py says why when it cannot), on
+# a third of the programs without opts: each compiles every new kernel (NEON under qemu on x86-64).
+# The sanitizer run (test_c_backend.py) checks the C device's generated code only.
+SANITIZED = os.environ.get("TINYEDU_SANITIZE", "0") != "0"
+BACKENDS = [] if SANITIZED else [d for d in ("NEON", "LLVM") if available(d)]
+COMPILED = ["C", *BACKENDS]
+
+
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(programs())
-def test_c_python_and_numpy_agree(program: tuple[np.ndarray, list[Step]]):
+def test_every_device_agrees_with_numpy(program: tuple[np.ndarray, list[Step]]):
     data, steps = program
     expected = run("NUMPY", data, steps)
     assert_same("C", run("C", data, steps), expected, steps)
@@ -153,25 +174,37 @@ def test_c_python_and_numpy_agree(program: tuple[np.ndarray, list[Step]]):
         assert_same("PYTHON", run("PYTHON", data, steps), expected, steps)
 
 
+@settings(max_examples=max(EXAMPLES // 3, 10), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(programs())
+def test_neon_and_llvm_agree_with_numpy(program: tuple[np.ndarray, list[Step]]):
+    if not BACKENDS:
+        pytest.skip("neither NEON nor LLVM runs here (test_backends.py says why)")
+    data, steps = program
+    expected = run("NUMPY", data, steps)
+    for device in BACKENDS:
+        assert_same(device, run(device, data, steps), expected, steps)
+
+
 @settings(max_examples=max(EXAMPLES // 4, 10), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(programs())
-def test_c_python_and_numpy_agree_with_opts_on_every_kernel(program: tuple[np.ndarray, list[Step]]):
+def test_every_device_agrees_with_opts_on_every_kernel(program: tuple[np.ndarray, list[Step]]):
     """The same programs with the heuristics' opts on every kernel, however small (vectors, register
-    blocks, threads...): C and PYTHON run the optimized UOps, NUMPY the AST."""
+    blocks, threads...): C, NEON, LLVM and PYTHON run the optimized UOps, NUMPY the AST."""
     from tinyedu.codegen import heuristics
-    from tinyedu.runtime.device import Device
 
+    devices = [*COMPILED, "PYTHON"]
     saved = heuristics.SMALL_KERNEL, heuristics.THREAD_MIN_WORK
     heuristics.SMALL_KERNEL = heuristics.THREAD_MIN_WORK = 0
     try:
-        for device in ("C", "PYTHON"):
+        for device in devices:
             Device[device].programs.clear()  # programs lowered without these opts must not be reused
         data, steps = program
         expected = run("NUMPY", data, steps)
-        assert_same("C", run("C", data, steps), expected, steps)
+        for device in COMPILED:
+            assert_same(device, run(device, data, steps), expected, steps)
         if work(data, steps) <= PYTHON_MAX_WORK:
             assert_same("PYTHON", run("PYTHON", data, steps), expected, steps)
     finally:
         heuristics.SMALL_KERNEL, heuristics.THREAD_MIN_WORK = saved
-        for device in ("C", "PYTHON"):
+        for device in devices:
             Device[device].programs.clear()

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.test_ops import _check_int_op, _distinct, _sample, device, helper_test_op  # noqa: F401 - fixture
+from tests.test_ops import _check_int_op, _distinct, _sample, backends, device, helper_test_op  # noqa: F401
 from tests.torch_edges import check_edges
 from tinyedu import Tensor, dtypes
 
@@ -56,6 +56,7 @@ ACTIVATIONS = {
 
 
 @pytest.mark.parametrize("name", ACTIVATIONS)
+@backends(name=["elu", "mish", "hardswish", "logsigmoid", "tan", "atanh", "expm1", "log1p"])
 def test_activation(name: str) -> None:
     torch_fn, ours = ACTIVATIONS[name]
     helper_test_op([(2, 5)], torch_fn, ours, low=-3, high=3)
@@ -75,6 +76,7 @@ ROUNDING = np.array([-3.5, -2.5, -1.5, -0.7, -0.5, -0.3, -0.0, 0.0, 0.3, 0.5, 0.
 
 
 @pytest.mark.parametrize("name", ["trunc", "floor", "ceil", "round", "sign", "frac_round"])
+@backends()
 def test_rounding(name: str) -> None:
     """Values (incl. -0.0 results, ties to even, |x| past 2^23 and int32) and a zero gradient."""
     fn = (lambda x: (x * 100).round() / 100) if name == "frac_round" else (lambda x: getattr(x, name)())
@@ -130,6 +132,7 @@ def test_pow_special_cases() -> None:
 
 
 @pytest.mark.parametrize("exponent", [0, 0.5, -0.5, 1, 2, 3, -1, -2, 2.5, -1.5, 1e10, 7, 8, 9])
+@backends(exponent=[0.5, -1.5, 3, 1e10])
 def test_pow_scalar_exponent(exponent: float) -> None:
     values = np.array([-2.0, -1.5, -0.0, 0.0, 1e-20, 0.5, 1.0, 3.0, 1e4, -1e4], np.float32)
     check_edges(lambda x: x ** exponent, None, [values])
@@ -156,6 +159,7 @@ def test_integer_powers() -> None:
 
 # ---- bitwise ----
 @pytest.mark.parametrize("dtype", ["int32", "uint8", "bool"])
+@backends()
 def test_bitwise(dtype: str) -> None:
     a, b = _sample(dtype, (3, 4), seed=1), _sample(dtype, (3, 4), seed=2)
     if dtype == "int32":
@@ -177,6 +181,7 @@ def test_shifts() -> None:
 # ---- reductions and scans ----
 @pytest.mark.parametrize("shape, dim", [((5,), 0), ((3, 4), 1), ((3, 4), 0), ((2, 3, 2), -2), ((0, 3), 1),
                                         ((1, 70), 1)], ids=str)
+@backends(dim=[-2])
 def test_cumsum(shape: tuple, dim: int) -> None:
     helper_test_op([shape], lambda x: x.cumsum(dim), atol=1e-4)
     helper_test_op([shape], lambda x: x.cumsum(dim=dim), atol=1e-4, layout="flipped", numerical=False)
@@ -188,6 +193,7 @@ def test_cumsum_ints_and_default_axis() -> None:
 
 
 @pytest.mark.parametrize("axis", [None, 0, 1, (0, 1)])
+@backends(axis=[1])
 def test_prod(axis: Any) -> None:
     def fn(x: Any) -> Any:
         if isinstance(x, Tensor):
@@ -216,6 +222,7 @@ def test_reductions_take_dim_and_axis() -> None:
 # ---- triangles, masks, one-hot ----
 @pytest.mark.parametrize("diagonal", [0, 1, -1, 5, -5])
 @pytest.mark.parametrize("name", ["tril", "triu"])
+@backends(diagonal=[1])
 def test_triangles(name: str, diagonal: int) -> None:
     helper_test_op([(3, 4)], lambda x: getattr(x, name)(diagonal))
     helper_test_op([(2, 4, 3)], lambda x: getattr(x, name)(diagonal=diagonal), numerical=False)
@@ -262,6 +269,7 @@ def test_movement_keywords() -> None:
 
 
 @pytest.mark.parametrize("padding", [(1, 2), (0, 0, 1, 0), (-1, 1), (-1, -1, 2, -1), (1, 1, 1, 1)], ids=str)
+@backends(padding=[(-1, -1, 2, -1)])
 def test_pad_flat_and_negative(padding: tuple) -> None:
     """F.pad's flat form (last axis first), negative amounts crop."""
     helper_test_op([(3, 4)], lambda x: F.pad(x, padding), lambda x: x.pad(padding))
@@ -294,6 +302,7 @@ def _torch_conv(x: Any, w: Any, b: Any = None, **kwargs: Any) -> Any:
 
 
 @pytest.mark.parametrize("case", CONV_ND, ids=str)
+@backends(case=[CONV_ND[i] for i in (0, 4, 6)])
 def test_conv_nd(case: tuple) -> None:
     x_shape, w_shape, bias, kwargs = case
     shapes = [x_shape, w_shape] + ([(w_shape[0],)] if bias else [])
@@ -314,6 +323,7 @@ CONV_TRANSPOSE = [  # input shape, weight shape (C_in, C_out/groups, *k), bias, 
 
 
 @pytest.mark.parametrize("case", CONV_TRANSPOSE, ids=str)
+@backends(case=[CONV_TRANSPOSE[i] for i in (0, 4)])
 def test_conv_transpose_nd(case: tuple) -> None:
     x_shape, w_shape, bias, kwargs = case
     shapes = [x_shape, w_shape] + ([(w_shape[1] * kwargs.get("groups", 1),)] if bias else [])
@@ -333,6 +343,7 @@ POOL_ND = [  # dimensions, input shape, kernel, keyword arguments
 
 
 @pytest.mark.parametrize("case", POOL_ND, ids=str)
+@backends(case=[POOL_ND[2]])
 def test_max_pool_nd(case: tuple) -> None:
     nd, shape, kernel, kwargs = case
     name = f"max_pool{nd}d"
@@ -342,6 +353,7 @@ def test_max_pool_nd(case: tuple) -> None:
 
 @pytest.mark.parametrize("include", [True, False])
 @pytest.mark.parametrize("case", POOL_ND, ids=str)
+@backends(case=[POOL_ND[5]])
 def test_avg_pool_nd(case: tuple, include: bool) -> None:
     nd, shape, kernel, kwargs = case
     name = f"avg_pool{nd}d"
@@ -378,6 +390,7 @@ SDPA = [((2, 3, 4), (2, 5, 4), (2, 5, 2), {}),
 
 
 @pytest.mark.parametrize("case", SDPA, ids=str)
+@backends(case=[SDPA[i] for i in (1, 3)])
 def test_scaled_dot_product_attention(case: tuple) -> None:
     q, k, v, kwargs = case
     kwargs = dict(kwargs)
@@ -478,6 +491,7 @@ EINSUM = [("ij,jk->ik", [(2, 3), (3, 4)]), ("ij,jk", [(2, 3), (3, 4)]), ("ii->i"
 
 
 @pytest.mark.parametrize("formula, shapes", EINSUM, ids=str)
+@backends(formula=["ii->i", "...ij,...jk->...ik"])
 def test_einsum(formula: str, shapes: list) -> None:
     def fn(*xs: Any) -> Any:
         return Tensor.einsum(formula, *xs) if isinstance(xs[0], Tensor) else torch.einsum(formula, *xs)

@@ -70,6 +70,15 @@ CASES = {
     "uint8": lambda: t(data((4, 16), dtype=np.uint8)) + t(data((4, 16), 1, np.uint8)),
     "bool": lambda: t(data((4, 16), dtype=np.bool_)) * t(data((4, 16), 1, np.bool_)),
     "cast": lambda: t(data((4, 16), dtype=np.int32)).cast(dtypes.float32) * 0.25,
+    # bitwise ops on int32: vector ops (`&` on intx4, vandq_s32, `and <4 x i32>`)
+    "bitwise": lambda: (t(data((4, 16), dtype=np.int32)) & t(data((4, 16), 1, np.int32)))
+    ^ (t(data((4, 16), 2, np.int32)) | -6),
+    # float -> int32 (INT32_MIN where it does not fit: NaN, inf, 3e9) and -> uint8: lane by lane
+    "float to int": lambda: (t(data((4, 16), edges=True)) * 3e9).cast(dtypes.int32)
+    ^ (t(data((4, 16), 1, edges=True)) * 300).cast(dtypes.uint8).cast(dtypes.int32),
+    "cos": lambda: (t(data((4, 16), edges=True)) * 1e4).cos(),
+    "signed constants": lambda: 1 / (t(data((4, 16), edges=True)) * -0.0)
+    + (t(data((4, 16), 1)) < 0.5).where(float("inf"), -0.0),
     "sum rows": lambda: t(data((6, 32))).sum(1),
     "sum cols": lambda: t(data((24, 16))).sum(0),
     "sum all": lambda: t(data((96,))).sum(),
@@ -100,7 +109,7 @@ def run(item, device: str, opts: list[Opt] | None = None) -> np.ndarray:
     kernel = apply_opts(Kernel(item.ast), opts or [])
     uops = linearize(kernel)
     if device == "C":
-        CProgram(kernel.name, Compiler().load(render_c(kernel.name, uops)))(buffers)
+        CProgram(kernel.name, Compiler().build(render_c(kernel.name, uops)))(buffers)
     else:
         PythonProgram(uops)(buffers)
     return out.as_numpy().copy()
@@ -132,7 +141,7 @@ def random_walks(kernel: Kernel, seed: int, walks: int, threads: int = 2) -> lis
     return found
 
 
-APPROXIMATE = ("exp", "sum padded")  # exp2f/sqrtf in libm and numpy may differ by an ulp
+APPROXIMATE = ("exp", "sum padded", "cos")  # exp2f/cosf in libm and numpy may differ by an ulp
 
 
 def check(name: str, item, opts: list[Opt]) -> None:
@@ -281,5 +290,5 @@ def test_without_openmp_the_same_kernel_runs_on_one_thread(tmp_path):
     plain = Compiler()
     plain.flags = tuple(f for f in plain.flags if f != "-fopenmp")
     out = Buffer("C", 8 * 32, item.out.dtype)
-    CProgram("r", plain.load(source))([out, *(x.realized for x in item.inputs)])
+    CProgram("r", plain.build(source))([out, *(x.realized for x in item.inputs)])
     np.testing.assert_allclose(out.as_numpy(), run(item, "NUMPY"), rtol=1e-5, atol=1e-5)

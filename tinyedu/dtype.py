@@ -37,6 +37,10 @@ class dtypes:  # noqa: N801 - lower case to read like torch.float32
     int32 = DType(2, 4, "int32", np.int32, "int")
     float32 = DType(3, 4, "float32", np.float32, "float")
 
+    # Not a tensor dtype (it is not in `all`): the type of index arithmetic in kernels whose buffers
+    # or loops pass 2^31 elements, where an int32 index would wrap (see tinyedu/codegen/index.py).
+    int64 = DType(2, 8, "int64", np.int64, "long long")
+
     default_float = float32
     default_int = int32
     all: tuple[DType, ...] = (bool, uint8, int32, float32)
@@ -80,7 +84,8 @@ _BY_NAME = {d.name: d for d in dtypes.all} | {"float": dtypes.float32, "int": dt
 
 # --8<-- [start:cast]
 def cast_array(values: np.ndarray, dtype: DType) -> np.ndarray:
-    """Convert to `dtype` the way every tinyedu device does (NUMPY, PYTHON and C share this rule).
+    """Convert to `dtype` the way every tinyedu device does (NUMPY and PYTHON call this; the C, NEON and
+    LLVM renderers write the same rule out).
 
     Most conversions are the usual ones: to bool, non-zero (and NaN) is True; int to float rounds
     to nearest; int to int wraps around (300 in uint8 is 44). Float to int truncates toward zero,

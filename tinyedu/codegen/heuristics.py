@@ -9,7 +9,7 @@ The choices, in the order they are made (each only when it applies):
 3. A vector axis: the axis along which the input buffers are contiguous (stride 1), weighted by
    their sizes, a buffer read with stride 0 counting as free and any other stride against. An
    output axis is UPCAST (a vector of outputs), a reduce axis is UNROLL'ed (a vector accumulator).
-   Not in kernels that compute exp2/log2/sin (no vector form: the lanes would be taken apart
+   Not in kernels that compute exp2/log2/sin/cos (no vector form: the lanes would be taken apart
    around every call). A copy that reads along one axis and writes along another (a transpose)
    is tiled instead, so that the lines it reads and writes stay in the cache while they are used.
 4. Register blocking, for reduces that reuse what they load (matmul, convolution): UPCAST the
@@ -71,9 +71,9 @@ def hand_coded_optimizations(kernel: Kernel, vector_width: int, threads: int) ->
 
 
 def _has_scalar_only_ops(k: Kernel) -> bool:
-    """Whether the kernel computes exp2/log2/sin: they have no vector form, so each lane would be
+    """Whether the kernel computes exp2/log2/sin/cos: they have no vector form, so each lane would be
     taken out of its vector and put back around every call, which costs more than vectors save."""
-    return any(node.op in (UnaryOps.EXP2, UnaryOps.LOG2, UnaryOps.SIN) for node in k.ast.walk())
+    return any(node.op in (UnaryOps.EXP2, UnaryOps.LOG2, UnaryOps.SIN, UnaryOps.COS) for node in k.ast.walk())
 
 
 def _trier(k: Kernel):

@@ -34,7 +34,7 @@ import itertools
 from typing import Any
 
 from tinyedu.codegen import local_arrays
-from tinyedu.codegen.index import INDEX_OPS  # noqa: F401 - also imported from here by notebook 04
+from tinyedu.codegen.index import INDEX_OPS, index_dtype  # noqa: F401 - INDEX_OPS: also imported from here by notebook 04
 from tinyedu.codegen.kernel import AxisKind, Kernel
 from tinyedu.codegen.uops import FusedOps, UOp, UOpBuilder, UOps, VectorDType, lowest_value
 from tinyedu.codegen.vectorize import (
@@ -79,7 +79,7 @@ class Linearizer:
 
     def __init__(self, kernel: Kernel, max_vector: int = 16):
         self.kernel, self.max_vector = kernel, max_vector
-        self.b = UOpBuilder()
+        self.b = UOpBuilder(index_dtype(kernel))  # int32 indices, or int64 past 2^31 elements
         self.loops: dict[str, UOp] = {}
         self.memo: dict[tuple, Value] = {}   # (id(AST node), combo, width) -> its value
         self.dtypes: dict[int, DType] = {}

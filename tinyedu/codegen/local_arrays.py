@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from tinyedu.codegen.opts import pack_tile
-from tinyedu.codegen.uops import INDEX_DTYPE, UOp, UOps, VectorDType
+from tinyedu.codegen.uops import UOp, UOps, VectorDType
 from tinyedu.codegen.vectorize import LANE, Value, as_lanes, as_vector, tree, vectorizable
 from tinyedu.dtype import DType
 from tinyedu.helpers import prod
@@ -74,8 +74,8 @@ def lower_thread_reduce(lin: Linearizer, reduce: LazyOp) -> dict[Combo, Value]:
     thread = lin.open_loop(0)
     results = lin.lower_reduce(reduce)
     for n, combo in enumerate(out_combos):
-        index = b.alu(BinaryOps.ADD, b.alu(BinaryOps.MUL, thread, b.const(slots, INDEX_DTYPE)),
-                      b.const(n * width, INDEX_DTYPE))
+        index = b.alu(BinaryOps.ADD, b.alu(BinaryOps.MUL, thread, b.const(slots, b.index_dtype)),
+                      b.const(n * width, b.index_dtype))
         _store_slots(lin, partial, index, results[combo], dtype, width)
     b.close_range()
     combined = {}
@@ -85,9 +85,9 @@ def lower_thread_reduce(lin: Linearizer, reduce: LazyOp) -> dict[Combo, Value]:
         for t in range(k.full_shape[0]):
             first = t * slots + n * width
             if vector is not None:
-                parts.append(b.emit(UOps.LOAD, vector, (partial, b.const(first, INDEX_DTYPE))))
+                parts.append(b.emit(UOps.LOAD, vector, (partial, b.const(first, b.index_dtype))))
             else:
-                loads = tuple(b.emit(UOps.LOAD, dtype, (partial, b.const(first + lane, INDEX_DTYPE)))
+                loads = tuple(b.emit(UOps.LOAD, dtype, (partial, b.const(first + lane, b.index_dtype)))
                               for lane in range(width))
                 parts.append(loads[0] if width == 1 else loads)
         combined[combo] = tree(b, op, parts, dtype, width)
@@ -102,5 +102,5 @@ def _store_slots(lin: Linearizer, buffer: UOp, index: UOp, value: Value, dtype: 
         b.emit(UOps.STORE, None, (buffer, index, as_vector(b, value, width)), hoist=False)
         return
     for n, v in enumerate(as_lanes(b, value, width) if width > 1 else (value,)):
-        where = b.alu(BinaryOps.ADD, index, b.const(n, INDEX_DTYPE))
+        where = b.alu(BinaryOps.ADD, index, b.const(n, b.index_dtype))
         b.emit(UOps.STORE, None, (buffer, where, v), hoist=False)

@@ -65,7 +65,8 @@ class FusedOps(Enum):
     MULACC = auto()  # MULACC(a, b, c) = a*b + c, rounded once (a fused multiply-add)
 
 
-# The one place the index type is decided: loop counters, sizes and every index computation use it.
+# The type of loop counters and index arithmetic: int32, unless a kernel's buffers or loops pass
+# 2^31 elements (then int64: the linearizer decides per kernel, see tinyedu/codegen/index.py).
 INDEX_DTYPE = dtypes.int32
 
 
@@ -112,7 +113,8 @@ VECTOR_ALU_OPS: dict[DType, frozenset] = {
                                UnaryOps.RECIP, UnaryOps.SQRT, BinaryOps.MAX, BinaryOps.CMPLT, BinaryOps.CMPEQ,
                                TernaryOps.WHERE, FusedOps.MULACC}),
     dtypes.int32: frozenset({BinaryOps.ADD, BinaryOps.SUB, BinaryOps.MUL, UnaryOps.NEG, BinaryOps.MAX,
-                             BinaryOps.CMPLT, BinaryOps.CMPEQ, TernaryOps.WHERE}),
+                             BinaryOps.CMPLT, BinaryOps.CMPEQ, TernaryOps.WHERE, BinaryOps.AND, BinaryOps.OR,
+                             BinaryOps.XOR}),
 }
 # --8<-- [end:vectors]
 
@@ -222,7 +224,8 @@ class UOpBuilder:
     do not exist after the loop (in C they would be out of scope).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, index_dtype: DType = INDEX_DTYPE) -> None:
+        self.index_dtype = index_dtype      # loop counters and index arithmetic: int32 or int64
         self.blocks: list[list[UOp]] = [[]]
         self.open_ranges: list[UOp] = []
         self.depth: dict[UOp, int] = {}     # which block each value lives in
@@ -301,8 +304,8 @@ class UOpBuilder:
     # --8<-- [start:loops]
     def open_range(self, name: str, size: int, threads: int = 1) -> UOp:
         """Start `for name in range(size)` (split across `threads` threads); values that use it go inside."""
-        start, end = self.const(0, INDEX_DTYPE), self.const(size, INDEX_DTYPE)
-        loop = UOp(UOps.RANGE, INDEX_DTYPE, (start, end), Loop(name, threads))
+        start, end = self.const(0, self.index_dtype), self.const(size, self.index_dtype)
+        loop = UOp(UOps.RANGE, self.index_dtype, (start, end), Loop(name, threads))
         self.open_ranges.append(loop)
         self.blocks.append([])
         self.depth[loop] = len(self.blocks) - 1

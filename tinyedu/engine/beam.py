@@ -52,7 +52,7 @@ def build(ast: LazyOp, device: str, opts: list[Opt]):
     kernel = apply_opts(Kernel(ast), opts)
     source = backend.renderer(kernel.name, linearize(kernel, backend.vector_width))
     compiler = backend.compiler
-    return backend.runtime(kernel.name, compiler.load(source) if compiler is not None else source)
+    return backend.runtime(kernel.name, compiler.build(source) if compiler is not None else source)
 
 
 def time_runner(runner, buffers: list[Buffer], min_seconds: float = 0.002) -> float:

@@ -85,7 +85,7 @@ def lower(device: str, ast: LazyOp) -> Program:
         source = backend.renderer(kernel.name, uops)            # 4. the source
         seconds["render"] = time.perf_counter() - start - sum(seconds.values())
         compiler = backend.compiler
-        binary = compiler.load(source) if compiler is not None else source   # 5. compile (cached)
+        binary = compiler.build(source) if compiler is not None else source  # 5. compile (cached)
         seconds["compile"] = time.perf_counter() - start - sum(seconds.values())
         runner = backend.runtime(kernel.name, binary)           # 6. a callable on buffers
         program = Program(kernel.name, device, ast, runner, kernel, uops, source, seconds)

@@ -50,6 +50,7 @@ from collections import Counter
 from tinyedu.codegen.uops import INT32_MIN, FusedOps, UOp, UOps, VectorDType, is_vector, scalar_of
 from tinyedu.dtype import DType, dtypes
 from tinyedu.ops import BinaryOps, TernaryOps, UnaryOps
+from tinyedu.renderer.base import Renderer
 
 
 def c_literal(value: float | int | bool, dtype: DType) -> str:
@@ -65,7 +66,8 @@ def c_literal(value: float | int | bool, dtype: DType) -> str:
         return f"({text})" if text.startswith("-") else text
     if value == INT32_MIN:
         return "(-2147483647-1)"  # 2147483648 alone does not fit in an int
-    return f"({value})" if value < 0 else str(value)
+    suffix = "LL" if not INT32_MIN <= value < -INT32_MIN else ""  # a long long (64-bit index arithmetic)
+    return f"({value}{suffix})" if value < 0 else f"{value}{suffix}"
 
 
 def _shortest_float32(value: float) -> str:
@@ -169,17 +171,25 @@ def _closing_paren(expr: str) -> int:
     return -1
 
 
-class CRenderer:
-    """Renders one UOp list. `CRenderer(name, uops).render()` gives the whole source."""
+class CRenderer(Renderer):
+    """Renders one UOp list as C. `CRenderer(name, uops).render()` gives the whole source.
+
+    It fills in the renderer seam (tinyedu/renderer/base.py): each method returns the C expression
+    of a UOp's value (or writes a statement), and `bind` decides whether a value is written inline
+    where it is used or gets a variable. The NEON renderer is this class with its vector methods
+    replaced by intrinsics.
+    """
+
+    backend = "C renderer"
 
     def __init__(self, name: str, uops: list[UOp]):
-        self.function_name, self.uops = name, uops
+        super().__init__(name, uops)
         self.uses = Counter(s for u in uops for s in u.src)
-        self.names: dict[UOp, str] = {}
-        self.counters: Counter[str] = Counter()
+        self.params: list[str] = []
         self.helpers: dict[str, str] = {}
         self.typedefs: dict[str, str] = {}
-        # the loop depth of every UOp, and of the one UOp that uses it (for inlining, see render)
+        self.indent = 1
+        # the loop depth of every UOp, and of the one UOp that uses it (for inlining, see bind)
         self.depth: dict[UOp, int] = {}
         depth = 0
         for u in uops:
@@ -188,115 +198,126 @@ class CRenderer:
             depth += u.op is UOps.RANGE
         self.user_depth = {s: self.depth[u] for u in uops for s in u.src}
 
-    def new_name(self, prefix: str) -> str:
-        self.counters[prefix] += 1
-        return f"{prefix}{self.counters[prefix] - 1}"
+    def emit(self, line: str) -> None:
+        self.lines.append("  " * self.indent + line)
 
-    def type_of(self, dtype: DType | VectorDType) -> str:
+    def type_name(self, dtype: DType | VectorDType) -> str:
         """The C type, declaring a vector typedef the first time one is used."""
         if is_vector(dtype):
             self.typedefs.setdefault(c_type(dtype), vector_typedef(dtype))
         return c_type(dtype)
 
     # --8<-- [start:render]
-    def render(self) -> str:
-        params, body, indent = [], [], 1
-        for u in self.uops:
-            pad = "  " * indent
-            if u.op is UOps.DEFINE_GLOBAL:
-                self.names[u] = f"data{u.arg}"
-                params.append(f"{'' if u.arg == 0 else 'const '}{u.dtype.c_name}* restrict data{u.arg}")
-            elif u.op is UOps.DEFINE_LOCAL:  # aligned to a cache line, on this thread's stack
-                self.names[u] = self.new_name("local")
-                body.append(f"{pad}_Alignas(64) {u.dtype.c_name} {self.names[u]}[{u.arg}];")
-            elif u.op is UOps.CONST:
-                self.names[u] = c_literal(u.arg, u.dtype)
-            elif u.op is UOps.RANGE:
-                name, (start, end) = u.arg.name, (self.names[s] for s in u.src)
-                self.names[u] = name
-                if u.arg.threads > 1:  # OpenMP shares the iterations among threads, in equal blocks
-                    threads = u.arg.threads
-                    body.append(f"{pad}#pragma omp parallel for num_threads({threads}) schedule(guided)")
-                body.append(f"{pad}for ({u.dtype.c_name} {name} = {start}; {name} < {end}; {name}++) {{")
-                indent += 1
-            elif u.op is UOps.ENDRANGE:
-                indent -= 1
-                body.append("  " * indent + "}")
-            elif u.op is UOps.DEFINE_ACC:
-                self.names[u] = self.new_name("acc")
-                init = _unwrap(c_literal(u.arg, scalar_of(u.dtype)))
-                if is_vector(u.dtype):
-                    init = f"{self.use_helper('broadcast_' + c_type(u.dtype), u.dtype)}({init})"
-                body.append(f"{pad}{self.type_of(u.dtype)} {self.names[u]} = {init};")
-            elif u.op is UOps.LOAD:
-                self.names[u] = self.new_name("val")
-                body.append(f"{pad}{self.type_of(u.dtype)} {self.names[u]} = {self.load_expr(u)};")
-            elif u.op in (UOps.ALU, UOps.CAST, UOps.GEP, UOps.VECTORIZE, UOps.BROADCAST):
-                expr = self.value_expr(u)
-                # inline a value used once, where it is used, unless it is computed in an outer loop
-                if self.uses[u] == 1 and u.dtype != dtypes.uint8 and self.user_depth.get(u) == self.depth[u]:
-                    self.names[u] = expr
-                else:
-                    self.names[u] = self.new_name("alu" if u.op is not UOps.CAST else "cast")
-                    body.append(f"{pad}{self.type_of(u.dtype)} {self.names[u]} = {_unwrap(expr)};")
-            elif u.op is UOps.ASSIGN:
-                self.names[u] = self.names[u.src[0]]
-                body.append(f"{pad}{self.names[u]} = {_unwrap(self.names[u.src[1]])};")
-            elif u.op is UOps.STORE:
-                buffer, index, value = (self.names[s] for s in u.src)
-                if is_vector(u.src[2].dtype):
-                    target = f"*({self.type_of(u.src[2].dtype)}*)({buffer}+{_unwrap(index)})"
-                else:
-                    target = f"{buffer}[{_unwrap(index)}]"
-                body.append(f"{pad}{target} = {_unwrap(value)};")
-            else:
-                raise NotImplementedError(f"C renderer: no rule for UOp {u.op.name}")
-        lines = ["#include <math.h>", "#include <stdbool.h>", *self.typedefs.values(), *self.helpers.values(),
-                 f"void {self.function_name}({', '.join(params)}) {{", *body, "}"]
+    def define_global(self, u: UOp) -> str:
+        self.params.append(f"{'' if u.arg == 0 else 'const '}{u.dtype.c_name}* restrict data{u.arg}")
+        return f"data{u.arg}"
+
+    def define_local(self, u: UOp) -> str:  # aligned to a cache line, on this thread's stack
+        name = self.new_name("local")
+        self.emit(f"_Alignas(64) {u.dtype.c_name} {name}[{u.arg}];")
+        return name
+
+    def const(self, u: UOp) -> str:
+        return c_literal(u.arg, u.dtype)
+
+    def open_loop(self, u: UOp, start: str, end: str) -> str:
+        name = u.arg.name
+        if u.arg.threads > 1:  # OpenMP shares the iterations among threads
+            self.emit(f"#pragma omp parallel for num_threads({u.arg.threads}) schedule(guided)")
+        self.emit(f"for ({u.dtype.c_name} {name} = {start}; {name} < {end}; {name}++) {{")
+        self.indent += 1
+        return name
+
+    def close_loop(self, u: UOp, loop: str) -> None:
+        self.indent -= 1
+        self.emit("}")
+
+    def define_acc(self, u: UOp) -> str:
+        name, init = self.new_name("acc"), _unwrap(c_literal(u.arg, scalar_of(u.dtype)))
+        if is_vector(u.dtype):
+            init = self.splat(u.dtype, init)
+        self.emit(f"{self.type_name(u.dtype)} {name} = {init};")
+        return name
+
+    def assign(self, u: UOp, acc: str, value: str) -> str:
+        self.emit(f"{acc} = {_unwrap(value)};")
+        return acc
+
+    def load(self, u: UOp, buffer: str, index: str, gate: str | None = None) -> str:
+        name = self.new_name("val")
+        self.emit(f"{self.type_name(u.dtype)} {name} = {self.load_expression(u, buffer, index, gate)};")
+        return name
+
+    def store(self, u: UOp, buffer: str, index: str, value: str) -> None:
+        dtype = u.src[2].dtype
+        target = f"*({self.type_name(dtype)}*)({buffer}+{_unwrap(index)})" if is_vector(dtype) else \
+            f"{buffer}[{_unwrap(index)}]"
+        self.emit(f"{target} = {_unwrap(value)};")
+
+    def bind(self, u: UOp, expression: str) -> str:
+        """Inline a value used once, where it is used, unless it is computed in an outer loop (the UOps
+        hoisted it out) or is a uint8 (an `unsigned char` variable is what wraps it like numpy)."""
+        if self.uses[u] == 1 and u.dtype != dtypes.uint8 and self.user_depth.get(u) == self.depth[u]:
+            return expression
+        name = self.new_name("alu" if u.op is not UOps.CAST else "cast")
+        self.emit(f"{self.type_name(u.dtype)} {name} = {_unwrap(expression)};")
+        return name
+
+    def finish(self) -> str:
+        lines = [*self.includes(), *self.typedefs.values(), *self.helpers.values(),
+                 f"void {self.function_name}({', '.join(self.params)}) {{", *self.lines, "}"]
         return "\n".join(lines) + "\n"
     # --8<-- [end:render]
 
-    def load_expr(self, u: UOp) -> str:
+    def includes(self) -> list[str]:
+        return ["#include <math.h>", "#include <stdbool.h>"]
+
+    def load_expression(self, u: UOp, buffer: str, index: str, gate: str | None) -> str:
         """buffer[index]; a vector reads from a pointer cast; a gated load reads 0 where the gate is false."""
-        buffer, index = self.names[u.src[0]], _unwrap(self.names[u.src[1]])
+        index = _unwrap(index)
         if is_vector(u.dtype):
-            read = f"*(const {self.type_of(u.dtype)}*)({buffer}+{index})"
-            zero = f"({self.type_of(u.dtype)}){{0}}"
+            read = f"*(const {self.type_name(u.dtype)}*)({buffer}+{index})"
+            zero = f"({self.type_name(u.dtype)}){{0}}"
         else:
             read, zero = f"{buffer}[{index}]", c_literal(0, u.dtype)
-        if len(u.src) == 3:  # gated: padding reads 0, and the index is not used at all
-            return f"{_wrap(self.names[u.src[2]])} ? {read} : {zero}"
+        if gate is not None:  # gated: padding reads 0, and the index is not used at all
+            return f"{_wrap(gate)} ? {read} : {zero}"
         return read
 
-    def value_expr(self, u: UOp) -> str:
-        """The C expression of an ALU, CAST, GEP, VECTORIZE or BROADCAST UOp."""
-        if u.op is UOps.ALU:
-            return self.alu_expr(u)
-        if u.op is UOps.CAST:  # always scalar: the linearizer casts vectors lane by lane
-            if u.src[0].dtype.is_float and u.dtype.is_int:
-                expr = f"{self.use_helper('float_to_int32', dtypes.int32)}({_unwrap(self.names[u.src[0]])})"
-                return expr if u.dtype == dtypes.int32 else f"({u.dtype.c_name}){expr}"
-            return f"({u.dtype.c_name}){_wrap(self.names[u.src[0]])}"
-        if u.op is UOps.GEP:
-            return f"{_wrap(self.names[u.src[0]])}[{u.arg}]"
-        if u.op is UOps.VECTORIZE:
-            return f"({self.type_of(u.dtype)}){{{', '.join(_unwrap(self.names[s]) for s in u.src)}}}"
-        return f"{self.use_helper('broadcast_' + c_type(u.dtype), u.dtype)}({_unwrap(self.names[u.src[0]])})"
+    # ---- values ----
+    def cast(self, u: UOp, value: str) -> str:  # always scalar: the linearizer casts vectors lane by lane
+        if u.src[0].dtype.is_float and u.dtype.is_int:
+            expr = f"{self.use_helper('float_to_int32', dtypes.int32)}({_unwrap(value)})"
+            return expr if u.dtype == dtypes.int32 else f"({u.dtype.c_name}){expr}"
+        return f"({u.dtype.c_name}){_wrap(value)}"
+
+    def gep(self, u: UOp, vector: str) -> str:
+        return f"{_wrap(vector)}[{u.arg}]"
+
+    def vectorize(self, u: UOp, *lanes: str) -> str:
+        return f"({self.type_name(u.dtype)}){{{', '.join(_unwrap(lane) for lane in lanes)}}}"
+
+    def broadcast(self, u: UOp, value: str) -> str:
+        return self.splat(u.dtype, _unwrap(value))
+
+    def splat(self, dtype: VectorDType, scalar: str) -> str:
+        """A vector with `scalar` in every lane."""
+        return f"{self.use_helper('broadcast_' + c_type(dtype), dtype)}({scalar})"
 
     def use_helper(self, name: str, dtype: DType | VectorDType) -> str:
         if is_vector(dtype):
-            self.type_of(dtype)
+            self.type_name(dtype)
             if name.startswith(("max_", "where_")) or dtype.scalar == dtypes.bool:
-                self.type_of(VectorDType(dtypes.int32, dtype.count))  # the mask type these helpers use
+                self.type_name(VectorDType(dtypes.int32, dtype.count))  # the mask type these helpers use
         self.helpers.setdefault(name, _helper(name, dtype))
         return name
 
-    def alu_expr(self, u: UOp) -> str:
+    def alu(self, u: UOp, *srcs: str) -> str:
         """The C expression of one ALU UOp, parenthesized."""
-        op, srcs = u.arg, [self.names[s] for s in u.src]
+        op = u.arg
         src_dtype = u.src[0].dtype if op is not TernaryOps.WHERE else u.src[1].dtype
         if is_vector(src_dtype):
-            return self.vector_alu_expr(u, op, srcs, src_dtype)
+            return self.vector_alu(u, op, list(srcs), src_dtype)
         is_bool, is_float = src_dtype == dtypes.bool, src_dtype.is_float
         if op is FusedOps.MULACC:
             return f"fmaf({', '.join(_unwrap(s) for s in srcs)})"
@@ -329,7 +350,7 @@ class CRenderer:
         symbol = (BOOL_SYMBOLS if is_bool else {}).get(op) or BINARY_SYMBOLS[op]
         return f"({a}{symbol}{b})"
 
-    def vector_alu_expr(self, u: UOp, op, srcs: list[str], src_dtype: VectorDType) -> str:
+    def vector_alu(self, u: UOp, op, srcs: list[str], src_dtype: VectorDType) -> str:
         """A vector op: the C operators work lane by lane; MAX, WHERE and MULACC are helpers."""
         helper = {BinaryOps.MAX: "max_", TernaryOps.WHERE: "where_", FusedOps.MULACC: "fma_",
                   UnaryOps.SQRT: "sqrt_"}.get(op)
@@ -339,8 +360,7 @@ class CRenderer:
         if op is UnaryOps.NEG:
             return f"(-{srcs[0]})"
         if op is UnaryOps.RECIP:
-            one = self.use_helper("broadcast_" + c_type(src_dtype), src_dtype)
-            return f"({one}(1.0f)/{srcs[0]})"
+            return f"({self.splat(src_dtype, '1.0f')}/{srcs[0]})"
         return f"({srcs[0]}{BINARY_SYMBOLS[op]}{srcs[1]})"
 
 

@@ -1,14 +1,16 @@
 """Devices, and the buffers that live on them.
 
-A device is registered by name (NUMPY, PYTHON, C). All devices keep their memory in host numpy
-arrays (which the C backend passes to kernels as pointers), aligned to 64 bytes, a cache line, so
-that vector loads do not straddle two lines. The memory of large buffers that die is kept in a
-pool and handed to the next buffer of the same size (see MemoryPool). Each device supplies what
-the engine's lowering (tinyedu/engine/lower.py) needs to turn a kernel AST into a program:
+A device is registered by name (NUMPY, PYTHON, C, NEON, LLVM). All devices keep their memory in
+host numpy arrays (which the compiled backends pass to kernels as pointers), aligned to 64 bytes,
+a cache line, so that vector loads do not straddle two lines. The memory of large buffers that die
+is kept in a pool and handed to the next buffer of the same size (see MemoryPool). Each device
+supplies what the engine's lowering (tinyedu/engine/lower.py) needs to turn a kernel AST into a
+program:
 
 - `renderer(name, uops)`: the program's source (C: C source; PYTHON: the UOps themselves), or
   None for a device that interprets the AST as it is (NUMPY, the oracle);
-- `compiler`: turns the source into something loadable (C: a shared library), or None;
+- `compiler`: `compiler.build(source)` turns the source into something loadable (C: a checked
+  cache entry of a shared library), or None;
 - `runtime(name, binary)`: the program, called as `program([out, *inputs])`;
 - `vector_width` and `threads()`: what the optimizer may use on this device.
 
@@ -159,6 +161,11 @@ class Buffer:
 Runner = Callable[[list[Buffer]], None]
 
 
+class DeviceUnavailable(RuntimeError):
+    """This machine cannot run the device (a compiler, emulator or library is missing); the message
+    says what to install."""
+
+
 class DeviceBackend(Protocol):
     name: str
     renderer: Callable | None
@@ -198,7 +205,7 @@ class Backend:
 class _DeviceRegistry:
     """`Device["C"]` gives the C backend; `Device.DEFAULT` is $DEVICE or the default device."""
 
-    known = ("NUMPY", "PYTHON", "C")  # NEON joins when its backend lands
+    known = ("NUMPY", "PYTHON", "C", "NEON", "LLVM")
     fallback = "C"  # the default device: kernels compiled from generated C (set DEVICE= to change)
 
     def __init__(self) -> None:

@@ -6,10 +6,12 @@ with the system compiler and calls the function with the buffers' memory.
 Compiling takes a C compiler a few dozen milliseconds, so compiled kernels are cached twice: in
 memory (per process, keyed by the AST) and on disk (keyed by a hash of the source, the compiler,
 its flags and the processor, since `-march=native` builds for this CPU), under `$TINYEDU_CACHE` or
-`~/.cache/tinyedu`. The disk cache is safe to share:
-a library is written under a temporary name and renamed into place (`os.replace` is atomic), so
-two processes compiling the same kernel at once each see a whole file; a file that fails to load
-(say, truncated by a crash) is compiled again.
+`~/.cache/tinyedu`. The disk cache (tinyedu/runtime/compile_cache.py) is safe to share and checks
+what it loads: a library is written under a temporary name and renamed into place, so two
+processes compiling the same kernel at once each see a whole file, and a manifest beside it holds
+the hash of what it was built from and of its bytes, so a truncated, overwritten or swapped
+library is compiled again instead of loaded. At most MAX_LOADED libraries stay loaded; the least
+recently used is unloaded (dlclose) and loaded again if its kernel runs again.
 
 Environment:
 - `CC` picks the compiler, e.g. `CC=clang` or `CC="ccache gcc"` (default: the first of cc, gcc,
@@ -30,7 +32,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import hashlib
 import os
 import platform
 import shlex
@@ -38,9 +39,11 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from tinyedu.helpers import getenv
 from tinyedu.renderer.cstyle import render_c
+from tinyedu.runtime.compile_cache import CachedFile, LoadedLRU, cache_dir, dlclose, key_digest
 from tinyedu.runtime.device import Backend, Buffer, thread_count
 
 # --8<-- [start:flags]
@@ -150,12 +153,6 @@ def _compiler_version(compiler: str) -> str:
     return (result.stdout or result.stderr).strip()
 
 
-def cache_dir() -> Path:
-    folder = Path(os.environ.get("TINYEDU_CACHE") or Path.home() / ".cache" / "tinyedu")
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
-
-
 def sanitize_enabled() -> bool:
     return getenv("TINYEDU_SANITIZE", 0) != 0
 
@@ -191,47 +188,58 @@ class Compiler:
         return "\0".join([self.compiler, _compiler_version(self.compiler), *self.flags, cpu_signature()])
 
     # --8<-- [start:cache]
+    def key(self, source: str) -> str:
+        """What a library is built from: the source, and everything in `signature`."""
+        return f"{source}\0{self.signature()}"
+
     def library_path(self, source: str) -> Path:
         """Where the library for `source` lives in the cache (whether or not it is there yet)."""
-        key = "\0".join([source, self.signature()])
-        return cache_dir() / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.so"
+        return cache_dir() / f"{key_digest(self.key(source))[:32]}.so"
+
+    def build(self, source: str) -> CachedFile:
+        """The library built from `source`: a verified cache entry, compiled if it is missing or damaged
+        (see tinyedu/runtime/compile_cache.py)."""
+        return CachedFile(self.key(source), ".so", lambda path: self.compile(source, path))
 
     def load(self, source: str) -> ctypes.CDLL:
-        """The library built from `source`: from the cache, or compiled (then cached)."""
-        path = self.library_path(source)
-        if path.exists():
-            try:
-                return ctypes.CDLL(str(path))
-            except OSError:
-                pass  # a damaged cache entry: build it again
-        self.compile(source, path)
-        return ctypes.CDLL(str(path))
+        """The library built from `source`, loaded (for direct use: programs load theirs through the
+        C device's bounded set of loaded libraries)."""
+        return ctypes.CDLL(str(self.build(source).path()))
 
     def compile(self, source: str, path: Path) -> None:
-        """Compile `source` into the shared library `path` (atomically: build aside, then rename)."""
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}-", suffix=".so")
-        os.close(fd)
-        try:
-            result = run_compiler(self.compiler, [*self.flags, "-x", "c", "-", "-o", tmp, *LIBRARIES], source)
-            if result.returncode != 0:
-                raise CompileError(f"C device: {self.compiler} failed to compile this kernel "
-                                   f"(flags {' '.join(self.flags)}):\n{numbered(source)}\n"
-                                   f"--- compiler output ---\n{result.stderr.strip()}")
-            os.replace(tmp, path)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+        """Compile `source` into the shared library `path` (a temporary name the cache renames)."""
+        args = [*self.flags, "-x", "c", "-", "-o", str(path), *LIBRARIES]
+        result = run_compiler(self.compiler, args, source)
+        if result.returncode != 0:
+            raise CompileError(f"C device: {self.compiler} failed to compile this kernel "
+                               f"(flags {' '.join(self.flags)}):\n{numbered(source)}\n"
+                               f"--- compiler output ---\n{result.stderr.strip()}")
     # --8<-- [end:cache]
 
 
 # --8<-- [start:program]
-class CProgram:
-    """A compiled kernel: `program([out, *inputs])` calls the C function on the buffers' memory."""
+# At most MAX_LOADED libraries stay loaded (compile_cache.py says why); an evicted one is dlclose'd.
+LOADED: LoadedLRU[ctypes.CDLL] = LoadedLRU(lambda library: dlclose(library._handle))
 
-    def __init__(self, name: str, library: ctypes.CDLL):
-        self.name, self.library, self.path = name, library, Path(library._name)
-        self.function = getattr(library, name)
-        self.function.restype = None
+
+class CProgram:
+    """A compiled kernel: `program([out, *inputs])` calls the C function on the buffers' memory.
+
+    It holds its cache entry, not a loaded library: the library is loaded (checked first) when the
+    program runs and is not loaded any more, and may be unloaded again to make room for others.
+    """
+
+    def __init__(self, name: str, library: CachedFile):
+        self.name, self.library, self.path = name, library, library.file
+
+    @property
+    def function(self) -> Any:
+        """The C function (a ctypes object), its library loaded now if it is not. Call it right away:
+        the library may be unloaded later to make room for others, and the function with it."""
+        loaded = LOADED.get(self.library.file, lambda: ctypes.CDLL(str(self.library.path())))
+        function = getattr(loaded, self.name)
+        function.restype = None
+        return function
 
     def __call__(self, buffers: list[Buffer]) -> None:
         self.function(*(ctypes.c_void_p(b.as_numpy().ctypes.data) for b in buffers))

@@ -56,11 +56,13 @@ def check_kernel_counts(answers: Any) -> str:
 # What each op gives when all its inputs are 0, as a question (the hint, not the answer).
 _ZERO_QUESTIONS = {
     UnaryOps.NEG: "what is -0?", UnaryOps.EXP2: "what is 2**0?", UnaryOps.LOG2: "what is log2(0)?",
-    UnaryOps.SIN: "what is sin(0)?", UnaryOps.SQRT: "what is sqrt(0)?", UnaryOps.RECIP: "what is 1/0?",
+    UnaryOps.SIN: "what is sin(0)?", UnaryOps.COS: "what is cos(0)?", UnaryOps.SQRT: "what is sqrt(0)?",
+    UnaryOps.RECIP: "what is 1/0?",
     UnaryOps.CAST: "what is 0 cast to another dtype?", BinaryOps.ADD: "what is 0 + 0?",
     BinaryOps.SUB: "what is 0 - 0?", BinaryOps.MUL: "what is 0 * 0?", BinaryOps.DIV: "what is 0.0 / 0.0?",
     BinaryOps.MAX: "what is max(0, 0)?", BinaryOps.MOD: "what is fmod(0.0, 0.0)?",
     BinaryOps.CMPLT: "is 0 < 0 true (1) or false (0)?", BinaryOps.CMPEQ: "is 0 == 0 true (1) or false (0)?",
+    BinaryOps.AND: "what is 0 & 0?", BinaryOps.OR: "what is 0 | 0?", BinaryOps.XOR: "what is 0 ^ 0?",
     TernaryOps.WHERE: "what does where(0, 0, 0) pick?",
 }
 

@@ -24,6 +24,7 @@ The hooks the chapters use (each chapter's notebook says which one its exercise 
 | `UOpBuilder._simplify`, `Linearizer.lower_plain_reduce` | 04 | a UOp simplification; a REDUCE's loops |
 | `cstyle.c_literal`, `cstyle.HELPERS["max_float32"]` | 05 | C for constants and for a NaN-aware max |
 | `opts.MOVES[OptOps.UPCAST]`, `heuristics.hand_coded_optimizations` | 06 | an opt's moves; fast opts |
+| `neon.vector_op`, `llvmir.int_divide` | 07      | a NEON intrinsic; LLVM IR division that never traps |
 | `Optimizer.update` (a subclass), `jit.replay_can_skip` | 08 | an optimizer; which programs a replay skips |
 | `models.transformer.causal_mask`, `LayerNorm.__call__` | 09 | the causal mask; LayerNorm from primitives |
 | `models.lstm.lstm_cell`, `BasicBlock.__call__` | 10 | an LSTM step; a residual block |

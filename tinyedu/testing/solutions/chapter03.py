@@ -19,9 +19,11 @@ kernel_counts = {
 # --8<-- [start:keeps_zero]
 def keeps_zero(op) -> bool:
     # f(0, ..., 0) == 0: -0, sin 0, sqrt 0, a cast of 0, 0+0, 0-0, 0*0, max(0, 0), (0 < 0) = false,
-    # where(0, 0, 0). Not: 2**0 = 1, log2 0 = -inf, 1/0 = inf, 0/0 = nan, fmod(0, 0) = nan, (0 == 0) = true.
+    # 0 & 0, 0 | 0, 0 ^ 0, where(0, 0, 0). Not: 2**0 = 1, cos 0 = 1, log2 0 = -inf, 1/0 = inf,
+    # 0/0 = nan, fmod(0, 0) = nan, (0 == 0) = true.
     return op in {UnaryOps.NEG, UnaryOps.SIN, UnaryOps.SQRT, UnaryOps.CAST, BinaryOps.ADD, BinaryOps.SUB,
-                  BinaryOps.MUL, BinaryOps.MAX, BinaryOps.CMPLT, TernaryOps.WHERE}
+                  BinaryOps.MUL, BinaryOps.MAX, BinaryOps.CMPLT, BinaryOps.AND, BinaryOps.OR, BinaryOps.XOR,
+                  TernaryOps.WHERE}
 # --8<-- [end:keeps_zero]
 
 
@@ -68,6 +70,7 @@ MISTAKES = [
     Mistake("03.keeps_zero", _keeps_zero_with(BinaryOps.CMPLT), "is 0 < 0 true"),
     Mistake("03.keeps_zero", _keeps_zero_with(BinaryOps.DIV), "0.0 / 0.0"),
     Mistake("03.keeps_zero", _keeps_zero_with(UnaryOps.NEG), "what is -0?"),
+    Mistake("03.keeps_zero", _keeps_zero_with(UnaryOps.COS), "what is cos(0)?", "cos treated like sin"),
     Mistake("03.keeps_zero", lambda op: 1, "must return True or False"),
     Mistake("03.store_is_cheaper", _store_without_write, "storing costs a write too"),
     Mistake("03.store_is_cheaper", _store_ignores_reduce, "never recomputed"),
