@@ -6,9 +6,10 @@ instead have downloaded them once with `python -c "from tinyedu.datasets import 
 which fills the cache folder mnist() reads from. With neither, those tests and notebooks are skipped
 with a message that says so.
 
-NEON and LLVM: notebook 07 and the chapter-07 exercises run kernels on both devices. On a machine
-without their tools (the aarch64 cross compiler and qemu-user on x86-64, or llvmlite) they are
-skipped with the device's own message, which says what to install.
+NEON and LLVM: notebook 07 and the chapter-07 exercises run kernels on both devices, and notebook 11
+builds and runs an exported program for the NEON target. On a machine without their tools (the
+aarch64 cross compiler and qemu-user on x86-64, or llvmlite) they are skipped with the device's own
+message, which says what to install.
 """
 
 from __future__ import annotations
@@ -37,12 +38,12 @@ def mnist_available() -> bool:
     return all((cache / n).is_file() for n in names if n in MNIST_MD5)
 
 
-def backends_missing() -> str | None:
-    """Why NEON or LLVM cannot run here (None when both can)."""
+def backends_missing(devices: tuple[str, ...] = ("NEON", "LLVM")) -> str | None:
+    """Why one of these devices cannot run here (None when all can)."""
     from tinyedu import Device
     from tinyedu.runtime.device import DeviceUnavailable
 
-    for device in ("NEON", "LLVM"):
+    for device in devices:
         try:
             Device[device]
         except DeviceUnavailable as missing:
@@ -55,6 +56,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     missing = backends_missing() if chapter07 else None
     if missing:
         for item in chapter07:
+            item.add_marker(pytest.mark.skip(reason=missing))
+    chapter11 = [item for item in items if "11_export_to_c" in str(item.fspath)]
+    missing = backends_missing(("NEON",)) if chapter11 else None
+    if missing:
+        for item in chapter11:
             item.add_marker(pytest.mark.skip(reason=missing))
     if mnist_available():
         return

@@ -7,6 +7,7 @@ nothing; bad input gets a clear error."""
 
 from __future__ import annotations
 
+import functools
 import gzip
 import os
 import shutil
@@ -18,7 +19,7 @@ import pytest
 
 from tinyedu import Tensor
 from tinyedu.datasets import mnist
-from tinyedu.export import Target, check_plan, export_c, plan_memory
+from tinyedu.export import C_TARGET, Target, check_plan, export_c, neon_target, plan_memory
 from tinyedu.export.memory import MemoryPlan
 from tinyedu.models import LSTMRegressor, Transformer
 from tinyedu.models.tasks import mnist_split, normalize_mnist
@@ -73,13 +74,19 @@ def _digits_reader(model: object):
     return forward
 
 
+@functools.cache
+def _trained_on_mnist(make: type) -> object:
+    """Trained once per test session (the NEON test reuses the CNN); exporting never changes a model."""
+    images, labels = mnist()
+    Tensor.manual_seed(0)
+    return _trained(make(), images, labels)
+
+
 @pytest.mark.mnist
 @pytest.mark.parametrize("make", [MLP, CNN], ids=["mlp", "cnn"])
 def test_mnist_program_matches_tinyedu_on_real_digits(make: type, tmp_path: Path) -> None:
     images, labels = mnist()
-    Tensor.manual_seed(0)
-    model = _trained(make(), images, labels)
-    forward = _digits_reader(model)
+    forward = _digits_reader(_trained_on_mnist(make))
     program = export_c(forward, Tensor(images[:100]), name=make.__name__.lower())
     executable = program.compile(tmp_path)
     _, held_out = mnist_split(images)
@@ -222,22 +229,69 @@ def test_export_errors() -> None:
     assert "running_mean" in program.source
 
 
-# The same portable C, cross-compiled for arm64 (aarch64 Linux) and run under qemu-user.
-ARM64_C = Target("c-aarch64", "C", 4, ("aarch64-linux-gnu-gcc",), ("-O2", "-static"), ("qemu-aarch64",))
+# The same portable C, cross-compiled for arm64 (aarch64 Linux) and run under qemu-user; and the NEON
+# target, whose kernels are NEON intrinsics (natively compiled on an arm64 machine).
+ARM64_C = Target("c-aarch64", C_TARGET.renderer, 4, ("aarch64-linux-gnu-gcc",), ("-O2", "-static"),
+                 ("qemu-aarch64",))
+NEON = neon_target()
 
 
 def _tools(target: Target) -> bool:
     return all(shutil.which(tool) for tool in (*target.compiler, *target.run_prefix))
 
 
-@pytest.mark.skipif(not _tools(ARM64_C), reason="no aarch64 cross compiler and qemu-aarch64 here")
-def test_the_same_c_runs_on_arm64(tmp_path: Path) -> None:
-    """The file is portable C: cross-compiled for arm64, where fmaf is one instruction (multiply_add
-    uses it), the program under qemu gives tinyedu's outputs."""
+NO_ARM64 = "no aarch64 cross compiler (aarch64-linux-gnu-gcc) and qemu-aarch64 here"
+
+
+@pytest.mark.parametrize("target", [ARM64_C, NEON], ids=["portable-c", "neon"])
+def test_arm64_programs_match_tinyedu(target: Target, tmp_path: Path) -> None:
+    """The portable C file cross-compiled for arm64 (where fmaf is one instruction: multiply_add uses
+    it), and the NEON target's file (every vector operation an intrinsic), under qemu: tinyedu's
+    outputs."""
+    if not _tools(target):
+        pytest.skip(NO_ARM64)
     model, x = _conv_net()
-    program = export_c(model, Tensor(x[0]), name="cnn", target=ARM64_C)
+    program = export_c(model, Tensor(x[0]), name="cnn", target=target)
+    if target is NEON:
+        assert "#include <arm_neon.h>" in program.source and "floatx4" not in program.source
+        assert "vfmaq_f32(" in program.source and "vld1q_f32(" in program.source
     executable = program.compile(tmp_path)
-    assert "ARM aarch64" in subprocess.run(["file", str(executable)], capture_output=True, text=True).stdout \
-        or not shutil.which("file")
+    if shutil.which("file"):  # an aarch64 executable (cross-compiled, or native on an arm64 machine)
+        kind = subprocess.run(["file", str(executable)], capture_output=True, text=True).stdout
+        assert "ARM aarch64" in kind or "arm64" in kind, kind
     (out,) = program.run(executable, x)
     np.testing.assert_allclose(out, np.stack([model(Tensor(b)).numpy() for b in x]), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.mnist
+def test_neon_program_reads_digits_as_the_c_program_does(tmp_path: Path) -> None:
+    """Chapter 08's CNN, trained, exported for NEON and for portable C: on the 2,000 held-out digits both
+    programs predict the same digits, with logits equal within float32 rounding."""
+    if not _tools(NEON):
+        pytest.skip(NO_ARM64)
+    images, _ = mnist()
+    forward = _digits_reader(_trained_on_mnist(CNN))
+    _, held_out = mnist_split(images)
+    batches = images[held_out].reshape(-1, 100, 28, 28)
+    results = {}
+    for target in (C_TARGET, NEON):
+        program = export_c(forward, Tensor(images[:100]), name="cnn", target=target)
+        results[target.name] = program.run(program.compile(tmp_path / target.name), batches)
+    (c_logits, c_digits), (neon_logits, neon_digits) = results["c"], results["neon"]
+    np.testing.assert_array_equal(neon_digits, c_digits)
+    np.testing.assert_allclose(neon_logits, c_logits, rtol=1e-4, atol=1e-4)
+
+
+def test_targets_and_missing_tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A NEON file can be written anywhere (only compiling and running need the tools); an unknown
+    target and a compiler that is not installed get clear errors."""
+    model, x = _conv_net()
+    with pytest.raises(ValueError, match="unknown target 'cuda'; the targets are c, neon"):
+        export_c(model, Tensor(x[0]), target="cuda")
+    monkeypatch.setenv("NEON_CC", "no-such-aarch64-gcc")
+    program = export_c(model, Tensor(x[0]), name="cnn", target="neon")
+    assert "Build: no-such-aarch64-gcc" in program.source or not program.target.run_prefix
+    if program.target.run_prefix:
+        with pytest.raises(RuntimeError, match="'no-such-aarch64-gcc', which target 'neon' needs, is not "
+                                               "installed.*gcc-aarch64-linux-gnu"):
+            program.compile(tmp_path)

@@ -1,22 +1,21 @@
 """A trained model's forward pass as one standalone C program: `export_c(model, example_input)`.
 
-program.py captures the forward pass's schedule and lowers every kernel for the target, memory.py
-plans where the intermediate buffers live, cfile.py writes the C file (and the sidecar weights).
+program.py captures the forward pass's schedule and lowers every kernel for the target (targets.py:
+portable C, or ARM NEON intrinsics), memory.py plans where the intermediate buffers live, cfile.py
+writes the C file (and the sidecar weights).
 """
 
 from tinyedu.export.memory import MemoryPlan, check_plan, place_buffers, plan_memory
 from tinyedu.export.program import (
-    C_TARGET,
     EMBED_LIMIT,
-    TARGETS,
     ExportedProgram,
-    Target,
     buffer_lifetimes,
     compile_and_run,
     export_c,
     lower_for_target,
 )
+from tinyedu.export.targets import C_TARGET, TARGETS, Target, neon_target
 
-__all__ = ["export_c", "ExportedProgram", "Target", "C_TARGET", "TARGETS", "EMBED_LIMIT",
+__all__ = ["export_c", "ExportedProgram", "Target", "C_TARGET", "TARGETS", "neon_target", "EMBED_LIMIT",
            "lower_for_target", "compile_and_run", "plan_memory", "place_buffers", "check_plan", "MemoryPlan",
            "buffer_lifetimes"]

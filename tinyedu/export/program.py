@@ -3,10 +3,12 @@
 Inside tinyedu a forward pass is a schedule of kernels that Python runs one by one on buffers it
 allocates. Exporting writes that same schedule down as a C file that needs nothing else:
 
-- every kernel of the schedule, in order, rendered by the device's renderer through the lowering
-  steps of tinyedu/engine/lower.py (Kernel, opts, linearize, render), with the settings of the
-  target machine instead of this one: 4-lane vectors (SSE on any x86-64, NEON on arm64) and one
-  thread;
+- every kernel of the schedule, in order, through the lowering steps of tinyedu/engine/lower.py
+  (Kernel, opts, linearize, render), with the settings of the target machine instead of this one:
+  4-lane vectors and one thread. Target "c" is portable C from the C device's renderer (its vector
+  types become SSE on any x86-64, NEON on arm64, as the compiler chooses); target "neon" is C with
+  ARM NEON intrinsics from the NEON device's renderer, for arm64 only (cross-compiled and run under
+  qemu-user on another machine);
 - the weights, as `static const` arrays in the file (PORT=1, the default up to EMBED_LIMIT bytes),
   or in a sidecar binary file read at start-up (PORT=0, for large models);
 - the intermediate buffers, placed by a memory plan in one arena per dtype so that a buffer whose
@@ -14,7 +16,8 @@ allocates. Exporting writes that same schedule down as a C file that needs nothi
 - `<name>_forward(inputs..., outputs...)`, which calls the kernels, and a small `main` that reads
   batches of inputs (raw bytes) from a file or stdin and writes the outputs (raw, or as text).
 
-It compiles with `cc -O2 model.c -lm` and runs with no Python. Only inference: the model runs in
+It compiles with `cc -O2 model.c -lm` (target "neon" on x86-64: `aarch64-linux-gnu-gcc -O2 -static`)
+and runs with no Python. Only inference: the model runs in
 eval mode (BatchNorm reads its running statistics, dropout is off), whatever Tensor.training is.
 """
 
@@ -40,32 +43,16 @@ from tinyedu.dtype import DType
 from tinyedu.engine.schedule import ScheduleItem, create_schedule
 from tinyedu.export.cfile import render_program
 from tinyedu.export.memory import Allocation, plan_memory
+from tinyedu.export.targets import TARGETS, Target, missing_tool_hint
 from tinyedu.helpers import getenv, prod
 from tinyedu.lazy import LazyBuffer
 from tinyedu.nn.state import get_state_dict
 from tinyedu.ops import LoadOps
-from tinyedu.runtime.device import Device
 from tinyedu.tensor import Tensor, no_grad
 
 EMBED_LIMIT = 16 << 20  # bytes of weights above which PORT unset means a sidecar file
 
 
-# --8<-- [start:target]
-@dataclass(frozen=True)
-class Target:
-    """Where the program runs: which device's renderer writes the kernels, how it is compiled and run."""
-
-    name: str
-    device: str                    # the device whose renderer writes the kernels: "C" (portable C)
-    vector_width: int              # float32 lanes per vector: 4 = 128 bits, which every x86-64 and arm64 has
-    compiler: tuple[str, ...]      # the command that compiles the file
-    flags: tuple[str, ...]         # plain optimization, nothing machine-specific
-    run_prefix: tuple[str, ...] = ()   # how to start the program (an emulator for another architecture)
-
-
-C_TARGET = Target("c", "C", 4, (os.environ.get("CC", "cc"),), ("-O2",))
-TARGETS = {"c": C_TARGET}
-# --8<-- [end:target]
 
 
 @dataclass(eq=False)  # compared and hashed by identity: one object per buffer
@@ -127,7 +114,10 @@ class ExportedProgram:
         executable = source.with_suffix("")
         command = [*self.target.compiler, *self.target.flags, *extra_flags, str(source), "-o",
                    str(executable), "-lm"]
-        result = subprocess.run(command, capture_output=True, text=True)
+        try:
+            result = subprocess.run(command, capture_output=True, text=True)
+        except FileNotFoundError:
+            raise RuntimeError(missing_tool_hint(self.target, self.target.compiler[0])) from None
         if result.returncode != 0:
             raise RuntimeError(f"export: `{shlex.join(command)}` failed:\n{result.stderr.strip()}")
         return executable
@@ -144,8 +134,11 @@ class ExportedProgram:
                                    for x, (_, dt) in zip(inputs, self.inputs, strict=True))
                           for k in range(batches))
         folder = Path(executable).parent
-        result = subprocess.run(self.command(executable, "-w", str(folder / f"{self.name}.weights")),
-                                input=stream, capture_output=True)
+        command = self.command(executable, "-w", str(folder / f"{self.name}.weights"))
+        try:
+            result = subprocess.run(command, input=stream, capture_output=True)
+        except FileNotFoundError:
+            raise RuntimeError(missing_tool_hint(self.target, command[0])) from None
         if result.returncode != 0:
             raise RuntimeError(f"export: the program failed: {result.stderr.decode().strip()}")
         return _split_outputs(self, result.stdout, batches)
@@ -186,7 +179,11 @@ def export_c(model: Callable[..., Any], *example_inputs: Tensor, name: str = "mo
     dtypes. `model` is any callable; if it holds tensors (a layer, a model) their state-dict names
     become the names of the weight arrays. `embed` puts the weights in the file (default: the PORT
     environment variable, else yes when they take at most EMBED_LIMIT bytes)."""
-    target = TARGETS[target] if isinstance(target, str) else target
+    if isinstance(target, str):
+        if target not in TARGETS:
+            raise ValueError(f"export_c: unknown target {target!r}; the targets are {', '.join(TARGETS)} "
+                             "(or pass a Target)")
+        target = TARGETS[target]()
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
         raise ValueError(f"export_c: name must be a C identifier (it names the file and the functions), "
                          f"got {name!r}")
@@ -266,7 +263,7 @@ def lower_for_target(item: ScheduleItem, function: str, target: Target) -> str:
     if not getenv("NOOPT", 0):                                                    # 2. the opts
         apply_opts(kernel, heuristics.hand_coded_optimizations(kernel, target.vector_width, threads=1))
     uops = linearize(kernel, target.vector_width)                                 # 3. the UOps
-    return Device[target.device].renderer(function, uops)                         # 4. the source
+    return target.renderer(function, uops)                                        # 4. the source
 # --8<-- [end:lower]
 
 
@@ -364,5 +361,4 @@ def compile_and_run(program: ExportedProgram, *inputs: np.ndarray) -> list[np.nd
         return program.run(program.compile(folder), *inputs)
 
 
-__all__ = ["export_c", "ExportedProgram", "Target", "C_TARGET", "TARGETS", "EMBED_LIMIT",
-           "lower_for_target", "compile_and_run"]
+__all__ = ["export_c", "ExportedProgram", "lower_for_target", "compile_and_run"]
