@@ -45,7 +45,8 @@ serve: venv system
 	$(BIN)/mkdocs serve --dev-addr $(HOST):$(PORT)
 
 test: venv system-browser
-	$(BIN)/pytest tests notebooks --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg $(PYTEST_ARGS)
+	$(BIN)/pytest tests notebooks --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg \
+		-n auto --dist loadfile $(PYTEST_ARGS)
 
 test-unit: venv system
 	$(BIN)/pytest tests -m "not browser" $(PYTEST_ARGS)
