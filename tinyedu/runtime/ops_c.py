@@ -208,13 +208,18 @@ class Compiler:
 
     def compile(self, source: str, path: Path) -> None:
         """Compile `source` into the shared library `path` (a temporary name the cache renames)."""
-        args = [*self.flags, "-x", "c", "-", "-o", str(path), *LIBRARIES]
-        result = run_compiler(self.compiler, args, source)
-        if result.returncode != 0:
-            raise CompileError(f"C device: {self.compiler} failed to compile this kernel "
-                               f"(flags {' '.join(self.flags)}):\n{numbered(source)}\n"
-                               f"--- compiler output ---\n{result.stderr.strip()}")
-    # --8<-- [end:cache]
+        compile_library("C", self.compiler, self.flags, source, path)
+
+
+def compile_library(device: str, compiler: str, flags: tuple[str, ...] | list[str], source: str,
+                    path: Path) -> None:
+    """Run `compiler` on C `source` into the library `path`; a failure shows the numbered source."""
+    result = run_compiler(compiler, [*flags, "-x", "c", "-", "-o", str(path), *LIBRARIES], source)
+    if result.returncode != 0:
+        raise CompileError(f"{device} device: {compiler} failed to compile this kernel "
+                           f"(flags {' '.join(flags)}):\n{numbered(source)}\n"
+                           f"--- compiler output ---\n{result.stderr.strip()}")
+# --8<-- [end:cache]
 
 
 # --8<-- [start:program]

@@ -32,9 +32,9 @@ from tinyedu.runtime.compile_cache import CachedFile, LoadedLRU, cached_build, d
 from tinyedu.runtime.device import Backend, Buffer, DeviceUnavailable, thread_count
 from tinyedu.runtime.ops_c import (
     BASE_FLAGS,
-    LIBRARIES,
     CompileError,
     _compiler_version,
+    compile_library,
     cpu_signature,
     numbered,
     openmp_available,
@@ -106,12 +106,7 @@ class NEONCompiler:
         return CachedFile(f"{source}\0{self.signature()}", ".so", lambda path: self.compile(source, path))
 
     def compile(self, source: str, path: Path) -> None:
-        args = [*self.flags, "-x", "c", "-", "-o", str(path), *LIBRARIES]
-        result = run_compiler(self.compiler, args, source)
-        if result.returncode != 0:
-            raise CompileError(f"NEON device: {self.compiler} failed to compile this kernel (flags "
-                               f"{' '.join(self.flags)}):\n{numbered(source)}\n--- compiler output ---\n"
-                               f"{result.stderr.strip()}")
+        compile_library("NEON", self.compiler, self.flags, source, path)
 
 
 # --8<-- [end:compiler]
