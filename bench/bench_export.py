@@ -30,7 +30,7 @@ import numpy as np
 
 from tinyedu import Tensor, TinyJit
 from tinyedu.export import export_c
-from tinyedu.nn import BatchNorm2d, Conv2d, Linear
+from tinyedu.models import MnistCNN
 from tinyedu.nn.state import get_state_dict
 
 QUICK = "--quick" in sys.argv
@@ -43,16 +43,7 @@ except ImportError:
     torch = None
 
 
-class CNN:  # chapter 08's and chapter 11's
-    def __init__(self) -> None:
-        self.conv1, self.bn1 = Conv2d(1, 8, 3), BatchNorm2d(8)
-        self.conv2, self.bn2 = Conv2d(8, 16, 3), BatchNorm2d(16)
-        self.head = Linear(16 * 5 * 5, 10)
-
-    def __call__(self, x: Tensor) -> Tensor:
-        x = self.bn1(self.conv1(x)).relu().max_pool2d(2)
-        x = self.bn2(self.conv2(x)).relu().max_pool2d(2)
-        return self.head(x.flatten(1))
+CNN = MnistCNN  # chapter 08's and chapter 11's
 
 
 def best_of(run: Callable[[], None]) -> float:

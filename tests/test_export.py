@@ -21,9 +21,9 @@ from tinyedu import Tensor
 from tinyedu.datasets import mnist
 from tinyedu.export import C_TARGET, Target, check_plan, export_c, neon_target, plan_memory
 from tinyedu.export.memory import MemoryPlan
-from tinyedu.models import LSTMRegressor, Transformer
+from tinyedu.models import LSTMRegressor, MnistCNN, Transformer
 from tinyedu.models.tasks import mnist_split, normalize_mnist
-from tinyedu.nn import BatchNorm2d, Conv2d, Linear
+from tinyedu.nn import Linear
 from tinyedu.nn.optim import Adam
 from tinyedu.nn.state import get_parameters
 
@@ -38,16 +38,7 @@ class MLP:  # chapter 08's models
         return self.l2(self.l1(x.flatten(1)).relu())
 
 
-class CNN:
-    def __init__(self) -> None:
-        self.conv1, self.bn1 = Conv2d(1, 8, 3), BatchNorm2d(8)
-        self.conv2, self.bn2 = Conv2d(8, 16, 3), BatchNorm2d(16)
-        self.head = Linear(16 * 5 * 5, 10)
-
-    def __call__(self, x: Tensor) -> Tensor:
-        x = self.bn1(self.conv1(x)).relu().max_pool2d(2)
-        x = self.bn2(self.conv2(x)).relu().max_pool2d(2)
-        return self.head(x.flatten(1))
+CNN = MnistCNN  # chapter 08's
 
 
 def _trained(model: object, images: np.ndarray, labels: np.ndarray, steps: int = 40) -> object:
