@@ -6,6 +6,9 @@
   link to a page that does not exist fails the build.
 - Math: MathJax is served from the site itself, copied from the `mathjax` Python package (installed
   with the docs extra), so formulas render without a network.
+- Offline: mkdocs-jupyter's notebook template ends with a module script that imports mermaid from a
+  CDN when a page has a mermaid diagram. The notebooks have none, so the script is removed (a notebook
+  that gains a mermaid cell fails the build rather than render it from the internet).
 - The home page's pipeline picture is drawn at build time from the real objects of one small
   computation (tinyedu.viz.pipeline), in place of the `<!-- pipeline-picture -->` marker (an HTML
   comment, so the page still reads well where the hook does not run).
@@ -28,6 +31,8 @@ MATHJAX_PARTS = ("tex-chtml.js", "output/chtml/fonts/woff-v2", "input/tex/extens
 
 _MARKER_HTML = re.compile(r'<span class="c1"># NBVAL_[A-Z_]+</span>\n')
 _MARKER_TEXT = re.compile(r"^# NBVAL_[A-Z_]+\n", re.MULTILINE)
+_MERMAID_SCRIPT = re.compile(r'<script type="module">(?:(?!</script>).)*?mermaid(?:(?!</script>).)*</script>',
+                             re.DOTALL)
 _HREF = re.compile(r'href="(\.\./docs/[^"#]+\.md|[A-Za-z0-9_.-]+\.ipynb)(#[^"]*)?"')
 
 
@@ -72,6 +77,20 @@ def site_links(html: str, page, files: Files) -> str:
         return f'href="{file.url_relative_to(page.file)}{anchor}"'
 
     return _HREF.sub(replace, html)
+
+
+def strip_mermaid_loader(html: str, page) -> str:
+    """Remove the notebook template's CDN import of mermaid (no notebook draws a mermaid diagram)."""
+    if 'class="jp-Mermaid' in html:
+        raise PluginError(f"{page.file.src_uri}: a mermaid diagram would load mermaid from a CDN; the site "
+                          "must work offline, so draw it as an image (graphviz SVG) instead")
+    return _MERMAID_SCRIPT.sub("", html)
+
+
+def on_post_page(html: str, page, config) -> str:
+    if page.file.src_uri.endswith(".ipynb"):
+        html = strip_mermaid_loader(html, page)
+    return html
 
 
 def on_page_content(html: str, page, config, files: Files) -> str:

@@ -129,6 +129,45 @@ def test_site_builds_strict(built_site: Path) -> None:
     assert (built_site / "notebooks" / "00_scalar_autograd" / "index.html").is_file()
 
 
+class ResourceCollector(HTMLParser):
+    """What a page makes the browser fetch by itself: script, image, frame and media sources, `<link>`
+    targets (stylesheets, fonts, preconnects), and every URL written inside inline scripts and styles
+    (`import("https://...")`, `@import`, `url(...)`). Plain `<a href>` links are not fetched."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.urls: list[str] = []
+        self._inline: str | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        attributes = dict(attrs)
+        if tag == "link" and attributes.get("href"):
+            self.urls.append(attributes["href"] or "")
+        if tag in ("script", "img", "iframe", "audio", "video", "source", "embed") and attributes.get("src"):
+            self.urls.append(attributes["src"] or "")
+        self._inline = tag if tag in ("script", "style") else None
+
+    def handle_endtag(self, tag: str) -> None:
+        self._inline = None
+
+    def handle_data(self, data: str) -> None:
+        if self._inline:
+            self.urls += re.findall(r"(?:https?:)?//[A-Za-z0-9.-]+\.[A-Za-z]{2,}[^\s\"'`)]*", data)
+
+
+def test_built_site_loads_nothing_from_the_internet(built_site: Path) -> None:
+    """A learner offline gets every page whole: no web font, CDN script or remote stylesheet."""
+    external: dict[str, set[str]] = {}
+    for page in sorted(built_site.rglob("*.html")):
+        collector = ResourceCollector()
+        collector.feed(page.read_text())
+        remote = {u for u in collector.urls if (urlparse(u).netloc or u.startswith("//"))
+                  and urlparse(u).netloc != "www.w3.org"}  # XML namespace names, never fetched
+        if remote:
+            external[str(page.relative_to(built_site))] = remote
+    assert not external, f"pages that fetch from the internet: {external}"
+
+
 def test_stage0_notebook_page_shows_graph_and_plot(site_url: str, browser) -> None:
     url = urljoin(site_url, "notebooks/00_scalar_autograd/")
     dom = browser("--virtual-time-budget=5000", "--dump-dom", url)
