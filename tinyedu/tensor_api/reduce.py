@@ -181,7 +181,7 @@ class ReduceMixin:
         """exp(x) / sum(exp(x)) along axis: positive values that sum to 1 (probabilities).
 
         The value is made of primitives; the gradient is PyTorch's formula s * (g - sum(g * s))
-        (function_composite.SoftmaxGrad). The chain rule through the division gives the same
+        (function_math.SoftmaxGrad). The chain rule through the division gives the same
         number up to rounding, but where the true gradient is 0 it leaves an ulp of noise, which
         a later op can magnify (divide by 1e-8 and the noise is 0.4)."""
         from tinyedu.tensor import no_grad
