@@ -9,6 +9,9 @@
 - Offline: mkdocs-jupyter's notebook template ends with a module script that imports mermaid from a
   CDN when a page has a mermaid diagram. The notebooks have none, so the script is removed (a notebook
   that gains a mermaid cell fails the build rather than render it from the internet).
+- Exercise answers stay on the solutions pages: where a walkthrough page includes library source that
+  an implement-this exercise asks the learner to write (EXERCISE_ANSWERS), the page shows that
+  definition's signature and docstring and, in place of its body, a line naming the exercise.
 - The home page's pipeline picture is drawn at build time from the real objects of one small
   computation (tinyedu.viz.pipeline), in place of the `<!-- pipeline-picture -->` marker (an HTML
   comment, so the page still reads well where the hook does not run).
@@ -16,8 +19,10 @@
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import re
+import textwrap
 from pathlib import Path
 
 from mkdocs.exceptions import PluginError
@@ -33,6 +38,42 @@ _MARKER_HTML = re.compile(r'<span class="c1"># NBVAL_[A-Z_]+</span>\n')
 _MARKER_TEXT = re.compile(r"^# NBVAL_[A-Z_]+\n", re.MULTILINE)
 _MERMAID_SCRIPT = re.compile(r'<script type="module">(?:(?!</script>).)*?mermaid(?:(?!</script>).)*</script>',
                              re.DOTALL)
+_SNIPPET = re.compile(r'^(?P<indent>[ \t]*)--8<-- "(?P<path>[^":]+):(?P<section>[\w-]+)"[ \t]*$', re.MULTILINE)
+ROOT = Path(__file__).resolve().parents[1]
+
+# The library pieces each implement-this exercise asks a learner to write: (file, qualified names).
+# A walkthrough page that includes one of them shows its signature and docstring, not its body.
+# tests/browser/test_site.py checks that every exercise with a hook is listed and that no page shows
+# one of these bodies. 06.fast_matmul is listed without names: the learner picks opts for one matmul,
+# and the stage-5 page's general heuristics (which the checker swaps out) are no answer to that.
+EXERCISE_ANSWERS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "00.tanh": ("tinyedu/scalar/value.py", ("Value.tanh",)),
+    "00.topological_order": ("tinyedu/scalar/value.py", ("Value._topological_order",)),
+    "01.mul": ("tinyedu/function.py", ("Mul",)),
+    "01.expand": ("tinyedu/function.py", ("Expand",)),
+    "01b.softplus": ("tinyedu/function_composite.py", ("Softplus",)),
+    "01b.toposort": ("tinyedu/ops.py", ("LazyOp.toposort",)),
+    "02.permute": ("tinyedu/shape/view.py", ("View.permute",)),
+    "02.pad": ("tinyedu/shape/view.py", ("View.pad",)),
+    "03.keeps_zero": ("tinyedu/engine/schedule.py", ("keeps_zero",)),
+    "03.store_is_cheaper": ("tinyedu/engine/schedule.py", ("store_is_cheaper",)),
+    "04.simplify": ("tinyedu/codegen/uops.py", ("UOpBuilder._simplify",)),
+    "04.lower_reduce": ("tinyedu/codegen/linearizer.py", ("Linearizer.lower_plain_reduce",)),
+    "05.c_literal": ("tinyedu/renderer/cstyle.py", ("c_literal",)),
+    "05.max_float32": ("tinyedu/renderer/cstyle.py", ("HELPERS",)),
+    "06.upcast": ("tinyedu/codegen/opts.py", ("upcast",)),
+    "06.fast_matmul": ("tinyedu/codegen/heuristics.py", ()),
+    "07.neon_vector_op": ("tinyedu/renderer/neon.py", ("vector_op", "NEON_BINARY", "NEON_BITWISE", "NEON_UNARY")),
+    "07.llvm_int_divide": ("tinyedu/renderer/llvm_ops.py", ("int_divide",)),
+    "08.momentum_sgd": ("tinyedu/nn/optim.py", ("SGD.update",)),
+    "08.replay_can_skip": ("tinyedu/engine/jit.py", ("replay_can_skip",)),
+    "09.causal_mask": ("tinyedu/models/transformer.py", ("causal_mask",)),
+    "09.layer_norm": ("tinyedu/nn/__init__.py", ("LayerNorm.__call__",)),
+    "10.lstm_cell": ("tinyedu/models/lstm.py", ("lstm_cell",)),
+    "10.basic_block": ("tinyedu/models/resnet.py", ("BasicBlock.__call__",)),
+    "11.place_buffers": ("tinyedu/export/memory.py", ("place_buffers",)),
+    "11.buffer_lifetimes": ("tinyedu/export/program.py", ("buffer_lifetimes",)),
+}
 _HREF = re.compile(r'href="(\.\./docs/[^"#]+\.md|[A-Za-z0-9_.-]+\.ipynb)(#[^"]*)?"')
 
 
@@ -91,6 +132,82 @@ def on_post_page(html: str, page, config) -> str:
     if page.file.src_uri.endswith(".ipynb"):
         html = strip_mermaid_loader(html, page)
     return html
+
+
+def section_text(path: str, section: str) -> str:
+    """The source between `# --8<-- [start:section]` and `[end:section]`, as pymdownx.snippets includes
+    it: other sections' markers dropped, dedented."""
+    lines = (ROOT / path).read_text().splitlines()
+    start = [i for i, line in enumerate(lines) if line.strip() == f"# --8<-- [start:{section}]"]
+    end = [i for i, line in enumerate(lines) if line.strip() == f"# --8<-- [end:{section}]"]
+    if len(start) != 1 or len(end) != 1 or end[0] < start[0]:
+        raise PluginError(f"{path}: no single section {section!r} to include")
+    body = [line for line in lines[start[0] + 1:end[0]] if "--8<-- [" not in line]
+    return textwrap.dedent("\n".join(body))
+
+
+def _answer_spans(tree: ast.Module, answers: dict[str, str]) -> list[tuple[int, int, int, str]]:
+    """(first line, last line, indent, exercise) of each answer body in a parsed snippet (1-based)."""
+    spans = []
+
+    def visit(nodes: list[ast.stmt], scope: list[str], answers: dict[str, str]) -> None:
+        for node in nodes:
+            names = [t.id for t in getattr(node, "targets", []) if isinstance(t, ast.Name)]
+            name = getattr(node, "name", None)
+            path = [*scope, name] if name else scope
+            exercise = next((ex for qual, ex in answers.items()
+                             if name and qual.split(".")[-len(path):] == path[-len(qual.split(".")):]), None)
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and exercise:
+                body = node.body[1:] if ast.get_docstring(node) is not None else node.body
+                if body:
+                    spans.append((body[0].lineno, node.end_lineno, body[0].col_offset, exercise))
+            elif isinstance(node, ast.ClassDef):
+                methods = {f"{node.name}.{m.name}": exercise for m in node.body if isinstance(m, ast.FunctionDef)}
+                # a whole class is the answer: show each method's signature only
+                visit(node.body, path, {**answers, **methods} if exercise else answers)
+            elif any(n in answers for n in names):
+                spans.append((node.lineno, node.end_lineno, -1, answers[next(n for n in names if n in answers)]))
+
+    visit(tree.body, [], answers)
+    return spans
+
+
+def hide_answers(text: str, answers: dict[str, str], where: str) -> str:
+    """`text` with each answer's body (or an answer table's value) replaced by a line naming its exercise."""
+    if not any(re.search(rf"\b{re.escape(q.split('.')[-1])}\b", text) for q in answers):
+        return text
+    try:
+        tree = ast.parse(text)
+    except SyntaxError as error:
+        raise PluginError(f"{where}: the section holds an exercise's answer but is not whole Python "
+                          f"({error}); move its markers to whole statements") from error
+    lines = text.splitlines()
+    for first, last, indent, exercise in sorted(_answer_spans(tree, answers), reverse=True):
+        chapter = exercise.split(".")[0]
+        note = f"# exercise {exercise}: you write this in chapter {chapter} (solutions page, collapsed)"
+        if indent < 0:  # a table: keep `NAME =`
+            head = lines[first - 1].split("=")[0].rstrip()
+            lines[first - 1:last] = [f"{head} = ...  {note}"]
+        else:
+            lines[first - 1:last] = [" " * indent + f"...  {note}"]
+    return "\n".join(lines)
+
+
+def on_page_markdown(markdown: str, page, config, files: Files) -> str:
+    """Include the sections that hold an exercise's answer here, with the answer hidden."""
+    by_file: dict[str, dict[str, str]] = {}
+    for exercise, (path, names) in EXERCISE_ANSWERS.items():
+        by_file.setdefault(path, {}).update({name: exercise for name in names})
+
+    def expand(match: re.Match) -> str:
+        path, section = match["path"], match["section"]
+        if not by_file.get(path):
+            return match.group(0)
+        text = section_text(path, section)
+        hidden = hide_answers(text, by_file[path], f"{path}:{section}")
+        return match.group(0) if hidden == text else textwrap.indent(hidden, match["indent"])
+
+    return _SNIPPET.sub(expand, markdown)
 
 
 def on_page_content(html: str, page, config, files: Files) -> str:

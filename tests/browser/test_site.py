@@ -10,8 +10,11 @@ the navigation must reach every page listed in mkdocs.yml. Screenshots go to art
 
 from __future__ import annotations
 
+import ast
 import base64
 import functools
+import html as html_lib
+import importlib.util
 import http.server
 import os
 import re
@@ -166,6 +169,67 @@ def test_built_site_loads_nothing_from_the_internet(built_site: Path) -> None:
         if remote:
             external[str(page.relative_to(built_site))] = remote
     assert not external, f"pages that fetch from the internet: {external}"
+
+
+def site_hooks():
+    """scripts/mkdocs_hooks.py as a module (it is loaded by mkdocs, not installed)."""
+    spec = importlib.util.spec_from_file_location("mkdocs_hooks", ROOT / "scripts" / "mkdocs_hooks.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def answer_bodies(path: str, names: tuple[str, ...]) -> dict[str, list[str]]:
+    """The library's code for each named definition (its statements after the docstring), as stripped
+    source lines of more than 20 characters: what a page must not show."""
+    source = (ROOT / path).read_text()
+    lines = source.splitlines()
+    bodies: dict[str, list[str]] = {}
+
+    def visit(nodes: list[ast.stmt], scope: tuple[str, ...]) -> None:
+        for node in nodes:
+            name = getattr(node, "name", None)
+            targets = [t.id for t in getattr(node, "targets", []) if isinstance(t, ast.Name)]
+            for qual in names:
+                parts = tuple(qual.split("."))
+                if name and (*scope, name)[-len(parts):] == parts or targets == [qual]:
+                    inner = [n for n in ast.walk(node) if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
+                    docs = {n.body[0].lineno for n in inner if ast.get_docstring(n) is not None}
+                    spans = [range(s.lineno, s.end_lineno + 1) for s in ast.walk(node)
+                             if isinstance(s, ast.stmt) and s.lineno not in docs and s is not node
+                             and not isinstance(s, (ast.FunctionDef, ast.ClassDef))] or [range(node.lineno, node.end_lineno + 1)]
+                    body = {lines[i - 1].strip() for span in spans for i in span}
+                    bodies[qual] = sorted(b for b in body if len(b) > 20 and not b.startswith("#"))
+            if isinstance(node, ast.ClassDef):
+                visit(node.body, (*scope, node.name))
+
+    visit(ast.parse(source).body, ())
+    return bodies
+
+
+def test_every_implement_this_exercise_lists_its_answer_for_the_site() -> None:
+    from tinyedu.testing import exercises
+
+    answers = site_hooks().EXERCISE_ANSWERS
+    assert set(answers) == {e.name for e in exercises() if e.hook}
+    for exercise, (path, names) in answers.items():
+        found = answer_bodies(path, names)
+        assert set(found) == set(names), f"{exercise}: {path} has no definition of {set(names) - set(found)}"
+
+
+def test_no_page_shows_an_exercise_answer(built_site: Path) -> None:
+    """The library code an implement-this exercise asks for appears only on the solutions pages: the
+    walkthrough pages show its signature and docstring, the notebooks a stub (and no printed source)."""
+    pages = {str(p.relative_to(built_site)): html_lib.unescape(re.sub(r"<[^>]+>", "", p.read_text()))
+             for p in built_site.rglob("index.html") if not str(p.relative_to(built_site)).startswith("solutions")}
+    leaks = []
+    for exercise, (path, names) in site_hooks().EXERCISE_ANSWERS.items():
+        for qual, body in answer_bodies(path, names).items():
+            for page, text in pages.items():
+                shown = [line for line in body if line in text]
+                if body and len(shown) >= 0.75 * len(body):
+                    leaks.append(f"{exercise} ({qual}) on {page}: {shown[:2]}")
+    assert not leaks, "\n".join(leaks)
 
 
 def test_stage0_notebook_page_shows_graph_and_plot(site_url: str, browser) -> None:
