@@ -38,7 +38,8 @@ _MARKER_HTML = re.compile(r'<span class="c1"># NBVAL_[A-Z_]+</span>\n')
 _MARKER_TEXT = re.compile(r"^# NBVAL_[A-Z_]+\n", re.MULTILINE)
 _MERMAID_SCRIPT = re.compile(r'<script type="module">(?:(?!</script>).)*?mermaid(?:(?!</script>).)*</script>',
                              re.DOTALL)
-_SNIPPET = re.compile(r'^(?P<indent>[ \t]*)--8<-- "(?P<path>[^":]+):(?P<section>[\w-]+)"[ \t]*$', re.MULTILINE)
+_SNIPPET = re.compile(r'^(?P<indent>[ \t]*)--8<-- "(?P<path>[^":]+):(?P<section>[\w-]+)"[ \t]*$',
+                      re.MULTILINE)
 ROOT = Path(__file__).resolve().parents[1]
 
 # The library pieces each implement-this exercise asks a learner to write: (file, qualified names).
@@ -63,7 +64,8 @@ EXERCISE_ANSWERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "05.max_float32": ("tinyedu/renderer/cstyle.py", ("HELPERS",)),
     "06.upcast": ("tinyedu/codegen/opts.py", ("upcast",)),
     "06.fast_matmul": ("tinyedu/codegen/heuristics.py", ()),
-    "07.neon_vector_op": ("tinyedu/renderer/neon.py", ("vector_op", "NEON_BINARY", "NEON_BITWISE", "NEON_UNARY")),
+    "07.neon_vector_op": ("tinyedu/renderer/neon.py",
+                          ("vector_op", "NEON_BINARY", "NEON_BITWISE", "NEON_UNARY")),
     "07.llvm_int_divide": ("tinyedu/renderer/llvm_ops.py", ("int_divide",)),
     "08.momentum_sgd": ("tinyedu/nn/optim.py", ("SGD.update",)),
     "08.replay_can_skip": ("tinyedu/engine/jit.py", ("replay_can_skip",)),
@@ -162,11 +164,13 @@ def _answer_spans(tree: ast.Module, answers: dict[str, str]) -> list[tuple[int, 
                 if body:
                     spans.append((body[0].lineno, node.end_lineno, body[0].col_offset, exercise))
             elif isinstance(node, ast.ClassDef):
-                methods = {f"{node.name}.{m.name}": exercise for m in node.body if isinstance(m, ast.FunctionDef)}
                 # a whole class is the answer: show each method's signature only
+                methods = {f"{node.name}.{m.name}": exercise for m in node.body
+                           if isinstance(m, ast.FunctionDef)}
                 visit(node.body, path, {**answers, **methods} if exercise else answers)
             elif any(n in answers for n in names):
-                spans.append((node.lineno, node.end_lineno, -1, answers[next(n for n in names if n in answers)]))
+                table = next(n for n in names if n in answers)
+                spans.append((node.lineno, node.end_lineno, -1, answers[table]))
 
     visit(tree.body, [], answers)
     return spans

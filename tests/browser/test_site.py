@@ -14,8 +14,8 @@ import ast
 import base64
 import functools
 import html as html_lib
-import importlib.util
 import http.server
+import importlib.util
 import os
 import re
 import shutil
@@ -180,26 +180,29 @@ def site_hooks():
 
 
 def answer_bodies(path: str, names: tuple[str, ...]) -> dict[str, list[str]]:
-    """The library's code for each named definition (its statements after the docstring), as stripped
-    source lines of more than 20 characters: what a page must not show."""
+    """The library's code for each named definition, as stripped source lines of more than 20
+    characters, leaving out signatures and docstrings (which the pages show): what no page may show."""
     source = (ROOT / path).read_text()
     lines = source.splitlines()
     bodies: dict[str, list[str]] = {}
 
+    def code_lines(node: ast.AST) -> list[str]:
+        shown = set()  # lines of signatures and docstrings
+        for n in ast.walk(node):
+            if isinstance(n, (ast.FunctionDef, ast.ClassDef)):
+                first_body = n.body[1] if ast.get_docstring(n) is not None and len(n.body) > 1 else n.body[0]
+                shown |= set(range(n.lineno, first_body.lineno))
+        span = range(node.lineno, node.end_lineno + 1)
+        return sorted({lines[i - 1].strip() for i in span if i not in shown} - {""})
+
     def visit(nodes: list[ast.stmt], scope: tuple[str, ...]) -> None:
         for node in nodes:
             name = getattr(node, "name", None)
-            targets = [t.id for t in getattr(node, "targets", []) if isinstance(t, ast.Name)]
+            targets = tuple(t.id for t in getattr(node, "targets", []) if isinstance(t, ast.Name))
             for qual in names:
                 parts = tuple(qual.split("."))
-                if name and (*scope, name)[-len(parts):] == parts or targets == [qual]:
-                    inner = [n for n in ast.walk(node) if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
-                    docs = {n.body[0].lineno for n in inner if ast.get_docstring(n) is not None}
-                    spans = [range(s.lineno, s.end_lineno + 1) for s in ast.walk(node)
-                             if isinstance(s, ast.stmt) and s.lineno not in docs and s is not node
-                             and not isinstance(s, (ast.FunctionDef, ast.ClassDef))] or [range(node.lineno, node.end_lineno + 1)]
-                    body = {lines[i - 1].strip() for span in spans for i in span}
-                    bodies[qual] = sorted(b for b in body if len(b) > 20 and not b.startswith("#"))
+                if (name and (*scope, name)[-len(parts):] == parts) or targets == parts:
+                    bodies[qual] = [b for b in code_lines(node) if len(b) > 20 and not b.startswith("#")]
             if isinstance(node, ast.ClassDef):
                 visit(node.body, (*scope, node.name))
 
@@ -221,7 +224,8 @@ def test_no_page_shows_an_exercise_answer(built_site: Path) -> None:
     """The library code an implement-this exercise asks for appears only on the solutions pages: the
     walkthrough pages show its signature and docstring, the notebooks a stub (and no printed source)."""
     pages = {str(p.relative_to(built_site)): html_lib.unescape(re.sub(r"<[^>]+>", "", p.read_text()))
-             for p in built_site.rglob("index.html") if not str(p.relative_to(built_site)).startswith("solutions")}
+             for p in built_site.rglob("index.html")}
+    pages = {name: text for name, text in pages.items() if not name.startswith("solutions")}
     leaks = []
     for exercise, (path, names) in site_hooks().EXERCISE_ANSWERS.items():
         for qual, body in answer_bodies(path, names).items():
