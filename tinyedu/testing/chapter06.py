@@ -91,6 +91,28 @@ def check_upcast(upcast: Callable) -> str:
 BAR = 2.5  # at most this many times the time of the library's own heuristics
 
 
+def _fast_matmul_hint(kernel: Any, opts: list) -> str:
+    """The next step for opts that are too slow, from what they made of the matmul's three axes: the
+    output's rows (i) and columns (j, contiguous in w and in the output) and the reduce axis k."""
+    from tinyedu.codegen.kernel import AxisKind
+
+    strides = kernel.sts[0].views[-1].strides  # the output's: 1 along j, 0 along k
+    expanded = {("j" if strides[a] == 1 else "i") if kind is AxisKind.UPCAST else "k"
+                for a, kind in enumerate(kernel.kinds)
+                if kind in (AxisKind.UPCAST, AxisKind.UNROLL) and kernel.full_shape[a] > 1}
+    if not opts:
+        return "no opts: this is the kernel as written. Start with a vector along j (axis 1)."
+    if "j" not in expanded:
+        return ("nothing is a vector along j (axis 1), the axis along which w and the output are contiguous: "
+                "there one vector load feeds 16 multiply-adds. Along k (UNROLL) the elements of w are a "
+                "row apart, so a vector there is gathered lane by lane, and rows (i) share no w element.")
+    if "i" not in expanded:
+        return ("a vector alone reuses nothing: each B vector feeds one multiply-add per k. UPCAST the "
+                "rows (axis 0) too, so one B vector is used by several rows (a register block).")
+    return ("look at the accumulators (DEFINE_ACC): aim for about 16 vectors of 16, e.g. 8 rows by 2 "
+            "vectors of columns; more spill out of the 32 registers, fewer leave the FMA units idle.")
+
+
 @exercise("06.fast_matmul", answer="matmul_opts", title="Pick the opts of a 512x512 matmul: within 2.5x "
           "of the heuristics' time", hook="codegen.heuristics.hand_coded_optimizations")
 def check_fast_matmul(matmul_opts: Callable) -> str:
@@ -120,16 +142,7 @@ def check_fast_matmul(matmul_opts: Callable) -> str:
         best = {name: min(best[name], time_runner(p, buffers)) for name, p in programs.items()}
     ratio = best["yours"] / best["heuristics"]
     if ratio > BAR:
-        upcasts = [o for o in opts if o.op.name == "UPCAST"]
-        if not opts:
-            hint = "no opts: this is the kernel as written. Start with a vector along j (axis 1)."
-        elif len(upcasts) < 2:
-            hint = ("a vector alone reuses nothing: each B vector feeds one multiply-add per k. UPCAST the "
-                    "rows (axis 0) too, so one B vector is used by several rows (a register block).")
-        else:
-            hint = ("look at the accumulators (DEFINE_ACC): aim for about 16 vectors of 16, e.g. 8 rows "
-                    "by 2 vectors of columns; more spill out of the 32 registers, fewer leave the FMA "
-                    "units idle.")
+        hint = _fast_matmul_hint(apply_opts(kernel.copy(), opts), opts)
         raise AssertionError(f"your opts {opts} run {ratio:.1f}x slower than the library's heuristics "
                              f"(the bar is {BAR}x). {hint}")
     return f"your opts run within {BAR}x of the heuristics' (measured side by side) and compute the matmul."

@@ -16,6 +16,7 @@ from tinyedu.models.tasks import ADDITION_VOCAB, Addition
 from tinyedu.nn import LayerNorm
 from tinyedu.nn.optim import SGD
 from tinyedu.nn.state import get_parameters
+from tinyedu.ops import LoadOps
 from tinyedu.tensor import Tensor
 from tinyedu.testing.exercise import exercise
 from tinyedu.testing.hooks import plug
@@ -31,6 +32,20 @@ def _small_model(seed: int) -> transformer.Transformer:
     return transformer.Transformer(ADDITION_VOCAB, 11, dim=16, n_heads=2, n_layers=2)
 
 
+def _copied_from_host(t: Tensor, size: int) -> bool:
+    """Does the tensor's lazy graph copy a whole array of `size` elements from the host?"""
+    stack, seen = [t.lazydata], set()
+    while stack:
+        base = stack.pop().base
+        if id(base) in seen:
+            continue
+        seen.add(id(base))
+        if base.op is LoadOps.COPY and base.size == size:
+            return True
+        stack.extend(base.srcs)
+    return False
+
+
 # -- exercise: the causal mask ---------------------------------------------------------------------
 @exercise("09.causal_mask", answer="causal_mask", title="The causal mask, from arange and a comparison",
           hook="tinyedu.models.transformer.causal_mask")
@@ -44,6 +59,11 @@ def check_causal_mask(causal_mask: Callable[..., Tensor]) -> str:
         if mask.shape != (length, length):
             raise AssertionError(f"causal_mask({length}) has shape {mask.shape}; it must be ({length}, "
                                  f"{length}): one row per query position, one column per key position")
+        if length > 1 and _copied_from_host(mask, length * length):
+            raise AssertionError(f"causal_mask({length}) copies a finished ({length}, {length}) mask from the "
+                                 "host (numpy's tril, or a Python list): build it on the device instead, from "
+                                 "Tensor.arange(length) as a column and as a row and one comparison, so the "
+                                 "kernels compute it")
         if mask.dtype.name != "bool":
             raise AssertionError(f"causal_mask({length}) holds {mask.dtype.name} values; it must be bool "
                                  "(a comparison such as `a <= b` gives bools), so that "

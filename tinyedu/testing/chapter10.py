@@ -138,6 +138,13 @@ def check_basic_block(basic_block: Callable[[BasicBlock, Tensor], Tensor]) -> st
                 want = BasicBlock.__call__(block, x).numpy()
                 try:
                     got = basic_block(block, x)
+                except (IndexError, TypeError) as error:
+                    if block.downsample:
+                        raise
+                    raise AssertionError(f"the block 4->{channels} keeps the shape, so it has no downsample and "
+                                         f"your code failed with {type(error).__name__}: {error}. Hint: "
+                                         "self.downsample is then the empty list [], not None: test "
+                                         "`if self.downsample:` and use x itself as the shortcut") from None
                 except ValueError as error:
                     if not (block.downsample and "broadcast" in str(error)):
                         raise

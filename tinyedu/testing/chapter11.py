@@ -23,11 +23,15 @@ from tinyedu.testing.hooks import plug
 
 
 class _Net:
+    """A small CNN whose activation `h` is read by two later kernels (the pooling and the mean), so an
+    intermediate buffer's first reader and last reader differ."""
+
     def __init__(self) -> None:
         self.conv, self.bn, self.head = Conv2d(1, 4, 3), BatchNorm2d(4), Linear(4 * 6 * 6, 10)
 
     def __call__(self, x: Tensor) -> Tensor:
-        return self.head(self.bn(self.conv(x)).relu().max_pool2d(2).flatten(1))
+        h = self.bn(self.conv(x)).relu()
+        return self.head(h.max_pool2d(2).flatten(1)) + h.mean(axis=(1, 2, 3)).reshape(-1, 1)
 
 
 def _run_exported(hook: str, answer: Callable) -> tuple[program.ExportedProgram, str]:

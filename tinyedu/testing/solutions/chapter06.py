@@ -72,6 +72,8 @@ MISTAKES = [
     Mistake("06.fast_matmul", _not_implemented, "this is the kernel as written"),
     Mistake("06.fast_matmul", lambda k: [Opt(OptOps.UPCAST, 1, 16)], "a vector alone reuses nothing"),
     Mistake("06.fast_matmul", lambda k: [Opt(OptOps.UPCAST, 2, 4)], "these opts do not apply"),
+    Mistake("06.fast_matmul", lambda k: [Opt(OptOps.UPCAST, 0, 8), Opt(OptOps.UNROLL, 2, 16)],
+            "nothing is a vector along j", "rows and a vector along k"),
     Mistake("06.fast_matmul", lambda k: "UPCAST", "must return a list of Opt"),
     Mistake("06.upcast_c", dict(prediction, **{"loop sizes": [16, 64]}), "an UPCAST axis is no loop"),
     Mistake("06.upcast_c", dict(prediction, **{"vector loads": 3}), "how many buffers does x * 2 + y read"),

@@ -55,6 +55,13 @@ def _block_ignoring_downsample(self, x):
     return (self.bn2(self.conv2(self.bn1(self.conv1(x)).relu())) + x).relu()
 
 
+def _block_testing_none(self, x):
+    """Takes a missing downsample for None (it is the empty list)."""
+    out = self.bn2(self.conv2(self.bn1(self.conv1(x)).relu()))
+    shortcut = x if self.downsample is None else self.downsample[1](self.downsample[0](x))
+    return (out + shortcut).relu()
+
+
 MISTAKES = [
     Mistake("10.lstm_cell", _cell(tanh_c=False), "you left out the tanh of the cell"),
     Mistake("10.lstm_cell", _cell(new_c=False), "must use the new cell c"),
@@ -67,4 +74,5 @@ MISTAKES = [
     Mistake("10.basic_block", _block(final_relu=False), "the sum needs a relu"),
     Mistake("10.basic_block", _block(shortcut=False), "the shortcut is missing"),
     Mistake("10.basic_block", _block_ignoring_downsample, "use the downsample on the shortcut"),
+    Mistake("10.basic_block", _block_testing_none, "the empty list [], not None"),
 ]

@@ -96,6 +96,16 @@ def _lifetimes_first_read(calls: list) -> dict:
     return spans
 
 
+def _lifetimes_until_first_reader(calls: list) -> dict:
+    """Ends a buffer's life at the first call that reads it, not the last."""
+    spans: dict = {}
+    for k, call in enumerate(calls):
+        for position, b in enumerate(call.buffers):
+            if b.role == "scratch" and (position == 0 or spans[b][0] == spans[b][1]):
+                spans[b] = (spans.get(b, (k, k))[0], k)
+    return spans
+
+
 MISTAKES = [
     Mistake("11.place_buffers", _all_at_zero, "are both alive at call"),
     Mistake("11.place_buffers", _one_each, "as much as one buffer per kernel"),
@@ -105,4 +115,5 @@ MISTAKES = [
     Mistake("11.buffer_lifetimes", _lifetimes_with_everything, "only the intermediate buffers"),
     Mistake("11.buffer_lifetimes", _lifetimes_writes_only, "stays alive until the last call that reads it"),
     Mistake("11.buffer_lifetimes", _lifetimes_first_read, "the first call is the one that writes the buffer"),
+    Mistake("11.buffer_lifetimes", _lifetimes_until_first_reader, "the last one that lists the buffer"),
 ]
