@@ -60,10 +60,10 @@ def check_causal_mask(causal_mask: Callable[..., Tensor]) -> str:
             raise AssertionError(f"causal_mask({length}) has shape {mask.shape}; it must be ({length}, "
                                  f"{length}): one row per query position, one column per key position")
         if length > 1 and _copied_from_host(mask, length * length):
-            raise AssertionError(f"causal_mask({length}) copies a finished ({length}, {length}) mask from the "
-                                 "host (numpy's tril, or a Python list): build it on the device instead, from "
-                                 "Tensor.arange(length) as a column and as a row and one comparison, so the "
-                                 "kernels compute it")
+            raise AssertionError(f"causal_mask({length}) copies a finished ({length}, {length}) mask from "
+                                 "the host (numpy's tril, or a Python list): build it on the device instead, "
+                                 "from Tensor.arange(length) as a column and as a row and one comparison, so "
+                                 "the kernels compute it")
         if mask.dtype.name != "bool":
             raise AssertionError(f"causal_mask({length}) holds {mask.dtype.name} values; it must be bool "
                                  "(a comparison such as `a <= b` gives bools), so that "

@@ -141,8 +141,8 @@ def check_basic_block(basic_block: Callable[[BasicBlock, Tensor], Tensor]) -> st
                 except (IndexError, TypeError) as error:
                     if block.downsample:
                         raise
-                    raise AssertionError(f"the block 4->{channels} keeps the shape, so it has no downsample and "
-                                         f"your code failed with {type(error).__name__}: {error}. Hint: "
+                    raise AssertionError(f"the block 4->{channels} keeps the shape, so it has no downsample "
+                                         f"and your code failed with {type(error).__name__}: {error}. Hint: "
                                          "self.downsample is then the empty list [], not None: test "
                                          "`if self.downsample:` and use x itself as the shortcut") from None
                 except ValueError as error:

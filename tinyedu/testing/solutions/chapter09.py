@@ -59,7 +59,7 @@ MISTAKES = [
     Mistake("09.causal_mask", _mask(lambda q, k: k <= q, "float32"), "must be bool", "a float mask"),
     Mistake("09.causal_mask", lambda length, device=None: np.tril(np.ones((length, length), dtype=bool)),
             "return a Tensor", "a numpy array"),
-    Mistake("09.causal_mask", lambda length, device=None: Tensor(np.tril(np.ones((length, length), dtype=bool))),
+    Mistake("09.causal_mask", lambda length, device=None: Tensor(np.tril(np.ones((length, length), bool))),
             "copies a finished", "numpy's tril as a Tensor"),
     Mistake("09.causal_mask", _mask(lambda q, k: (k <= q) | (k > q)), "that is no mask at all"),
     Mistake("09.layer_norm", _norm(ddof=1), "unbiased variance"),
