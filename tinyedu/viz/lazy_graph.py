@@ -31,48 +31,123 @@ def _shape_text(shape: Sequence[int]) -> str:
     return "(" + ", ".join(map(str, shape)) + ("," if len(shape) == 1 else "") + ")"
 
 
-def draw_lazy(outs: Sequence[LazyBuffer], schedule: list[ScheduleItem] | None = None) -> graphviz.Digraph:
-    """The lazy graph behind `outs`: one box per op, one grey box per view (with its ShapeTracker).
+def draw_lazy(outs: Sequence[LazyBuffer], schedule: list[ScheduleItem] | None = None,
+              legend: bool = True) -> graphviz.Digraph:
+    """The lazy graph behind `outs`, grouped by kernel: one box per op, one frame per kernel.
 
-    Buffers the schedule stores (kernel boundaries) get a thick border and the number of the
-    kernel that writes them; everything else is fused into the kernel that reads it.
+    A frame holds the ops one kernel computes; its output (a stored buffer) has a thick border and
+    the number of its schedule item. Movement ops are views, not work: they are drawn as labels on
+    the edges that read through them (the view's shape, and its strides when it is not a plain
+    reshape). An op inlined into several kernels (recomputed in each) sits outside the frames with a
+    dashed border. Buffers already in memory and loads sit outside too.
     """
     outs = [o.lazydata if hasattr(o, "lazydata") else o for o in outs]
     schedule = create_schedule(list(outs)) if schedule is None else schedule
     stored = {id(item.out): n for n, item in enumerate(schedule)}
-    graph = graphviz.Digraph(graph_attr={"rankdir": "BT", "fontname": "Helvetica"},
+    kernels_of = _kernels_of(schedule, stored)
+    graph = graphviz.Digraph(graph_attr={"rankdir": "BT", "fontname": "Helvetica", "compound": "true"},
                              node_attr={"shape": "box", "style": "filled", "fontname": "Helvetica",
-                                        "fontsize": "10"})
+                                        "fontsize": "10"},
+                             edge_attr={"fontname": "Helvetica", "fontsize": "8", "fontcolor": "#555555"})
+    frames = {n: graphviz.Digraph(name=f"cluster_item{n}") for n in sorted(set().union(*kernels_of.values()))}
+    for n, frame in frames.items():
+        frame.attr(label=f"kernel {n}: {schedule[n].name}", style="rounded", color="#8888aa",
+                   fontname="Helvetica", fontsize="10")
     names: dict[int, str] = {}
-    ids = count()
-
-    def name_of(buf: LazyBuffer) -> str:
-        """Draw `buf` (iteratively, sources first) and return its node id."""
-        stack = [(buf, False)]
-        while stack:
-            node, ready = stack.pop()
-            if id(node) in names:
+    for node in _bases_in_order(outs):
+        node_id = names[id(node)] = f"n{len(names)}"
+        kernels = kernels_of.get(id(node), set())
+        target = frames[next(iter(kernels))] if len(kernels) == 1 else graph
+        extra = {"style": "filled,dashed"} if len(kernels) > 1 else {}
+        label = _base_label(node, stored.get(id(node)))
+        if len(kernels) > 1:
+            label += "\nrecomputed in kernels " + ", ".join(map(str, sorted(kernels)))
+        target.node(node_id, label, fillcolor=_color(node.op), penwidth="3" if id(node) in stored else "1",
+                    **extra)
+        for k, src in enumerate(node.srcs):
+            if src.is_const():  # a small constant beside each op that reads it, not one node for all
+                target.node(f"{node_id}_c{k}", _const_text(src), shape="ellipse", fillcolor=COLORS[LoadOps],
+                            fontsize="8", height="0.2")
+                graph.edge(f"{node_id}_c{k}", node_id)
                 continue
-            parents = ([node.base] if node.is_view else list(node.srcs))
-            if not ready:
-                stack.append((node, True))
-                stack.extend((p, False) for p in reversed(parents) if id(p) not in names)
-                continue
-            node_id = f"n{next(ids)}"
-            names[id(node)] = node_id
-            if node.is_view:
-                graph.node(node_id, f"view {_shape_text(node.shape)}\n{_views_text(node)}",
-                           fillcolor=COLORS["view"], fontsize="9")
-            else:
-                graph.node(node_id, _base_label(node, stored.get(id(node))), fillcolor=_color(node.op),
-                           penwidth="3" if id(node) in stored else "1")
-            for parent in parents:
-                graph.edge(names[id(parent)], node_id)
-        return names[id(buf)]
-
-    for out in outs:
-        name_of(out)
+            view = _view_label(src)
+            graph.edge(names[id(src.base)], node_id, **({"label": view} if view else {}))
+    for frame in frames.values():
+        graph.subgraph(frame)
+    if legend:
+        _draw_legend(graph)
     return graph
+
+
+def _bases_in_order(outs: Sequence[LazyBuffer]) -> list[LazyBuffer]:
+    """Every base buffer behind `outs`, sources before users, in a fixed order (an iterative DFS)."""
+    order: list[LazyBuffer] = []
+    seen: set[int] = set()
+    stack = [(o.base, False) for o in reversed(outs)]
+    while stack:
+        node, ready = stack.pop()
+        if ready:
+            order.append(node)
+        elif id(node) not in seen:
+            seen.add(id(node))
+            stack.append((node, True))
+            stack.extend((src.base, False) for src in reversed(node.srcs)
+                         if id(src.base) not in seen and not src.is_const())
+    return order
+
+
+def _kernels_of(schedule: list[ScheduleItem], stored: dict[int, int]) -> dict[int, set[int]]:
+    """For each base buffer (by id): the schedule items whose kernel computes it (inlined or stored)."""
+    kernels: dict[int, set[int]] = {}
+    for n, item in enumerate(schedule):
+        if isinstance(item.ast.op, LoadOps):
+            continue
+        stack, seen = [item.out], set()
+        while stack:
+            node = stack.pop()
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            kernels.setdefault(id(node), set()).add(n)
+            stack.extend(src.base for src in node.srcs if src.base.realized is None and
+                         id(src.base) not in stored and not src.is_const())
+    return kernels
+
+
+def _const_text(src: LazyBuffer) -> str:
+    value = src.base.arg
+    return str(value).lower() if isinstance(value, bool) else f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _view_label(src: LazyBuffer) -> str:
+    """An edge's label: the view it reads through ('' for the buffer itself)."""
+    if not src.is_view:
+        return ""
+    text = f"view {_shape_text(src.shape)}"
+    if not src.st.contiguous:
+        text += "\n" + "\n".join(f"strides={v.strides}" + (f" offset={v.offset}" if v.offset else "") +
+                                  (f" mask={v.mask}" if v.mask else "") for v in src.st.views)
+    return text
+
+
+def _draw_legend(graph: graphviz.Digraph) -> None:
+    """What the colours, borders and frames mean, in a small frame of its own."""
+    legend = graphviz.Digraph(name="cluster_legend")
+    legend.attr(label="legend", style="rounded", color="#bbbbbb", fontname="Helvetica", fontsize="10")
+    entries = [("legend_load", "load / copy\n(data from the host)", COLORS[LoadOps], {}),
+               ("legend_alu", "elementwise op", COLORS[UnaryOps], {}),
+               ("legend_reduce", "reduce", COLORS[ReduceOps], {}),
+               ("legend_stored", "thick border:\nstored (a kernel's output)", "#ffffff", {"penwidth": "3"}),
+               ("legend_dashed", "dashed: recomputed\nin several kernels", "#ffffff",
+                {"style": "filled,dashed"})]
+    entries.append(("legend_const", "constant", COLORS[LoadOps], {"shape": "ellipse"}))
+    for name, text, color, extra in entries:
+        legend.node(name, text, fillcolor=color, fontsize="9", **extra)
+    for (a, *_), (b, *_) in zip(entries, entries[1:]):
+        legend.edge(a, b, style="invis")
+    legend.node("legend_view", "a frame is one kernel;\nedge labels are views\n(movement ops, no work)",
+                shape="plaintext", style="", fontsize="9")
+    graph.subgraph(legend)
 
 
 def _base_label(buf: LazyBuffer, kernel: int | None) -> str:

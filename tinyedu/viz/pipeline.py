@@ -50,7 +50,7 @@ def pipeline_stages(tensor: Any | None = None, code: str = EXAMPLE) -> PipelineS
         tensor = (a * b).sum(1).relu()
     schedule = create_schedule([tensor.lazydata])
     kernels = [item for item in schedule if not isinstance(item.ast.op, LoadOps)]
-    lazy = draw_lazy([tensor.lazydata], schedule)
+    lazy = draw_lazy([tensor.lazydata], schedule, legend=False)
     kernel = Kernel(kernels[-1].ast)
     uops = linearize(kernel)
     source = render_c(kernel.name, uops)
@@ -62,8 +62,11 @@ def _embed(parent: graphviz.Digraph, drawing: graphviz.Digraph, name: str, label
     """Put a drawing into `parent` as a labelled cluster, its node ids prefixed so they stay distinct."""
     cluster = graphviz.Digraph(name=f"cluster_{name}", node_attr=drawing.node_attr)
     cluster.attr(label=label, style="rounded", color="#9999aa", fontname="Helvetica", fontsize="12")
-    for line in drawing.body:
-        line = re.sub(r"^\t(\w+)", lambda m: f"\t{prefix}{m.group(1)}", line)
+    for line in drawing.body:  # node ids start a line (nested subgraphs indent them further)
+        line = re.sub(r"^(\t+)(?!subgraph\b|graph\b|node\b|edge\b)(\w+)(?= \[| ->|$)",
+                      lambda m: f"{m.group(1)}{prefix}{m.group(2)}", line)
+        line = re.sub(r"^(\t+)subgraph (\w+)", lambda m: f"{m.group(1)}subgraph cluster_{prefix}{m.group(2)}",
+                      line)
         cluster.body.append(re.sub(r"-> (\w+)", lambda m: f"-> {prefix}{m.group(1)}", line))
     parent.subgraph(cluster)
 
