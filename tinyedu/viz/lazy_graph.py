@@ -115,8 +115,11 @@ def _kernels_of(schedule: list[ScheduleItem], stored: dict[int, int]) -> dict[in
 
 
 def _const_text(src: LazyBuffer) -> str:
+    """A constant's value as a reader writes it: 0, 1.5, true."""
     value = src.base.arg
-    return str(value).lower() if isinstance(value, bool) else f"{value:g}" if isinstance(value, float) else str(value)
+    if isinstance(value, bool):
+        return str(value).lower()
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def _view_label(src: LazyBuffer) -> str:
@@ -143,7 +146,7 @@ def _draw_legend(graph: graphviz.Digraph) -> None:
     entries.append(("legend_const", "constant", COLORS[LoadOps], {"shape": "ellipse"}))
     for name, text, color, extra in entries:
         legend.node(name, text, fillcolor=color, fontsize="9", **extra)
-    for (a, *_), (b, *_) in zip(entries, entries[1:]):
+    for (a, *_), (b, *_) in zip(entries[:-1], entries[1:], strict=True):
         legend.edge(a, b, style="invis")
     legend.node("legend_view", "a frame is one kernel;\nedge labels are views\n(movement ops, no work)",
                 shape="plaintext", style="", fontsize="9")
