@@ -44,6 +44,7 @@ class Program:
     uops: list[UOp] | None = None
     source: Any = None                # C source; on PYTHON the UOps; None on NUMPY
     seconds: dict[str, float] = field(default_factory=dict)  # time spent in each lowering step
+    runs: int = 0                     # how often the realizer ran it (DEBUG=2 shows setup on the first)
 
     @property
     def opts(self) -> list[Opt]:

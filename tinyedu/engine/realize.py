@@ -98,10 +98,15 @@ def run_schedule(schedule: list[ScheduleItem]) -> None:
 # --8<-- [end:run]
 def _run_kernel(item: ScheduleItem, buffer: Buffer) -> None:
     inputs = [x.realized for x in item.inputs]
-    program = lower(item.out.device, item.ast)
     start = time.perf_counter()
+    program = lower(item.out.device, item.ast)  # a dict lookup once the kernel was lowered before
+    lowered = time.perf_counter()
+    if hasattr(program.runner, "prepare"):  # e.g. load a compiled library: timed apart from the run
+        program.runner.prepare()
+    loaded = time.perf_counter()
     run_program(item.name, item.ast, program.runner, [buffer, *inputs])
-    elapsed = time.perf_counter() - start
+    elapsed = time.perf_counter() - loaded
+    program.runs += 1
     flops = count_flops(item.ast)
     moved = buffer.nbytes + sum(x.nbytes for x in inputs)
     GlobalCounters.kernel_count += 1
@@ -112,10 +117,21 @@ def _run_kernel(item: ScheduleItem, buffer: Buffer) -> None:
         seconds = max(elapsed, 1e-9)
         print(f"*** {item.out.device:6s} {GlobalCounters.kernel_count:4d} {item.name:28s} "
               f"{elapsed * 1e3:9.3f} ms {flops / seconds * 1e-9:8.3f} GFLOPS "
-              f"{moved / seconds * 1e-9:8.3f} GB/s  opts {program.opts}")
+              f"{moved / seconds * 1e-9:8.3f} GB/s  opts {program.opts}"
+              f"{_setup_text(program, lowered - start, loaded - lowered)}")
     if debug_level() >= 3:
         print(f"stored because {item.reason}\n{item.ast}")
     show(program)
+
+
+def _setup_text(program, lower_s: float, load_s: float) -> str:
+    """What DEBUG=2 adds to a program's first run, which pays for more than running: lowering (with
+    its compile step) and loading the compiled code. Later runs find both done and show neither."""
+    if program.runs > 1:
+        return ""
+    compile_s = program.seconds.get("compile", 0.0)
+    return (f"  [lowered {lower_s * 1e3:.2f} ms (compile {compile_s * 1e3:.2f} ms), "
+            f"loaded {load_s * 1e3:.2f} ms]")
 
 
 class _Engine:
@@ -127,8 +143,9 @@ class _Engine:
     def realize(self, outs: list[lazy.LazyBuffer]) -> None:
         schedule = create_schedule(outs)
         if debug_level() >= 1:
-            kernels = sum(1 for item in schedule if not isinstance(item.ast.op, LoadOps))
-            print(f"scheduled {kernels} kernels ({len(schedule) - kernels} loads)")
+            loads = [item.name for item in schedule if isinstance(item.ast.op, LoadOps)]
+            named = f": {', '.join(loads)}" if loads else ""
+            print(f"scheduled {len(schedule) - len(loads)} kernels ({len(loads)} loads{named})")
         if graph_enabled():
             from tinyedu.viz.lazy_graph import save_schedule_graph
 

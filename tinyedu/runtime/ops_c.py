@@ -246,6 +246,10 @@ class CProgram:
         function.restype = None
         return function
 
+    def prepare(self) -> None:
+        """Load (and check) the library now, so that DEBUG=2 times loading apart from running."""
+        _ = self.function
+
     def __call__(self, buffers: list[Buffer]) -> None:
         self.function(*(ctypes.c_void_p(b.as_numpy().ctypes.data) for b in buffers))
 
