@@ -17,6 +17,13 @@ device; a Python (non-tensor) argument that changed; a step whose programs diffe
 recorded calls; host data that differs between them (random numbers drawn on the host, a Tensor
 made from Python data inside the step): pass such data in as an input tensor instead.
 
+The recording also relies on how the inputs' memory is related, and checks it on every call:
+inputs that are one buffer (a tensor passed twice) replay only while they are one buffer; an input
+the step writes (assign) or returns is the new input's memory on a replay; an input that is the
+memory of a weight the step writes, or a write that would miss the caller's tensor because the
+input was copied in (a slice, a constant), is refused. Python arguments are compared by type and by
+a copy of their contents.
+
 What persists across calls is what the kernels write: tensors updated with `assign` (weights,
 optimizer state, running statistics) and the returned tensors. Python side effects of the
 function (a counter, a print, `p.grad`) happen on the first three calls only.

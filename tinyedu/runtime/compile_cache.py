@@ -15,7 +15,8 @@ another kernel's code and gives wrong numbers. So every entry has a *manifest* b
 and an entry is used only when both hashes match: the key (it is the entry for this source and
 these flags) and the file's bytes (they are the bytes that were built). Anything else is rebuilt.
 Files are written aside and renamed into place (`os.replace` is atomic), so a reader sees a whole
-file or none, and two processes building the same kernel at once do not corrupt each other.
+file or none, and two processes building the same kernel at once do not corrupt each other. The
+cache owns the names in its folder: a folder found where an entry goes is removed before the rename.
 
 Loaded kernels are bounded too: each loaded shared library costs the process a handful of memory
 maps, and Linux allows about 65,000, so a process that compiles tens of thousands of distinct kernels
