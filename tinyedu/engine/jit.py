@@ -288,6 +288,8 @@ class TinyJit:
                                "(a weight or state that the step writes, or reads while it writes this "
                                "input); the recorded kernels treat the two as separate memory. Pass a copy "
                                "(x.clone().realize()), or run the step without TinyJit")
+        if not copies:
+            return
         written = self.kept_written | {id(buffers[k]) for k in self.written_inputs}
         for k, origin, _ in copies:
             if k in self.written_inputs:
