@@ -146,6 +146,25 @@ def test_an_entry_is_used_only_when_key_and_bytes_match(tmp_path: Path, monkeypa
     assert sorted(p.name for p in tmp_path.iterdir()) == [path.name, manifest_path(path).name]  # no temps
 
 
+def test_a_folder_in_an_entrys_place_is_replaced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("TINYEDU_CACHE", str(tmp_path))
+    path = CachedFile("source A", ".bin", lambda p: p.write_bytes(b"A")).file
+    for place in (path, manifest_path(path)):          # a folder where the library or its manifest goes
+        place.unlink()
+        place.mkdir()
+        (place / "inside").write_text("left here")
+        assert not verified(path, "source A")
+        built = cached_build("source A", ".bin", lambda p: p.write_bytes(b"A"))
+        assert built.read_bytes() == b"A" and manifest_path(path).is_file() and verified(path, "source A")
+
+
+def test_a_cache_folder_that_is_a_file_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    (tmp_path / "cache").write_text("not a folder")
+    monkeypatch.setenv("TINYEDU_CACHE", str(tmp_path / "cache"))
+    with pytest.raises(NotADirectoryError, match="is a file, not a folder; set TINYEDU_CACHE to a folder"):
+        cached_build("source A", ".bin", lambda p: p.write_bytes(b"A"))
+
+
 def test_the_least_recently_used_is_unloaded():
     unloaded: list[str] = []
     lru: LoadedLRU[str] = LoadedLRU(unloaded.append, limit=2)

@@ -182,3 +182,168 @@ def test_keyword_inputs_in_any_order_and_a_tensor_returned_twice() -> None:
         kwargs = {"a": Tensor([float(k)]), "b": Tensor([10.0])}
         first, second = step(**(kwargs if k % 2 else dict(reversed(kwargs.items()))))
         assert first.item() == second.item() == 2 * k + 10
+
+
+# ---- input relations the recording relies on: each replays as the step runs, or is refused ----
+def _eager_and_jit(make, calls):
+    """Run `make()`'s step on each call's arguments (call n draws them from a generator seeded with n),
+    plainly and under TinyJit, from the same state; the results and the arguments afterwards as numpy."""
+    results = []
+    for jit in (False, True):
+        step = make()
+        step = TinyJit(step) if jit else step
+        run = []
+        for n, call in enumerate(calls):
+            args = call(np.random.default_rng(n))
+            out = step(*args)
+            out = out if isinstance(out, tuple) else (out,)
+            run.append([t.numpy() for t in (*out, *args)])
+        results.append(run)
+    return results
+
+
+def test_one_tensor_passed_twice_replays_only_as_one_tensor() -> None:
+    @TinyJit
+    def add(a: Tensor, b: Tensor) -> Tensor:
+        return a + b
+
+    for k in range(4):
+        t = Tensor([1.0, 2.0, 3.0]).contiguous().realize() * k
+        np.testing.assert_array_equal(add(t.realize(), t).numpy(), 2 * k * np.array([1, 2, 3]))
+    with pytest.raises(JitError, match="inputs 0 and 1 are not the same memory .* but were when"):
+        add(Tensor([1.0, 2, 3]).contiguous().realize(), Tensor([10.0, 20, 30]).contiguous().realize())
+    separate = _recorded(lambda a, b: a + b, Tensor.ones(3), Tensor.ones(3))
+    t = Tensor([1.0, 2, 3]).realize()
+    with pytest.raises(JitError, match="inputs 0 and 1 are the same memory .* but were not when"):
+        separate(t, t)
+
+
+def test_two_views_of_one_buffer_are_the_same_memory() -> None:
+    """A reshape of a tensor is the same memory: it must be passed the same way as when recorded."""
+    jit = _recorded(lambda a, b: a * 2 + b.flatten(), Tensor.ones(4), Tensor.ones(2, 2))
+    t = Tensor([1.0, 2, 3, 4]).realize()
+    with pytest.raises(JitError, match="inputs 0 and 1 are the same memory"):
+        jit(t, t.reshape(2, 2))
+    shared = _recorded(lambda a, b: a * 2 + b.flatten(), t, t.reshape(2, 2))
+    u = Tensor([5.0, 6, 7, 8]).realize()
+    np.testing.assert_array_equal(shared(u, u.reshape(2, 2)).numpy(), [15, 18, 21, 24])
+
+
+def test_an_aliased_input_that_the_step_writes_matches_running_the_step() -> None:
+    def make():
+        def step(a: Tensor, b: Tensor) -> Tensor:
+            a.assign(a * 2 + b.flip(0))
+            return a.sum()
+        return step
+
+    def call(rng):
+        t = Tensor(rng.standard_normal(5).astype(np.float32)).realize()
+        return t, t
+    eager, jit = _eager_and_jit(make, [call] * 5)
+    for e, j in zip(eager, jit, strict=True):
+        for x, y in zip(e, j, strict=True):
+            np.testing.assert_array_equal(x, y)
+
+
+def test_an_input_written_or_returned_by_the_step_matches_running_the_step() -> None:
+    """The replay writes and returns the *new* input's memory, and a lazy computation built on the input
+    before the call keeps its old values (as for weights)."""
+    def make():
+        def step(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+            a.assign(a * 2 + b)
+            return a, a.reshape(2, 2) + 1, b
+        return step
+
+    pending = []
+
+    def call(rng):
+        a, b = (Tensor(rng.standard_normal(4).astype(np.float32)).realize() for _ in range(2))
+        pending.append((a * 10, a.numpy() * 10))  # built on a's old values, not run yet
+        return a, b
+    eager, jit = _eager_and_jit(make, [call] * 6)
+    for e, j in zip(eager, jit, strict=True):
+        for x, y in zip(e, j, strict=True):
+            np.testing.assert_array_equal(x, y)
+    for lazy, expected in pending:
+        np.testing.assert_array_equal(lazy.numpy(), expected)
+
+
+def test_an_input_that_is_a_weight_the_step_writes_is_refused() -> None:
+    w = Tensor([1.0, 2.0, 3.0]).realize()
+
+    @TinyJit
+    def step(x: Tensor) -> Tensor:
+        w.assign(w + x)
+        return (w * x).sum()
+
+    for _ in range(4):
+        step(Tensor.ones(3).contiguous().realize())
+    with pytest.raises(JitError, match="input 0 is memory the step also uses without it being passed in"):
+        step(w)
+    with pytest.raises(JitError, match="input 0 is a view .* of memory that the step writes"):
+        step(w.flip(0))
+    reads = _recorded(lambda x: x * w, Tensor.ones(3))  # a weight only read: passing it in is fine
+    np.testing.assert_array_equal(reads(w).numpy(), w.numpy() ** 2)
+
+
+def test_writing_an_input_given_as_a_copy_is_refused() -> None:
+    """A slice or a constant is copied in; a write to the copy would not reach the caller's tensor."""
+    def bump(a: Tensor) -> Tensor:
+        a.assign(a + 1)
+        return a
+
+    big = Tensor([1.0, 2.0, 3.0, 4.0]).realize()
+    with pytest.raises(JitError, match="the step writes input 0 .* copies into memory of its own"):
+        TinyJit(bump)(big.reshape(2, 2).T)
+    with pytest.raises(JitError, match="the step writes input 0"):
+        TinyJit(bump)(Tensor.full((3,), 2.0))
+    jit = _recorded(bump, Tensor([1.0, 2.0]).realize())
+    with pytest.raises(JitError, match="the step writes input 0"):
+        jit(big[1:3])
+
+    def read_after_write(a: Tensor, b: Tensor) -> Tensor:
+        a.assign(a + 1)
+        return b * 1
+    with pytest.raises(JitError, match="input 1 is a view .* of memory that the step writes"):
+        TinyJit(read_after_write)(big, big[1:3])
+
+
+def test_python_arguments_are_compared_by_value_and_type() -> None:
+    jit = _recorded(lambda x, scale: x * scale[0], Tensor.ones(3), [2.0])
+    with pytest.raises(JitError, match="argument 1 changed from a list with other contents to a list"):
+        jit(Tensor.ones(3), [3.0])
+    steps = [2.0]
+    jit = _recorded(lambda x, scale: x * scale[0], Tensor.ones(3), steps)
+    steps[0] = 5.0  # changed in place: the recorded 2.0 would be replayed
+    with pytest.raises(JitError, match="argument 1 changed"):
+        jit(Tensor.ones(3), steps)
+    jit = _recorded(lambda x, k: x * k, Tensor.ones(3), 2)
+    with pytest.raises(JitError, match="argument 1 changed from 2 to 2.0"):
+        jit(Tensor.ones(3), 2.0)
+    jit = _recorded(lambda x, m: x * float(m.sum()), Tensor.ones(3), np.ones(2))
+    np.testing.assert_array_equal(jit(Tensor.ones(3), np.ones(2)).numpy(), [2, 2, 2])
+    with pytest.raises(JitError, match="argument 1 changed from a ndarray with other contents"):
+        jit(Tensor.ones(3), np.zeros(2))
+    nan = _recorded(lambda x, v: x + (0 if v != v else 1), Tensor.ones(1), float("nan"))
+    np.testing.assert_array_equal(nan(Tensor.ones(1), float("nan")).numpy(), [1])
+    with pytest.raises(JitError, match="a Tensor inside a list"):
+        TinyJit(lambda xs: xs[0] + 1)([Tensor.ones(2)])
+
+
+def test_unrealized_and_constant_inputs_match_running_the_step() -> None:
+    """An input still lazy (here built on a weight the step writes) is computed before the step runs."""
+    def make():
+        w = Tensor([1.0, -2.0, 3.0]).realize()
+
+        def step(x: Tensor, c: Tensor) -> tuple[Tensor, Tensor]:
+            w.assign(w * 0.5 + x)
+            return w + c, w
+        make.w = w
+        return step
+
+    def call(rng):
+        return make.w * 3 + 1, Tensor.full((3,), 0.25)
+    eager, jit = _eager_and_jit(make, [call] * 6)
+    for e, j in zip(eager, jit, strict=True):
+        for x, y in zip(e, j, strict=True):
+            np.testing.assert_array_equal(x, y)

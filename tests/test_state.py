@@ -157,6 +157,13 @@ GOOD = {"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}
     ({**GOOD, "__metadata__": {"k": 1}}, b"\0" * 8, None, "__metadata__ must map strings"),
     ({"m": {"dtype": "BOOL", "shape": [1], "data_offsets": [0, 1]}}, b"\x07", None, "other than 0 and 1"),
     ({"a": {"dtype": "F32", "shape": [2**40, 2**40], "data_offsets": [0, 8]}}, b"\0" * 8, None, "needs"),
+    (b"[" * 100_000 + b"]" * 100_000, b"", None, "nests JSON arrays or objects too deeply"),
+    (b'{"a": ' * 50_000 + b"1" + b"}" * 50_000, b"", None, "nests JSON arrays or objects too deeply"),
+    (b'{"a": {"dtype": "F32", "shape": [' + b"9" * 5000 + b'], "data_offsets": [0, 8]}}', b"\0" * 8, None,
+     "not valid UTF-8 JSON"),                                                     # an int too long to convert
+    ({"a": {"dtype": "F32", "shape": [2.0], "data_offsets": [0, 8]}}, b"\0" * 8, None, "non-negative ints"),
+    (b'{"a": {"dtype": "F32", "shape": [NaN], "data_offsets": [0, 8]}}', b"\0" * 8, None, "non-negative"),
+    ({"a": {"dtype": "F32", "shape": [True, 2], "data_offsets": [0, 8]}}, b"\0" * 8, None, "non-negative"),
 ])
 def test_malformed_files_give_clear_errors(tmp_path: Path, header, data, length, match) -> None:
     path = _write(tmp_path / "bad.safetensors", header, data, length)

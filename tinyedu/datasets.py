@@ -9,6 +9,7 @@ cache folder and checked against the published checksums.
 
 from __future__ import annotations
 
+import functools
 import gzip
 import hashlib
 import os
@@ -16,7 +17,9 @@ import shutil
 import tempfile
 import urllib.error
 import urllib.request
+import zlib
 from pathlib import Path
+from typing import Any, Callable
 
 import numpy as np
 
@@ -157,33 +160,84 @@ def _md5(path: Path) -> str:
 
 
 # --8<-- [start:idx]
+IDX_TYPES = {0x08: np.uint8, 0x09: np.int8, 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
+MAX_DEFLATE_RATIO = 1032  # deflate's best: 258 bytes from one code of about 2 bits
+
+
 def read_idx(path: str | os.PathLike) -> np.ndarray:
     """An IDX file (gzipped or not) as a numpy array.
 
     IDX: two zero bytes, a type code (0x08 = unsigned byte), the number of dimensions d, then d
     big-endian uint32 sizes, then the values in C order. MNIST images are (n, 28, 28) of type 0x08.
+    The header is read first and its size checked against the file before the data is read; a gzip
+    is inflated as a stream, only as far as the header says (a small file that would inflate to
+    gigabytes is refused without inflating it).
     """
-    raw = Path(path).read_bytes()
-    if raw[:2] == b"\x1f\x8b":  # the gzip magic number, whatever the file is called
+    with open(path, "rb") as file:
+        gzipped = file.read(2) == b"\x1f\x8b"  # the gzip magic number, whatever the file is called
+        file.seek(0)
+        size = os.fstat(file.fileno()).st_size
+        if not gzipped:
+            return _read_idx_stream(file, path, functools.partial(_check_plain_size, path, size))
+        check = functools.partial(_check_gzip_size, path, size, _gzip_trailer_size(file, path, size))
         try:
-            raw = gzip.decompress(raw)
-        except (EOFError, OSError) as e:
+            with gzip.GzipFile(fileobj=file) as stream:
+                return _read_idx_stream(stream, path, check)
+        except (EOFError, OSError, zlib.error) as e:
             raise ValueError(f"read_idx: {path} is a damaged or truncated gzip file ({e})") from None
-    if len(raw) < 4 or raw[:2] != b"\0\0":
+
+
+def _read_idx_stream(stream: Any, path: Any, check_size: Callable[[tuple, int], None]) -> np.ndarray:
+    """Read the header, let `check_size` see the bytes it needs, then read exactly those."""
+    head = stream.read(4)
+    if len(head) < 4 or head[:2] != b"\0\0":
         raise ValueError(f"read_idx: {path} is not an IDX file (it must start with two zero bytes)")
-    kind, ndim = raw[2], raw[3]
-    types = {0x08: np.uint8, 0x09: np.int8, 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
-    if kind not in types:
+    kind, ndim = head[2], head[3]
+    if kind not in IDX_TYPES:
         raise ValueError(f"read_idx: {path} has unknown IDX type code 0x{kind:02x}")
-    header = 4 + 4 * ndim
-    if len(raw) < header:
-        raise ValueError(f"read_idx: {path} is truncated inside its header ({len(raw)} bytes)")
-    shape = tuple(int(s) for s in np.frombuffer(raw, dtype=">u4", count=ndim, offset=4))
-    dtype = np.dtype(types[kind])
-    expected = header + int(np.prod(shape, dtype=object)) * dtype.itemsize
-    if len(raw) != expected:
-        problem = "truncated" if len(raw) < expected else "longer than its header says"
-        raise ValueError(f"read_idx: {path} is {problem}: shape {shape} needs {expected} bytes, the file has "
-                         f"{len(raw)}")
-    return np.frombuffer(raw, dtype=dtype, offset=header).reshape(shape).astype(dtype.newbyteorder("="))
+    dims = stream.read(4 * ndim)
+    if len(dims) < 4 * ndim:
+        raise ValueError(f"read_idx: {path} is truncated inside its header ({4 + len(dims)} bytes)")
+    shape = tuple(int(s) for s in np.frombuffer(dims, dtype=">u4"))
+    dtype = np.dtype(IDX_TYPES[kind])
+    header, data_size = 4 + 4 * ndim, int(np.prod(shape, dtype=object)) * dtype.itemsize
+    check_size(shape, header + data_size)
+    data = stream.read(data_size)
+    if len(data) < data_size:
+        raise ValueError(f"read_idx: {path} is truncated: shape {shape} needs {header + data_size} bytes, "
+                         f"the data ends after {header + len(data)}")
+    if stream.read(1):
+        raise ValueError(f"read_idx: {path} is longer than its header says: shape {shape} needs "
+                         f"{header + data_size} bytes, and more follow (nothing beyond them was read)")
+    return np.frombuffer(data, dtype=dtype).reshape(shape).astype(dtype.newbyteorder("="))
+
+
+def _check_plain_size(path: Any, size: int, shape: tuple, needed: int) -> None:
+    if size != needed:
+        problem = "truncated" if size < needed else "longer than its header says"
+        raise ValueError(f"read_idx: {path} is {problem}: shape {shape} needs {needed} bytes, the file has "
+                         f"{size}")
+
+
+def _gzip_trailer_size(file: Any, path: Any, size: int) -> int:
+    """The size the gzip stream says it inflates to (its last 4 bytes: the size modulo 2^32)."""
+    if size < 18:  # a 10-byte gzip header and the 8-byte trailer at least
+        raise ValueError(f"read_idx: {path} is a damaged or truncated gzip file ({size} bytes)")
+    file.seek(size - 4)
+    inflated = int.from_bytes(file.read(4), "little")
+    file.seek(0)
+    return inflated
+
+
+def _check_gzip_size(path: Any, size: int, inflated: int, shape: tuple, needed: int) -> None:
+    """Before inflating the data: can this gzip hold the bytes the header needs?"""
+    if needed > MAX_DEFLATE_RATIO * size:
+        raise ValueError(f"read_idx: {path}: shape {shape} needs {needed} bytes, more than a gzip file of "
+                         f"{size} bytes can inflate to; the file is damaged or not an IDX file")
+    if needed % 2**32 != inflated:
+        raise ValueError(f"read_idx: {path} is a damaged or truncated gzip file, or not what its header "
+                         f"says: shape {shape} needs {needed} bytes, the gzip trailer says the data inflates "
+                         f"to {inflated} (modulo 2^32); nothing more was inflated")
+
+
 # --8<-- [end:idx]

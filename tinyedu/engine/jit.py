@@ -17,6 +17,13 @@ device; a Python (non-tensor) argument that changed; a step whose programs diffe
 recorded calls; host data that differs between them (random numbers drawn on the host, a Tensor
 made from Python data inside the step): pass such data in as an input tensor instead.
 
+The recording also relies on how the inputs' memory is related, and checks it on every call:
+inputs that are one buffer (a tensor passed twice) replay only while they are one buffer; an input
+the step writes (assign) or returns is the new input's memory on a replay; an input that is the
+memory of a weight the step writes, or a write that would miss the caller's tensor because the
+input was copied in (a slice, a constant), is refused. Python arguments are compared by type and by
+a copy of their contents.
+
 What persists across calls is what the kernels write: tensors updated with `assign` (weights,
 optimizer state, running statistics) and the returned tensors. Python side effects of the
 function (a counter, a print, `p.grad`) happen on the first three calls only.
@@ -94,23 +101,28 @@ class TinyJit:
         self._first: list[JitItem] | None = None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        args, kwargs, inputs = _realized_inputs(args, kwargs)
-        signature = _signature(args, kwargs)
+        args, kwargs, inputs, copies = _realized_inputs(args, kwargs)
+        buffers = [t.lazydata.base.realized for t in inputs]
+        signature, sharing = _signature(args, kwargs), _sharing(buffers)
         if self.calls > 0:
-            self._check_same_call(signature)
-        self.signature = signature
-        if self.calls < self.WARMUP:
-            out = self.fn(*args, **kwargs)
-            Tensor.realize_all(*_output_tensors(out))
-        elif self.calls < self.WARMUP + 2:
-            out = self._record(args, kwargs, inputs)
+            self._check_same_call(signature, sharing)
+        self.signature, self.sharing = signature, sharing
+        if self.calls >= self.WARMUP + 2:
+            self._check_replay_memory(buffers, copies)
+            out = self._replay(buffers)
         else:
-            out = self._replay(inputs)
+            versions = [(origin.version if origin else 0, copy.version) for _, origin, copy in copies]
+            if self.calls < self.WARMUP:
+                out = self.fn(*args, **kwargs)
+                Tensor.realize_all(*_output_tensors(out))
+            else:
+                out = self._record(args, kwargs, buffers)
+            _check_copies_unwritten(copies, versions)
         self.calls += 1
         return out
 
     # ---- calls 2 and 3: run the function and record what ran ----
-    def _record(self, args: tuple, kwargs: dict, inputs: list[Tensor]) -> Any:
+    def _record(self, args: tuple, kwargs: dict, input_buffers: list[Buffer]) -> Any:
         recorded: list[JitItem] = []
         start = Buffer.next_serial()
 
@@ -125,7 +137,6 @@ class TinyJit:
         finally:
             realize.observers.remove(observe)
         recorded = _without_outside_snapshots(recorded)
-        input_buffers = [t.lazydata.base.realized for t in inputs]
         roles = _roles(recorded, input_buffers, start)
         if self.calls == self.WARMUP:
             self._first, self._first_roles = recorded, roles
@@ -162,28 +173,46 @@ class TinyJit:
         self.output_slots = [(i, j, k) for i, item in enumerate(self.items)
                              for j, b in enumerate(item.buffers) for k in fresh if b is output_buffers[k]]
         self.output_buffers, self.fresh_outputs = output_buffers, fresh
+        # an output that is an input (returned as it is, or written with assign) is the new input's memory
+        self.output_inputs = [(n, next(k for k, ib in enumerate(input_buffers) if ib is b))
+                              for n, b in enumerate(output_buffers) if any(ib is b for ib in input_buffers)]
         self.output_views = [(t.lazydata.st, t.lazydata.base.shape, t.dtype, t.device) for t in outputs]
         self.output_structure = _structure(out)
         self.input_buffers = input_buffers
+        self._note_memory(recorded, input_buffers, [output_buffers[k] for k in fresh], start)
+
+    def _note_memory(self, recorded: list[JitItem], inputs: list[Buffer], fresh: list[Buffer],
+                     start: int) -> None:
+        """What a replay writes, and which memory it keeps from the recording (an input must not be that)."""
+        written = {id(item.buffers[0]): item.buffers[0] for item in recorded}
+        # inputs the step writes (assign): a replay writes the new input's memory instead
+        self.written_inputs = [k for k, b in enumerate(inputs) if id(b) in written and self.sharing[k] == k]
         # memory from before the step that the replay writes (weights, optimizer state): assign's rules
         # (snapshots for pending readers, version counts) must hold for replays too
-        self.written_old = [b for b in {id(i.buffers[0]): i.buffers[0] for i in self.items}.values()
-                            if b.serial < start and not any(b is ib for ib in input_buffers)]
+        self.written_old = [b for b in written.values()
+                            if b.serial < start and not any(b is ib for ib in inputs)]
+        # memory a replay uses as recorded: everything but the inputs and the fresh outputs it swaps
+        swapped = {id(b) for b in (*inputs, *fresh)}
+        self.kept_memory = {id(b) for item in recorded for b in item.buffers} - swapped
+        self.kept_written = set(written) - swapped
 
     # ---- call 3 on: replay ----
     # --8<-- [start:replay]
-    def _replay(self, inputs: list[Tensor]) -> Any:
+    def _replay(self, inputs: list[Buffer]) -> Any:
         buffers = [list(item.buffers) for item in self.items]
         for i, j, k in self.input_slots:
-            buffers[i][j] = inputs[k].lazydata.base.realized
+            buffers[i][j] = inputs[k]
         outputs = list(self.output_buffers)
         for k in self.fresh_outputs:  # new memory for what we return, so earlier results stay valid
             old = self.output_buffers[k]
             outputs[k] = Buffer(old.device, old.size, old.dtype)
+        for n, k in self.output_inputs:
+            outputs[n] = inputs[k]
         outputs = [outputs[first] for first in self.output_alias]
         for i, j, k in self.output_slots:
             buffers[i][j] = outputs[k]
-        for buffer in self.written_old:
+        written = self.written_old + [inputs[k] for k in self.written_inputs]
+        for buffer in written:
             snapshot_for_pending_readers(buffer)
         timed = debug_level() >= 2
         for item, bufs in zip(self.items, buffers, strict=True):
@@ -192,7 +221,7 @@ class TinyJit:
             if timed:
                 print(f"*** JIT    {item.name:28s} {(time.perf_counter() - begin) * 1e3:9.3f} ms")
         GlobalCounters.kernel_count += self.kernel_count
-        for buffer in self.written_old:
+        for buffer in written:
             buffer.version += 1
         return self._outputs(outputs)
     # --8<-- [end:replay]
@@ -206,7 +235,7 @@ class TinyJit:
         """Replay once (a real step: it updates whatever the step updates), timing each item in seconds."""
         if self.calls < self.WARMUP + 2:
             raise JitError("TinyJit.time_items: the step is not recorded yet; call it three times first")
-        args, kwargs, _ = _realized_inputs(args, kwargs)  # any copy-in happens before the timing
+        args, kwargs, _, _ = _realized_inputs(args, kwargs)  # any copy-in happens before the timing
         times = []
 
         def observe(name: str, ast: Any, program: Any, buffers: Any) -> None:
@@ -233,11 +262,11 @@ class TinyJit:
             tensors.append(Tensor(lazydata, device=device))
         return _rebuild(self.output_structure, iter(tensors))
 
-    def _check_same_call(self, signature: tuple) -> None:
+    def _check_same_call(self, signature: tuple, sharing: tuple[int, ...]) -> None:
         old = self.signature
         if len(signature) != len(old):
             raise JitError(f"TinyJit: called with {len(signature)} arguments, recorded with {len(old)}")
-        for position, (new, was) in enumerate(zip(signature, old, strict=True)):
+        for (position, *new), (_, *was) in zip(signature, old, strict=True):
             if new == was:
                 continue
             if new[0] == "tensor" and was[0] == "tensor":
@@ -245,13 +274,38 @@ class TinyJit:
                                f"{new[3]}, but the step was recorded with shape {was[1]}, {was[2].name} on "
                                f"{was[3]}; a replay runs the recorded kernels, which are made for one shape: "
                                "use a new TinyJit for each shape (e.g. drop the last, smaller batch)")
-            raise JitError(f"TinyJit: argument {position} changed from {was[1]!r} to {new[1]!r}; a replay "
-                           "does not run the Python code that used it: pass values that change as tensors")
+            raise JitError(f"TinyJit: argument {position} changed from {_shown(was)} to {_shown(new)}; a "
+                           "replay does not run the Python code that used it: pass values that change as "
+                           "tensors")
+        if sharing != self.sharing:
+            raise JitError(_sharing_changed(sharing, self.sharing))
+
+    def _check_replay_memory(self, buffers: list[Buffer], copies: Copies) -> None:
+        """Refuse an input whose memory the recording uses in another role, before the replay writes."""
+        for k, b in enumerate(buffers):
+            if id(b) in self.kept_memory and (id(b) in self.kept_written or k in self.written_inputs):
+                raise JitError(f"TinyJit: input {k} is memory the step also uses without it being passed in "
+                               "(a weight or state that the step writes, or reads while it writes this "
+                               "input); the recorded kernels treat the two as separate memory. Pass a copy "
+                               "(x.clone().realize()), or run the step without TinyJit")
+        if not copies:
+            return
+        written = self.kept_written | {id(buffers[k]) for k in self.written_inputs}
+        for k, origin, _ in copies:
+            if k in self.written_inputs:
+                raise JitError(_copy_written(k))
+            if origin is not None and id(origin) in written:
+                raise JitError(_view_written(k))
 
 
-def _realized_inputs(args: tuple, kwargs: dict) -> tuple[tuple, dict, list[Tensor]]:
-    """Each tensor argument in memory of its own, in element order (a replay swaps that memory)."""
+Copies = list[tuple[int, Any, Buffer]]  # inputs copied in: (position, the viewed memory or None, the copy)
+
+
+def _realized_inputs(args: tuple, kwargs: dict) -> tuple[tuple, dict, list[Tensor], Copies]:
+    """Each tensor argument in memory of its own, in element order (a replay swaps that memory), and the
+    inputs given as copies: (position, the memory the view was taken from or None, the copy)."""
     inputs: list[Tensor] = []
+    copies: Copies = []
 
     def prepare(x: Any) -> Any:
         if not isinstance(x, Tensor):
@@ -261,21 +315,96 @@ def _realized_inputs(args: tuple, kwargs: dict) -> tuple[tuple, dict, list[Tenso
         if in_order and not lazydata.is_const():
             x.realize()  # its base is the memory the kernels read
         else:
+            origin = None if lazydata.is_const() else lazydata.base.realized
             x = x.contiguous().realize()  # a slice, a transpose, a constant: a dense copy of its own
+            copies.append((len(inputs), origin, x.lazydata.base.realized))
         inputs.append(x)
         return x
 
     args = tuple(prepare(a) for a in args)
     kwargs = {k: prepare(kwargs[k]) for k in sorted(kwargs)}  # the signature's order, whatever the call's
-    return args, kwargs, inputs
+    return args, kwargs, inputs, copies
+
+
+def _check_copies_unwritten(copies: Copies, versions: list[tuple[int, int]]) -> None:
+    """After a call that ran the function: did it write memory that an input was copied from, or a copy?"""
+    for (k, origin, copy), (origin_version, copy_version) in zip(copies, versions, strict=True):
+        if copy.version != copy_version:
+            raise JitError(_copy_written(k))
+        if origin is not None and origin.version != origin_version:
+            raise JitError(_view_written(k))
+
+
+def _copy_written(k: int) -> str:
+    return (f"TinyJit: the step writes input {k} (assign), but that argument is a view that reorders or "
+            "selects part of a buffer, or a constant, which TinyJit copies into memory of its own: the write "
+            "would not reach your tensor. Pass a tensor with memory of its own (x.clone().realize())")
+
+
+def _view_written(k: int) -> str:
+    return (f"TinyJit: input {k} is a view (a slice, a transpose) of memory that the step writes (assign); "
+            "TinyJit copies such a view before the step, so it would not see the write. Pass the whole "
+            "tensor and take the view inside the step, or copy it yourself first (x.clone().realize())")
+
+
+def _sharing(buffers: list[Buffer]) -> tuple[int, ...]:
+    """For each input, the first input with the same memory: (0, 1) for two tensors, (0, 0) for one
+    tensor passed twice (or two views that regroup one buffer)."""
+    first: dict[int, int] = {}
+    return tuple(first.setdefault(id(b), k) for k, b in enumerate(buffers))
+
+
+def _sharing_changed(now: tuple[int, ...], was: tuple[int, ...]) -> str:
+    k = next(k for k, (a, b) in enumerate(zip(now, was, strict=True)) if a != b)
+    j = now[k] if now[k] != k else was[k]
+    shared_now = now[k] == j
+    return (f"TinyJit: inputs {j} and {k} {'are' if shared_now else 'are not'} the same memory on this call "
+            "(the same tensor passed twice, or views of one buffer), but "
+            f"{'were not' if shared_now else 'were'} when the step was recorded, and the recorded kernels "
+            f"{'read and write them as two buffers' if shared_now else 'read one buffer for both'}. Pass "
+            "arguments that share memory the same way on every call (x.clone().realize() gives one its own), "
+            "or use one TinyJit for each way")
 
 
 def _signature(args: tuple, kwargs: dict) -> tuple:
+    """What a later call must repeat: each argument's position (or keyword) and what it is."""
     def describe(x: Any) -> tuple:
         if isinstance(x, Tensor):
             return ("tensor", x.shape, x.dtype, x.device)
-        return ("value", x)
-    return tuple(describe(a) for a in args) + tuple((k, *describe(v)) for k, v in sorted(kwargs.items()))
+        return ("value", _frozen(x))
+    return tuple((n, *describe(a)) for n, a in enumerate(args)) + tuple((k, *describe(v))
+                                                                         for k, v in sorted(kwargs.items()))
+
+
+def _frozen(x: Any) -> Any:
+    """A Python argument as a value that later calls compare with: its type and a copy of its contents (a
+    list changed in place between calls counts as changed; 2 and 2.0 differ, as they may steer dtypes)."""
+    if isinstance(x, Tensor):
+        raise JitError("TinyJit: a Tensor inside a list, tuple or dict argument would be replayed as the "
+                       "recorded one; pass each tensor as an argument of its own")
+    if isinstance(x, (list, tuple)):
+        return (type(x), tuple(_frozen(v) for v in x))
+    if isinstance(x, dict):
+        return (dict, tuple((k, _frozen(v)) for k, v in x.items()))
+    if isinstance(x, (set, frozenset)):
+        return (type(x), frozenset(x))
+    if isinstance(x, np.ndarray):
+        return (np.ndarray, x.dtype.str, x.shape, x.tobytes())
+    if isinstance(x, float) and x != x:
+        return (float, "nan")  # (nan == nan is False: the same nan is not a change)
+    return (type(x), x)
+
+
+def _shown(entry: list) -> str:
+    """An argument as a signature describes it, readable in an error."""
+    if entry[0] == "tensor":
+        return f"a tensor of shape {entry[1]}"
+    kind, value = entry[1][0], entry[1][-1]
+    if kind in (bool, int, float, str, type(None)):
+        return repr(float("nan") if value == "nan" and kind is float else value)
+    if kind in (list, tuple, dict, set, frozenset, np.ndarray):
+        return f"a {kind.__name__} with other contents"
+    return repr(value)
 
 
 def _output_tensors(out: Any) -> list[Tensor]:

@@ -172,6 +172,19 @@ def _main(program: "ExportedProgram", weights: list["BufferInfo"]) -> list[str]:
         "  while (got < n && (r = fread((char*)to + got, 1, n - got, f)) > 0) got += r;",
         "  return got;",
         "}",
+        "",
+        "/* -s BYTES: digits only, at most 10^15 (a sign, a suffix or an overflow is a usage error) */",
+        "static int parse_bytes(const char* text, long long* out) {",
+        "  long long n = 0;",
+        "  if (!*text) return 0;",
+        "  for (const char* c = text; *c; c++) {",
+        "    if (*c < '0' || *c > '9') return 0;",
+        "    n = n * 10 + (*c - '0');",
+        "    if (n > 1000000000000000LL) return 0;",
+        "  }",
+        "  *out = n;",
+        "  return 1;",
+        "}",
     ]
     if not program.embedded:
         total = sum(b.nbytes for b in weights)
@@ -217,10 +230,17 @@ def _main(program: "ExportedProgram", weights: list["BufferInfo"]) -> list[str]:
     lines += [
         "",
         "int main(int argc, char** argv) {",
-        f"  int text = 0; long skip = 0; const char* path = NULL; const char* weights = \"{name}.weights\";",
+        "  int text = 0; long long skip = 0; const char* path = NULL;",
+        f"  const char* weights = \"{name}.weights\";",
         "  for (int i = 1; i < argc; i++) {",
         "    if (!strcmp(argv[i], \"-t\")) text = 1;",
-        "    else if (!strcmp(argv[i], \"-s\") && i + 1 < argc) skip = atol(argv[++i]);",
+        "    else if (!strcmp(argv[i], \"-s\") && i + 1 < argc) {",
+        "      if (!parse_bytes(argv[++i], &skip)) {",
+        "        fprintf(stderr, \"%s: -s takes a number of bytes to skip (digits, 0 to 10^15), \"",
+        "                \"not '%s'\\n\", argv[0], argv[i]);",
+        "        return 2;",
+        "      }",
+        "    }",
         "    else if (!strcmp(argv[i], \"-w\") && i + 1 < argc) weights = argv[++i];",
         "    else if (argv[i][0] == '-' && argv[i][1]) {",
         "      fprintf(stderr, \"usage: %s [-t] [-s BYTES] [-w WEIGHTS] [INPUT]\\n\", argv[0]);",
@@ -234,7 +254,11 @@ def _main(program: "ExportedProgram", weights: list["BufferInfo"]) -> list[str]:
     lines += [
         "  FILE* in = path ? fopen(path, \"rb\") : stdin;",
         "  if (!in) { perror(path); return 1; }",
-        "  for (long i = 0; i < skip; i++) if (fgetc(in) == EOF) break;",
+        "  for (long long i = 0; i < skip; i++) if (fgetc(in) == EOF) {",
+        f"    fprintf(stderr, \"{name}: the input has %lld bytes, fewer than the %lld that -s skips\\n\",",
+        "            i, skip);",
+        "    return 1;",
+        "  }",
         "  for (long batch = 0;; batch++) {",
     ]
     for k, (n, dt, size) in enumerate(ins):

@@ -173,7 +173,10 @@ def _parse_header(raw: bytes, path: Any) -> dict[str, Any]:
 
     try:
         header = json.loads(raw.decode("utf-8"), object_pairs_hook=no_duplicates)
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+    except RecursionError:  # a valid header is 3 levels deep: {name: {"shape": [...]}}
+        raise SafetensorsError(f"safe_load: {path}: the header nests JSON arrays or objects too deeply "
+                               "to read; a safetensors header is 3 levels deep") from None
+    except ValueError as e:  # (invalid UTF-8 or JSON, or an int with more digits than Python converts)
         raise SafetensorsError(f"safe_load: {path}: the header is not valid UTF-8 JSON ({e})") from None
     if not isinstance(header, dict):
         raise SafetensorsError(f"safe_load: {path}: the header must be a JSON object, got "

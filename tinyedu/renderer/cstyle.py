@@ -222,8 +222,10 @@ class CRenderer(Renderer):
 
     def open_loop(self, u: UOp, start: str, end: str) -> str:
         name = u.arg.name
-        if u.arg.threads > 1:  # OpenMP shares the iterations among threads
-            self.emit(f"#pragma omp parallel for num_threads({u.arg.threads}) schedule(guided)")
+        if u.arg.threads > 1:  # OpenMP shares the iterations among threads, unless this thread may use one
+            self.emit("int omp_get_max_threads(void);")  # (1 in a child after fork(): see runtime/ops_c.py)
+            self.emit(f"#pragma omp parallel for num_threads({u.arg.threads}) schedule(guided) "
+                      "if(omp_get_max_threads() > 1)")
         self.emit(f"for ({u.dtype.c_name} {name} = {start}; {name} < {end}; {name}++) {{")
         self.indent += 1
         return name

@@ -15,7 +15,8 @@ another kernel's code and gives wrong numbers. So every entry has a *manifest* b
 and an entry is used only when both hashes match: the key (it is the entry for this source and
 these flags) and the file's bytes (they are the bytes that were built). Anything else is rebuilt.
 Files are written aside and renamed into place (`os.replace` is atomic), so a reader sees a whole
-file or none, and two processes building the same kernel at once do not corrupt each other.
+file or none, and two processes building the same kernel at once do not corrupt each other. The
+cache owns the names in its folder: a folder found where an entry goes is removed before the rename.
 
 Loaded kernels are bounded too: each loaded shared library costs the process a handful of memory
 maps, and Linux allows about 65,000, so a process that compiles tens of thousands of distinct kernels
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import tempfile
 import threading
 from collections import OrderedDict
@@ -39,7 +41,11 @@ MAX_LOADED = 512  # kernel libraries kept loaded per device (a few memory maps e
 
 def cache_dir() -> Path:
     folder = Path(os.environ.get("TINYEDU_CACHE") or Path.home() / ".cache" / "tinyedu")
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise NotADirectoryError(f"compile cache: {folder} (TINYEDU_CACHE, default ~/.cache/tinyedu) is a "
+                                 "file, not a folder; set TINYEDU_CACHE to a folder") from None
     return folder
 
 
@@ -83,6 +89,8 @@ def cached_build(key: str, suffix: str, build: Callable[[Path], None]) -> Path:
         fd, tmp_manifest = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}-", suffix=".manifest")
         with os.fdopen(fd, "w") as f:
             f.write(manifest)
+        for place in (path, manifest_path(path)):
+            _clear_place(place)
         os.replace(tmp, path)                          # the file first, then what vouches for it
         os.replace(tmp_manifest, manifest_path(path))
     finally:
@@ -90,6 +98,13 @@ def cached_build(key: str, suffix: str, build: Callable[[Path], None]) -> Path:
             os.unlink(tmp)
     return path
 # --8<-- [end:verify]
+
+
+def _clear_place(path: Path) -> None:
+    """A folder where a cache file goes (made by hand or by another tool) would make the rename fail; the
+    cache owns its names, so the folder is removed (a link is left: the rename replaces the link)."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
 
 
 class CachedFile:

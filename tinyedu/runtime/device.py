@@ -217,9 +217,13 @@ class _DeviceRegistry:
         if not isinstance(name, str):
             raise TypeError(f"device: expected a device name string, got {type(name).__name__}; "
                             f"valid devices are {', '.join(self.known)}")
-        upper = name.split(":")[0].upper()
+        kind, colon, index = name.partition(":")
+        upper = kind.upper()
         if upper not in self.known:
             raise ValueError(f"device: unknown device {name!r}; valid devices are {', '.join(self.known)}")
+        if colon and index != "0":  # (one device of each kind: "C" and "C:0" name the same)
+            raise ValueError(f"device: {name!r} is not a valid device string; write {upper!r} or "
+                             f"'{upper}:0' (there is one {upper} device, number 0)")
         return upper
 
     @property

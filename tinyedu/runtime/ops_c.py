@@ -20,7 +20,8 @@ Environment:
   ASan, so the ASan runtime must be loaded first: run python with
   `LD_PRELOAD=$(gcc -print-file-name=libasan.so) ASAN_OPTIONS=detect_leaks=0`.
 - `THREADS=n` (default: the number of cores) lets kernels use n threads, with OpenMP
-  (`-fopenmp`, when the compiler accepts it; without it a THREAD loop runs on one thread).
+  (`-fopenmp`, when the compiler accepts it; without it a THREAD loop runs on one thread). A child
+  process made by fork() runs its kernels on one thread (see `one_thread_after_fork`).
 - `DEBUG=4` prints each kernel's source, `DEBUG=5` its UOps, `DEBUG=6` its disassembly.
 
 Flags beyond the base ones are probed (the compiler must accept them): `-march=native` (this
@@ -294,6 +295,35 @@ class CDevice(Backend):
     def threads(self) -> int:
         """THREADS (default: every core) when OpenMP is there, else 1."""
         return thread_count() if openmp_available(find_compiler()) else 1
+
+
+# --8<-- [start:fork]
+# OpenMP libraries a kernel may have loaded (gcc's libgomp, LLVM's libomp, Intel's), on Linux and macOS.
+OPENMP_LIBRARIES = ("libgomp.so.1", "libomp.so.5", "libomp.so", "libiomp5.so", "libgomp.1.dylib",
+                    "libomp.dylib")
+
+
+def one_thread_after_fork() -> None:
+    """Run in a child process right after fork(): kernels run their parallel loops on the calling thread.
+
+    fork() copies only the thread that called it. gcc's OpenMP runtime (libgomp) keeps the threads of
+    its pool in that thread's state, so the child's first parallel loop would wait forever for threads
+    that were not copied. Each threaded kernel enters its parallel loop only while
+    `omp_get_max_threads() > 1` (see `open_loop` in renderer/cstyle.py); setting it to 1 here makes the
+    child run the same kernels, with the same results, on one thread. (A process started with spawn or
+    forkserver begins without threads and uses THREADS as usual.)
+    """
+    for name in OPENMP_LIBRARIES:
+        try:  # RTLD_NOLOAD: only a library this process has loaded (one that never ran is harmless)
+            library = ctypes.CDLL(name, mode=os.RTLD_NOLOAD | os.RTLD_NOW)
+        except OSError:
+            continue
+        library.omp_set_num_threads(1)
+
+
+if hasattr(os, "register_at_fork"):  # (not on Windows, which has no fork)
+    os.register_at_fork(after_in_child=one_thread_after_fork)
+# --8<-- [end:fork]
 
 
 def create_device() -> CDevice:

@@ -162,7 +162,11 @@ class MovementMixin:
     # ---- composed ----
     def flip(self, *axis: Any, **kwargs: Any) -> "Tensor":
         """Reverse the order along the given axes: flip(0), flip(0, 1), flip((0, 1)), flip(dims=...)."""
-        axes = {self._axis(a, "flip") for a in _sizes(axis, kwargs, ("dims", "axis"), "flip")}
+        axes = [self._axis(a, "flip") for a in _sizes(axis, kwargs, ("dims", "axis"), "flip")]
+        if len(set(axes)) != len(axes):  # (flipping twice would undo it: PyTorch refuses, and so do we)
+            twice = next(a for a in axes if axes.count(a) > 1)
+            raise ValueError(f"flip: dim {twice} appears multiple times in the list of dims (shape "
+                             f"{self.shape}); give each axis once")
         return self._stride(tuple(-1 if i in axes else 1 for i in range(self.ndim)))
 
     def transpose(self, dim0: int = 1, dim1: int = 0) -> "Tensor":

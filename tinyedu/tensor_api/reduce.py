@@ -148,11 +148,13 @@ class ReduceMixin:
                 self._axis(axis, op)  # (only 0 and -1 are valid)
             return Tensor(0, device=self.device)
         if axis is None:
+            _check_index_fits(self.numel(), self.shape, op, "the flattened tensor")
             flat = self.reshape(-1)._first_max_index(0, False, op)
             return flat.reshape((1,) * self.ndim) if keepdim else flat
         a = self._axis(axis, op)
         self._check_not_empty(a, op)
         n = self.shape[a]
+        _check_index_fits(n, self.shape, op, f"axis {a}")
         is_max = self == self.max(a, keepdim=True)
         if self.dtype.is_float:
             is_max = is_max | (self != self)  # NaN != NaN: NaNs count as the maximum, as in PyTorch
@@ -283,3 +285,9 @@ class ReduceMixin:
             x = x.transpose(a, -1)
         return x if keepdim else x.reshape(tuple(s for i, s in enumerate(x.shape) if i not in axes))
 
+
+def _check_index_fits(n: int, shape: tuple[int, ...], op: str, where: str) -> None:
+    """argmax/argmin give int32 indices (their countdown too): n positions must fit."""
+    if n > 2**31 - 1:
+        raise ValueError(f"{op}: {where} (shape {shape}) has {n} positions, but an index is an int32 (at "
+                         f"most 2^31 - 1); take the {op} of parts (reshape, reduce each row, then combine)")
