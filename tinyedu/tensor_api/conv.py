@@ -16,6 +16,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from tinyedu.helpers import prod
+from tinyedu.tensor_api.indexing import _pick
 from tinyedu.tensor_api.nn_ops import check_tensors
 
 if TYPE_CHECKING:
@@ -266,8 +267,8 @@ class ConvMixin:
     def _max_unpool(self, indices: "Tensor", kernel_size: Any, stride: Any, padding: Any, output_size: Any,
                     nd: int, op: str) -> "Tensor":
         """A scatter of each channel plane into zeros. Overlapping windows can name one place twice,
-        always with the same value (the same input element won both): the place gets that value
-        (scatter_reduce's amax; torch writes it twice), and the two share its gradient."""
+        always with the same value (the same input element won both): as torch's last write, the
+        last of them is kept, and it alone receives the gradient (torch gives every copy all of it)."""
         check_tensors(op, self.device, indices=indices)
         x, unbatched = _spatial(self, nd, op, "C")
         if not self.dtype.is_float or indices.shape != self.shape:
@@ -288,8 +289,12 @@ class ConvMixin:
         lead, planes = x.shape[:2], prod(sizes)
         flat_index = indices.reshape(x.shape).reshape(*lead, -1)
         zeros = type(x).zeros(*lead, planes, dtype=x.dtype, device=x.device)
-        out = zeros._scatter_reduce(-1, flat_index, x.reshape(*lead, -1), "amax", False, op)
-        out = out.reshape(*lead, *sizes)
+        values, hits = zeros._scatter_spread(-1, flat_index, x.reshape(*lead, -1), 0, op)
+        n = flat_index.shape[-1]
+        later = type(x).arange(n, device=x.device)
+        later = (later.reshape(n, 1) < later) & (flat_index.unsqueeze(-1) == flat_index.unsqueeze(-2))
+        hits = hits & later.any(-1).logical_not().unsqueeze(-2)  # a place written again later is not kept
+        out = hits.any(-1).where(_pick(hits, values, -1), 0).reshape(*lead, *sizes)
         return out.squeeze(0) if unbatched else out
 
     def _avg_pool(self, kernel_size: Any, stride: Any, padding: Any, ceil_mode: bool, count_include_pad: bool,

@@ -116,12 +116,13 @@ class MovementMixin:
         if value != 0:
             raise ValueError(f"pad: mode {mode!r} takes no fill value (got {value!r}); only 'constant' does")
         pairs = self._pad_pairs(padding, "pad")
-        x = self.pad(tuple((min(lo, 0), min(hi, 0)) for lo, hi in pairs))  # negative amounts crop first
+        crop = tuple((min(lo, 0), min(hi, 0)) for lo, hi in pairs)  # negative amounts crop, as in F.pad:
+        x = self.pad(crop) if mode == "circular" else self  # circular after cropping, the others before
         for axis, (lo, hi) in enumerate(pairs):
             lo, hi, n = max(lo, 0), max(hi, 0), x.shape[axis]
             if lo or hi:
                 x = x._pad_axis(axis, lo, hi, n, mode, padding)
-        return x
+        return x if mode == "circular" else x.pad(crop)
 
     def _pad_axis(self, axis: int, lo: int, hi: int, n: int, mode: str, padding: Any) -> "Tensor":
         """One axis of `_pad_mode`, with PyTorch's limits on how much each mode can add."""
