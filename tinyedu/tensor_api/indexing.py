@@ -407,8 +407,9 @@ def _pick(mask: "Tensor", x: "Tensor", axis: int | tuple[int, ...]) -> "Tensor":
     so a picked -0.0 would come out as +0.0: where the pick is a zero, the max over where(mask and
     x == 0, x, -inf) gives it with its sign (and its whole gradient: nothing else there is as large;
     elsewhere that max is -inf, never NaN, so its unused gradient stays finite)."""
-    total = mask.where(x, 0).sum(axis)
-    if not x.dtype.is_float or 0 in mask.where(x, 0).shape:
+    picked = mask.where(x, 0)
+    total = picked.sum(axis)
+    if not x.dtype.is_float or 0 in picked.shape:
         return total.cast(x.dtype)
     signed = (mask & (x == 0)).where(x, float("-inf")).max(axis)
     return (total == 0).where(signed, total)
