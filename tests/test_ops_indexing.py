@@ -16,7 +16,8 @@ from typing import Any, Callable
 import numpy as np
 import pytest
 
-from tests.test_ops import backends, device, helper_test_op  # noqa: F401 - device: the autouse fixture
+from tests import test_ops
+from tests.test_ops import backends, device  # noqa: F401 - device: the autouse fixture
 from tinyedu import Tensor
 
 try:
@@ -26,6 +27,12 @@ try:
     from tests.torch_edges import check_edges
 except ImportError:  # helper_test_op still checks against numerical gradients
     torch = F = check_edges = None
+
+
+def helper_test_op(*args: Any, **kwargs: Any) -> list[np.ndarray]:
+    """tests/test_ops.py's helper; with PyTorch as the oracle for the gradients, finite differences
+    are left to test_ops.py's own tests (and used here only without PyTorch), to keep this file fast."""
+    return test_ops.helper_test_op(*args, numerical=torch is None, **kwargs)
 
 needs_torch = pytest.mark.skipif(torch is None, reason="compares with PyTorch")
 INF, NAN = float("inf"), float("nan")
@@ -94,7 +101,7 @@ def test_meshgrid(shapes: tuple, indexing: str) -> None:
 
 # ---- pad's modes ----
 PAD = [((2, 5), (2, 3)), ((2, 5), (-1, 3)), ((1, 3, 4), (1, 2, 2, 0)), ((1, 1, 2, 3, 3), (1, 1, 0, 2, 1, 0)),
-       ((2, 4), (0, 0)), ((2, 3), (0, 2))]
+       ((2, 3), (0, 2))]
 
 
 @pytest.mark.parametrize("shape, padding", PAD, ids=str)
@@ -102,10 +109,11 @@ PAD = [((2, 5), (2, 3)), ((2, 5), (-1, 3)), ((1, 3, 4), (1, 2, 2, 0)), ((1, 1, 2
 @backends(shape=[(1, 3, 4)])
 def test_pad_modes(shape: tuple, padding: tuple, mode: str) -> None:
     helper_test_op([shape], lambda x: F.pad(x, padding, mode=mode), lambda x: x.pad(padding, mode=mode))
-    helper_test_op([shape], lambda x: F.pad(x, padding, mode), lambda x: x.pad(padding, mode))
 
 
 def test_pad_positional_constant_and_pairs() -> None:
+    helper_test_op([(2, 4)], lambda x: F.pad(x, (0, 0)), lambda x: x.pad((0, 0), "circular"))
+    helper_test_op([(2, 4)], lambda x: F.pad(x, (2, 1), "reflect"), lambda x: x.pad((2, 1), "reflect"))
     helper_test_op([(2, 3)], lambda x: F.pad(x, (1, 2), "constant", 1.5),
                    lambda x: x.pad((1, 2), "constant", 1.5))
     helper_test_op([(1, 3, 4)], lambda x: F.pad(x, (1, 2, 2, 1), mode="reflect"),
@@ -232,10 +240,10 @@ def test_max_unpool2d(shape: tuple, kernel: Any, stride: Any, padding: int, outp
 # ---- interpolate ----
 INTERPOLATE = [((1, 2, 5), dict(size=8)), ((1, 2, 5), dict(scale_factor=1.7)),
                ((2, 1, 4, 3), dict(size=(7, 2))),
-               ((1, 1, 2, 3, 2), dict(scale_factor=2)), ((1, 2, 6), dict(size=4)),
+               ((1, 1, 2, 3, 2), dict(scale_factor=2)),
                ((1, 2, 5), dict(size=8, mode="linear")),
                ((1, 2, 5), dict(size=3, mode="linear", align_corners=True)),
-               ((1, 2, 5), dict(scale_factor=2.3, mode="linear")), ((1, 1, 1), dict(size=3, mode="linear")),
+               ((1, 1, 6), dict(scale_factor=0.6, mode="linear")), ((1, 1, 1), dict(size=3, mode="linear")),
                ((2, 1, 4, 3), dict(size=(5, 7), mode="bilinear")),
                ((2, 1, 4, 3), dict(scale_factor=(1.5, 0.7), mode="bilinear", align_corners=True)),
                ((1, 2, 5, 4), dict(size=(2, 3), mode="bilinear", align_corners=False)),
@@ -243,7 +251,7 @@ INTERPOLATE = [((1, 2, 5), dict(size=8)), ((1, 2, 5), dict(scale_factor=1.7)),
 
 
 @pytest.mark.parametrize("shape, kwargs", INTERPOLATE, ids=str)
-@backends(kwargs=[INTERPOLATE[1][1], INTERPOLATE[9][1]])
+@backends(kwargs=[INTERPOLATE[1][1], INTERPOLATE[8][1]])
 def test_interpolate(shape: tuple, kwargs: dict) -> None:
     helper_test_op([shape], lambda x: F.interpolate(x, **kwargs), lambda x: x.interpolate(**kwargs))
 
