@@ -146,7 +146,7 @@ class IndexingMixin:
         x = x.reshape((1,) * len(batch) + x.shape)
         mask = mask.reshape(mask.shape + (1,) * len(rest))
         picked_axes = tuple(range(len(batch), len(batch) + len(indexed)))
-        out = _pick(mask, x, picked_axes).cast(self.dtype)  # (*batch, rest...)
+        out = mask.where(x, 0).sum(picked_axes).cast(self.dtype)  # (*batch, rest...)
         # PyTorch puts the batch axes where the picked axes were if those were neighbours.
         pick_axes = sorted(a for a, _ in picks)
         remaining = sorted(rest + pick_axes)
@@ -197,7 +197,7 @@ class IndexingMixin:
         x = self.shrink(tuple(None if k == d else (0, i) for k, i in enumerate(index.shape)))
         x = x.unsqueeze(-1).transpose(d, -1)  # the n candidates move to a new last axis
         onehot = index.unsqueeze(-1) == Tensor.arange(n, device=self.device)
-        return _pick(onehot, x, -1).cast(self.dtype)
+        return onehot.where(x, 0).sum(-1).cast(self.dtype)
 
     def _select(self, axis: int, positions: np.ndarray) -> "Tensor":
         """The elements at host-known positions along axis (a 1-d int array; repeats allowed), by the
@@ -404,15 +404,14 @@ def _check_in_range(index: "Tensor", n: int, what: str, negative_ok: bool) -> "T
 
 def _pick(mask: "Tensor", x: "Tensor", axis: int | tuple[int, ...]) -> "Tensor":
     """The one element of x that mask marks along axis, as sum(where(mask, x, 0)). A sum starts from +0.0,
-    so a picked -0.0 would come out as +0.0: where the pick is a zero, the max over where(mask and
-    x == 0, x, -inf) gives it with its sign (and its whole gradient: nothing else there is as large;
-    elsewhere that max is -inf, never NaN, so its unused gradient stays finite)."""
-    picked = mask.where(x, 0)
-    total = picked.sum(axis)
-    if not x.dtype.is_float or 0 in picked.shape:
-        return total.cast(x.dtype)
-    signed = (mask & (x == 0)).where(x, float("-inf")).max(axis)
-    return (total == 0).where(signed, total)
+    so a picked -0.0 would come out as +0.0: it is summed as +0.0 (times -1) and the sum negated back.
+    The result is -0.0, and the gradient passes both signs, (-1)(-1) = 1; the test needs no gradient."""
+    if not x.dtype.is_float:
+        return mask.where(x, 0).sum(axis).cast(x.dtype)
+    y = x.detach()
+    flip = mask & (y == 0) & (y.reciprocal() < 0)  # the pick is a -0.0
+    total = mask.where(x * flip.where(-1.0, 1.0), 0).sum(axis)
+    return flip.any(axis).where(-total, total)
 
 
 def _as_1d(x: Any) -> Any:
