@@ -215,6 +215,23 @@ def test_max_pool2d_indices(kwargs: dict) -> None:
                    lambda x: x.max_pool2d(**kwargs, return_indices=True), layout="flipped")
 
 
+def test_max_pool_indices_1d_3d_and_integers() -> None:
+    helper_test_op([(2, 7)], lambda x: F.max_pool1d(x, 3, 2, 1, return_indices=True),
+                   lambda x: x.max_pool1d(3, 2, 1, return_indices=True))
+    helper_test_op([(1, 1, 3, 4, 5)], lambda x: F.max_pool3d(x, 2, return_indices=True),
+                   lambda x: x.max_pool3d(2, return_indices=True))
+
+    def pool_unpool_1d(x: Any) -> Any:
+        pool, unpool = (F.max_pool1d, F.max_unpool1d) if not isinstance(x, Tensor) else \
+            (Tensor.max_pool1d, Tensor.max_unpool1d)
+        return unpool(*pool(x, 2, return_indices=True), 2, output_size=(7,))
+
+    helper_test_op([(2, 2, 7)], pool_unpool_1d)
+    values, indices = Tensor([[[3, 9, 9, 1]]]).max_pool1d(2, return_indices=True)
+    assert values.tolist() == [[[9, 9]]] and indices.tolist() == [[[1, 2]]]  # the first of a tie
+    assert values.dtype == Tensor([1]).dtype
+
+
 UNPOOL = [((2, 2, 4, 6), 2, None, 0, None), ((1, 2, 5, 7), 2, None, 0, (5, 7)), ((1, 1, 5, 5), 3, 2, 1, None),
           ((2, 5, 6), (2, 3), (2, 3), 0, (1, 2, 5, 7)), ((1, 1, 6, 4), 3, 1, 0, None)]
 
@@ -247,13 +264,22 @@ INTERPOLATE = [((1, 2, 5), dict(size=8)), ((1, 2, 5), dict(scale_factor=1.7)),
                ((2, 1, 4, 3), dict(size=(5, 7), mode="bilinear")),
                ((2, 1, 4, 3), dict(scale_factor=(1.5, 0.7), mode="bilinear", align_corners=True)),
                ((1, 2, 5, 4), dict(size=(2, 3), mode="bilinear", align_corners=False)),
-               ((1, 1, 3, 3), dict(size=(1, 5), mode="bilinear", align_corners=True))]
+               ((1, 1, 3, 3), dict(size=(1, 5), mode="bilinear", align_corners=True)),
+               ((1, 1, 5), dict(scale_factor=1.3, mode="linear", recompute_scale_factor=True))]
 
 
 @pytest.mark.parametrize("shape, kwargs", INTERPOLATE, ids=str)
 @backends(kwargs=[INTERPOLATE[1][1], INTERPOLATE[8][1]])
 def test_interpolate(shape: tuple, kwargs: dict) -> None:
     helper_test_op([shape], lambda x: F.interpolate(x, **kwargs), lambda x: x.interpolate(**kwargs))
+
+
+@needs_torch
+def test_interpolate_nearest_keeps_integers() -> None:
+    x = np.arange(10, dtype=np.int32).reshape(1, 2, 5)
+    ours = Tensor(x).interpolate(size=7)
+    assert ours.dtype == Tensor(x).dtype
+    np.testing.assert_array_equal(ours.numpy(), F.interpolate(torch.tensor(x).float(), size=7).int().numpy())
 
 
 # ---- a tuple inside an index ----

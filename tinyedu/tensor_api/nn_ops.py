@@ -159,7 +159,8 @@ class NNMixin:
 
     # ---- resizing ----
     def interpolate(self, size: Any = None, scale_factor: Any = None, mode: str = "nearest",
-                    align_corners: bool | None = None) -> "Tensor":
+                    align_corners: bool | None = None,
+                    recompute_scale_factor: bool | None = None) -> "Tensor":
         """Resize the spatial axes of (N, C, *spatial) as F.interpolate: mode 'nearest' (1 to 3 spatial
         axes), 'linear' (N, C, L) or 'bilinear' (N, C, H, W), to `size` or to floor(n * scale_factor).
 
@@ -167,7 +168,9 @@ class NNMixin:
         scale_factor, torch steps by 1/scale_factor, not by n/size). Nearest picks floor(source);
         linear blends the two neighbours (1 - t) * x[i] + t * x[i + 1], one axis after the other
         (the last first, as torch sums bilinear's four terms). The picks are gathers with indices
-        known on the host, so the gradient flows back to the elements read.
+        known on the host, so the gradient flows back to the elements read. recompute_scale_factor
+        steps by n/size after working out size from scale_factor. Nearest keeps the dtype; linear
+        modes blend in float32.
         """
         spatial = {"nearest": (1, 2, 3), "linear": (1,), "bilinear": (2,)}
         if mode not in spatial:
@@ -180,7 +183,9 @@ class NNMixin:
         if mode == "nearest" and align_corners is not None:
             raise ValueError("interpolate: align_corners only applies to the modes linear and bilinear")
         sizes, scales = _interp_sizes(self.shape[2:], size, scale_factor)
-        x = self if self.dtype.is_float else self.float()
+        if recompute_scale_factor:
+            scales = (None,) * nd
+        x = self if self.dtype.is_float or mode == "nearest" else self.float()
         for axis in reversed(range(nd)):  # the last axis first
             n, out, scale = self.shape[2 + axis], sizes[axis], scales[axis]
             if mode == "nearest":
