@@ -404,14 +404,15 @@ def _check_in_range(index: "Tensor", n: int, what: str, negative_ok: bool) -> "T
 
 def _pick(mask: "Tensor", x: "Tensor", axis: int | tuple[int, ...]) -> "Tensor":
     """The one element of x that mask marks along axis, as sum(where(mask, x, 0)). A sum starts from +0.0,
-    so a picked -0.0 would come out as +0.0: it is summed as +0.0 (times -1) and the sum negated back.
-    The result is -0.0, and the gradient passes both signs, (-1)(-1) = 1; the test needs no gradient."""
+    so a picked -0.0 would come out as +0.0: it is summed as +0.0 (times -1) and the zero sum negated
+    back. The result is -0.0, and the gradient passes both signs, (-1)(-1) = 1; the test for -0.0
+    needs no gradient. (Where mask marks several elements, the result is their sum.)"""
     if not x.dtype.is_float:
         return mask.where(x, 0).sum(axis).cast(x.dtype)
     y = x.detach()
     flip = mask & (y == 0) & (y.reciprocal() < 0)  # the pick is a -0.0
     total = mask.where(x * flip.where(-1.0, 1.0), 0).sum(axis)
-    return flip.any(axis).where(-total, total)
+    return (flip.any(axis) & (total == 0)).where(-total, total)
 
 
 def _as_1d(x: Any) -> Any:
