@@ -176,6 +176,14 @@ def test_scatter_reduce(reduce: str, include_self: bool, dim: int, index: list) 
                    low=0.5, high=2.0)
 
 
+@pytest.mark.parametrize("reduce", REDUCES)
+def test_scatter_reduce_empty_index(reduce: str) -> None:
+    """Nothing is sent: self comes back (even for amax, whose reduction over no values is undefined)."""
+    empty = np.zeros((3, 0), int)
+    helper_test_op([(3, 4), (3, 0)], lambda x, s: x.scatter_reduce(1, _both(empty, x), s, reduce,
+                                                                    include_self=False))
+
+
 def test_scatter_legacy_reduce_and_0d() -> None:
     index = np.array([[0, 0, 1]])
     # torch has no gradient for scatter(reduce=): compare with scatter_reduce, which means the same
@@ -379,6 +387,8 @@ BAD: list[tuple[str, Callable, type, str]] = [
      r"pad: mode 'reflect' can add at most 3 .* axis 1 of size 4"),
     ("pad_circular_size", lambda x: x.pad((0, 0, 0, 4), mode="circular"),
      ValueError, "at most 3 .* axis 0 of size 3"),
+    ("pad_empty_axis", lambda x: x[:, :0].pad((1, 1), mode="replicate"), ValueError,
+     r"mode 'replicate' copies the tensor's own elements, but axis 1 of shape \(3, 0\) has none"),
     ("pad_mode_value", lambda x: x.pad((1, 1), 2.0, mode="reflect"), ValueError, "takes no fill value"),
     ("masked_select_dtype", lambda x: x.masked_select(x), TypeError, "mask must be a bool"),
     ("masked_select_shape", lambda x: x.masked_select(Tensor([True, False])), ValueError, "masked_select"),

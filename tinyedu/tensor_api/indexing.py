@@ -263,6 +263,8 @@ class IndexingMixin:
         fill = fills[reduce] if self.dtype.is_float or reduce in ("sum", "mean", "prod") else \
             _int_limit(self.dtype, low=reduce == "amax")
         values, hits = self._scatter_spread(dim, index, src, fill, op)
+        if not index.numel():
+            return self  # nothing is sent anywhere
         hit, me = hits.any(-1), self.unsqueeze(-1)
         if reduce in ("amax", "amin"):  # one reduction over self and the sent values: ties share evenly
             candidates = values.cat(me, dim=-1) if include_self else values

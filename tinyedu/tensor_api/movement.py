@@ -126,7 +126,10 @@ class MovementMixin:
 
     def _pad_axis(self, axis: int, lo: int, hi: int, n: int, mode: str, padding: Any) -> "Tensor":
         """One axis of `_pad_mode`, with PyTorch's limits on how much each mode can add."""
-        limit = {"reflect": n - 1, "replicate": None if n else -1, "circular": n}[mode]
+        limit = {"reflect": n - 1, "replicate": None, "circular": n}[mode]
+        if n == 0:
+            raise ValueError(f"pad: mode {mode!r} copies the tensor's own elements, but axis {axis} of shape "
+                             f"{self.shape} has none; use mode 'constant'")
         if limit is not None and max(lo, hi) > limit:
             raise ValueError(f"pad: mode {mode!r} can add at most {limit} elements to each side of axis "
                              f"{axis} of size {n} (shape {self.shape}), got padding {tuple(padding)}")
