@@ -361,7 +361,7 @@ def test_edge_values(name: str) -> None:
     # zero a tie of 0.0 and -0.0 keeps; so its values and indices are compared, not the sign of a zero
     pool = name == "max_pool2d_indices"
     # x[index] with tensors sums its one-hot picks from +0.0, so a picked -0.0 reads +0.0 there (the new ops
-    # pick with _pick, which keeps it, at the price of one more reduction that Embedding does not pay)
+    # pick with _one_hot_pick, which keeps it, at the price of one more reduction that Embedding does not pay)
     signed = not pool and name != "getitem_tuple"
     _check_edges_signed(torch_fn, tinyedu_fn or torch_fn, array, grad=not pool, signed=signed)
 

@@ -16,7 +16,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from tinyedu.helpers import prod
-from tinyedu.tensor_api.indexing import _pick
+from tinyedu.tensor_api.indexing import _one_hot_pick
 from tinyedu.tensor_api.nn_ops import check_tensors
 
 if TYPE_CHECKING:
@@ -294,7 +294,7 @@ class ConvMixin:
         later = type(x).arange(n, device=x.device)
         later = (later.reshape(n, 1) < later) & (flat_index.unsqueeze(-1) == flat_index.unsqueeze(-2))
         hits = hits & later.any(-1).logical_not().unsqueeze(-2)  # a place written again later is not kept
-        out = hits.any(-1).where(_pick(hits, values, -1), 0).reshape(*lead, *sizes)
+        out = hits.any(-1).where(_one_hot_pick(hits, values, -1), 0).reshape(*lead, *sizes)
         return out.squeeze(0) if unbatched else out
 
     def _avg_pool(self, kernel_size: Any, stride: Any, padding: Any, ceil_mode: bool, count_include_pad: bool,

@@ -207,7 +207,7 @@ class IndexingMixin:
         n, d = self.shape[axis], axis % self.ndim
         x = self.transpose(d, -1).unsqueeze(-2)  # (..., 1, n)
         picks = Tensor(np.asarray(positions, np.int32).reshape(-1, 1), device=self.device)
-        return _pick(picks == Tensor.arange(n, device=self.device), x, -1).transpose(d, -1)
+        return _one_hot_pick(picks == Tensor.arange(n, device=self.device), x, -1).transpose(d, -1)
 
     def masked_select(self, mask: "Tensor") -> "Tensor":
         """The elements where mask (broadcast against self) is True, as a 1-d tensor in C order
@@ -242,7 +242,7 @@ class IndexingMixin:
         if self.ndim == 0:
             return self.reshape(1).scatter(0, _as_1d(index), _as_1d(src)).reshape(())
         values, hits = self._scatter_spread(dim, index, src, 0, "scatter")
-        return hits.any(-1).where(_pick(hits, values, -1), self).cast(self.dtype)
+        return hits.any(-1).where(_one_hot_pick(hits, values, -1), self).cast(self.dtype)
 
     def scatter_reduce(self, dim: int, index: "Tensor", src: Any, reduce: str, *,
                        include_self: bool = True) -> "Tensor":
@@ -404,7 +404,7 @@ def _check_in_range(index: "Tensor", n: int, what: str, negative_ok: bool) -> "T
     return index
 
 
-def _pick(mask: "Tensor", x: "Tensor", axis: int | tuple[int, ...]) -> "Tensor":
+def _one_hot_pick(mask: "Tensor", x: "Tensor", axis: int | tuple[int, ...]) -> "Tensor":
     """The one element of x that mask marks along axis, as sum(where(mask, x, 0)). A sum starts from +0.0,
     so a picked -0.0 would come out as +0.0: it is summed as +0.0 (times -1) and the zero sum negated
     back. The result is -0.0, and the gradient passes both signs, (-1)(-1) = 1; the test for -0.0
