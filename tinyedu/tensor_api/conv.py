@@ -16,6 +16,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from tinyedu.helpers import prod
+from tinyedu.tensor_api.indexing import _one_hot_pick
 from tinyedu.tensor_api.nn_ops import check_tensors
 
 if TYPE_CHECKING:
@@ -199,20 +200,25 @@ class ConvMixin:
 
     # ---- pooling ----
     def max_pool1d(self, kernel_size: Ints = 2, stride: Ints | None = None, padding: Ints = 0,
-                   dilation: Ints = 1, ceil_mode: bool = False) -> "Tensor":
-        return self._max_pool(kernel_size, stride, padding, dilation, ceil_mode, 1, "max_pool1d")
+                   dilation: Ints = 1, ceil_mode: bool = False, return_indices: bool = False) -> Any:
+        return self._max_pool(kernel_size, stride, padding, dilation, ceil_mode, 1, "max_pool1d",
+                              return_indices)
 
     def max_pool2d(self, kernel_size: Ints = 2, stride: Ints | None = None, padding: Ints = 0,
-                   dilation: Ints = 1, ceil_mode: bool = False) -> "Tensor":
+                   dilation: Ints = 1, ceil_mode: bool = False, return_indices: bool = False) -> Any:
         """The max over each kernel_size window of the last two axes; stride defaults to kernel_size.
 
         Padding is filled with -inf, so it never wins the max (integers are pooled as floats).
-        kernel_size defaults to 2 (tinygrad's default; PyTorch requires it)."""
-        return self._max_pool(kernel_size, stride, padding, dilation, ceil_mode, 2, "max_pool2d")
+        kernel_size defaults to 2 (tinygrad's default; PyTorch requires it). return_indices=True also
+        gives, as torch, where each max came from: its flat position h * W + w in its channel's plane
+        (int32; torch's are int64), which max_unpool2d takes."""
+        return self._max_pool(kernel_size, stride, padding, dilation, ceil_mode, 2, "max_pool2d",
+                              return_indices)
 
     def max_pool3d(self, kernel_size: Ints = 2, stride: Ints | None = None, padding: Ints = 0,
-                   dilation: Ints = 1, ceil_mode: bool = False) -> "Tensor":
-        return self._max_pool(kernel_size, stride, padding, dilation, ceil_mode, 3, "max_pool3d")
+                   dilation: Ints = 1, ceil_mode: bool = False, return_indices: bool = False) -> Any:
+        return self._max_pool(kernel_size, stride, padding, dilation, ceil_mode, 3, "max_pool3d",
+                              return_indices)
 
     def avg_pool1d(self, kernel_size: Ints = 2, stride: Ints | None = None, padding: Ints = 0,
                    ceil_mode: bool = False, count_include_pad: bool = True) -> "Tensor":
@@ -234,10 +240,62 @@ class ConvMixin:
                               "avg_pool3d")
 
     def _max_pool(self, kernel_size: Any, stride: Any, padding: Any, dilation: Any, ceil_mode: bool, nd: int,
-                  op: str) -> "Tensor":
+                  op: str, return_indices: bool = False) -> Any:
         windows, _ = self._pool_windows(op, nd, kernel_size, stride, padding, dilation, ceil_mode,
                                         float("-inf"))
-        return windows.max(tuple(range(-nd, 0))).cast(self.dtype)
+        out = windows.max(tuple(range(-nd, 0))).cast(self.dtype)
+        if not return_indices:
+            return out
+        args = (op, nd, kernel_size, stride, padding, dilation, ceil_mode)
+        return out, _argmax_in_windows(self, windows, args)
+
+    def max_unpool1d(self, indices: "Tensor", kernel_size: Ints, stride: Ints | None = None,
+                     padding: Ints = 0, output_size: Any = None) -> "Tensor":
+        return self._max_unpool(indices, kernel_size, stride, padding, output_size, 1, "max_unpool1d")
+
+    def max_unpool2d(self, indices: "Tensor", kernel_size: Ints, stride: Ints | None = None,
+                     padding: Ints = 0, output_size: Any = None) -> "Tensor":
+        """The inverse of max_pool2d(return_indices=True) (F.max_unpool2d): each value goes back to the
+        place its index names in a zero plane of size (H - 1) * stride - 2 * padding + kernel_size (or
+        output_size, which may be larger by less than a stride). See `_max_unpool`."""
+        return self._max_unpool(indices, kernel_size, stride, padding, output_size, 2, "max_unpool2d")
+
+    def max_unpool3d(self, indices: "Tensor", kernel_size: Ints, stride: Ints | None = None,
+                     padding: Ints = 0, output_size: Any = None) -> "Tensor":
+        return self._max_unpool(indices, kernel_size, stride, padding, output_size, 3, "max_unpool3d")
+
+    def _max_unpool(self, indices: "Tensor", kernel_size: Any, stride: Any, padding: Any, output_size: Any,
+                    nd: int, op: str) -> "Tensor":
+        """A scatter of each channel plane into zeros. Overlapping windows can name one place twice,
+        always with the same value (the same input element won both): as torch's last write, the
+        last of them is kept, and it alone receives the gradient (torch gives every copy all of it)."""
+        check_tensors(op, self.device, indices=indices)
+        x, unbatched = _spatial(self, nd, op, "C")
+        if not self.dtype.is_float or indices.shape != self.shape:
+            raise ValueError(f"{op}: expected a float input and indices of the same shape, got "
+                             f"{self.dtype.name} {self.shape} and indices {indices.shape}")
+        kernel = _ints(kernel_size, nd, "kernel_size", op, 1)
+        steps = kernel if stride is None else _ints(stride, nd, "stride", op, 1)
+        pads = _ints(padding, nd, "padding", op, 0)
+        sizes = tuple((n - 1) * s - 2 * p + k
+                      for n, s, p, k in zip(x.shape[2:], steps, pads, kernel, strict=True))
+        if output_size is not None:
+            wanted = tuple(output_size)[-nd:]
+            if len(tuple(output_size)) not in (nd, nd + 2) or any(
+                    not s - t < w < s + t for w, s, t in zip(wanted, sizes, steps, strict=True)):
+                raise ValueError(f"{op}: output_size {output_size!r} must give {nd} sizes (or {nd + 2}), "
+                                 f"each within a stride {steps} of the default {sizes} (exclusive)")
+            sizes = wanted
+        lead, planes = x.shape[:2], prod(sizes)
+        flat_index = indices.reshape(x.shape).reshape(*lead, -1)
+        zeros = type(x).zeros(*lead, planes, dtype=x.dtype, device=x.device)
+        values, hits = zeros._scatter_spread(-1, flat_index, x.reshape(*lead, -1), 0, op)
+        n = flat_index.shape[-1]
+        later = type(x).arange(n, device=x.device)
+        later = (later.reshape(n, 1) < later) & (flat_index.unsqueeze(-1) == flat_index.unsqueeze(-2))
+        hits = hits & later.any(-1).logical_not().unsqueeze(-2)  # a place written again later is not kept
+        out = hits.any(-1).where(_one_hot_pick(hits, values, -1), 0).reshape(*lead, *sizes)
+        return out.squeeze(0) if unbatched else out
 
     def _avg_pool(self, kernel_size: Any, stride: Any, padding: Any, ceil_mode: bool, count_include_pad: bool,
                   divisor_override: Any, nd: int, op: str) -> "Tensor":
@@ -288,6 +346,21 @@ class ConvMixin:
         x = x.pad(((0, 0),) * (x.ndim - nd) + tuple((p, p + e) for p, e in zip(pads, extra, strict=True)),
                   value=fill)
         return x._pool(kernel, steps, dil), extra
+
+
+def _argmax_in_windows(x: "Tensor", windows: "Tensor", args: tuple) -> "Tensor":
+    """Where each window's max sits, as torch counts it: the flat position in the channel plane of
+    the first maximum in the window (scan order), or of the last NaN if there is one. The positions
+    0..H*W-1 (padding -1) go through the same padding and windows as the values."""
+    nd = args[1]
+    sizes = x.shape[-nd:]
+    plane = type(x).arange(prod(sizes), device=x.device).reshape(1, *sizes)
+    where, _ = plane._pool_windows(*args, -1.0)  # the positions, as floats: exact below 2**24
+    kernel_axes = tuple(range(-nd, 0))
+    top = windows.max(kernel_axes, keepdim=True)
+    first = ((where >= 0) & (windows == top)).where(where, float("inf")).min(kernel_axes)
+    last_nan = windows.isnan().where(where, -1.0).max(kernel_axes)
+    return (last_nan >= 0).where(last_nan, first).cast("int32")
 
 
 def _ceil_extra(n: int, k: int, s: int, p: int, d: int) -> int:

@@ -100,7 +100,11 @@ class IndexingMixin:
                              f"{_VALID}")
         if isinstance(item, (int, np.integer)):
             return int(item)
-        if isinstance(item, (list, np.ndarray)):
+        if isinstance(item, (list, tuple, np.ndarray)):  # a tuple inside the index is a list, as in torch
+            if isinstance(item, tuple) and not all(isinstance(i, (int, np.integer, list, tuple))
+                                                   for i in item):
+                raise IndexError(f"__getitem__: a tuple inside an index must hold ints (it picks elements, "
+                                 f"like a list), got {item!r}; valid indices are {_VALID}")
             item = Tensor(item, device=self.device)
         if isinstance(item, Tensor):
             if item.dtype == dtypes.bool:
@@ -195,6 +199,121 @@ class IndexingMixin:
         onehot = index.unsqueeze(-1) == Tensor.arange(n, device=self.device)
         return onehot.where(x, 0).sum(-1).cast(self.dtype)
 
+    def _select(self, axis: int, positions: np.ndarray) -> "Tensor":
+        """The elements at host-known positions along axis (a 1-d int array; repeats allowed), by the
+        same one-hot sum as gather."""
+        from tinyedu.tensor import Tensor
+
+        n, d = self.shape[axis], axis % self.ndim
+        x = self.transpose(d, -1).unsqueeze(-2)  # (..., 1, n)
+        picks = Tensor(np.asarray(positions, np.int32).reshape(-1, 1), device=self.device)
+        return _one_hot_pick(picks == Tensor.arange(n, device=self.device), x, -1).transpose(d, -1)
+
+    def masked_select(self, mask: "Tensor") -> "Tensor":
+        """The elements where mask (broadcast against self) is True, as a 1-d tensor in C order
+        (torch.masked_select). How many there are depends on the data, so the mask is read first (torch
+        waits for it too); the gradient goes back to the picked elements."""
+        from tinyedu.tensor import Tensor, broadcast_shape
+
+        if not isinstance(mask, Tensor) or mask.dtype != dtypes.bool:
+            what = getattr(mask, "dtype", type(mask).__name__)
+            raise TypeError(f"masked_select: mask must be a bool Tensor, got {what}")
+        if mask.device != self.device:
+            raise ValueError(f"masked_select: the mask is on {mask.device} but the tensor is on "
+                             f"{self.device}")
+        shape = broadcast_shape(self.shape, mask.shape, op="masked_select")
+        where = np.flatnonzero(mask._broadcast_to(shape).numpy())
+        return self._broadcast_to(shape).reshape(-1)._select(0, where)
+
+    # ---- scatter: the other direction of gather ----
+    def scatter(self, dim: int, index: "Tensor", src: Any = None, *, value: Any = None,
+                reduce: str | None = None) -> "Tensor":
+        """A copy of self with out[index[i][j]][j] = src[i][j] for dim=0 (and likewise for other dims), as
+        torch.scatter; src may be a tensor or a number (also as value=). If two entries of index name the
+        same place, torch's result is unspecified (it depends on the order of writes); here it is their
+        sum. reduce='add' / 'multiply' (torch's older spelling) are scatter_reduce's 'sum' / 'prod'."""
+        src = value if src is None else src
+        if reduce is not None:
+            modes = {"add": "sum", "multiply": "prod"}
+            if reduce not in modes:
+                raise ValueError(f"scatter: reduce must be 'add' or 'multiply', got {reduce!r} "
+                                 "(scatter_reduce has sum, prod, mean, amax, amin)")
+            return self.scatter_reduce(dim, index, src, modes[reduce])
+        if self.ndim == 0:
+            return self.reshape(1).scatter(0, _as_1d(index), _as_1d(src)).reshape(())
+        values, hits = self._scatter_spread(dim, index, src, 0, "scatter")
+        return hits.any(-1).where(_one_hot_pick(hits, values, -1), self).cast(self.dtype)
+
+    def scatter_reduce(self, dim: int, index: "Tensor", src: Any, reduce: str, *,
+                       include_self: bool = True) -> "Tensor":
+        """Like scatter, but every value sent to a place is combined with reduce ('sum', 'prod', 'mean',
+        'amax', 'amin'), together with self's own value there if include_self (torch.scatter_reduce).
+        Places no index names keep self's value. Ties of amax/amin share the gradient equally, as in
+        torch."""
+        return self._scatter_reduce(dim, index, src, reduce, include_self, "scatter_reduce")
+
+    def _scatter_reduce(self, dim: int, index: "Tensor", src: Any, reduce: str, include_self: bool,
+                        op: str) -> "Tensor":
+        fills = {"sum": 0, "mean": 0, "prod": 1, "amax": float("-inf"), "amin": float("inf")}
+        if reduce not in fills:
+            raise ValueError(f"scatter_reduce: reduce must be one of {', '.join(fills)}, got {reduce!r}")
+        if self.ndim == 0:
+            return self.reshape(1)._scatter_reduce(0, _as_1d(index), _as_1d(src), reduce, include_self,
+                                                   op).reshape(())
+        fill = fills[reduce] if self.dtype.is_float or reduce in ("sum", "mean", "prod") else \
+            _int_limit(self.dtype, low=reduce == "amax")
+        values, hits = self._scatter_spread(dim, index, src, fill, op)
+        if not index.numel():
+            return self  # nothing is sent anywhere
+        hit, me = hits.any(-1), self.unsqueeze(-1)
+        if reduce in ("amax", "amin"):  # one reduction over self and the sent values: ties share evenly
+            candidates = values.cat(me, dim=-1) if include_self else values
+            out = candidates.max(-1) if reduce == "amax" else candidates.min(-1)
+        elif reduce == "prod":
+            out = values.prod(-1) * (self if include_self else 1)
+        else:
+            out = values.sum(-1) + (self if include_self else 0)
+            if reduce == "mean":
+                count = hits.sum(-1) + int(include_self)
+                count = (count > 0).where(count, 1)  # places without a value keep self (no 0/0)
+                out = out / count if self.dtype.is_float else (out.float() / count).floor()
+        return hit.where(out.cast(self.dtype), self)
+
+    def _scatter_spread(self, dim: int, index: "Tensor", src: Any, fill: Any,
+                        op: str) -> tuple["Tensor", "Tensor"]:
+        """(values, hits), both of shape self.shape + (m,), m = index.shape[dim]: the i-th value sent along
+        dim sits at its target place in slot i (fill elsewhere), and hits says where one was sent."""
+        from tinyedu.tensor import Tensor
+
+        d = self._axis(dim, op)
+        if not isinstance(index, Tensor) or index.dtype.is_float or index.dtype == dtypes.bool:
+            raise TypeError(f"{op}: index must be a Tensor of integers, got "
+                            f"{getattr(index, 'dtype', index)!r}")
+        if not isinstance(src, Tensor):
+            if not isinstance(src, (bool, int, float)):
+                raise TypeError(f"{op}: src must be a Tensor or a number, got {type(src).__name__}")
+            src = Tensor.full(index.shape, src, dtype=self.dtype, device=self.device)
+        if index.device != self.device or src.device != self.device:
+            raise ValueError(f"{op}: self, index and src must be on one device, got {self.device}, "
+                             f"{index.device} and {src.device}")
+        fits = index.ndim == self.ndim == src.ndim and all(
+            i <= s and (i <= t or k == d)
+            for k, (i, s, t) in enumerate(zip(index.shape, src.shape, self.shape, strict=True)))
+        if not fits:
+            raise ValueError(f"{op}: index of shape {index.shape} does not fit self {self.shape} and src "
+                             f"{src.shape} along dim {d}: all need {self.ndim} axes, index no larger than "
+                             f"src anywhere and no larger than self except along dim {d}")
+        n = self.shape[d]
+        where = f"{op}: index along dim {d}" if op.startswith("scatter") else \
+            f"{op}: index (a flat position in an output plane of {n} elements; output_size sets its size)"
+        index = _check_in_range(index, n, where, negative_ok=False)
+        src = src.cast(self.dtype).shrink(tuple((0, i) for i in index.shape))
+        onehot = index.unsqueeze(-1) == Tensor.arange(n, device=self.device)  # index.shape + (n,)
+        values = onehot.where(src.unsqueeze(-1), fill).transpose(d, -1)  # n places at d, m values last
+        covered = index.shape[:d] + (n,) + index.shape[d + 1:]
+        pads = tuple((0, s - i) for s, i in zip(self.shape, covered, strict=True)) + ((0, 0),)
+        return values.pad(pads, value=fill), onehot.transpose(d, -1).pad(pads)
+
     # ---- masks built from index comparisons ----
     def one_hot(self, num_classes: int = -1) -> "Tensor":
         """out[..., c] = 1 where self[...] == c: int32 (PyTorch: int64) with a new last axis of
@@ -283,3 +402,29 @@ def _check_in_range(index: "Tensor", n: int, what: str, negative_ok: bool) -> "T
             raise IndexError(f"{what}: value {bad.reshape(-1)[0]} is out of range for size {n}; valid values "
                              f"are {low}..{n - 1}")
     return index
+
+
+def _one_hot_pick(mask: "Tensor", x: "Tensor", axis: int | tuple[int, ...]) -> "Tensor":
+    """The one element of x that mask marks along axis, as sum(where(mask, x, 0)). A sum starts from +0.0,
+    so a picked -0.0 would come out as +0.0: it is summed as +0.0 (times -1) and the zero sum negated
+    back. The result is -0.0, and the gradient passes both signs, (-1)(-1) = 1; the test for -0.0
+    needs no gradient. (Where mask marks several elements, the result is their sum.)"""
+    if not x.dtype.is_float:
+        return mask.where(x, 0).sum(axis).cast(x.dtype)
+    y = x.detach()
+    flip = mask & (y == 0) & (y.reciprocal() < 0)  # the pick is a -0.0
+    total = mask.where(x * flip.where(-1.0, 1.0), 0).sum(axis)
+    return (flip.any(axis) & (total == 0)).where(-total, total)
+
+
+def _as_1d(x: Any) -> Any:
+    """A 0-d tensor as shape (1,) (numbers pass through): scatter on 0-d tensors works on (1,)."""
+    return x.reshape(1) if hasattr(x, "reshape") else x
+
+
+def _int_limit(dtype: Any, low: bool) -> int:
+    """The smallest (low) or largest value of an integer or bool dtype: what amax / amin start from."""
+    if dtype == dtypes.bool:
+        return 0 if low else 1
+    info = np.iinfo(dtype.np)
+    return int(info.min if low else info.max)

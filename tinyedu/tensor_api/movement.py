@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Sequence
 
+import numpy as np
+
 import tinyedu.function as F
 from tinyedu.helpers import flatten_args, prod
 
@@ -74,13 +76,19 @@ class MovementMixin:
                                  "grow (reshape or repeat otherwise)")
         return x if shape == x.shape else x._apply(F.Expand, shape=shape)
 
-    def pad(self, padding: Sequence[Any], value: float = 0.0) -> "Tensor":
+    def pad(self, padding: Sequence[Any], value: Any = 0.0, mode: Any = "constant") -> "Tensor":
         """Add `before` elements before and `after` after along each axis, filled with `value`.
 
         `padding` is one (before, after) pair per axis (None: no padding; tinygrad's form), or a flat
         list of ints, pairs for the *last* axes first (PyTorch's F.pad: (left, right, top, bottom)).
-        A negative amount crops, as in F.pad.
+        A negative amount crops, as in F.pad. mode (F.pad's) is "constant", "reflect", "replicate" or
+        "circular"; F.pad's positional order `pad(padding, mode, value)` works too (a str is a mode).
         """
+        if isinstance(value, str):  # pad(padding, "reflect") or pad(padding, "constant", 1.0)
+            value, mode = (0.0 if isinstance(mode, str) else mode), value
+        value = 0.0 if value is None else value
+        if mode != "constant":
+            return self._pad_mode(padding, mode, value)
         pairs = self._pad_pairs(padding, "pad")
         if not isinstance(value, (int, float)) or isinstance(value, bool):
             raise TypeError(f"pad: the fill value must be a number, got {type(value).__name__}")
@@ -97,6 +105,46 @@ class MovementMixin:
             return padded
         inside = x.ones_like(dtype="bool")._apply(F.Pad, padding=pairs)
         return inside.where(padded, value)
+
+    def _pad_mode(self, padding: Sequence[Any], mode: Any, value: Any) -> "Tensor":
+        """Padding made of the tensor's own edges: reflect mirrors without repeating the edge element,
+        replicate repeats it, circular wraps around. Every piece is a view (shrink, flip, expand,
+        repeat), so the gradient of a padded element goes back to the element it copies."""
+        if mode not in ("reflect", "replicate", "circular"):
+            raise ValueError(f"pad: mode must be 'constant', 'reflect', 'replicate' or 'circular', got "
+                             f"{mode!r}")
+        if value != 0:
+            raise ValueError(f"pad: mode {mode!r} takes no fill value (got {value!r}); only 'constant' does")
+        pairs = self._pad_pairs(padding, "pad")
+        crop = tuple((min(lo, 0), min(hi, 0)) for lo, hi in pairs)  # negative amounts crop, as in F.pad:
+        x = self.pad(crop) if mode == "circular" else self  # circular after cropping, the others before
+        for axis, (lo, hi) in enumerate(pairs):
+            lo, hi, n = max(lo, 0), max(hi, 0), x.shape[axis]
+            if lo or hi:
+                x = x._pad_axis(axis, lo, hi, n, mode, padding)
+        return x if mode == "circular" else x.pad(crop)
+
+    def _pad_axis(self, axis: int, lo: int, hi: int, n: int, mode: str, padding: Any) -> "Tensor":
+        """One axis of `_pad_mode`, with PyTorch's limits on how much each mode can add."""
+        limit = {"reflect": n - 1, "replicate": None, "circular": n}[mode]
+        if n == 0:
+            raise ValueError(f"pad: mode {mode!r} copies the tensor's own elements, but axis {axis} of shape "
+                             f"{self.shape} has none; use mode 'constant'")
+        if limit is not None and max(lo, hi) > limit:
+            raise ValueError(f"pad: mode {mode!r} can add at most {limit} elements to each side of axis "
+                             f"{axis} of size {n} (shape {self.shape}), got padding {tuple(padding)}")
+        def part(lo_: int, hi_: int) -> "Tensor":
+            return self.shrink(tuple((lo_, hi_) if a == axis else None for a in range(self.ndim)))
+        if mode == "circular":  # three copies end to end, cut to [n - lo, 2n + hi)
+            reps = tuple(3 if a == axis else 1 for a in range(self.ndim))
+            return self.repeat(reps).shrink(tuple((n - lo, 2 * n + hi) if a == axis else None
+                                                  for a in range(self.ndim)))
+        if mode == "replicate":
+            left = part(0, 1).expand(tuple(lo if a == axis else -1 for a in range(self.ndim)))
+            right = part(n - 1, n).expand(tuple(hi if a == axis else -1 for a in range(self.ndim)))
+        else:  # reflect: x[lo], ..., x[1] before and x[n-2], ..., x[n-1-hi] after
+            left, right = part(1, lo + 1).flip(axis), part(n - 1 - hi, n - 1).flip(axis)
+        return _join([left, self, right], axis)
 
     def _pad_pairs(self, padding: Sequence[Any], op: str) -> tuple[tuple[int, int], ...]:
         """One (before, after) pair per axis, from either form `pad` accepts."""
@@ -256,6 +304,79 @@ class MovementMixin:
         spread = spread.expand(tuple(x for r, s in pairs for x in (r, s)))
         return spread.reshape(tuple(r * s for r, s in pairs))
 
+    def roll(self, shifts: int | Sequence[int], dims: int | Sequence[int] | None = None) -> "Tensor":
+        """Shift elements along axes, wrapping around (torch.roll): out[(i + shift) % n] = self[i].
+        Without dims the tensor is rolled as if flattened. Two copies end to end, cut at n - shift:
+        a view, so its gradient rolls back."""
+        if dims is None:
+            if not isinstance(shifts, int) and len(shifts) != 1:
+                raise ValueError(f"roll: without dims, shifts must be one int (the flattened tensor rolls), "
+                                 f"got {shifts!r}")
+            return self.reshape(-1).roll(shifts, 0).reshape(self.shape)
+        shifts = (shifts,) if isinstance(shifts, int) else tuple(shifts)
+        dims = (dims,) if isinstance(dims, int) else tuple(dims)
+        ints = all(isinstance(s, int) and not isinstance(s, bool) for s in shifts)
+        if len(shifts) != len(dims) or not ints:
+            raise ValueError(f"roll: shifts {shifts} and dims {dims} must be ints, as many of one as the "
+                             "other")
+        x = self
+        for shift, dim in zip(shifts, dims, strict=True):
+            axis = self._axis(dim, "roll")
+            n = x.shape[axis] if x.ndim else 1
+            if x.ndim and n and shift % n:
+                reps = tuple(2 if a == axis else 1 for a in range(x.ndim))
+                start = n - shift % n
+                bounds = tuple((start, start + n) if a == axis else None for a in range(x.ndim))
+                x = x.repeat(reps).shrink(bounds)
+        return x
+
+    def repeat_interleave(self, repeats: Any, dim: int | None = None,
+                          output_size: int | None = None) -> "Tensor":
+        """Each element repeated `repeats` times along dim, copies next to each other
+        (torch.repeat_interleave); dim=None flattens first. An int repeat is a view: a new axis
+        expanded and merged. A tensor of repeats (one per element, or one for all) is read on the
+        host, as torch reads it too, to know the output size; the copies are then picked by index."""
+        x, d = (self.reshape(-1), 0) if dim is None else (self, self._axis(dim, "repeat_interleave"))
+        if x.ndim == 0:
+            x = x.reshape(1)
+        n = x.shape[d]
+        counts = repeats.numpy() if isinstance(repeats, type(self)) else np.asarray(repeats)
+        valid = counts.dtype.kind in "iu" and counts.ndim <= 1 and counts.size in (1, n)
+        if not valid or (counts < 0).any():
+            raise ValueError(f"repeat_interleave: repeats must be a non-negative int or a 1-d tensor of ints "
+                             f"with one entry (or {n}, one per element along dim {d} of shape {self.shape}), "
+                             f"got {repeats!r}")
+        total = int(counts.sum()) if counts.size == n else int(counts.reshape(-1)[0]) * n
+        if output_size is not None and output_size != total:
+            raise ValueError(f"repeat_interleave: output_size={output_size} but the repeats {repeats!r} give "
+                             f"{total} elements along dim {d}")
+        if counts.size == 1:
+            r = int(counts.reshape(-1)[0])
+            spread = x.unsqueeze(d + 1).expand(tuple(r if a == d + 1 else -1 for a in range(x.ndim + 1)))
+            return spread.reshape(x.shape[:d] + (n * r,) + x.shape[d + 1:])
+        return x._select(d, np.repeat(np.arange(n), counts))
+
+    def meshgrid(self: Any, *tensors: "Tensor", indexing: str = "ij") -> tuple["Tensor", ...]:
+        """Coordinate grids from 1-d tensors (torch.meshgrid): with indexing='ij' output k varies along
+        axis k; 'xy' (numpy's default) swaps the first two axes. Each grid is a view (reshape, expand).
+        Tensor.meshgrid(a, b), a.meshgrid(b) and Tensor.meshgrid([a, b]) all work."""
+        tensors = tuple(self) if isinstance(self, (list, tuple)) else (self, *tensors)
+        if indexing not in ("ij", "xy"):
+            raise ValueError(f"meshgrid: indexing must be 'ij' or 'xy', got {indexing!r}")
+        if any(t.ndim > 1 for t in tensors) or len({t.device for t in tensors}) > 1:
+            raise ValueError(f"meshgrid: expects 0-d or 1-d tensors on one device, got shapes "
+                             f"{[t.shape for t in tensors]} on {[t.device for t in tensors]}")
+        flat = [t.reshape(-1) for t in tensors]
+        swap = indexing == "xy" and len(flat) > 1
+        if swap:
+            flat[0], flat[1] = flat[1], flat[0]
+        shape = tuple(t.shape[0] for t in flat)
+        grids = [t.reshape(tuple(-1 if a == k else 1 for a in range(len(flat)))).expand(shape)
+                 for k, t in enumerate(flat)]
+        if swap:
+            grids[0], grids[1] = grids[1], grids[0]
+        return tuple(grids)
+
     def as_strided(self, size: Sequence[int], stride: Sequence[int], storage_offset: int = 0) -> "Tensor":
         """Element (i0, i1, ...) is position storage_offset + i0*stride[0] + i1*stride[1] + ... of the
         tensor flattened in C order (torch.as_strided reads the memory; tinyedu tensors share none,
@@ -303,3 +424,18 @@ class MovementMixin:
             return rows
         flat = rows.reshape(*batch, count * n).pad(((0, 0),) * len(batch) + ((0, count * step),))
         return flat.reshape(*batch, count, n + step).shrink((None,) * (len(batch) + 1) + ((0, keep),))
+
+
+def _join(pieces: list["Tensor"], axis: int) -> "Tensor":
+    """Pieces laid end to end along axis (cat for views of one tensor): each is padded to the full
+    length and picked by where, so a -0.0 keeps its sign (a sum of zero-padded pieces would not)."""
+    pieces = [p for p in pieces if p.shape[axis]]
+    total, start, out = sum(p.shape[axis] for p in pieces), 0, None
+    for p in pieces:
+        span = tuple((start, total - start - p.shape[axis]) if a == axis else (0, 0) for a in range(p.ndim))
+        if out is None:
+            out = p.pad(span)
+        else:
+            out = p.ones_like(dtype="bool", requires_grad=False).pad(span).where(p.pad(span), out)
+        start += p.shape[axis]
+    return out

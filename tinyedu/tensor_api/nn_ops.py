@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 if TYPE_CHECKING:
     from tinyedu.tensor import Tensor
 
@@ -155,6 +157,45 @@ class NNMixin:
 
     # --8<-- [end:pool]
 
+    # ---- resizing ----
+    def interpolate(self, size: Any = None, scale_factor: Any = None, mode: str = "nearest",
+                    align_corners: bool | None = None,
+                    recompute_scale_factor: bool | None = None) -> "Tensor":
+        """Resize the spatial axes of (N, C, *spatial) as F.interpolate: mode 'nearest' (1 to 3 spatial
+        axes), 'linear' (N, C, L) or 'bilinear' (N, C, H, W), to `size` or to floor(n * scale_factor).
+
+        Each output position reads a source position worked out as torch does, in float32 (with
+        scale_factor, torch steps by 1/scale_factor, not by n/size). Nearest picks floor(source);
+        linear blends the two neighbours (1 - t) * x[i] + t * x[i + 1], one axis after the other
+        (the last first, as torch sums bilinear's four terms). The picks are gathers with indices
+        known on the host, so the gradient flows back to the elements read. recompute_scale_factor
+        steps by n/size after working out size from scale_factor. Nearest keeps the dtype; linear
+        modes blend in float32.
+        """
+        spatial = {"nearest": (1, 2, 3), "linear": (1,), "bilinear": (2,)}
+        if mode not in spatial:
+            raise ValueError(f"interpolate: mode must be one of {', '.join(spatial)}, got {mode!r}")
+        nd = self.ndim - 2
+        if nd not in spatial[mode]:
+            want = " or ".join(f"{k + 2}-d" for k in spatial[mode])
+            raise ValueError(f"interpolate: mode {mode!r} expects a {want} input (N, C, spatial...), got "
+                             f"shape {self.shape}")
+        if mode == "nearest" and align_corners is not None:
+            raise ValueError("interpolate: align_corners only applies to the modes linear and bilinear")
+        sizes, scales = _interp_sizes(self.shape[2:], size, scale_factor)
+        if recompute_scale_factor:
+            scales = (None,) * nd
+        x = self if self.dtype.is_float or mode == "nearest" else self.float()
+        for axis in reversed(range(nd)):  # the last axis first
+            n, out, scale = self.shape[2 + axis], sizes[axis], scales[axis]
+            if mode == "nearest":
+                x = x._select(2 + axis, _nearest_source(n, out, scale))
+            else:
+                low, high, t = _linear_source(n, out, scale, bool(align_corners))
+                weight = type(self)(t.reshape((-1,) + (1,) * (nd - 1 - axis)), device=x.device)
+                x = x._select(2 + axis, low) * (1 - weight) + x._select(2 + axis, high) * weight
+        return x
+
     # ---- attention ----
     def scaled_dot_product_attention(self, key: "Tensor", value: "Tensor", attn_mask: "Tensor | None" = None,
                                      dropout_p: float = 0.0, is_causal: bool = False,
@@ -252,3 +293,51 @@ class NNMixin:
         product = product.expand(*(sizes[c] for c in order))
         return product.sum(tuple(range(len(output), len(order)))) if letters else product
 
+
+def _interp_sizes(shape: tuple[int, ...], size: Any, scale_factor: Any) -> tuple[tuple[int, ...], tuple]:
+    """The output sizes, and the scale_factor per axis (None when size was given), as F.interpolate."""
+    nd = len(shape)
+    if (size is None) == (scale_factor is None):
+        raise ValueError(f"interpolate: give exactly one of size and scale_factor, got size={size!r}, "
+                         f"scale_factor={scale_factor!r}")
+    given = size if size is not None else scale_factor
+    items = tuple(given) if isinstance(given, (tuple, list)) else (given,) * nd
+    kind = int if size is not None else (int, float)
+    ok = len(items) == nd and all(isinstance(v, kind) and not isinstance(v, bool) and v > 0 for v in items)
+    if not ok:
+        what = "size" if size is not None else "scale_factor"
+        raise ValueError(f"interpolate: {what} must be one positive number or {nd} (one per spatial axis of "
+                         f"{shape}), got {given!r}")
+    if size is not None:
+        return items, (None,) * nd
+    sizes = tuple(math.floor(n * float(f)) for n, f in zip(shape, items, strict=True))
+    if 0 in sizes:
+        raise ValueError(f"interpolate: scale_factor {scale_factor!r} makes the spatial size {shape} empty "
+                         f"({sizes})")
+    return sizes, tuple(float(f) for f in items)
+
+
+def _step(n: int, out: int, scale: float | None) -> np.float32:
+    """How far the source moves per output position, in float32 as torch: 1/scale_factor if given."""
+    return np.float32(1.0 / scale) if scale is not None else np.float32(n) / np.float32(out)
+
+
+def _nearest_source(n: int, out: int, scale: float | None) -> np.ndarray:
+    """floor(i * step), clamped to the last element (torch's 'nearest', which is not rounding)."""
+    dst = np.arange(out, dtype=np.float32)
+    return np.minimum(np.floor(dst * _step(n, out, scale)).astype(np.int64), n - 1)
+
+
+def _linear_source(n: int, out: int, scale: float | None, align_corners: bool
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(i, i + 1 clamped, t) per output position for linear blending. align_corners maps the first and
+    last elements onto each other; otherwise pixel centres: source = (i + 0.5) * step - 0.5, at least 0."""
+    dst = np.arange(out, dtype=np.float32)
+    if align_corners:
+        step = np.float32(n - 1) / np.float32(out - 1) if out > 1 else np.float32(0)
+        src = dst * step
+    else:
+        src = np.maximum((dst + np.float32(0.5)) * _step(n, out, scale) - np.float32(0.5), np.float32(0))
+    low = np.minimum(src.astype(np.int64), n - 1)
+    t = np.minimum(src - low.astype(np.float32), np.float32(1)).astype(np.float32)
+    return low, np.minimum(low + 1, n - 1), t
