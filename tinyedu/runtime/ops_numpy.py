@@ -13,7 +13,10 @@ The semantics it fixes for every backend (C must match them):
   not fit in int32 (NaN, +-inf, 3e9) becomes INT32_MIN, as on x86-64 (numpy, PyTorch); float to
   uint8 goes through int32 and keeps the low 8 bits (300.7 -> 44, -1.5 -> 255). C leaves these
   undefined, so the C renderer spells the same rule out with a helper;
-- a read outside a view's mask (padding) gives 0.
+- a read outside a view's mask (padding) gives 0;
+- a float SUM accumulates in float64 and rounds once at the end, so its error is at most one
+  rounding of the result plus float64's (about 2^-53 n of the sum of |x|): a reference the
+  blocked sums of the other devices (tinyedu/codegen/sum_blocks.py) are measured against.
 
 A kernel AST is a DAG (a value used twice is one node with two parents), so `evaluate` computes
 each node once per run, remembering results by node identity.
@@ -31,8 +34,15 @@ from tinyedu.shape import ShapeTracker, View
 
 # --8<-- [start:gather]
 def gather_view(flat: np.ndarray, view: View) -> np.ndarray:
-    """The elements one View selects from a flat array: flat[offset + sum(i_k * stride_k)], masked."""
+    """The elements one View selects from a flat array: flat[offset + sum(i_k * stride_k)], masked.
+
+    A view without a mask is that formula as numpy strides (no index array: an expanded constant of
+    10^8 elements costs nothing); a masked one builds the index grid and reads where it is valid.
+    """
     shape = view.shape
+    if view.mask is None and 0 not in shape:
+        strides = tuple(stride * flat.itemsize for stride in view.strides)
+        return np.lib.stride_tricks.as_strided(flat[view.offset:], shape, strides, writeable=False)
     index = np.full(shape, view.offset, dtype=np.int64)
     valid = np.ones(shape, dtype=bool)
     for axis, (size, stride) in enumerate(zip(shape, view.strides, strict=True)):
@@ -154,6 +164,8 @@ class NumpyProgram:
             if x.size == 0:  # an empty reduce gives the identity: 0 for sum, -inf (or min) for max
                 shape = tuple(1 if i in node.arg else s for i, s in enumerate(x.shape))
                 return np.full(shape, 0 if node.op is ReduceOps.SUM else _lowest(x.dtype), dtype=x.dtype)
+            if node.op is ReduceOps.SUM and x.dtype.kind == "f":  # float64 accumulation (see above)
+                return np.sum(x, axis=node.arg, keepdims=True, dtype=np.float64).astype(x.dtype)
             return reduce(x, axis=node.arg, keepdims=True).astype(x.dtype)
         return alu(node.op, *sources, arg=node.arg)
 
