@@ -18,6 +18,8 @@ from tinyedu import Device, Tensor
 from tinyedu.codegen import sum_blocks
 from tinyedu.codegen.kernel import AxisKind, Kernel
 from tinyedu.codegen.linearizer import linearize
+from tinyedu.codegen.opts import Opt, OptError, OptOps, apply_opt
+from tinyedu.codegen.search import candidate_opts
 from tinyedu.codegen.uops import UOps
 from tinyedu.engine.schedule import create_schedule
 from tinyedu.helpers import prod
@@ -123,9 +125,9 @@ def test_sum_of_a_10000_by_15000_tensor_on_llvm() -> None:
 def test_error_of_2_27_uniform_values_against_float64_and_torch() -> None:
     """2^27 values in [0, 1): the error is within 4 ulp of the float64 sum, and within a small factor
     of torch's (whose cascade sum is within about one rounding of it). The worst case of the blocked
-    order, (b + f_1 + ... + f_L) 2^-24 sum|x| with b = 64 per lane and levels of 64, 64 and 8, is far
-    larger (about 2^-16 relative), but the roundings of 2^27 additions are independent and cancel:
-    the sum of 2^27 such values is within a few units of the last place of the float32 result."""
+    order (tinyedu/codegen/sum_blocks.py), 148 * 2^-24 relative here, is far larger, but the
+    roundings of 2^27 additions are independent and cancel: the sum of 2^27 such values is within a
+    few units of the last place of the float32 result."""
     x = np.random.default_rng(27).random(2**27, dtype=np.float32)
     exact = float(np.sum(x, dtype=np.float64))
     ours = float(Tensor(x).sum().numpy())
@@ -205,3 +207,15 @@ def test_noopt_sums_in_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
     """The kernel as written (no opts) has the blocks too: they are part of the Kernel, not an opt."""
     monkeypatch.setenv("NOOPT", "1")
     assert Tensor.ones(30_000_000).sum().numpy() == 3e7
+
+
+def test_threads_share_the_outermost_level_and_nothing_else() -> None:
+    """THREAD on a long sum takes the outermost BLOCK loop as it is (no split by the thread count);
+    on any other axis of it, it is refused with a clear error."""
+    k = kernel_of(Tensor.ones(2**22).sum())
+    assert Opt(OptOps.THREAD, 0, 3) in candidate_opts(k, threads=3)
+    apply_opt(k, Opt(OptOps.THREAD, 0, 3))
+    assert k.full_shape == (64, 16, 4096) and k.kinds[0] is AxisKind.THREAD and k.threads == 3
+    other = kernel_of(Tensor.ones(2**22).sum())
+    with pytest.raises(OptError, match="outermost BLOCK loop"):
+        apply_opt(other, Opt(OptOps.THREAD, 2, 2))

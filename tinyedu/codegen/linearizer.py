@@ -154,7 +154,8 @@ class Linearizer:
     # --8<-- [start:reduce]
     def lower_reduce(self, reduce: LazyOp) -> dict[Combo, Value]:
         """The REDUCE's value at each position of the output's expanded axes (the key `()` when
-        there are none). The kernel as written has one accumulator: `lower_plain_reduce`."""
+        there are none). The kernel as written has one accumulator (`lower_plain_reduce`), unless it
+        is a long sum in blocks: then each level has its own (`sum_levels`)."""
         if not self.kernel.applied_opts and not self.kernel.blocked:
             return {(): self.lower_plain_reduce(reduce)}
         return self.lower_expanded_reduce(reduce)

@@ -8,13 +8,14 @@ total is added to the level above, which adds at most SUM_FAN block totals befor
 moves up again. A sum of n values then runs through about log_SUM_FAN(n / SUM_BLOCK) + 1 levels,
 each adding few values of similar size, so its error bound is
 
-    |computed - exact| <= (b + f_1 + f_2 + ... + f_L) * 2^-24 * sum(|x|)
+    |computed - exact| <= (b + log2(lanes) + f_1 + ... + f_L + log2(f_0)) * 2^-24 * sum(|x|)
 
 where b is the longest run one accumulator adds (SUM_BLOCK, divided by the lanes of an optimized
-kernel) and f_k the number of values level k adds (at most SUM_FAN). For 2^27 values that is
-about (64 + 64 + 64 + 8) * 2^-24 instead of 2^27 * 2^-24; in practice the errors of the additions
+kernel, whose lanes are then added pairwise), f_k the number of totals level k adds (at most
+SUM_FAN), and f_0 the outermost level's, added pairwise. For 2^27 values on C (64 lanes, levels
+of 64, 64 and 8) that is 64 + 6 + 64 + 8 + 6 = 148 instead of 2^27; in practice the roundings
 cancel and the total is within a few units in the last place of the exact sum (torch, which sums
-in a cascade of its own, is within one).
+in a cascade of its own, is within about one).
 
 The blocks depend only on the reduce's sizes, never on the device's threads: threads share the
 outermost level's blocks (tinyedu/codegen/local_arrays.py), and the totals are combined in the

@@ -34,15 +34,8 @@ from tinyedu.shape import ShapeTracker, View
 
 # --8<-- [start:gather]
 def gather_view(flat: np.ndarray, view: View) -> np.ndarray:
-    """The elements one View selects from a flat array: flat[offset + sum(i_k * stride_k)], masked.
-
-    A view without a mask is that formula as numpy strides (no index array: an expanded constant of
-    10^8 elements costs nothing); a masked one builds the index grid and reads where it is valid.
-    """
+    """The elements one View selects from a flat array: flat[offset + sum(i_k * stride_k)], masked."""
     shape = view.shape
-    if view.mask is None and 0 not in shape:
-        strides = tuple(stride * flat.itemsize for stride in view.strides)
-        return np.lib.stride_tricks.as_strided(flat[view.offset:], shape, strides, writeable=False)
     index = np.full(shape, view.offset, dtype=np.int64)
     valid = np.ones(shape, dtype=bool)
     for axis, (size, stride) in enumerate(zip(shape, view.strides, strict=True)):
@@ -156,6 +149,8 @@ class NumpyProgram:
             return gather(memory[node.arg.idx], node.arg.st)
         if node.op is BufferOps.CONST:
             const = np.full((1,), node.arg.val, dtype=node.arg.dtype.np)
+            if all(view.mask is None for view in node.arg.st.views):  # the value everywhere: no index
+                return np.broadcast_to(const.reshape(()), node.arg.st.shape)  # arrays (10^8 ones are free)
             return gather(const, node.arg.st)  # gather applies the masks, so padding reads 0
         sources = [self.evaluate(s, memory, done) for s in node.src]
         if isinstance(node.op, ReduceOps):
