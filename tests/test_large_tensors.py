@@ -144,7 +144,8 @@ def kernel_of(t: Tensor) -> Kernel:
     (lambda: Tensor.ones(64, dtype=dtypes.uint8).contiguous().pad(((N - 64, 0),)).contiguous(), True),
     (lambda: Tensor.empty(40000, 60000, dtype=dtypes.uint8).sum(1), True),   # gidx0*60000 passes 2^31
     (lambda: Tensor.empty(30000, 60000, dtype=dtypes.uint8).sum(1), False),  # 1.8e9 elements: fits
-    (lambda: Tensor.empty(1).expand(3 * 10**9).sum(), True),                 # a reduce loop of 3e9
+    (lambda: Tensor.empty(1).expand(3 * 10**9).max(), True),                 # a reduce loop of 3e9 (a
+    # float sum that long is split into blocks, tinyedu/codegen/sum_blocks.py: its loops are short)
     (lambda: Tensor.empty(1000, 1000) @ Tensor.empty(1000, 1000), False),
 ], ids=["pad", "40000x60000", "30000x60000", "expand", "matmul"])
 def test_index_dtype_is_int64_only_where_needed(build, wide: bool):

@@ -5,7 +5,8 @@ The choices, in the order they are made (each only when it applies):
 1. Small kernels stay as written: fewer than SMALL_KERNEL loop iterations run in microseconds
    whatever their loops look like, and they compile faster and read better without opts.
 2. Threads for a full reduction (no output loops): THREAD the reduce axis, so each thread sums a
-   part (this has to come first: later opts add expanded axes).
+   part (this has to come first: later opts add expanded axes). A long float sum is in blocks
+   (tinyedu/codegen/sum_blocks.py): threads share the blocks of its outermost level.
 3. A vector axis: the axis along which the input buffers are contiguous (stride 1), weighted by
    their sizes, a buffer read with stride 0 counting as free and any other stride against. An
    output axis is UPCAST (a vector of outputs), a reduce axis is UNROLL'ed (a vector accumulator).

@@ -13,14 +13,19 @@ The result is the *full shape*, e.g. (4, 16), with `first_reduce` = 1 telling wh
 axes start. Output-shaped buffers have size 1 on the reduce axes: they are read (and written) with
 index 0 there, outside the reduce loops.
 
+3. splits a long float SUM into blocks (tinyedu/codegen/sum_blocks.py says why): its reduce axes
+   become BLOCK loops (levels, each adding at most 64 partial sums) around REDUCE loops (a block of
+   at most 4096 elements). Sum 10^8 ones and the loops become `bidx0<50 bidx1<25 bidx2<25 ridx0<3200`.
+
 Optimizations (stage 5, tinyedu/codegen/opts.py) change the loops without changing the result, and
 each one is again only a reshape and a permute of these same ShapeTrackers: split an axis of size
 n into (n/k, k), and move the k part elsewhere. Every axis has a *kind* that says what the
 linearizer makes of it, and the kinds always come in this order:
 
-    THREAD | LOOP ... | REDUCE ... | UPCAST and UNROLL ...
-    one loop split    output loops  reduce loops  not loops: written out k times in the loop body
-    across threads                                 (UPCAST: k outputs, UNROLL: k reduce steps)
+    THREAD | LOOP ... | BLOCK ... | REDUCE ... | UPCAST and UNROLL ...
+    one loop split    output loops  levels of a  reduce loops  not loops: written out k times in the
+    across threads                  long sum                   loop body (UPCAST: k outputs, UNROLL:
+                                                               k reduce steps)
 
 The opts applied so far are in `applied_opts`, printed with the kernel.
 """
@@ -31,8 +36,10 @@ import copy
 from enum import Enum
 from typing import TYPE_CHECKING
 
+from tinyedu.codegen import sum_blocks
+from tinyedu.dtype import DType, dtypes
 from tinyedu.helpers import dedup, prod
-from tinyedu.ops import BufferOps, ConstBuffer, LazyOp, MemBuffer, ReduceOps
+from tinyedu.ops import BinaryOps, BufferOps, ConstBuffer, LazyOp, MemBuffer, ReduceOps, UnaryOps
 from tinyedu.shape import ShapeTracker
 
 if TYPE_CHECKING:
@@ -46,6 +53,7 @@ class AxisKind(Enum):
 
     THREAD = "thread"   # the outermost loop, its iterations shared by several threads
     LOOP = "loop"       # an output loop (gidx)
+    BLOCK = "block"     # a level of a long sum (bidx): each iteration sums a block into a fresh total
     REDUCE = "reduce"   # a reduce loop (ridx)
     UNROLL = "unroll"   # a reduce axis written out in the loop body: one accumulator per position
     UPCAST = "upcast"   # an output axis written out in the loop body: a block of outputs (a vector)
@@ -69,6 +77,7 @@ class Kernel:
         self.reduceop: LazyOp | None = reduces[0] if reduces else None
         self.applied_opts: list[Opt] = []
         self.threads = 1                          # set by a THREAD opt
+        self.thread_blocks = False                # set by a THREAD opt on the outermost BLOCK loop
         self.packs: list[tuple[int, int]] = []    # (buffer position, loop axis) of each PACK opt
         self.linearized = False                   # set by the linearizer: no opts after that
 
@@ -98,6 +107,34 @@ class Kernel:
         # --8<-- [end:full-shape]
         self.kinds: list[AxisKind] = [AxisKind.LOOP] * self.first_reduce + \
             [AxisKind.REDUCE] * (len(self.full_shape) - self.first_reduce)
+        # 3. a long float sum in blocks
+        if self.reduceop is not None and self.reduceop.op is ReduceOps.SUM and \
+                ast_dtype(self.reduceop.src[0]).is_float:
+            self._split_into_blocks()
+
+    # --8<-- [start:blocks]
+    def _split_into_blocks(self) -> None:
+        """Split the reduce axes into the pieces `sum_blocks.plan` gives: BLOCK loops around REDUCE
+        loops. An axis the plan pads (a large prime size has no blocks) reads zeros past its end."""
+        plans = sum_blocks.plan(self.full_shape[self.first_reduce:])
+        if plans is None:
+            return
+        for axis in reversed(range(self.first_reduce, len(self.full_shape))):  # later axes first
+            size, axis_plan = self.full_shape[axis], plans[axis - self.first_reduce]
+            if axis_plan.size != size:
+                self._pad_axis(axis, axis_plan.size)
+            for n in range(len(axis_plan.pieces) - 1):
+                self.split_axis(axis + n, prod(axis_plan.pieces[n + 1:]))
+            for n in range(axis_plan.levels):
+                self.kinds[axis + n] = AxisKind.BLOCK
+    # --8<-- [end:blocks]
+
+    def _pad_axis(self, axis: int, size: int) -> None:
+        """Pad `axis` with zeros to `size` in every view that spans it (the sum of zeros is 0)."""
+        padding = [(0, 0)] * len(self.full_shape)
+        padding[axis] = (0, size - self.full_shape[axis])
+        self.sts = [st.pad(padding) if st.shape[axis] == self.full_shape[axis] else st for st in self.sts]
+        self.full_shape = self.full_shape[:axis] + (size,) + self.full_shape[axis + 1:]
 
     def _shapes(self, below: list[Leaf], above: list[Leaf]) -> tuple[str, tuple, tuple]:
         """The kernel's name, input shape and output shape; errors when the leaves disagree."""
@@ -133,6 +170,11 @@ class Kernel:
         return self.sts[self.bufs.index(leaf, 1)]
 
     @property
+    def blocked(self) -> bool:
+        """Whether this is a long sum split into blocks (it has BLOCK loops; THREAD may share one)."""
+        return AxisKind.BLOCK in self.kinds or self.thread_blocks
+
+    @property
     def output_shape(self) -> tuple[int, ...]:
         """The full shape with the reduce axes at size 1: the shape of bufs[0]."""
         return self.sts[0].shape
@@ -153,14 +195,16 @@ class Kernel:
 
     @property
     def loop_names(self) -> list[str]:
-        """One name per axis: `tidx0` for the thread loop, `gidx0, ...` for output loops, `ridx0, ...`
-        for reduce loops; an expanded axis is named after its kind and size (`upcast16`)."""
-        names, counts = [], {"t": 0, "g": 0, "r": 0}
+        """One name per axis: `tidx0` for the thread loop, `gidx0, ...` for output loops, `bidx0, ...`
+        for the levels of a long sum, `ridx0, ...` for reduce loops; an expanded axis is named after
+        its kind and size (`upcast16`)."""
+        names, counts = [], {"t": 0, "g": 0, "b": 0, "r": 0}
         for axis, kind in enumerate(self.kinds):
             if kind in EXPANDED:
                 names.append(f"{kind.value}{self.full_shape[axis]}")
                 continue
-            letter = "t" if kind is AxisKind.THREAD else "r" if self.is_reduce_axis(axis) else "g"
+            letter = "t" if kind is AxisKind.THREAD else "b" if kind is AxisKind.BLOCK else \
+                "r" if self.is_reduce_axis(axis) else "g"
             names.append(f"{letter}idx{counts[letter]}")
             counts[letter] += 1
         return names
@@ -244,3 +288,18 @@ def _leaves_above_reduce(ast: LazyOp) -> list[LazyOp]:
             found.append(node)
         stack.extend(reversed(node.src))
     return found
+
+
+def ast_dtype(node: LazyOp, known: dict[int, DType] | None = None) -> DType:
+    """The dtype an AST node computes (ASTs carry dtypes on leaves and casts only; elsewhere a node
+    computes its last source's dtype, which `known` may hold already)."""
+    while True:
+        if known is not None and id(node) in known:
+            return known[id(node)]
+        if node.op in (BufferOps.LOAD, BufferOps.CONST):
+            return node.arg.dtype
+        if node.op is UnaryOps.CAST:
+            return node.arg
+        if node.op in (BinaryOps.CMPLT, BinaryOps.CMPEQ):
+            return dtypes.bool
+        node = node.src[-1]

@@ -9,6 +9,23 @@ The shape of every program it writes is the same:
             acc = acc (+ or max) <the AST below the REDUCE, at (gidx..., ridx...)>
         data0[<store index>] = <the AST above the REDUCE, with the REDUCE replaced by acc>
 
+A long float sum is written in blocks (the Kernel splits its reduce axes into BLOCK loops `bidx`
+around the reduce loops, tinyedu/codegen/sum_blocks.py says why): one float32 accumulator that adds
+10^8 ones stops at 2^24, so every BLOCK loop sums each of its blocks into fresh accumulators and
+adds their totals to its own (`sum_levels`). The outermost level writes each block's total into a
+small local array, combined after the loop in a fixed order: the same program, whether threads
+share that loop or not (see local_arrays.py). A sum of 2^22 values, as written:
+
+    for bidx0 < 64:                          the outermost level: one total per block
+        acc0 = 0
+        for bidx1 < 16:                      a level: acc0 adds 16 block totals
+            acc1 = 0
+            for ridx0 < 4096:                a block: acc1 adds 4096 values
+                acc1 = acc1 + x
+            acc0 = acc0 + acc1
+        partial[bidx0] = acc0
+    total = (partial[0] + partial[1]) + ...  pairwise, in a fixed order
+
 Where a buffer is read, its ShapeTracker says at which index (and whether the position is valid at
 all, for padding): `st.expr_idxs(loop variables)` gives two symbolic expressions, which become
 integer ALU UOps through `Node.render_with` with the handler table `INDEX_OPS` (in index.py). A
@@ -21,8 +38,9 @@ With opts (stage 5, tinyedu/codegen/opts.py) the same program gets four more fea
 - The innermost of them is a *vector axis* when a buffer is contiguous along it: every value is
   then W lanes wide (see tinyedu/codegen/vectorize.py), loads and stores along it are vector
   LOAD/STORE, and a sum over an UNROLL vector axis ends with a horizontal sum of the lanes.
-- A THREAD loop is a RANGE whose iterations threads share; over a reduce axis, each thread writes
-  its partial result into a local array, and the partials are combined after the loop, in order.
+- A THREAD loop is a RANGE whose iterations threads share; over a reduce axis (or the outermost
+  level of a long sum), each iteration writes its partial result into a local array, and the
+  partials are combined after the loop, in order.
 - A PACK copies a buffer's tile into a local array before a loop, and the loads inside read that.
   (These two, the opts that need a local array, are in local_arrays.py.)
 In an optimized kernel a SUM of products accumulates with MULACC (a fused multiply-add).
@@ -35,7 +53,7 @@ from typing import Any
 
 from tinyedu.codegen import local_arrays
 from tinyedu.codegen.index import INDEX_OPS, index_dtype  # noqa: F401 - INDEX_OPS: also imported from here by notebook 04
-from tinyedu.codegen.kernel import AxisKind, Kernel
+from tinyedu.codegen.kernel import AxisKind, Kernel, ast_dtype
 from tinyedu.codegen.uops import FusedOps, UOp, UOpBuilder, UOps, VectorDType, lowest_value
 from tinyedu.codegen.vectorize import (
     LANE,
@@ -51,21 +69,9 @@ from tinyedu.codegen.vectorize import (
     tree,
     vectorizable,
 )
-from tinyedu.dtype import DType, dtypes
+from tinyedu.dtype import DType
 from tinyedu.ops import BinaryOps, BufferOps, LazyOp, MemBuffer, ReduceOps, TernaryOps, UnaryOps
 from tinyedu.shape import Node, NumNode, Variable
-
-
-def ast_dtype(node: LazyOp, known: dict[int, DType]) -> DType:
-    """The dtype an AST node computes (ASTs carry dtypes on leaves and casts only)."""
-    if node.op in (BufferOps.LOAD, BufferOps.CONST):
-        return node.arg.dtype
-    if node.op is UnaryOps.CAST:
-        return node.arg
-    if node.op in (BinaryOps.CMPLT, BinaryOps.CMPEQ):
-        return dtypes.bool
-    return known[id(node.src[-1])]
-
 
 Combo = tuple[tuple[int, int], ...]   # a position of the expanded axes: ((axis, index), ...)
 
@@ -107,7 +113,8 @@ class Linearizer:
         output_loops = [a for a in k.loop_axes if not k.is_reduce_axis(a)]
         for axis in output_loops:
             self.open_loop(axis)
-        if k.reduceop is not None and k.kinds and k.kinds[0] is AxisKind.THREAD and k.is_reduce_axis(0):
+        if k.reduceop is not None and k.kinds and k.kinds[0] in (AxisKind.THREAD, AxisKind.BLOCK) and \
+                k.is_reduce_axis(0):  # threads over a reduce, or the blocks of a long sum: partial sums
             self.reduce_results = local_arrays.lower_thread_reduce(self, k.reduceop)
         elif k.reduceop is not None:
             self.reduce_results = self.lower_reduce(k.reduceop)
@@ -147,8 +154,9 @@ class Linearizer:
     # --8<-- [start:reduce]
     def lower_reduce(self, reduce: LazyOp) -> dict[Combo, Value]:
         """The REDUCE's value at each position of the output's expanded axes (the key `()` when
-        there are none). The kernel as written has one accumulator: `lower_plain_reduce`."""
-        if not self.kernel.applied_opts:
+        there are none). The kernel as written has one accumulator (`lower_plain_reduce`), unless it
+        is a long sum in blocks: then each level has its own (`sum_levels`)."""
+        if not self.kernel.applied_opts and not self.kernel.blocked:
             return {(): self.lower_plain_reduce(reduce)}
         return self.lower_expanded_reduce(reduce)
 
@@ -181,23 +189,19 @@ class Linearizer:
         """`lower_plain_reduce` with opts: one accumulator per position of the UPCAST and UNROLL
         axes (a vector one along the vector axis); after the loops, the UNROLL accumulators of each
         output are combined, and a vector axis that was reduced is summed across its lanes. As
-        there, an empty reduce (or output) emits no loops at all.
+        there, an empty reduce (or output) emits no loops at all. A long sum gets a set of
+        accumulators per level (`sum_levels`).
         """
         k, b, width = self.kernel, self.b, self.width
         dtype = self._dtype(reduce.src[0])
         identity = 0 if reduce.op is ReduceOps.SUM else lowest_value(dtype)
         op = BinaryOps.ADD if reduce.op is ReduceOps.SUM else BinaryOps.MAX
-        reduce_loops = [a for a in k.loop_axes if k.is_reduce_axis(a) and k.kinds[a] is not AxisKind.THREAD]
+        # the reduce loops not opened yet (a THREAD loop over the reduce is open around this)
+        reduce_loops = [a for a in k.loop_axes if k.is_reduce_axis(a) and k.loop_names[a] not in self.loops]
         if any(k.full_shape[a] == 0 for a in reduce_loops + k.expanded_axes):
             return {combo: b.const(identity, dtype) for combo in self.combos(reduce=False)}
+        accs = self.sum_levels(reduce, op, reduce_loops, identity, dtype)
         combos = self.combos(reduce=True)
-        accs = {combo: self.define_acc(identity, dtype, width) for combo in combos}
-        for axis in reduce_loops:
-            self.open_loop(axis)
-        for combo in combos:
-            accs[combo] = self.accumulate(reduce, op, accs[combo], combo)
-        for _ in reduce_loops:
-            b.close_range()
         results = {}
         for out_combo in self.combos(reduce=False):
             parts = [accs[c] for c in combos if _restrict(c, out_combo)]
@@ -207,6 +211,35 @@ class Linearizer:
             results[out_combo] = total
         return results
     # --8<-- [end:reduce-expanded]
+
+    # --8<-- [start:sum-levels]
+    def sum_levels(self, reduce: LazyOp, op: BinaryOps, loops: list[int], identity: Any,
+                   dtype: DType) -> dict[Combo, Value]:
+        """Open `loops` and accumulate into fresh accumulators (one per position of the expanded
+        axes); returns them after the loops.
+
+        A BLOCK loop (a level of a long sum, see tinyedu/codegen/sum_blocks.py) gets accumulators
+        of its own: each iteration sums its block into new ones (the levels inside, recursively)
+        and adds their totals to its own, lane by lane. So no accumulator adds more than a block.
+        """
+        k, b, combos = self.kernel, self.b, self.combos(reduce=True)
+        accs = {combo: self.define_acc(identity, dtype, self.width) for combo in combos}
+        if loops and k.kinds[loops[0]] is AxisKind.BLOCK:
+            self.open_loop(loops[0])
+            block = self.sum_levels(reduce, op, loops[1:], identity, dtype)
+            for combo in combos:  # the level's total += the block's total, lane by lane
+                total = alu(b, op, [accs[combo], block[combo]], dtype, self.width)
+                accs[combo] = self.update(accs[combo], total)
+            b.close_range()
+            return accs
+        for axis in loops:
+            self.open_loop(axis)
+        for combo in combos:
+            accs[combo] = self.accumulate(reduce, op, accs[combo], combo)
+        for _ in loops:
+            b.close_range()
+        return accs
+    # --8<-- [end:sum-levels]
 
     def define_acc(self, identity: Any, dtype: DType, width: int) -> Value:
         if width == 1:
@@ -224,6 +257,11 @@ class Linearizer:
             new = alu(b, FusedOps.MULACC, [*factors, acc], dtype, width)
         else:
             new = alu(b, op, [acc, self.lower(src, combo, width)], dtype, width)
+        return self.update(acc, new)
+
+    def update(self, acc: Value, new: Value) -> Value:
+        """acc = new (lane by lane for an accumulator made of scalars)."""
+        b, width = self.b, self.width
         if isinstance(acc, tuple):
             return tuple(b.assign(a, v) for a, v in zip(acc, as_lanes(b, new, width), strict=True))
         return b.assign(acc, as_vector(b, new, width) if width > 1 else new)

@@ -59,11 +59,15 @@ def pack(lin: Linearizer, position: int, axis: int) -> None:
 
 # --8<-- [start:thread-reduce]
 def lower_thread_reduce(lin: Linearizer, reduce: LazyOp) -> dict[Combo, Value]:
-    """THREAD over a reduce axis: thread t sums part t into partial[t]; then partials are combined.
+    """THREAD over a reduce axis, or the outermost BLOCK loop of a long sum (with or without
+    threads): iteration t sums part t into partial[t]; then the partials are combined.
 
     The partials live in a local array made before the loop (so it is shared by the threads,
     each writing its own slots); they are combined after the loop in a fixed order, so the
-    result does not depend on how many threads actually ran.
+    result does not depend on how many threads actually ran. For a long sum the parts are its
+    blocks, fixed by its size (tinyedu/codegen/sum_blocks.py), and the same code runs on one
+    thread: the sum is bit-identical with any number of threads. (THREAD on a plain reduce axis
+    splits it in as many parts as threads, so there the order depends on the thread count.)
     """
     k, b = lin.kernel, lin.b
     dtype, width = lin._dtype(reduce.src[0]), lin.width_above()

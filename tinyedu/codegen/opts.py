@@ -14,7 +14,9 @@ re-label one part. The AST, and so the result, never changes (up to the order of
 |                    |                 | vector accumulator, summed across its lanes at the end         |
 | THREAD(axis, n)    | an output loop  | make it the outermost loop and share its iterations among n    |
 |                    | (or a reduce    | threads; a reduce axis (only when there are no output loops)   |
-|                    | loop)           | is split in n parts whose results are combined after           |
+|                    | loop, or the    | is split in n parts whose results are combined after; the      |
+|                    | outer BLOCK)    | outermost level of a long sum keeps its blocks: threads share  |
+|                    |                 | them, and the block totals are combined after, in order        |
 | SWAP(axis, other)  | two loops       | exchange two output loops (or two reduce loops): loop order    |
 | TILE(axis, k)      | an output loop  | split (n/k, k) and move the n/k part outermost: walk a k-wide  |
 |                    |                 | tile of this axis while the loops in between run               |
@@ -102,8 +104,10 @@ def unroll(k: Kernel, axis: int, amount: int) -> None:
 
 def thread(k: Kernel, axis: int, threads: int) -> None:
     """The loop goes outermost, its iterations shared by `threads` threads; a reduce axis is first
-    split into `threads` parts (one partial result each, combined after the loop)."""
-    if k.is_reduce_axis(axis):
+    split into `threads` parts (one partial result each, combined after the loop). The outermost
+    BLOCK loop is not split: its blocks are the parts, so the sum does not depend on `threads`."""
+    k.thread_blocks = k.kinds[axis] is AxisKind.BLOCK
+    if k.is_reduce_axis(axis) and not k.thread_blocks:
         k.split_axis(axis, k.full_shape[axis] // threads)
     k.move_axis(axis, 0, AxisKind.THREAD)
     k.threads = threads
@@ -197,6 +201,11 @@ def _check_thread(k: Kernel, opt: Opt, kind: AxisKind, size: int) -> None:
     if kind is AxisKind.LOOP:
         if opt.amount > size:
             _fail(k, opt, f"{opt.amount} threads for a loop of {size} iterations leaves some idle")
+        return
+    if kind is AxisKind.BLOCK or (kind is AxisKind.REDUCE and k.blocked):
+        if k.first_reduce or opt.axis != 0:
+            _fail(k, opt, "a long sum runs on threads by sharing the blocks of its outermost BLOCK loop, in "
+                          "a kernel with no output loops; thread that loop (or an output loop) instead")
         return
     if kind is AxisKind.REDUCE:
         if k.first_reduce:

@@ -39,9 +39,9 @@ def candidate_opts(kernel: Kernel, threads: int) -> list[Opt]:
             actions += [Opt(OptOps.UNROLL, axis, n) for n in UPCAST_AMOUNTS]
             actions += [Opt(OptOps.SWAP, axis, other) for other in range(axis + 1, len(k.kinds))
                         if k.kinds[other] is AxisKind.REDUCE]
+        if kind in (AxisKind.LOOP, AxisKind.REDUCE, AxisKind.BLOCK) and threads > 1:
+            actions.append(Opt(OptOps.THREAD, axis, threads))  # a long sum: on its outermost level
         if kind in (AxisKind.LOOP, AxisKind.REDUCE):
-            if threads > 1:
-                actions.append(Opt(OptOps.THREAD, axis, threads))
             actions += [Opt(OptOps.PACK, axis, p) for p in loads]
     valid = []
     for opt in actions:

@@ -13,7 +13,10 @@ The semantics it fixes for every backend (C must match them):
   not fit in int32 (NaN, +-inf, 3e9) becomes INT32_MIN, as on x86-64 (numpy, PyTorch); float to
   uint8 goes through int32 and keeps the low 8 bits (300.7 -> 44, -1.5 -> 255). C leaves these
   undefined, so the C renderer spells the same rule out with a helper;
-- a read outside a view's mask (padding) gives 0.
+- a read outside a view's mask (padding) gives 0;
+- a float SUM accumulates in float64 and rounds once at the end, so its error is at most one
+  rounding of the result plus float64's (about 2^-53 n of the sum of |x|): a reference the
+  blocked sums of the other devices (tinyedu/codegen/sum_blocks.py) are measured against.
 
 A kernel AST is a DAG (a value used twice is one node with two parents), so `evaluate` computes
 each node once per run, remembering results by node identity.
@@ -146,6 +149,8 @@ class NumpyProgram:
             return gather(memory[node.arg.idx], node.arg.st)
         if node.op is BufferOps.CONST:
             const = np.full((1,), node.arg.val, dtype=node.arg.dtype.np)
+            if all(view.mask is None for view in node.arg.st.views):  # the value everywhere: no index
+                return np.broadcast_to(const.reshape(()), node.arg.st.shape)  # arrays (10^8 ones are free)
             return gather(const, node.arg.st)  # gather applies the masks, so padding reads 0
         sources = [self.evaluate(s, memory, done) for s in node.src]
         if isinstance(node.op, ReduceOps):
@@ -154,6 +159,8 @@ class NumpyProgram:
             if x.size == 0:  # an empty reduce gives the identity: 0 for sum, -inf (or min) for max
                 shape = tuple(1 if i in node.arg else s for i, s in enumerate(x.shape))
                 return np.full(shape, 0 if node.op is ReduceOps.SUM else _lowest(x.dtype), dtype=x.dtype)
+            if node.op is ReduceOps.SUM and x.dtype.kind == "f":  # float64 accumulation (see above)
+                return np.sum(x, axis=node.arg, keepdims=True, dtype=np.float64).astype(x.dtype)
             return reduce(x, axis=node.arg, keepdims=True).astype(x.dtype)
         return alu(node.op, *sources, arg=node.arg)
 
