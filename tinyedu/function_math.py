@@ -6,16 +6,16 @@ from __future__ import annotations
 
 import math
 
-from tinyedu.expr import Expr
+from tinyedu.expr import Expr, exp
 from tinyedu.function import Function
 from tinyedu.function_composite import UnaryFunction
 from tinyedu.lazy import LazyBuffer
 
 
 class Sinh(UnaryFunction):
-    """(e^x - e^-x)/2 = (m + m/(m + 1))/2 with m = expm1(|x|), sign restored: accurate for tiny x
-    (no 1 - 1 cancellation). Past |x| = 88, e^x overflows float32 before sinh does, so there it is
-    exp(|x| - ln 2). Derivative cosh(x)."""
+    """sinh(|x|), sign restored: below 1 its Taylor series x + x^3/3! + ... + x^11/11! (e^x - e^-x
+    would cancel to 0 for tiny x), above h - 1/(4h) with h = e^|x| / 2, computed as one rounding of
+    e^|x| * 2^-1 (so sinh(89.4) is finite, though e^89.4 overflows float32). Derivative cosh(x)."""
 
     def value(self, x: Expr) -> Expr:
         return _mirror(x, _sinh_abs(x.abs()))
@@ -25,7 +25,7 @@ class Sinh(UnaryFunction):
 
 
 class Cosh(UnaryFunction):
-    """(e^x + e^-x)/2, as exp(|x| - ln 2) past |x| = 88 (see Sinh). Derivative sinh(x)."""
+    """cosh(x) = h + 1/(4h), h = e^|x| / 2 rounded once (see Sinh). Derivative sinh(x)."""
 
     def value(self, x: Expr) -> Expr:
         return _cosh_abs(x.abs())
@@ -40,13 +40,17 @@ def _mirror(x: Expr, odd: Expr) -> Expr:
 
 
 def _sinh_abs(a: Expr) -> Expr:
-    m = a.expm1()
-    return (a > 88).where((a - math.log(2)).exp(), (m + m / (m + 1)) * 0.5)
+    z = a * a
+    series = 1 / math.factorial(11)
+    for n in (9, 7, 5, 3):
+        series = series * z + 1 / math.factorial(n)
+    h = exp(a, times_pow2=-1)
+    return (a < 1).where(a + a * z * series, h - 0.25 / h)
 
 
 def _cosh_abs(a: Expr) -> Expr:
-    e = a.exp()
-    return (a > 88).where((a - math.log(2)).exp(), (e + 1 / e) * 0.5)
+    h = exp(a, times_pow2=-1)
+    return h + 0.25 / h
 
 
 class Asinh(UnaryFunction):
