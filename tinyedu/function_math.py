@@ -124,7 +124,9 @@ def pow_value(x: Expr, y: Expr) -> Expr:
 class Pow(Function):
     """x ** y for float tensors (see pow_value), with PyTorch's gradients:
     d/dx = y x^(y-1), 0 where y == 0 (the chain rule through 2^(y log2|x|) gives 0 * inf = NaN at
-    x = 0 for y = 2.5, where the answer is 0); d/dy = x^y log(x), 0 where x == 0 and y >= 0."""
+    x = 0 for y = 2.5, where the answer is 0); d/dy = x^y log(x), 0 where x == 0 and y >= 0.
+    The incoming gradient multiplies the local derivative last, as in PyTorch: for x = y = 1e-45,
+    y x^(y-1) is inf, and -0.3 * inf is -inf, while (-0.3 * y) rounds to -0.0 and -0.0 * inf is NaN."""
 
     def forward(self, x: LazyBuffer, y: LazyBuffer) -> LazyBuffer:
         self.x, self.y = Expr(x), Expr(y)
@@ -135,9 +137,9 @@ class Pow(Function):
         x, y, g = self.x, self.y, Expr(grad)
         dx = dy = None
         if self.needs_input_grad[0]:
-            dx = (y.eq(0)).where(0.0, g * y * pow_value(x, y - 1)).lazydata
+            dx = (y.eq(0)).where(0.0, g * (y * pow_value(x, y - 1))).lazydata  # see the docstring
         if self.needs_input_grad[1]:
-            dy = ((x.eq(0) & (y >= 0)).where(0.0, g * self.ret * x.log())).lazydata
+            dy = ((x.eq(0) & (y >= 0)).where(0.0, g * (self.ret * x.log()))).lazydata
         return dx, dy
 
 
@@ -183,19 +185,25 @@ class PowScalar(UnaryFunction):
 
 class SoftmaxGrad(Function):
     """softmax and log_softmax, whose value is computed (from primitives) by the Tensor method and
-    passed in, with PyTorch's gradients: s * (g - sum(g * s)) and g - exp(out) * sum(g). Where the
-    true gradient is 0 these give 0, while the chain rule through exp(x - m) / sum(...) leaves an
-    ulp of noise that a later 1/x can magnify."""
+    passed in with the exponentials e = exp(x - max) it was made of, with PyTorch's gradients
+    s (g - sum(g s)) and g - s sum(g), s = e / sum(e), the sum(g s) computed as sum(g e) / sum(e).
 
-    def forward(self, x: LazyBuffer, value: LazyBuffer, axes: tuple[int, ...], log: bool) -> LazyBuffer:
-        self.value, self.axes, self.log = Expr(value), axes, log
+    Where the true gradient is 0 (g constant along the axis, the gradient of a sum of
+    probabilities) this gives exactly 0: g e / sum(e) is the weighted mean of g, exactly g for
+    a constant g. sum(g s) instead carries the rounding of every s: for a row of 100 equal
+    values, s = 0.01 and sum(s) = 1.0000007, so 5e-9 of noise, which a later op can magnify."""
+
+    def forward(self, x: LazyBuffer, value: LazyBuffer, exps: LazyBuffer, axes: tuple[int, ...],
+                log: bool) -> LazyBuffer:
+        self.value, self.exps, self.axes, self.log = Expr(value), Expr(exps), axes, log
         return value
 
     def backward(self, grad: LazyBuffer) -> LazyBuffer:
-        g, out = Expr(grad), self.value
+        g, e = Expr(grad), self.exps
+        total = e.sum(self.axes)
         if self.log:
-            return (g - out.exp() * g.sum(self.axes)).lazydata
-        return (out * (g - (g * out).sum(self.axes))).lazydata
+            return (g - e * (g.sum(self.axes) / total)).lazydata
+        return (self.value * (g - (g * e).sum(self.axes) / total)).lazydata
 
 
 class LogsumexpGrad(Function):
