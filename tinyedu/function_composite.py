@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from tinyedu.expr import Expr, erfc
+from tinyedu.expr import Expr, erfc, exp
 from tinyedu.function import Function
 from tinyedu.lazy import LazyBuffer
 
@@ -143,7 +143,7 @@ class Sigmoid(UnaryFunction):
 
     def derivative(self, x: Expr, ret: Expr) -> Expr:
         e = (-x.abs()).exp()
-        return e / ((1 + e) * (1 + e))
+        return _bell(e, e)
 
 
 # --8<-- [end:sigmoid]
@@ -162,8 +162,8 @@ class Tanh(UnaryFunction):
         return _tanh(x)
 
     def derivative(self, x: Expr, ret: Expr) -> Expr:
-        e = (-2 * x.abs()).exp()
-        return 4 * e / ((1 + e) * (1 + e))
+        four_e = exp(-2 * x.abs(), times_pow2=2)  # 4 e^-2|x| rounded once (subnormal from |x| = 51)
+        return _bell(four_e * 0.25, four_e)
 
 
 # --8<-- [end:tanh]
@@ -218,6 +218,16 @@ class Tan(UnaryFunction):
 
     def derivative(self, x: Expr, ret: Expr) -> Expr:
         return 1 + ret * ret
+
+
+def _bell(e: Expr, numerator: Expr) -> Expr:
+    """numerator / (1 + e)^2 for 0 <= e <= 1 (sigmoid' = e / (1 + e)^2 with e = e^-|x|, tanh' =
+    4e / (1 + e)^2 with e = e^-2|x|), with the rounding of 1 + e put back: d + lost = 1 + e exactly,
+    and 1 / (d + lost)^2 = (1 - 2 lost / d) / d^2 to first order."""
+    d = 1 + e
+    lost = e - (d - 1)  # exact (Sterbenz)
+    f = numerator / d / d
+    return f - f * (2 * lost / d)
 
 
 # tanh's Taylor series x + x^3 (c3 + c5 x^2 + ...): the coefficients 2^2n (2^2n - 1) B_2n / (2n)!

@@ -1,12 +1,14 @@
-"""More composite Functions (see function_composite.py for the idea): the hyperbolic functions,
-powers, and the gradients of softmax and log_softmax, each with its derivative written by hand.
+"""More composite Functions (see function_composite.py for the idea): the hyperbolic and inverse
+trigonometric functions, erf, copysign, powers, and the gradients of softmax and log_softmax, each
+with its derivative written by hand.
 """
 
 from __future__ import annotations
 
 import math
+import struct
 
-from tinyedu.expr import Expr, exp
+from tinyedu.expr import Expr, erfc, exp, split
 from tinyedu.function import Function
 from tinyedu.function_composite import UnaryFunction
 from tinyedu.lazy import LazyBuffer
@@ -90,6 +92,151 @@ class Atanh(UnaryFunction):
 
     def derivative(self, x: Expr, ret: Expr) -> Expr:
         return 1 / ((1 - x) * (1 + x))
+
+
+# ---- inverse trigonometric functions, erf, copysign ----
+def _taylor(z: Expr, coefficients: tuple[float, ...]) -> Expr:
+    """c0 + c1 z + c2 z^2 + ... by Horner's rule."""
+    total = coefficients[-1]
+    for c in coefficients[-2::-1]:
+        total = total * z + c
+    return total
+
+
+def _hi_lo(value: float) -> tuple[float, float]:
+    """A constant as a float32 part and the rest, so that hi + (lo + small) keeps its last bits."""
+    hi = float(struct.unpack("f", struct.pack("f", value))[0])
+    return hi, value - hi
+
+
+HALF_PI_HI, HALF_PI_LO = _hi_lo(math.pi / 2)
+# atan's Taylor series t + t^3 (-1/3 + t^2/5 - ...), to t^21 (enough for |t| <= 7/16)
+ATAN_SERIES = tuple((-1) ** n / (2 * n + 1) for n in range(1, 11))
+# atan(|x|) = atan(c) + atan((|x| - c) / (1 + c |x|)) on each range (fdlibm's), with |t| <= 7/16;
+# from 39/16 on, pi/2 + atan(-1/|x|)
+ATAN_RANGES = ((7 / 16, 0.0), (11 / 16, 0.5), (19 / 16, 1.0), (39 / 16, 1.5))
+
+
+def atan_abs(a: Expr) -> Expr:
+    """atan(a) for a >= 0 (or NaN), to about 1 ulp."""
+    c, base_hi, base_lo = (Expr(a.lazydata.const(v)) for v in (0.0, HALF_PI_HI, HALF_PI_LO))  # past 39/16
+    for bound, point in reversed(ATAN_RANGES):
+        hi, lo = _hi_lo(math.atan(point))
+        inside = a < bound
+        c, base_hi, base_lo = inside.where(point, c), inside.where(hi, base_hi), inside.where(lo, base_lo)
+    last = a >= ATAN_RANGES[-1][0]
+    t = last.where(-1.0, a - c) / last.where(a, 1 + c * a)
+    return base_hi + (base_lo + (t + t * (t * t) * _taylor(t * t, ATAN_SERIES)))
+
+
+# asin's Taylor series x + x^3 (1/6 + 3 x^2/40 + ...): (2n)! / (4^n n!^2 (2n + 1)), to x^27 (|x| <= 1/2)
+ASIN_SERIES = tuple(math.comb(2 * n, n) / (4**n * (2 * n + 1)) for n in range(1, 14))
+def _asin_small(x: Expr) -> Expr:
+    """asin(x) for |x| <= 1/2, its Taylor series."""
+    z = x * x
+    return x + x * z * _taylor(z, ASIN_SERIES)
+
+
+def asin_abs(a: Expr) -> Expr:
+    """asin(a) for 0 <= a <= 1: the series up to 1/2, then pi/2 - 2 asin(s), s = sqrt(t),
+    t = (1 - a) / 2 (asin(a) = pi/2 - acos(a), acos(a) = 2 asin(s); 1 - a is exact there).
+
+    Near a = 1/2 the subtraction doubles relative errors (pi/2 - 1.05 = 0.52): so asin(s) is not
+    rounded as a whole (s and the series' rest are subtracted apart), and the rounding of s is put
+    back: s^2 is kept exactly (Dekker), ds = (t - s^2) / (2s), and asin(s + ds) is asin(s) +
+    ds / sqrt(1 - t), 1 / sqrt(1 - t) by its series (t <= 1/4; ds is under an ulp).
+    """
+    t = (1 - a) * 0.5
+    s = t.sqrt()
+    hi, lo = split(s)
+    ds = s.eq(0).where(0.0, (((t - hi * hi) - 2 * hi * lo) - lo * lo) / (2 * s))  # s = 0 at a = 1
+    rest = s * t * _taylor(t, ASIN_SERIES) + ds * (1 + t * (0.5 + t * (0.375 + t * 0.3125)))
+    upper = (HALF_PI_HI - 2 * s) + (HALF_PI_LO - 2 * rest)  # the first difference is exact
+    return (a <= 0.5).where(_asin_small(a), upper)
+
+
+class Asin(UnaryFunction):
+    """asin, NaN outside [-1, 1] (see asin_abs). Derivative 1 / sqrt((1 - x)(1 + x)): inf at +-1, as
+    PyTorch (and (1 - x)(1 + x) is exact near 1, where 1 - x^2 would lose digits)."""
+
+    def value(self, x: Expr) -> Expr:
+        return _mirror(x, asin_abs(x.abs()))
+
+    def derivative(self, x: Expr, ret: Expr) -> Expr:
+        return 1 / ((1 - x) * (1 + x)).sqrt()
+
+
+class Acos(UnaryFunction):
+    """acos(x): pi/2 - asin(x) for |x| <= 1/2 (no cancellation: the result is at least pi/3),
+    2 asin(sqrt((1 - x) / 2)) above, pi - 2 asin(sqrt((1 + x) / 2)) below. Derivative
+    -1 / sqrt((1 - x)(1 + x))."""
+
+    def value(self, x: Expr) -> Expr:
+        middle = HALF_PI_HI + (HALF_PI_LO - _asin_small(x))
+        near_one = 2 * _asin_small(((1 - x.abs()) * 0.5).sqrt())
+        pi_hi, pi_lo = _hi_lo(math.pi)
+        return (x.abs() <= 0.5).where(middle, (x > 0).where(near_one, pi_hi + (pi_lo - near_one)))
+
+    def derivative(self, x: Expr, ret: Expr) -> Expr:
+        return -1 / ((1 - x) * (1 + x)).sqrt()
+
+
+class Atan(UnaryFunction):
+    """atan (see atan_abs), sign restored (-0.0 kept); +-pi/2 at +-inf. Derivative 1 / (1 + x^2),
+    0 at +-inf and past 1.8e19 (where x^2 overflows to inf)."""
+
+    def value(self, x: Expr) -> Expr:
+        return _mirror(x, atan_abs(x.abs()))
+
+    def derivative(self, x: Expr, ret: Expr) -> Expr:
+        return 1 / (1 + x * x)
+
+
+# erf's Taylor series (2/sqrt(pi)) (x - x^3/3 + x^5/10 - ...), to x^23: (-1)^n / (n! (2n + 1)),
+# 2/sqrt(pi) as a float32 part and the rest (the float32 constant alone is 0.9 ulp off)
+TWO_OVER_SQRT_PI_HI, TWO_OVER_SQRT_PI_LO = _hi_lo(2 / math.sqrt(math.pi))
+ERF_SERIES = tuple(2 / math.sqrt(math.pi) * (-1) ** n / (math.factorial(n) * (2 * n + 1))
+                   for n in range(1, 12))
+
+
+class Erf(UnaryFunction):
+    """erf(x): below |x| = 0.8 its Taylor series (1 - erfc(x) would cancel: erf(1e-8) is 1.1e-8, not
+    0), above 1 - erfc(|x|) (erfc accurate in relative terms, see tinyedu/expr.py), sign restored.
+    Derivative (2/sqrt(pi)) e^(-x^2), with x^2 kept exactly as sq + err (Dekker): the rounding of
+    x^2 alone (half an ulp of 9 at x = 3) is 8 ulps of e^(-9)."""
+
+    def value(self, x: Expr) -> Expr:
+        a = x.abs()
+        z = a * a
+        series = a * TWO_OVER_SQRT_PI_HI + a * (TWO_OVER_SQRT_PI_LO + z * _taylor(z, ERF_SERIES))
+        return _mirror(x, (a < 0.8).where(series, 1 - erfc(a)))
+
+    def derivative(self, x: Expr, ret: Expr) -> Expr:
+        a = -((-x.abs()).max(-11.0))  # erf' is 0 in float32 past 11 (and split(inf) would be NaN)
+        hi, lo = split(a)
+        sq = a * a
+        err = ((hi * hi - sq) + 2 * hi * lo) + lo * lo
+        e = (-sq).exp()
+        return (e - e * err) * (2 / math.sqrt(math.pi))
+
+
+class Copysign(Function):
+    """|x| with the sign of y (-0.0 counts as negative; NaN as positive: its sign bit is not
+    observable without a bitcast). Gradients as PyTorch: d/dx = copysign(x, y) / x, 0 where x is 0;
+    d/dy = 0."""
+
+    def forward(self, x: LazyBuffer, y: LazyBuffer) -> LazyBuffer:
+        self.x = Expr(x)
+        magnitude = self.x.abs()
+        self.ret = _signbit(Expr(y)).where(-magnitude, magnitude)
+        return self.ret.lazydata
+
+    def backward(self, grad: LazyBuffer) -> tuple[LazyBuffer | None, ...]:
+        dx = None
+        if self.needs_input_grad[0]:
+            dx = self.x.eq(0).where(0.0, Expr(grad) * (self.ret / self.x)).lazydata
+        dy = grad.const(0.0) if self.needs_input_grad[1] else None
+        return dx, dy
 
 
 # ---- powers ----

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import tinyedu.function as F
 import tinyedu.function_composite as FC
+import tinyedu.function_math as FM
 from tinyedu.dtype import dtypes
 
 if TYPE_CHECKING:
@@ -146,6 +147,11 @@ class ElementwiseMixin:
     def maximum(self, other: Operand) -> "Tensor":
         x, y = self._broadcasted(other, "maximum")
         return x._apply(F.Maximum, y)
+
+    def copysign(self, other: Operand) -> "Tensor":
+        """|self| with the sign of other (-0.0 is negative; a NaN counts as positive). Always float."""
+        x, y = self._broadcasted(other, "copysign")
+        return x._float()._apply(FM.Copysign, y._float())
 
     def minimum(self, other: Operand) -> "Tensor":
         x, y = self._broadcasted(other, "minimum")
