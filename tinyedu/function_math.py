@@ -335,10 +335,10 @@ class SoftmaxGrad(Function):
     passed in with the exponentials e = exp(x - max) it was made of, with PyTorch's gradients
     s (g - sum(g s)) and g - s sum(g), s = e / sum(e), the sum(g s) computed as sum(g e) / sum(e).
 
-    Where the true gradient is 0 (g constant along the axis, the gradient of a sum of
-    probabilities) this gives exactly 0: g e / sum(e) is the weighted mean of g, exactly g for
-    a constant g. sum(g s) instead carries the rounding of every s: for a row of 100 equal
-    values, s = 0.01 and sum(s) = 1.0000007, so 5e-9 of noise, which a later op can magnify."""
+    sum(g e) / sum(e) is the mean of g weighted by e, rounded once per sum. sum(g s) carries the
+    rounding of every s instead: for the gradient of a sum of probabilities (g = 1), which is 0,
+    a row of 100 equal values gives s = 0.01 and sum(s) = 1.0000007, so 5e-9 of noise (which a
+    later op can magnify), where sum(e) / sum(e) is exactly 1 and the gradient exactly 0."""
 
     def forward(self, x: LazyBuffer, value: LazyBuffer, exps: LazyBuffer, axes: tuple[int, ...],
                 log: bool) -> LazyBuffer:
