@@ -87,12 +87,10 @@ class Expr:
         """The larger of the two; NaN in either wins (np.maximum)."""
         return self._binary(BinaryOps.MAX, o)
 
-    # --8<-- [start:exp]
     def exp(self) -> "Expr":
         """e^x to about 1 ulp over float32's whole range (see exp below)."""
         return exp(self)
 
-    # --8<-- [end:exp]
 
     def log(self) -> "Expr":
         return self.log2() * math.log(2)
@@ -157,7 +155,7 @@ class Expr:
         return (self.abs() < 2.0**23).where(whole.eq(0).where(self * 0, whole), self)
 
 
-# --8<-- [start:exp-cody-waite]
+# --8<-- [start:exp-exact-product]
 LOG2_E = 1 / math.log(2)
 LOG2_E_HI = 1.4423828125  # log2(e) to 12 bits: its product with 12 bits of x is exact in float32
 LOG2_E_LO = LOG2_E - LOG2_E_HI  # the rest (3.1e-4)
@@ -202,7 +200,7 @@ def exp(x: Expr, times_pow2: int = 0) -> Expr:
     return (t.exp2() * top.where(2.0, 1.0)) * top.where(k - 1, k).exp2()
 
 
-# --8<-- [end:exp-cody-waite]
+# --8<-- [end:exp-exact-product]
 def erfc(x: Expr) -> Expr:
     """erfc(x) to a relative error of about 1e-7 for every x (Numerical Recipes' erfcc, a Chebyshev
     fit of exp(-x^2) times a polynomial in t = 1 / (1 + |x|/2)). Relative, not absolute: erfc(5) is

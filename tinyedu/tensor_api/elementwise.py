@@ -69,7 +69,7 @@ class ElementwiseMixin:
 
     # ---- unary, composed ----
     def exp(self) -> "Tensor":
-        """e^x to about 1 ulp over the whole float32 range (Cody-Waite reduction: see Expr.exp)."""
+        """e^x to under an ulp over the whole float32 range (see tinyedu/expr.py, exp)."""
         return self._float()._apply(FC.Exp)
 
     def log(self) -> "Tensor":
