@@ -11,6 +11,7 @@ import math
 import numpy as np
 import pytest
 
+from tests.test_accuracy import ulp_error
 from tests.test_ops import backends, device, helper_test_op  # noqa: F401 - device: runs each test on every device
 from tinyedu import Tensor
 
@@ -74,6 +75,34 @@ def test_copysign_with_a_number() -> None:
     np.testing.assert_array_equal(Tensor([1.0, -2.0, 0.0]).copysign(-1).numpy(), [-1.0, -2.0, -0.0])
     assert np.signbit(Tensor([3.0]).copysign(-0.0).numpy()).all()
     np.testing.assert_array_equal(Tensor([1, -2]).copysign(1).numpy(), [1.0, 2.0])
+
+
+@backends()
+def test_atan2() -> None:
+    helper_test_op([(4, 5), (4, 5)], lambda y, x: y.atan2(x), low=-3, high=3)
+    helper_test_op([(3, 4), (4,)], lambda y, x: y.atan2(x), low=[-3, 0.5], high=[3, 3])
+
+
+def test_atan2_edges() -> None:
+    """Both zeros (of either sign), both infinities, one of each, NaN: C's (and PyTorch's) table."""
+    values = np.array([0.0, -0.0, 1.0, -1.0, math.inf, -math.inf, math.nan, 1e-45, 1e30, -3.0], np.float32)
+    y, x = (a.ravel() for a in np.meshgrid(values, values))
+    check_edges(lambda a, b: a.atan2(b), None, [y, x], atol=0, rtol=2e-7, grad_rtol=1e-6, grad_atol=0)
+    ours = Tensor(y).atan2(Tensor(x)).numpy()
+    theirs = torch.atan2(torch.tensor(y), torch.tensor(x)).numpy()
+    numbers = ~np.isnan(theirs)
+    assert np.array_equal(np.signbit(ours[numbers]), np.signbit(theirs[numbers]))  # +-0 and +-pi
+
+
+def test_atan2_is_accurate() -> None:
+    """Within 1.5 ulp of float64's atan2 over pairs of magnitudes from 1e-44 to 1e38 (PyTorch: 1)."""
+    rng = np.random.default_rng(0)
+    y, x = ((np.exp(rng.uniform(-100, 88, 50_000)) * rng.choice([-1, 1], 50_000)).astype(np.float32)
+            for _ in range(2))
+    y[:25_000], x[:25_000] = rng.uniform(-3, 3, (2, 25_000)).astype(np.float32)
+    exact = np.arctan2(y.astype(np.float64), x.astype(np.float64))
+    error = ulp_error(Tensor(y).atan2(Tensor(x)).numpy(), exact)
+    assert error.max() <= 1.5, (error.max(), y[error.argmax()], x[error.argmax()])
 
 
 # ---- the gradient cases of issue 18 ----

@@ -129,6 +129,33 @@ def atan_abs(a: Expr) -> Expr:
     return base_hi + (base_lo + (t + t * (t * t) * _taylor(t * t, ATAN_SERIES)))
 
 
+class Atan2(Function):
+    """atan2(y, x), the angle of the point (x, y), in [-pi, pi], the sign of y's: atan(|y| / |x|)
+    for x >= 0, pi/2 + atan(|x| / |y|) for x < 0 (-0.0 included), so pi/2 and pi come out exactly
+    for x = -0.0 and x = -inf. C's special cases: both zeros are the ratio 0 (x >= 0) or inf, so
+    +-0 or +-pi; both infinities the ratio 1, so +-pi/4 or +-3pi/4. Gradients PyTorch's:
+    (x, -y) / (x^2 + y^2), and 0 where x^2 + y^2 underflows to 0 (at (0, 0), and at (1e-30, 1e-30),
+    where the true gradient is 5e29) or overflows."""
+
+    def forward(self, y: LazyBuffer, x: LazyBuffer) -> LazyBuffer:
+        self.y, self.x = Expr(y), Expr(x)
+        ay, ax = self.y.abs(), self.x.abs()
+        left = _signbit(self.x)
+        ratio = left.where(ax / ay, ay / ax)
+        ratio = (ay.eq(0) & ax.eq(0)).where(left.where(math.inf, 0.0), ratio)
+        ratio = (ay.eq(math.inf) & ax.eq(math.inf)).where(1.0, ratio)
+        angle = left.where(HALF_PI_HI, 0.0) + (left.where(HALF_PI_LO, 0.0) + atan_abs(ratio))
+        return _signbit(self.y).where(-angle, angle).lazydata
+
+    def backward(self, grad: LazyBuffer) -> tuple[LazyBuffer | None, ...]:
+        g, y, x = Expr(grad), self.y, self.x
+        recip = 1 / (y * y + x * x)
+        recip = recip.eq(math.inf).where(0.0, recip)  # PyTorch's: 0, not 0 * inf, where x^2 + y^2 underflows
+        dy = (g * x * recip).lazydata if self.needs_input_grad[0] else None
+        dx = (g * -y * recip).lazydata if self.needs_input_grad[1] else None
+        return dy, dx
+
+
 # asin's Taylor series x + x^3 (1/6 + 3 x^2/40 + ...): (2n)! / (4^n n!^2 (2n + 1)), to x^27 (|x| <= 1/2)
 ASIN_SERIES = tuple(math.comb(2 * n, n) / (4**n * (2 * n + 1)) for n in range(1, 14))
 def _asin_small(x: Expr) -> Expr:

@@ -153,6 +153,13 @@ class ElementwiseMixin:
         x, y = self._broadcasted(other, "copysign")
         return x._float()._apply(FM.Copysign, y._float())
 
+    def atan2(self, other: Operand) -> "Tensor":
+        """The angle of the point (other, self) in (-pi, pi] (torch.atan2(input=y, other=x))."""
+        y, x = self._broadcasted(other, "atan2")
+        return y._float()._apply(FM.Atan2, x._float())
+
+    arctan2 = atan2
+
     def minimum(self, other: Operand) -> "Tensor":
         x, y = self._broadcasted(other, "minimum")
         if x.dtype.is_float:
