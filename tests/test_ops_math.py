@@ -60,8 +60,8 @@ def test_an_integer_input_is_promoted() -> None:
 
 @backends()
 def test_copysign() -> None:
-    helper_test_op([(4, 5), (4, 5)], lambda x, y: x.copysign(y), low=-2, high=2)
-    helper_test_op([(4, 5), (5,)], lambda x, y: x.copysign(y), low=-2, high=2)
+    helper_test_op([(2, 3), (2, 3)], lambda x, y: x.copysign(y), low=-2, high=2)
+    helper_test_op([(2, 3), (3,)], lambda x, y: x.copysign(y), low=-2, high=2)
 
 
 def test_copysign_edges() -> None:
@@ -79,8 +79,8 @@ def test_copysign_with_a_number() -> None:
 
 @backends()
 def test_atan2() -> None:
-    helper_test_op([(4, 5), (4, 5)], lambda y, x: y.atan2(x), low=-3, high=3)
-    helper_test_op([(3, 4), (4,)], lambda y, x: y.atan2(x), low=[-3, 0.5], high=[3, 3])
+    helper_test_op([(2, 3), (2, 3)], lambda y, x: y.atan2(x), low=-3, high=3)
+    helper_test_op([(2, 3), (3,)], lambda y, x: y.atan2(x), low=[-3, 0.5], high=[3, 3])
 
 
 def test_atan2_edges() -> None:
@@ -94,12 +94,15 @@ def test_atan2_edges() -> None:
     assert np.array_equal(np.signbit(ours[numbers]), np.signbit(theirs[numbers]))  # +-0 and +-pi
 
 
-def test_atan2_is_accurate() -> None:
-    """Within 1.5 ulp of float64's atan2 over pairs of magnitudes from 1e-44 to 1e38 (PyTorch: 1)."""
+def test_atan2_is_accurate(device: str) -> None:  # noqa: F811 - the fixture imported above
+    """Within 1.5 ulp of float64's atan2 over pairs of magnitudes from 1e-44 to 1e38 (PyTorch: 1).
+    PYTHON interprets every op of every element: it takes a sample."""
     rng = np.random.default_rng(0)
     y, x = ((np.exp(rng.uniform(-100, 88, 50_000)) * rng.choice([-1, 1], 50_000)).astype(np.float32)
             for _ in range(2))
     y[:25_000], x[:25_000] = rng.uniform(-3, 3, (2, 25_000)).astype(np.float32)
+    if device == "PYTHON":
+        y, x = y[::100], x[::100]
     exact = np.arctan2(y.astype(np.float64), x.astype(np.float64))
     error = ulp_error(Tensor(y).atan2(Tensor(x)).numpy(), exact)
     assert error.max() <= 1.5, (error.max(), y[error.argmax()], x[error.argmax()])
