@@ -87,9 +87,9 @@ def test_a_deep_stack_of_composite_ops_stays_linear(name: str) -> None:
     assert lazy12 <= 2.2 * lazy6, (lazy6, lazy12)
     # and the kernels hold a few times the lazy graph: each kernel computes a node once, but some
     # nodes are recomputed by several kernels (rule 5 recomputes what is cheaper than storing). The
-    # factor does not grow with the depth (gelu_tanh: 7.1, 7.2, 7.3 at 12, 24, 48 ops); a tree walk
-    # would give 2^12 paths.
-    assert ast12 <= 8 * lazy12 + 100 and uops12 <= 9 * lazy12 + 100, (lazy12, ast12, uops12)
+    # factor does not grow with the depth (gelu, whose erfc holds an exp of about 30 ops: 8.9, 9.0
+    # at 12, 24 ops); a tree walk would give 2^12 paths.
+    assert ast12 <= 10 * lazy12 + 100 and uops12 <= 11 * lazy12 + 100, (lazy12, ast12, uops12)
     assert largest <= MAX_KERNEL_OPS + 64  # rule 9 (+ the leaves, which are not ops)
 
 

@@ -83,8 +83,14 @@ class Expr:
     def cos(self) -> "Expr": return self._unary(UnaryOps.COS)  # noqa: E704
     def reciprocal(self) -> "Expr": return self._unary(UnaryOps.RECIP)  # noqa: E704
 
+    def max(self, o: Any) -> "Expr":
+        """The larger of the two; NaN in either wins (np.maximum)."""
+        return self._binary(BinaryOps.MAX, o)
+
     def exp(self) -> "Expr":
-        return (self * (1 / math.log(2))).exp2()
+        """e^x to about 1 ulp over float32's whole range (see exp below)."""
+        return exp(self)
+
 
     def log(self) -> "Expr":
         return self.log2() * math.log(2)
@@ -95,28 +101,51 @@ class Expr:
 
     # --8<-- [start:expm1]
     def expm1(self) -> "Expr":
-        """exp(x) - 1, accurate for tiny x, where exp(x) rounds to 1 and the difference to 0.
+        """exp(x) - 1, accurate where exp(x) is close to 1 (expm1(1e-10) is 1e-10, not 0).
 
-        Kahan's trick, for |x| < 1: with u = exp(x) as rounded, (u - 1) * x / log(u) is accurate to
-        a few ulps, because the rounding error of u cancels between the numerator and log(u) (and
-        where u is 1 exactly, x itself is the answer). For |x| >= 1, u - 1 has no cancellation; the
-        trick would even hurt there, for x < -87 where u is subnormal and log(u) inexact.
+        e^x - 1 loses to cancellation what e^x gets wrong: near x = 0.4, 1 ulp of e^x (about 1.5)
+        is 4 ulps of the difference (0.5). From -0.75 to 1.1 (where the difference is below half of
+        e^x, or below 2) it is the Taylor series x + x^2 (1/2! + x/3! + ... + x^10/12!), whose terms
+        fall below float32's precision by the 12th; beyond, e^x - 1 has no cancellation to fear.
         """
-        u = self.exp()
-        kahan = u.eq(1).where(self, (u - 1) * self / u.log())
-        return (self.abs() < 1).where(kahan, u - 1)
+        x = self
+        series = 1 / math.factorial(12)
+        for n in range(11, 1, -1):
+            series = series * x + 1 / math.factorial(n)
+        near_zero = x.eq(0).where(x, x + x * x * series)  # keeps -0.0 (x + 0.0 would be +0.0)
+        return ((x > -0.75) & (x < 1.1)).where(near_zero, x.exp() - 1)
 
     def log1p(self) -> "Expr":
-        """log(1 + x), accurate for tiny x, where 1 + x rounds to 1 (Goldberg's trick, like expm1:
-        log(u) * x / (u - 1) with u = 1 + x as rounded). Only for |x| < 1: beyond, log(u) has no
-        cancellation, and log(u) * x would overflow for x near float32's largest value."""
-        u = 1 + self
-        goldberg = u.eq(1).where(self, u.log() * self / (u - 1))
-        return (self.abs() < 1).where(goldberg, u.log())
+        """log(1 + x), accurate for tiny x, where 1 + x rounds to 1 (log1p(1e-10) is 1e-10, not 0).
+
+        From -0.5 to 1 (1 + x within a factor 2 of 1): with s = x / (2 + x), so |s| <= 1/3, log(1 + x) is
+        2 atanh(s) = 2s + 2s^3/3 + 2s^5/5 + ..., written x - s (x - R) (as 2s = x - s x), so that the
+        rounding of s touches only a term 2 times smaller than the result. Elsewhere log(u) with
+        u = 1 + x as rounded, plus (x - (u - 1)) / u, the part of x that the rounding of u lost.
+        """
+        x = self
+        s = x / (2 + x)
+        z = s * s
+        r = 2 / 19
+        for n in range(8, 0, -1):
+            r = r * z + 2 / (2 * n + 1)
+        series = x - s * (x - z * r)
+        u = 1 + x
+        lost = ((x > -0.5) & (x < 2.0**24)).where((x - (u - 1)) / u, 0.0)  # 0 where u is exact (or inf)
+        return ((x > -0.5) & (x < 1)).where(series, u.log() + lost)
 
     # --8<-- [end:expm1]
     def sigmoid(self) -> "Expr":
-        return (1 + (-self).exp()).reciprocal()
+        """1 / (1 + e^-x), to about 1 ulp everywhere, subnormal results included.
+
+        Both sides scaled by 2^-64: b = e^-x * 2^-64 (rounded once) stays finite down to x = -110
+        (sigmoid(-100) is 3.7e-44, not 1 / (1 + inf) = 0); 2^-64 + b is kept exactly as d + lost
+        (two_sum), so its rounding costs nothing: 2^-64 / (d + lost) is r (1 - lost / d), r = 2^-64 / d.
+        """
+        b = exp(-self, times_pow2=-64)
+        d, lost = two_sum(Expr(self.lazydata.const(2.0**-64)), b)
+        r = 2.0**-64 / d
+        return r - r * (lost / d)
 
     def trunc(self) -> "Expr":
         """Round toward zero. |x| >= 2^23 is already an integer in float32 (so is inf), NaN stays NaN;
@@ -126,6 +155,52 @@ class Expr:
         return (self.abs() < 2.0**23).where(whole.eq(0).where(self * 0, whole), self)
 
 
+# --8<-- [start:exp-exact-product]
+LOG2_E = 1 / math.log(2)
+LOG2_E_HI = 1.4423828125  # log2(e) to 12 bits: its product with 12 bits of x is exact in float32
+LOG2_E_LO = LOG2_E - LOG2_E_HI  # the rest (3.1e-4)
+ROUNDER = 1.5 * 2.0**23  # v + ROUNDER - ROUNDER rounds v to an integer in float32, for |v| < 2^22
+
+
+def two_sum(a: Expr, b: Expr) -> tuple[Expr, Expr]:
+    """a + b exactly, as the rounded sum s and what the rounding lost (Knuth's TwoSum; finite a, b)."""
+    s = a + b
+    b_part = s - a
+    return s, (a - (s - b_part)) + (b - b_part)
+
+
+def split(x: Expr) -> tuple[Expr, Expr]:
+    """x = hi + lo exactly, each with at most 12 significant bits (Veltkamp), for |x| < 2^115."""
+    c = x * 4097.0
+    hi = c - (c - x)
+    return hi, x - hi
+
+
+def exp(x: Expr, times_pow2: int = 0) -> Expr:
+    """e^x = 2^(x log2 e) = 2^k * 2^t, with k = round(x log2 e), to about half an ulp everywhere.
+
+    exp2(x * log2 e) alone is off by up to 60 ulp near |x| = 88: the product rounded to float32 is
+    off by up to 2^-24 * 128 in the exponent, which 2^(...) turns into a relative error of 128 ulp
+    * ln 2 / 2. Here the product is kept exactly, as p + err (Dekker: x and log2 e split in halves
+    of 12 bits, whose products are exact); k = round(p) goes to an exp2 of its own (exact for an
+    integer), and t = (p - k) + err, at most 1/2, to another. 2^128 overflows float32 while e^x,
+    just below 2^128, does not: there the 2^t part is doubled and 2^(k-1) used. `times_pow2` = n
+    gives e^x * 2^n, rounded once (cosh(89) is e^89 / 2, finite though e^89 is not).
+    x is first clamped to [-110, 110] (NaN kept): beyond, e^x is 0 or inf anyway.
+    """
+    x = -(-x).max(-110.0)
+    x = x.max(-110.0)
+    p = x * LOG2_E
+    x_hi, x_lo = split(x)
+    err = ((x_hi * LOG2_E_HI - p) + x_hi * LOG2_E_LO + x_lo * LOG2_E_HI) + x_lo * LOG2_E_LO
+    k = (p + ROUNDER) - ROUNDER
+    t = (p - k) + err
+    k = k + times_pow2 if times_pow2 else k
+    top = k > 127
+    return (t.exp2() * top.where(2.0, 1.0)) * top.where(k - 1, k).exp2()
+
+
+# --8<-- [end:exp-exact-product]
 def erfc(x: Expr) -> Expr:
     """erfc(x) to a relative error of about 1e-7 for every x (Numerical Recipes' erfcc, a Chebyshev
     fit of exp(-x^2) times a polynomial in t = 1 / (1 + |x|/2)). Relative, not absolute: erfc(5) is

@@ -291,7 +291,9 @@ class Sum(Function):
 
 
 class Max(Function):
-    """The maximum along axes. Where several elements tie for the max, they share the gradient."""
+    """The maximum along axes. Where several elements tie for the max, they share the gradient; a
+    NaN max (MAX keeps NaN) goes to the NaNs, as PyTorch's max() does: x == NaN is False everywhere,
+    and the share 0/0 would make the whole gradient NaN."""
 
     def forward(self, x: LazyBuffer, axes: tuple[int, ...]) -> LazyBuffer:
         self.x, self.axes = x, axes
@@ -299,7 +301,10 @@ class Max(Function):
         return self.ret
 
     def backward(self, grad: LazyBuffer) -> LazyBuffer:
-        is_max = self.x.e(BinaryOps.CMPEQ, self.ret.expand(self.x.shape)).cast(grad.dtype)
+        ret = self.ret.expand(self.x.shape)
+        either_a_number = self.x.e(BinaryOps.CMPEQ, self.x).e(BinaryOps.OR, ret.e(BinaryOps.CMPEQ, ret))
+        both_nan = either_a_number.e(BinaryOps.CMPEQ, either_a_number.const(False))
+        is_max = self.x.e(BinaryOps.CMPEQ, ret).e(BinaryOps.OR, both_nan).cast(grad.dtype)
         count = is_max.r(ReduceOps.SUM, self.axes)
         share = is_max.e(BinaryOps.DIV, count.expand(self.x.shape))
         return share.e(BinaryOps.MUL, grad.expand(self.x.shape))

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from tinyedu.expr import Expr, erfc
+from tinyedu.expr import Expr, erfc, exp
 from tinyedu.function import Function
 from tinyedu.lazy import LazyBuffer
 
@@ -133,31 +133,37 @@ def _relu6(x: Expr) -> Expr:
 
 # --8<-- [start:sigmoid]
 class Sigmoid(UnaryFunction):
-    """1 / (1 + exp(-x)). The value is fine as it is (for x < -88 exp overflows and the value is 0,
-    as in float32 PyTorch); the chain rule through it is not: at x = -100 it multiplies 0 by inf.
-    The derivative s (1 - s) is 0 there, as it should be."""
+    """sigmoid(x) (see Expr.sigmoid: no overflow, subnormal for x < -87). The chain rule through it
+    would multiply 0 by inf at x = -100; the derivative written by hand has no inf in it. PyTorch's
+    s (1 - s) rounds to 0 from x = 17 (s is 1 in float32); e / (1 + e)^2 with e = e^-|x| is the same
+    number to 1 ulp, and keeps 4.1e-8 at 17 (and 3.7e-44 at 100)."""
 
     def value(self, x: Expr) -> Expr:
         return x.sigmoid()
 
     def derivative(self, x: Expr, ret: Expr) -> Expr:
-        return ret * (1 - ret)
+        e = (-x.abs()).exp()
+        return _bell(e, e)
 
 
 # --8<-- [end:sigmoid]
 # --8<-- [start:tanh]
 class Tanh(UnaryFunction):
-    """tanh(x) = m / (m + 2) with m = expm1(2x), written for x <= 0 (where m is in (-1, 0]) and
-    mirrored for x > 0, so nothing overflows. 2 sigmoid(2x) - 1 would cancel to 0 for tiny x
-    (tanh(1e-8) is 1e-8) and its chain rule gives NaN for |x| > 44. Below 2^-12 tanh(x) is x to
-    float32 precision (x^3/3 is under half an ulp), which also keeps the sign of -0.0.
-    Derivative: 1 - tanh^2."""
+    """tanh(|x|) is 1 - 2 / (e^(2|x|) + 1) from |x| = 0.55 (where tanh is 0.5: the subtraction
+    cancels less than a bit) and its Taylor series below, sign restored (-0.0 kept). 2 sigmoid(2x) - 1
+    would cancel to 0 for tiny x (tanh(1e-8) is 1e-8), and m / (m + 2) with m = expm1(2x) passes
+    expm1's rounding on in full; both are about 1 ulp here. Nothing overflows: e^(2|x|) = inf gives 1.
+
+    Derivative: 1 - tanh^2 rounds to 0 from |x| = 9 (tanh is 1 in float32) and loses digits well
+    before; sech^2 x = 4 e / (1 + e)^2 with e = e^(-2|x|) keeps them (4.2e-8 at 9, not 0).
+    """
 
     def value(self, x: Expr) -> Expr:
         return _tanh(x)
 
     def derivative(self, x: Expr, ret: Expr) -> Expr:
-        return 1 - ret * ret
+        four_e = exp(-2 * x.abs(), times_pow2=2)  # 4 e^-2|x| rounded once (subnormal from |x| = 51)
+        return _bell(four_e * 0.25, four_e)
 
 
 # --8<-- [end:tanh]
@@ -183,7 +189,7 @@ class Mish(UnaryFunction):
 
     def derivative(self, x: Expr, ret: Expr) -> Expr:
         t = _tanh(_softplus(x))
-        return t + x * _stable_sigmoid(x) * (1 - t * t)
+        return t + x * x.sigmoid() * (1 - t * t)
 
 
 class GeluTanh(UnaryFunction):
@@ -214,15 +220,47 @@ class Tan(UnaryFunction):
         return 1 + ret * ret
 
 
+def _bell(e: Expr, numerator: Expr) -> Expr:
+    """numerator / (1 + e)^2 for 0 <= e <= 1 (sigmoid' = e / (1 + e)^2 with e = e^-|x|, tanh' =
+    4e / (1 + e)^2 with e = e^-2|x|), with the rounding of 1 + e put back: d + lost = 1 + e exactly,
+    and 1 / (d + lost)^2 = (1 - 2 lost / d) / d^2 to first order."""
+    d = 1 + e
+    lost = e - (d - 1)  # exact (Sterbenz)
+    f = numerator / d / d
+    return f - f * (2 * lost / d)
+
+
+# tanh's Taylor series x + x^3 (c3 + c5 x^2 + ...): the coefficients 2^2n (2^2n - 1) B_2n / (2n)!
+TANH_SERIES = (-1 / 3, 2 / 15, -17 / 315, 62 / 2835, -1382 / 155925, 21844 / 6081075, -929569 / 638512875,
+               6404582 / 10854718875, -443861162 / 1856156927625, 18888466084 / 194896477400625)
+
+
 def _tanh(x: Expr) -> Expr:
     """tanh, as the Tanh Function computes it (see there)."""
-    m = (-2 * x.abs()).expm1()
-    t = m / (m + 2)  # tanh(-|x|)
-    return (x.abs() < 2.0**-12).where(x, (x > 0).where(-t, t))
+    a = x.abs()
+    z = a * a
+    series = TANH_SERIES[-1]
+    for c in TANH_SERIES[-2::-1]:
+        series = series * z + c
+    near_zero = a + a * z * series
+    far = 1 - 2 / ((2 * a).exp() + 1)  # e^(2|x|) is inf past |x| = 44, where tanh is 1
+    t = (a < 0.55).where(near_zero, far)  # tanh(|x|)
+    return x.eq(0).where(x, (x < 0).where(-t, t))
 
 
 def _softplus(x: Expr) -> Expr:
     return (x > 20).where(x, x.exp().log1p())
+
+
+class Exp(UnaryFunction):
+    """e^x (see Expr.exp), a Function so that its derivative is the value itself, exactly; the chain
+    rule through the formula's exp2s would multiply a rounded log 2 by a rounded 1/log 2."""
+
+    def value(self, x: Expr) -> Expr:
+        return x.exp()
+
+    def derivative(self, x: Expr, ret: Expr) -> Expr:
+        return ret
 
 
 class Expm1(UnaryFunction):
@@ -263,16 +301,10 @@ class Softplus(UnaryFunction):
     def derivative(self, x: Expr, ret: Expr) -> Expr:
         beta, threshold = self.params["beta"], self.params["threshold"]
         z = x * beta
-        return (z > threshold).where(1.0, _stable_sigmoid(z))
+        return (z > threshold).where(1.0, z.sigmoid())
 
 
 # --8<-- [end:softplus]
-def _stable_sigmoid(z: Expr) -> Expr:
-    """sigmoid, accurate in relative terms for very negative z too: exp(z) / (1 + exp(z)) there."""
-    e = (-z.abs()).exp()
-    return (z >= 0).where(1 / (1 + e), e / (1 + e))
-
-
 class Gelu(UnaryFunction):
     """x * Phi(x), Phi the normal CDF: PyTorch's gelu (approximate='none'). Phi(x) = erfc(-x/sqrt2)/2
     rather than (1 + erf(x/sqrt2))/2, which cancels to 0 for x < -4. Derivative Phi(x) + x phi(x)."""

@@ -1,21 +1,23 @@
-"""More composite Functions (see function_composite.py for the idea): the hyperbolic functions,
-powers, and the gradients of softmax and log_softmax, each with its derivative written by hand.
+"""More composite Functions (see function_composite.py for the idea): the hyperbolic and inverse
+trigonometric functions, erf, copysign, powers, and the gradients of softmax and log_softmax, each
+with its derivative written by hand.
 """
 
 from __future__ import annotations
 
 import math
+import struct
 
-from tinyedu.expr import Expr
+from tinyedu.expr import Expr, erfc, exp, split
 from tinyedu.function import Function
 from tinyedu.function_composite import UnaryFunction
 from tinyedu.lazy import LazyBuffer
 
 
 class Sinh(UnaryFunction):
-    """(e^x - e^-x)/2 = (m + m/(m + 1))/2 with m = expm1(|x|), sign restored: accurate for tiny x
-    (no 1 - 1 cancellation). Past |x| = 88, e^x overflows float32 before sinh does, so there it is
-    exp(|x| - ln 2). Derivative cosh(x)."""
+    """sinh(|x|), sign restored: below 1 its Taylor series x + x^3/3! + ... + x^11/11! (e^x - e^-x
+    would cancel to 0 for tiny x), above h - 1/(4h) with h = e^|x| / 2, computed as one rounding of
+    e^|x| * 2^-1 (so sinh(89.4) is finite, though e^89.4 overflows float32). Derivative cosh(x)."""
 
     def value(self, x: Expr) -> Expr:
         return _mirror(x, _sinh_abs(x.abs()))
@@ -25,7 +27,7 @@ class Sinh(UnaryFunction):
 
 
 class Cosh(UnaryFunction):
-    """(e^x + e^-x)/2, as exp(|x| - ln 2) past |x| = 88 (see Sinh). Derivative sinh(x)."""
+    """cosh(x) = h + 1/(4h), h = e^|x| / 2 rounded once (see Sinh). Derivative sinh(x)."""
 
     def value(self, x: Expr) -> Expr:
         return _cosh_abs(x.abs())
@@ -40,13 +42,17 @@ def _mirror(x: Expr, odd: Expr) -> Expr:
 
 
 def _sinh_abs(a: Expr) -> Expr:
-    m = a.expm1()
-    return (a > 88).where((a - math.log(2)).exp(), (m + m / (m + 1)) * 0.5)
+    z = a * a
+    series = 1 / math.factorial(11)
+    for n in (9, 7, 5, 3):
+        series = series * z + 1 / math.factorial(n)
+    h = exp(a, times_pow2=-1)
+    return (a < 1).where(a + a * z * series, h - 0.25 / h)
 
 
 def _cosh_abs(a: Expr) -> Expr:
-    e = a.exp()
-    return (a > 88).where((a - math.log(2)).exp(), (e + 1 / e) * 0.5)
+    h = exp(a, times_pow2=-1)
+    return h + 0.25 / h
 
 
 class Asinh(UnaryFunction):
@@ -88,6 +94,178 @@ class Atanh(UnaryFunction):
         return 1 / ((1 - x) * (1 + x))
 
 
+# ---- inverse trigonometric functions, erf, copysign ----
+def _taylor(z: Expr, coefficients: tuple[float, ...]) -> Expr:
+    """c0 + c1 z + c2 z^2 + ... by Horner's rule."""
+    total = coefficients[-1]
+    for c in coefficients[-2::-1]:
+        total = total * z + c
+    return total
+
+
+def _hi_lo(value: float) -> tuple[float, float]:
+    """A constant as a float32 part and the rest, so that hi + (lo + small) keeps its last bits."""
+    hi = float(struct.unpack("f", struct.pack("f", value))[0])
+    return hi, value - hi
+
+
+HALF_PI_HI, HALF_PI_LO = _hi_lo(math.pi / 2)
+# atan's Taylor series t + t^3 (-1/3 + t^2/5 - ...), to t^21 (enough for |t| <= 7/16)
+ATAN_SERIES = tuple((-1) ** n / (2 * n + 1) for n in range(1, 11))
+# atan(|x|) = atan(c) + atan((|x| - c) / (1 + c |x|)) on each range (fdlibm's), with |t| <= 7/16;
+# from 39/16 on, pi/2 + atan(-1/|x|)
+ATAN_RANGES = ((7 / 16, 0.0), (11 / 16, 0.5), (19 / 16, 1.0), (39 / 16, 1.5))
+
+
+def atan_abs(a: Expr) -> Expr:
+    """atan(a) for a >= 0 (or NaN), to about 1 ulp."""
+    c, base_hi, base_lo = (Expr(a.lazydata.const(v)) for v in (0.0, HALF_PI_HI, HALF_PI_LO))  # past 39/16
+    for bound, point in reversed(ATAN_RANGES):
+        hi, lo = _hi_lo(math.atan(point))
+        inside = a < bound
+        c, base_hi, base_lo = inside.where(point, c), inside.where(hi, base_hi), inside.where(lo, base_lo)
+    last = a >= ATAN_RANGES[-1][0]
+    t = last.where(-1.0, a - c) / last.where(a, 1 + c * a)
+    return base_hi + (base_lo + (t + t * (t * t) * _taylor(t * t, ATAN_SERIES)))
+
+
+class Atan2(Function):
+    """atan2(y, x), the angle of the point (x, y), in [-pi, pi], the sign of y's: atan(|y| / |x|)
+    for x >= 0, pi/2 + atan(|x| / |y|) for x < 0 (-0.0 included), so pi/2 and pi come out exactly
+    for x = -0.0 and x = -inf. C's special cases: both zeros are the ratio 0 (x >= 0) or inf, so
+    +-0 or +-pi; both infinities the ratio 1, so +-pi/4 or +-3pi/4. Gradients PyTorch's:
+    (x, -y) / (x^2 + y^2), and 0 where x^2 + y^2 underflows to 0 (at (0, 0), and at (1e-30, 1e-30),
+    where the true gradient is 5e29) or overflows."""
+
+    def forward(self, y: LazyBuffer, x: LazyBuffer) -> LazyBuffer:
+        self.y, self.x = Expr(y), Expr(x)
+        ay, ax = self.y.abs(), self.x.abs()
+        left = _signbit(self.x)
+        ratio = left.where(ax / ay, ay / ax)
+        ratio = (ay.eq(0) & ax.eq(0)).where(left.where(math.inf, 0.0), ratio)
+        ratio = (ay.eq(math.inf) & ax.eq(math.inf)).where(1.0, ratio)
+        angle = left.where(HALF_PI_HI, 0.0) + (left.where(HALF_PI_LO, 0.0) + atan_abs(ratio))
+        return _signbit(self.y).where(-angle, angle).lazydata
+
+    def backward(self, grad: LazyBuffer) -> tuple[LazyBuffer | None, ...]:
+        g, y, x = Expr(grad), self.y, self.x
+        recip = 1 / (y * y + x * x)
+        recip = recip.eq(math.inf).where(0.0, recip)  # PyTorch's: 0, not 0 * inf, where x^2 + y^2 underflows
+        dy = (g * x * recip).lazydata if self.needs_input_grad[0] else None
+        dx = (g * -y * recip).lazydata if self.needs_input_grad[1] else None
+        return dy, dx
+
+
+# asin's Taylor series x + x^3 (1/6 + 3 x^2/40 + ...): (2n)! / (4^n n!^2 (2n + 1)), to x^27 (|x| <= 1/2)
+ASIN_SERIES = tuple(math.comb(2 * n, n) / (4**n * (2 * n + 1)) for n in range(1, 14))
+def _asin_small(x: Expr) -> Expr:
+    """asin(x) for |x| <= 1/2, its Taylor series."""
+    z = x * x
+    return x + x * z * _taylor(z, ASIN_SERIES)
+
+
+def asin_abs(a: Expr) -> Expr:
+    """asin(a) for 0 <= a <= 1: the series up to 1/2, then pi/2 - 2 asin(s), s = sqrt(t),
+    t = (1 - a) / 2 (asin(a) = pi/2 - acos(a), acos(a) = 2 asin(s); 1 - a is exact there).
+
+    Near a = 1/2 the subtraction doubles relative errors (pi/2 - 1.05 = 0.52): so asin(s) is not
+    rounded as a whole (s and the series' rest are subtracted apart), and the rounding of s is put
+    back: s^2 is kept exactly (Dekker), ds = (t - s^2) / (2s), and asin(s + ds) is asin(s) +
+    ds / sqrt(1 - t), 1 / sqrt(1 - t) by its series (t <= 1/4; ds is under an ulp).
+    """
+    t = (1 - a) * 0.5
+    s = t.sqrt()
+    hi, lo = split(s)
+    ds = s.eq(0).where(0.0, (((t - hi * hi) - 2 * hi * lo) - lo * lo) / (2 * s))  # s = 0 at a = 1
+    rest = s * t * _taylor(t, ASIN_SERIES) + ds * (1 + t * (0.5 + t * (0.375 + t * 0.3125)))
+    upper = (HALF_PI_HI - 2 * s) + (HALF_PI_LO - 2 * rest)  # the first difference is exact
+    return (a <= 0.5).where(_asin_small(a), upper)
+
+
+class Asin(UnaryFunction):
+    """asin, NaN outside [-1, 1] (see asin_abs). Derivative 1 / sqrt((1 - x)(1 + x)): inf at +-1, as
+    PyTorch (and (1 - x)(1 + x) is exact near 1, where 1 - x^2 would lose digits)."""
+
+    def value(self, x: Expr) -> Expr:
+        return _mirror(x, asin_abs(x.abs()))
+
+    def derivative(self, x: Expr, ret: Expr) -> Expr:
+        return 1 / ((1 - x) * (1 + x)).sqrt()
+
+
+class Acos(UnaryFunction):
+    """acos(x): pi/2 - asin(x) for |x| <= 1/2 (no cancellation: the result is at least pi/3),
+    2 asin(sqrt((1 - x) / 2)) above, pi - 2 asin(sqrt((1 + x) / 2)) below. Derivative
+    -1 / sqrt((1 - x)(1 + x))."""
+
+    def value(self, x: Expr) -> Expr:
+        middle = HALF_PI_HI + (HALF_PI_LO - _asin_small(x))
+        near_one = 2 * _asin_small(((1 - x.abs()) * 0.5).sqrt())
+        pi_hi, pi_lo = _hi_lo(math.pi)
+        return (x.abs() <= 0.5).where(middle, (x > 0).where(near_one, pi_hi + (pi_lo - near_one)))
+
+    def derivative(self, x: Expr, ret: Expr) -> Expr:
+        return -1 / ((1 - x) * (1 + x)).sqrt()
+
+
+class Atan(UnaryFunction):
+    """atan (see atan_abs), sign restored (-0.0 kept); +-pi/2 at +-inf. Derivative 1 / (1 + x^2),
+    0 at +-inf and past 1.8e19 (where x^2 overflows to inf)."""
+
+    def value(self, x: Expr) -> Expr:
+        return _mirror(x, atan_abs(x.abs()))
+
+    def derivative(self, x: Expr, ret: Expr) -> Expr:
+        return 1 / (1 + x * x)
+
+
+# erf's Taylor series (2/sqrt(pi)) (x - x^3/3 + x^5/10 - ...), to x^23: (-1)^n / (n! (2n + 1)),
+# 2/sqrt(pi) as a float32 part and the rest (the float32 constant alone is 0.9 ulp off)
+TWO_OVER_SQRT_PI_HI, TWO_OVER_SQRT_PI_LO = _hi_lo(2 / math.sqrt(math.pi))
+ERF_SERIES = tuple(2 / math.sqrt(math.pi) * (-1) ** n / (math.factorial(n) * (2 * n + 1))
+                   for n in range(1, 12))
+
+
+class Erf(UnaryFunction):
+    """erf(x): below |x| = 0.8 its Taylor series (1 - erfc(x) would cancel: erf(1e-8) is 1.1e-8, not
+    0), above 1 - erfc(|x|) (erfc accurate in relative terms, see tinyedu/expr.py), sign restored.
+    Derivative (2/sqrt(pi)) e^(-x^2), with x^2 kept exactly as sq + err (Dekker): the rounding of
+    x^2 alone (half an ulp of 9 at x = 3) is 8 ulps of e^(-9)."""
+
+    def value(self, x: Expr) -> Expr:
+        a = x.abs()
+        z = a * a
+        series = a * TWO_OVER_SQRT_PI_HI + a * (TWO_OVER_SQRT_PI_LO + z * _taylor(z, ERF_SERIES))
+        return _mirror(x, (a < 0.8).where(series, 1 - erfc(a)))
+
+    def derivative(self, x: Expr, ret: Expr) -> Expr:
+        a = -((-x.abs()).max(-11.0))  # erf' is 0 in float32 past 11 (and split(inf) would be NaN)
+        hi, lo = split(a)
+        sq = a * a
+        err = ((hi * hi - sq) + 2 * hi * lo) + lo * lo
+        e = (-sq).exp()
+        return (e - e * err) * (2 / math.sqrt(math.pi))
+
+
+class Copysign(Function):
+    """|x| with the sign of y (-0.0 counts as negative; NaN as positive: its sign bit is not
+    observable without a bitcast). Gradients as PyTorch: d/dx = copysign(x, y) / x, 0 where x is 0;
+    d/dy = 0."""
+
+    def forward(self, x: LazyBuffer, y: LazyBuffer) -> LazyBuffer:
+        self.x = Expr(x)
+        magnitude = self.x.abs()
+        self.ret = _signbit(Expr(y)).where(-magnitude, magnitude)
+        return self.ret.lazydata
+
+    def backward(self, grad: LazyBuffer) -> tuple[LazyBuffer | None, ...]:
+        dx = None
+        if self.needs_input_grad[0]:
+            dx = self.x.eq(0).where(0.0, Expr(grad) * (self.ret / self.x)).lazydata
+        dy = grad.const(0.0) if self.needs_input_grad[1] else None
+        return dx, dy
+
+
 # ---- powers ----
 def _is_integer(y: Expr) -> Expr:
     return y.eq(y.trunc())  # True for +-inf (they are even), False for NaN
@@ -120,7 +298,9 @@ def pow_value(x: Expr, y: Expr) -> Expr:
 class Pow(Function):
     """x ** y for float tensors (see pow_value), with PyTorch's gradients:
     d/dx = y x^(y-1), 0 where y == 0 (the chain rule through 2^(y log2|x|) gives 0 * inf = NaN at
-    x = 0 for y = 2.5, where the answer is 0); d/dy = x^y log(x), 0 where x == 0 and y >= 0."""
+    x = 0 for y = 2.5, where the answer is 0); d/dy = x^y log(x), 0 where x == 0 and y >= 0.
+    The incoming gradient multiplies the local derivative last, as in PyTorch: for x = y = 1e-45,
+    y x^(y-1) is inf, and -0.3 * inf is -inf, while (-0.3 * y) rounds to -0.0 and -0.0 * inf is NaN."""
 
     def forward(self, x: LazyBuffer, y: LazyBuffer) -> LazyBuffer:
         self.x, self.y = Expr(x), Expr(y)
@@ -131,9 +311,9 @@ class Pow(Function):
         x, y, g = self.x, self.y, Expr(grad)
         dx = dy = None
         if self.needs_input_grad[0]:
-            dx = (y.eq(0)).where(0.0, g * y * pow_value(x, y - 1)).lazydata
+            dx = (y.eq(0)).where(0.0, g * (y * pow_value(x, y - 1))).lazydata  # see the docstring
         if self.needs_input_grad[1]:
-            dy = ((x.eq(0) & (y >= 0)).where(0.0, g * self.ret * x.log())).lazydata
+            dy = ((x.eq(0) & (y >= 0)).where(0.0, g * (self.ret * x.log()))).lazydata
         return dx, dy
 
 
@@ -179,19 +359,25 @@ class PowScalar(UnaryFunction):
 
 class SoftmaxGrad(Function):
     """softmax and log_softmax, whose value is computed (from primitives) by the Tensor method and
-    passed in, with PyTorch's gradients: s * (g - sum(g * s)) and g - exp(out) * sum(g). Where the
-    true gradient is 0 these give 0, while the chain rule through exp(x - m) / sum(...) leaves an
-    ulp of noise that a later 1/x can magnify."""
+    passed in with the exponentials e = exp(x - max) it was made of, with PyTorch's gradients
+    s (g - sum(g s)) and g - s sum(g), s = e / sum(e), the sum(g s) computed as sum(g e) / sum(e).
 
-    def forward(self, x: LazyBuffer, value: LazyBuffer, axes: tuple[int, ...], log: bool) -> LazyBuffer:
-        self.value, self.axes, self.log = Expr(value), axes, log
+    sum(g e) / sum(e) is the mean of g weighted by e, rounded once per sum. sum(g s) carries the
+    rounding of every s instead: for the gradient of a sum of probabilities (g = 1), which is 0,
+    a row of 100 equal values gives s = 0.01 and sum(s) = 1.0000007, so 5e-9 of noise (which a
+    later op can magnify), where sum(e) / sum(e) is exactly 1 and the gradient exactly 0."""
+
+    def forward(self, x: LazyBuffer, value: LazyBuffer, exps: LazyBuffer, axes: tuple[int, ...],
+                log: bool) -> LazyBuffer:
+        self.value, self.exps, self.axes, self.log = Expr(value), Expr(exps), axes, log
         return value
 
     def backward(self, grad: LazyBuffer) -> LazyBuffer:
-        g, out = Expr(grad), self.value
+        g, e = Expr(grad), self.exps
+        total = e.sum(self.axes)
         if self.log:
-            return (g - out.exp() * g.sum(self.axes)).lazydata
-        return (out * (g - (g * out).sum(self.axes))).lazydata
+            return (g - e * (g.sum(self.axes) / total)).lazydata
+        return (self.value * (g - (g * e).sum(self.axes) / total)).lazydata
 
 
 class LogsumexpGrad(Function):

@@ -13,10 +13,11 @@ small is the point: a backend only has to implement these to run everything.
   seen through a ShapeTracker (so padding can still apply), and STORE the result.
 
 Why these and not others: EXP2/LOG2 instead of EXP/LOG because hardware has base-2 versions (exp(x)
-is exp2(x / ln 2)); RECIP instead of a separate float DIV path for gradients; CMPLT and CMPEQ give
-every comparison (a > b is b < a, a <= b is (a < b) OR (a == b): *not* "not b < a", which would
-make NaN <= 0 true); WHERE gives masking, relu, clamp and friends; MAX gives both max-pooling and
-relu-style clipping; AND, OR, XOR are bitwise on integers and logical on bools.
+is 2^(x log2 e), computed with care: tinyedu/expr.py); RECIP instead of a separate float DIV path
+for gradients; CMPLT and CMPEQ give every comparison (a > b is b < a, a <= b is (a < b) OR (a == b):
+*not* "not b < a", which would make NaN <= 0 true); WHERE gives masking, relu, clamp and friends;
+MAX gives both max-pooling and relu-style clipping; AND, OR, XOR are bitwise on integers and logical
+on bools.
 
 SIN and COS are both primitives. cos(x) = sin(pi/2 - x) is exact for real numbers but not in
 float32: pi/2 - x is rounded to a multiple of x's ulp (about 0.001 near x = 1e4), so the result

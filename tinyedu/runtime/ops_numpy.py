@@ -74,20 +74,26 @@ def _int_mod(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.where(b == 0, 0, wide_a - _int_div(a, b).astype(np.int64) * wide_b).astype(a.dtype)
 
 
+TRANSCENDENTAL = {UnaryOps.EXP2: np.exp2, UnaryOps.LOG2: np.log2, UnaryOps.SIN: np.sin, UnaryOps.COS: np.cos}
+
+
+def correctly_rounded(fn, a: np.ndarray) -> np.ndarray:
+    """fn of a float32 array computed in float64 and rounded once to float32: numpy's own float32
+    loops (SIMD approximations) err by up to 1 ulp for exp2 and 2 for log2, where C's libm is within
+    half an ulp; float64 then a rounding is within half an ulp (but for rare double roundings)."""
+    if a.dtype == np.float32:
+        return fn(a.astype(np.float64)).astype(np.float32)
+    return fn(a)
+
+
 def alu(op, *srcs: np.ndarray, arg=None) -> np.ndarray:
     """One elementwise op on numpy arrays, with the semantics every backend shares."""
     a = srcs[0]
     with np.errstate(all="ignore"):  # inf and nan are values here, as in C; Tensor decides on errors
         if op is UnaryOps.NEG:
             return np.logical_not(a) if a.dtype == np.bool_ else -a
-        if op is UnaryOps.EXP2:
-            return np.exp2(a)
-        if op is UnaryOps.LOG2:
-            return np.log2(a)
-        if op is UnaryOps.SIN:
-            return np.sin(a)
-        if op is UnaryOps.COS:
-            return np.cos(a)
+        if op in TRANSCENDENTAL:
+            return correctly_rounded(TRANSCENDENTAL[op], a)
         if op is UnaryOps.SQRT:
             return np.sqrt(a)
         if op is UnaryOps.RECIP:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from functools import partial
 from typing import Any, Callable
 
 import numpy as np
@@ -26,6 +27,7 @@ from tinyedu.codegen.uops import FusedOps, UOp, UOps, const_value, is_vector, sc
 from tinyedu.dtype import DType, cast_array, dtypes
 from tinyedu.ops import BinaryOps, TernaryOps, UnaryOps
 from tinyedu.runtime.device import Backend, Buffer, thread_count
+from tinyedu.runtime.ops_numpy import TRANSCENDENTAL, correctly_rounded
 
 
 def to_dtype(value: Any, dtype: DType) -> Any:
@@ -101,8 +103,8 @@ def _round_to_float32(exact: Fraction) -> np.float32:
 # One function per ALU op, for floats and for ints; bools use BOOL_ALU where they differ.
 FLOAT_ALU: dict[Any, Callable[..., Any]] = {
     FusedOps.MULACC: fused_multiply_add,
-    UnaryOps.NEG: lambda a: -a, UnaryOps.EXP2: np.exp2, UnaryOps.LOG2: np.log2, UnaryOps.SIN: np.sin,
-    UnaryOps.COS: np.cos, UnaryOps.SQRT: np.sqrt, UnaryOps.RECIP: lambda a: np.float32(1) / a,
+    UnaryOps.NEG: lambda a: -a, **{op: partial(correctly_rounded, fn) for op, fn in TRANSCENDENTAL.items()},
+    UnaryOps.SQRT: np.sqrt, UnaryOps.RECIP: lambda a: np.float32(1) / a,
     BinaryOps.ADD: lambda a, b: a + b, BinaryOps.SUB: lambda a, b: a - b, BinaryOps.MUL: lambda a, b: a * b,
     BinaryOps.DIV: lambda a, b: a / b, BinaryOps.MOD: np.fmod, BinaryOps.MAX: maximum,
     BinaryOps.CMPLT: lambda a, b: a < b, BinaryOps.CMPEQ: lambda a, b: a == b,

@@ -170,3 +170,21 @@ class ActivationMixin:
 
     def atanh(self) -> "Tensor":
         return self._float()._apply(FM.Atanh)
+
+    # ---- inverse trigonometric, erf ----
+    def asin(self) -> "Tensor":
+        """arcsin, NaN outside [-1, 1]; the gradient is inf at +-1, as in PyTorch."""
+        return self._float()._apply(FM.Asin)
+
+    def acos(self) -> "Tensor":
+        """arccos, NaN outside [-1, 1]; the gradient is -inf at +-1, as in PyTorch."""
+        return self._float()._apply(FM.Acos)
+
+    def atan(self) -> "Tensor":
+        return self._float()._apply(FM.Atan)
+
+    arcsin, arccos, arctan = asin, acos, atan  # numpy's (and PyTorch's aliases) names
+
+    def erf(self) -> "Tensor":
+        """The error function 2/sqrt(pi) * integral of e^(-t^2) from 0 to x."""
+        return self._float()._apply(FM.Erf)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import tinyedu.function as F
 import tinyedu.function_composite as FC
+import tinyedu.function_math as FM
 from tinyedu.dtype import dtypes
 
 if TYPE_CHECKING:
@@ -68,7 +69,8 @@ class ElementwiseMixin:
 
     # ---- unary, composed ----
     def exp(self) -> "Tensor":
-        return (self._float() * (1 / math.log(2))).exp2()
+        """e^x to under an ulp over the whole float32 range (see tinyedu/expr.py, exp)."""
+        return self._float()._apply(FC.Exp)
 
     def log(self) -> "Tensor":
         return self._float().log2() * math.log(2)
@@ -145,6 +147,18 @@ class ElementwiseMixin:
     def maximum(self, other: Operand) -> "Tensor":
         x, y = self._broadcasted(other, "maximum")
         return x._apply(F.Maximum, y)
+
+    def copysign(self, other: Operand) -> "Tensor":
+        """|self| with the sign of other (-0.0 is negative; a NaN counts as positive). Always float."""
+        x, y = self._broadcasted(other, "copysign")
+        return x._float()._apply(FM.Copysign, y._float())
+
+    def atan2(self, other: Operand) -> "Tensor":
+        """The angle of the point (other, self) in (-pi, pi] (torch.atan2(input=y, other=x))."""
+        y, x = self._broadcasted(other, "atan2")
+        return y._float()._apply(FM.Atan2, x._float())
+
+    arctan2 = atan2
 
     def minimum(self, other: Operand) -> "Tensor":
         x, y = self._broadcasted(other, "minimum")

@@ -182,17 +182,18 @@ class ReduceMixin:
     def softmax(self, axis: int = -1) -> "Tensor":
         """exp(x) / sum(exp(x)) along axis: positive values that sum to 1 (probabilities).
 
-        The value is made of primitives; the gradient is PyTorch's formula s * (g - sum(g * s))
-        (function_math.SoftmaxGrad). The chain rule through the division gives the same
-        number up to rounding, but where the true gradient is 0 it leaves an ulp of noise, which
-        a later op can magnify (divide by 1e-8 and the noise is 0.4)."""
+        The value is made of primitives; the gradient is PyTorch's formula s * (g - sum(g * s)),
+        with sum(g * s) taken as sum(g * e) / sum(e) (function_math.SoftmaxGrad). The chain rule
+        through the division gives the same number up to rounding, but where the true gradient is 0
+        it leaves an ulp of noise, which a later op can magnify (divide by 1e-8 and it is 0.4)."""
         from tinyedu.tensor import no_grad
 
         x = self._float()
         with no_grad():
             e = (x - x._stable_max(axis, "softmax")).exp()
             s = e / e.sum(axis, keepdim=True)
-        return x._apply(FM.SoftmaxGrad, value=s.lazydata, axes=x._reduce_axes(axis, "softmax"), log=False)
+        axes = x._reduce_axes(axis, "softmax")
+        return x._apply(FM.SoftmaxGrad, value=s.lazydata, exps=e.lazydata, axes=axes, log=False)
 
     # --8<-- [end:softmax]
     @dim_or_axis
@@ -204,9 +205,10 @@ class ReduceMixin:
         x = self._float()
         with no_grad():
             shifted = x - x._stable_max(axis, "log_softmax")
-            out = shifted - shifted.exp().sum(axis, keepdim=True).log()
+            e = shifted.exp()
+            out = shifted - e.sum(axis, keepdim=True).log()
         axes = x._reduce_axes(axis, "log_softmax")
-        return x._apply(FM.SoftmaxGrad, value=out.lazydata, axes=axes, log=True)
+        return x._apply(FM.SoftmaxGrad, value=out.lazydata, exps=e.lazydata, axes=axes, log=True)
 
     @dim_or_axis
     def logsumexp(self, axis: Axis = None, keepdim: bool = False) -> "Tensor":

@@ -30,7 +30,10 @@ def _vectors() -> tuple[Any, Any]:
     return tuple(Tensor(rng.standard_normal(16).astype(np.float32)) for _ in range(2))
 
 
-C_EXPRESSION_QUESTIONS = {"sigmoid": "x.sigmoid()", "relu_of_affine": "(x * 0.1 + y).relu()"}
+# The sigmoid as 1 / (1 + 2^(-x / ln 2)): five primitives (x.sigmoid() itself is written for accuracy
+# over the whole float32 range, about 40 ops: docs/numerics_and_semantics.md)
+C_EXPRESSION_QUESTIONS = {"sigmoid": "(1 + (-x * (1 / math.log(2))).exp2()).reciprocal()",
+                          "relu_of_affine": "(x * 0.1 + y).relu()"}
 
 
 @exercise("05.c_expression", answer="c_expressions", title="Write the C a kernel stores, from its UOps")
@@ -41,7 +44,7 @@ def check_c_expressions(answers: Any) -> str:
     x, y = _vectors()
     for name, expression in C_EXPRESSION_QUESTIONS.items():
         try:
-            build = lambda expression=expression: eval(expression, {"x": x, "y": y})  # noqa: S307
+            build = lambda expression=expression: eval(expression, {"x": x, "y": y, "math": math})  # noqa: S307
             check_c_expression(build, answers[name])
         except AssertionError as error:
             raise AssertionError(f"{name}, {expression}: {error}") from None

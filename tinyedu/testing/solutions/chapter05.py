@@ -10,7 +10,7 @@ from tinyedu.testing.exercise import Mistake
 
 # --8<-- [start:c_expressions]
 c_expressions = {
-    # NEG, MUL by 1/ln 2 (exp(x) is exp2(x / ln 2)), EXP2, ADD 1, RECIP: 1 / (1 + exp(-x))
+    # the sigmoid written with exp2: NEG, MUL by 1/ln 2, EXP2, ADD 1, RECIP: 1 / (1 + 2^(-x / ln 2))
     "sigmoid": "1.0f/(1.0f+exp2f((-val0)*1.442695f))",
     # MUL by 0.1 (a float literal: 0.1f), ADD, then relu as WHERE(v < 0, 0, v): NaN and -0.0 stay
     "relu_of_affine": "((val0*0.1f)+val1 < 0.0f) ? 0.0f : (val0*0.1f)+val1",
