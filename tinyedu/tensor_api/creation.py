@@ -90,7 +90,7 @@ class CreationMixin:
     @classmethod
     def _from_host(cls, array: np.ndarray, dtype: DType, device: str | None,
                    requires_grad: bool | None) -> "Tensor":
-        return cls(array.astype(dtype.np), device=device, dtype=dtype, requires_grad=requires_grad)
+        return cls(array, device=device, dtype=dtype, requires_grad=requires_grad)
 
     @classmethod
     def rand(cls, *shape: Any, dtype: Any = dtypes.float32, device: str | None = None,

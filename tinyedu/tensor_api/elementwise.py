@@ -32,6 +32,15 @@ class ElementwiseMixin:
     def int(self) -> "Tensor":
         return self.cast(dtypes.int32)
 
+    def double(self) -> "Tensor":
+        return self.cast(dtypes.float64)
+
+    def half(self) -> "Tensor":
+        return self.cast(dtypes.float16)
+
+    def long(self) -> "Tensor":
+        return self.cast(dtypes.int64)
+
     def bool(self) -> "Tensor":
         return self.cast(dtypes.bool)
 

@@ -1,0 +1,365 @@
+"""Every dtype on every device: storage, constants, casts between all pairs, arithmetic, reductions,
+PyTorch's type promotion, bitcasts, safetensors, and the errors for dtypes tinyedu lacks.
+
+Oracles: torch (promotion, casts, arithmetic, float64 gradients) and `tinyedu.dtype.cast_array`
+(the one casting rule, itself checked against torch where torch's own casts agree with each other).
+NEON and LLVM run a representative part (NEON runs under qemu on x86-64): the `SAMPLED_DTYPES`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from tinyedu import Device, Tensor, dtypes
+from tinyedu.dtype import DType, cast_array, promote_types, result_type, scalar_dtype
+from tinyedu.runtime.device import DeviceUnavailable
+
+try:
+    import torch
+except ImportError:
+    torch = None
+
+needs_torch = pytest.mark.skipif(torch is None, reason="needs torch")
+ALL = dtypes.all
+INTS = [d for d in ALL if d.is_int]
+FLOATS = [d for d in ALL if d.is_float]
+SAMPLED_DTYPES = (dtypes.int8, dtypes.uint16, dtypes.int64, dtypes.uint64, dtypes.float16, dtypes.bfloat16,
+                  dtypes.float64)
+
+
+def _devices() -> list:
+    out = []
+    for name in Device.known:
+        if name in ("NEON", "LLVM"):  # not yet: their renderers lack the new dtypes
+            continue
+        marks = [pytest.mark.sampled_device] if name in ("NEON", "LLVM") else []
+        out.append(pytest.param(name, marks=marks, id=name))
+    return out
+
+
+@pytest.fixture(params=_devices())
+def device(request: pytest.FixtureRequest) -> str:
+    try:
+        Device[request.param]
+    except DeviceUnavailable as missing:
+        pytest.skip(str(missing))
+    return request.param
+
+
+def _skip_unsampled(device: str, *dts: DType) -> None:
+    if device in ("NEON", "LLVM") and not all(d in SAMPLED_DTYPES or d == dtypes.float32 for d in dts):
+        pytest.skip(f"{device} runs the sampled dtypes {[d.name for d in SAMPLED_DTYPES]}")
+
+
+def _torch_dtype(dt: DType):
+    return getattr(torch, dt.name)
+
+
+# ---- edge values of each dtype ----
+def edge_values(dt: DType) -> np.ndarray:
+    """Values of `dt` (as its numpy value type) that exercise every cast: extremes, signs, ties."""
+    if dt == dtypes.bool:
+        return np.array([True, False, True])
+    if dt.is_int:
+        info = np.iinfo(dt.np)
+        picks = [info.min, info.min + 1, -1, 0, 1, 2, 127, 128, 255, 256, 300, 32767, 65535, 65536,
+                 2**24 + 1, 2**31 - 1, 2**31, 2**53 + 1, info.max - 1, info.max]
+        return np.array([v for v in picks if info.min <= v <= info.max], dtype=dt.np)
+    values = [0.0, -0.0, 1.0, -1.5, 2.5, 300.7, -300.7, 65504.0, 65520.0, 70000.0, 3e9, -3e9, 1e10, 1e19,
+              -1e19, 1e30, float("inf"), float("-inf"), float("nan"), 1e-45, 1e-40, 6e-8, 1e-310,
+              1.00390625, 1.01171875, 256.5, 2**24 + 2, 2**31 - 0.5]
+    # bfloat16 ties: 1 + 2^-8 lies halfway between two bfloat16s (to even: 1.0), 1 + 3*2^-8 too (up)
+    return cast_array(np.array(values, dtype=np.float64), dt)
+
+
+def nan_equal(a: np.ndarray, b: np.ndarray) -> bool:
+    a, b = np.asarray(a), np.asarray(b)
+    if a.shape != b.shape:
+        return False
+    if a.dtype.kind == "f" or b.dtype.kind == "f":
+        a64, b64 = a.astype(np.float64), b.astype(np.float64)
+        same = (a64 == b64) | (np.isnan(a64) & np.isnan(b64))
+        zeros = (a64 == 0) & (b64 == 0)
+        return bool(np.all(same) and np.all(np.signbit(a64[zeros]) == np.signbit(b64[zeros])))
+    return bool(np.array_equal(a, b))
+
+
+# ---- promotion ----
+@needs_torch
+def test_promotion_of_every_pair_matches_torch() -> None:
+    for a, b in itertools.product(ALL, repeat=2):
+        try:
+            expected = str(torch.promote_types(_torch_dtype(a), _torch_dtype(b))).removeprefix("torch.")
+        except RuntimeError:
+            with pytest.raises(TypeError, match="cast one operand"):
+                promote_types(a, b)
+            continue
+        assert promote_types(a, b).name == expected, (a, b)
+
+
+@needs_torch
+@pytest.mark.parametrize("scalar", [True, 3, 2.5])
+def test_promotion_with_scalars_and_zero_dim_tensors_matches_torch(scalar) -> None:
+    for dt in ALL:
+        t = torch.zeros(2, dtype=_torch_dtype(dt))
+        expected = torch.result_type(t, scalar)
+        got = result_type((dt, "tensor"), (scalar_dtype(scalar), "scalar"))
+        if dt == dtypes.bool and type(scalar) is int:  # tinyedu's default int is int32, torch's int64
+            assert (got, expected) == (dtypes.int32, torch.int64)
+            continue
+        assert got.name == str(expected).removeprefix("torch."), (dt, scalar)
+        for other in ALL:  # a zero-dim tensor counts only when of a higher category
+            zero_dim = torch.zeros((), dtype=_torch_dtype(other))
+            try:
+                expected = torch.result_type(t, zero_dim)
+            except RuntimeError:
+                continue
+            got = result_type((dt, "tensor"), (other, "zero-dim"))
+            assert got.name == str(expected).removeprefix("torch."), (dt, other)
+
+
+def test_tensor_ops_promote_like_torch() -> None:
+    x8, u8 = Tensor([1, 2], dtype="int8"), Tensor([1, 2], dtype="uint8")
+    assert (x8 + u8).dtype == dtypes.int16
+    assert (Tensor([1.0], dtype="bfloat16") + Tensor([1.0], dtype="float16")).dtype == dtypes.float32
+    assert (Tensor([1], dtype="int64") + Tensor([1.0], dtype="float16")).dtype == dtypes.float16
+    assert (x8 + Tensor(1000, dtype="int64")).dtype == dtypes.int8        # zero-dim: lower priority
+    assert (x8 + Tensor(1.5, dtype="float64")).dtype == dtypes.float64    # ... unless a higher category
+    assert (Tensor([1.0], dtype="float16") * 2.5).dtype == dtypes.float16
+    with pytest.raises(TypeError, match="uint16 and int8"):
+        Tensor([1], dtype="uint16") + x8
+
+
+# ---- unsupported dtypes ----
+@pytest.mark.parametrize("bad", ["float8", "complex64", "str", np.complex64, object, "torch.float32"])
+def test_unsupported_dtype_is_an_error_naming_the_valid_ones(bad) -> None:
+    with pytest.raises(TypeError, match="bfloat16, float32, float64"):
+        Tensor([1.0], dtype=bad)
+    with pytest.raises(TypeError, match="bfloat16, float32, float64"):
+        Tensor([1.0]).cast(bad)
+
+
+def test_numpy_data_of_an_unsupported_dtype_is_an_error() -> None:
+    with pytest.raises(TypeError, match="numbers"):
+        Tensor(np.array([1 + 2j]))
+    with pytest.raises(TypeError, match="valid dtypes"):
+        Tensor(np.complex64(1))
+
+
+# ---- numpy interop ----
+@pytest.mark.parametrize("dt", [d for d in ALL if d != dtypes.bfloat16], ids=lambda d: d.name)
+def test_numpy_arrays_keep_their_dtype(dt: DType) -> None:
+    values = edge_values(dt)
+    t = Tensor(values, device="NUMPY")
+    assert t.dtype == dt
+    out = t.numpy()
+    assert out.dtype == np.dtype(dt.np) and nan_equal(out, values)
+
+
+def test_bfloat16_numpy_is_float32() -> None:
+    t = Tensor([1.0, 1.00390625, 3.0e38], dtype="bfloat16", device="NUMPY")
+    out = t.numpy()
+    assert out.dtype == np.float32
+    assert out.tolist()[:2] == [1.0, 1.0]  # 1 + 2^-8 is a tie: to the even neighbour
+    if torch is not None:
+        assert out.tolist() == torch.tensor([1.0, 1.00390625, 3.0e38]).bfloat16().float().tolist()
+
+
+def test_python_numbers_get_the_default_dtypes() -> None:
+    assert Tensor([1.5]).dtype == dtypes.float32 and Tensor([1]).dtype == dtypes.int32
+    assert Tensor(1.5).dtype == dtypes.float32 and Tensor(np.float64(1.5)).dtype == dtypes.float64
+    assert Tensor([1.0], dtype="float64").dtype == dtypes.float64
+    assert Tensor([1.0]).cast("float64").dtype == dtypes.float64
+    assert Tensor([1], dtype="int64").dtype == dtypes.int64
+    assert Tensor([2**40], dtype="int64").tolist() == [2**40]
+
+
+# ---- the cast rule against torch ----
+def _torch_agrees(src: DType, dst: DType, values: np.ndarray) -> np.ndarray:
+    """Where torch's own casts agree with each other: its vectorized float -> uint32/uint64 casts of
+    values outside the target's range differ from its scalar ones, so those are left out."""
+    if not (src.is_float and dst in (dtypes.uint32, dtypes.uint64)):
+        return np.ones(values.shape, bool)
+    with np.errstate(invalid="ignore"):
+        wide = values.astype(np.float64)
+        if dst == dtypes.uint32:
+            return (wide > -(2.0**31)) & (wide < 2.0**32)
+        return np.isfinite(wide) & (wide > -(2.0**63)) & (wide < 2.0**64)
+
+
+@needs_torch
+@pytest.mark.parametrize("src", ALL, ids=lambda d: d.name)
+def test_cast_rule_matches_torch(src: DType) -> None:
+    values = edge_values(src)
+    source = torch.tensor(values.astype(np.float32) if src == dtypes.bfloat16 else values)
+    source = source.to(_torch_dtype(src))
+    for dst in ALL:
+        expected = source.to(_torch_dtype(dst))
+        expected = (expected.float() if dst == dtypes.bfloat16 else expected).numpy()
+        got = cast_array(values, dst)
+        keep = _torch_agrees(src, dst, values)
+        assert nan_equal(got[keep], expected[keep]), (src, dst, values[keep], got[keep], expected[keep])
+
+
+# ---- every device: casts, arithmetic, reductions ----
+@pytest.mark.parametrize("src", ALL, ids=lambda d: d.name)
+def test_casts_to_every_dtype_follow_the_rule(device: str, src: DType) -> None:
+    _skip_unsampled(device, src)
+    values = edge_values(src)
+    x = Tensor(values, dtype=src, device=device)
+    assert nan_equal(x.numpy(), values)  # storage round trip
+    targets = [d for d in ALL if device not in ("NEON", "LLVM") or d in SAMPLED_DTYPES]
+    outs = [x.cast(dst) for dst in targets]
+    Tensor.realize_all(*outs)
+    for dst, out in zip(targets, outs, strict=True):
+        assert out.dtype == dst
+        assert nan_equal(out.numpy(), cast_array(values, dst)), (src, dst)
+
+
+def _operands(dt: DType) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(dt.priority)
+    if dt == dtypes.bool:
+        return rng.random(24) < 0.5, rng.random(24) < 0.5
+    if dt.is_int:
+        info = np.iinfo(dt.np)
+        edges = np.array([info.min, info.max, 0, 1, -1 if info.min else 2, info.max - 1], dtype=dt.np)
+        a = np.concatenate([edges, rng.integers(info.min, info.max, 18, dtype=dt.np, endpoint=True)])
+        b = np.concatenate([edges[::-1], rng.integers(info.min, info.max, 18, dtype=dt.np, endpoint=True)])
+        b[b == 0] = 3  # torch's integer division by 0 raises
+        return a, b
+    edges = [0.0, -0.0, float("inf"), float("nan"), 1e-40, 65504.0, 3.0, -2.5]
+    a = np.concatenate([edges, rng.standard_normal(16) * 100])
+    b = np.concatenate([edges[::-1], rng.standard_normal(16) * 100])
+    return cast_array(a, dt), cast_array(b, dt)
+
+
+def _torch_result(fn, dt: DType, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """fn on torch tensors of dtype dt (bfloat16 results as float32, as tinyedu's numpy())."""
+    def to(x):
+        return torch.tensor(x.astype(np.float32) if dt == dtypes.bfloat16 else x).to(_torch_dtype(dt))
+    out = fn(to(a), to(b))
+    return (out.float() if out.dtype == torch.bfloat16 else out).numpy()
+
+
+ARITHMETIC = {
+    "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+    "lt": lambda a, b: a < b, "eq": lambda a, b: a == b, "maximum": lambda a, b: a.maximum(b),
+    "div": lambda a, b: a / b,
+}
+
+# numpy's versions, for uint16/32/64 (they wrap like torch would); int / int divides in float32
+NUMPY_TWINS = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "lt": np.less, "eq": np.equal,
+               "maximum": np.maximum, "div": lambda p, q: p.astype(np.float32) / q.astype(np.float32)}
+
+
+@needs_torch
+@pytest.mark.parametrize("dt", ALL, ids=lambda d: d.name)
+def test_arithmetic_matches_torch(device: str, dt: DType) -> None:
+    _skip_unsampled(device, dt)
+    a, b = _operands(dt)
+    x, y = Tensor(a, dtype=dt, device=device), Tensor(b, dtype=dt, device=device)
+    for name, fn in ARITHMETIC.items():
+        if dt == dtypes.bool and name == "sub":
+            continue
+        got = fn(x, y)
+        if dt in (dtypes.uint16, dtypes.uint32, dtypes.uint64):  # torch has no add/lt/max for these
+            expected = NUMPY_TWINS[name](a, b)
+        else:
+            expected = _torch_result(fn if name != "maximum" else torch.maximum, dt, a, b)
+        assert got.dtype.name == str(expected.dtype) or (dt == dtypes.bfloat16 and got.dtype == dt), name
+        assert nan_equal(got.numpy(), expected), (name, dt, got.numpy(), expected)
+
+
+@needs_torch
+@pytest.mark.parametrize("dt", ALL, ids=lambda d: d.name)
+def test_reductions_match_torch(device: str, dt: DType) -> None:
+    _skip_unsampled(device, dt)
+    a, _ = _operands(dt)
+    if dt.is_float:
+        a = np.where(np.isfinite(a.astype(np.float64)), a, 1).astype(a.dtype)  # keep the sums finite
+    x = Tensor(a, dtype=dt, device=device)
+    t = torch.tensor(a.astype(np.float32) if dt == dtypes.bfloat16 else a).to(_torch_dtype(dt))
+    s = x.sum()
+    expected = t.sum()
+    assert s.dtype.name == str(expected.dtype).removeprefix("torch.")  # ints (and bool) sum to int64
+    np.testing.assert_allclose(s.numpy().astype(np.float64), expected.double().numpy(), rtol=1e-3)
+    if not dt.is_float:  # an exact int64 sum (it wraps past 2^63 only, as in torch)
+        assert s.item() == int(expected.item())
+    assert nan_equal(x.max().numpy(), a.max().astype(x.dtype.value_np))  # exact: numpy is the oracle
+    assert nan_equal(x.min().numpy(), a.min().astype(x.dtype.value_np))
+    if dt.is_float:
+        np.testing.assert_allclose(x.mean().numpy().astype(np.float64), t.mean().double().numpy(), rtol=1e-3)
+        assert x.mean().dtype == dt
+
+
+# ---- half types: one rounding per op, as torch ----
+@needs_torch
+@pytest.mark.parametrize("dt", [dtypes.float16, dtypes.bfloat16], ids=lambda d: d.name)
+def test_half_types_round_after_every_op_like_torch(device: str, dt: DType) -> None:
+    rng = np.random.default_rng(0)
+    a, b, c = (rng.standard_normal(64).astype(np.float32) * 1000 for _ in range(3))
+    tt = [torch.tensor(v).to(_torch_dtype(dt)) for v in (a, b, c)]
+    x, y, z = (Tensor(v, device=device).cast(dt) for v in (a, b, c))
+    got = ((x * y + z) / y - x.exp2() * 0 + (x * 100)).numpy()
+    ta, tb, tc = tt
+    expected = ((ta * tb + tc) / tb - torch.exp2(ta) * 0 + (ta * 100)).float().numpy()
+    assert nan_equal(got, expected)
+    assert Tensor([60000.0], device=device).cast(dt).mul(2).numpy()[0] == (np.inf if dt == dtypes.float16 else
+                                                                         120000 - 120000 % 512)
+    assert (x.sum().numpy() == ta.sum().float().numpy()).all()  # accumulated in float32, rounded once
+
+
+# ---- float64: gradients against torch and finite differences ----
+@needs_torch
+def test_float64_gradients_match_torch_and_finite_differences(device: str) -> None:
+    _skip_unsampled(device, dtypes.float64)
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal((3, 4)), rng.standard_normal((4, 2))
+
+    def f(x, y, lib):
+        h = (x @ y).tanh() if lib == "t" else torch.tanh(x @ y)
+        return (h * h).sum() + (x.exp() * 1e-3).sum()
+
+    x = Tensor(a, device=device, requires_grad=True)
+    y = Tensor(b, device=device, requires_grad=True)
+    assert x.dtype == dtypes.float64
+    f(x, y, "t").backward()
+    tx, ty = torch.tensor(a, requires_grad=True), torch.tensor(b, requires_grad=True)
+    f(tx, ty, "torch").backward()
+    assert x.grad.dtype == dtypes.float64
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(y.grad.numpy(), ty.grad.numpy(), rtol=1e-10, atol=1e-12)
+    eps, numeric = 1e-6, np.zeros_like(a)  # central differences: float64 makes them accurate to ~1e-9
+    for i in np.ndindex(a.shape):
+        up, down = a.copy(), a.copy()
+        up[i] += eps
+        down[i] -= eps
+        numeric[i] = (f(torch.tensor(up), torch.tensor(b), "torch").item()
+                      - f(torch.tensor(down), torch.tensor(b), "torch").item()) / (2 * eps)
+    np.testing.assert_allclose(x.grad.numpy(), numeric, rtol=1e-6, atol=1e-8)
+
+
+def test_float64_keeps_its_precision(device: str) -> None:
+    _skip_unsampled(device, dtypes.float64)
+    x = Tensor([0.1, 1e-300, 1.0 + 2**-52], device=device)
+    assert x.dtype == dtypes.float32
+    d = Tensor([0.1, 1e-300, 1.0 + 2**-52], dtype="float64", device=device)
+    assert (d * 3).numpy().tolist() == [0.1 * 3, 3e-300, (1.0 + 2**-52) * 3]
+    assert (d.sqrt() * d.sqrt()).numpy()[0] == math.sqrt(0.1) ** 2
+    assert Tensor([2**60 + 1], dtype="int64", device=device).numpy()[0] == 2**60 + 1
+
+
+def test_integer_sums_are_int64_and_exact(device: str) -> None:
+    _skip_unsampled(device, dtypes.int64)
+    x = Tensor(np.full(70000, 2**31 - 1, np.int32), device=device)
+    s = x.sum()
+    assert s.dtype == dtypes.int64 and s.item() == 70000 * (2**31 - 1)
+    assert Tensor([True, True, False], device=device).sum().item() == 2
+    assert Tensor([0, -2**31], device=device).min().item() == -2**31
+    assert Tensor([0, -2**31], device=device).argmin().item() == 1
+    big = Tensor([2**63 - 1, 1], dtype="int64", device=device)
+    assert big.sum().item() == -2**63  # an int64 sum wraps past 2^63, as in torch
