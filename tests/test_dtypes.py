@@ -29,12 +29,13 @@ INTS = [d for d in ALL if d.is_int]
 FLOATS = [d for d in ALL if d.is_float]
 SAMPLED_DTYPES = (dtypes.int8, dtypes.uint16, dtypes.int64, dtypes.uint64, dtypes.float16, dtypes.bfloat16,
                   dtypes.float64)
+SAMPLED = [str(d) for d in SAMPLED_DTYPES]  # for the `backends` marker (tests/conftest.py)
 
 
 def _devices() -> list:
     out = []
     for name in Device.known:
-        if name in ("NEON", "LLVM"):  # not yet: their renderers lack the new dtypes
+        if name == "NEON":  # not yet: its renderer lacks the new dtypes
             continue
         marks = [pytest.mark.sampled_device] if name in ("NEON", "LLVM") else []
         out.append(pytest.param(name, marks=marks, id=name))
@@ -206,6 +207,7 @@ def test_cast_rule_matches_torch(src: DType) -> None:
 
 
 # ---- every device: casts, arithmetic, reductions ----
+@pytest.mark.backends(src=SAMPLED)
 @pytest.mark.parametrize("src", ALL, ids=lambda d: d.name)
 def test_casts_to_every_dtype_follow_the_rule(device: str, src: DType) -> None:
     _skip_unsampled(device, src)
@@ -257,6 +259,7 @@ NUMPY_TWINS = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "lt": np.l
 
 
 @needs_torch
+@pytest.mark.backends(dt=SAMPLED)
 @pytest.mark.parametrize("dt", ALL, ids=lambda d: d.name)
 def test_arithmetic_matches_torch(device: str, dt: DType) -> None:
     _skip_unsampled(device, dt)
@@ -275,6 +278,7 @@ def test_arithmetic_matches_torch(device: str, dt: DType) -> None:
 
 
 @needs_torch
+@pytest.mark.backends(dt=SAMPLED)
 @pytest.mark.parametrize("dt", ALL, ids=lambda d: d.name)
 def test_reductions_match_torch(device: str, dt: DType) -> None:
     _skip_unsampled(device, dt)
@@ -298,6 +302,7 @@ def test_reductions_match_torch(device: str, dt: DType) -> None:
 
 # ---- half types: one rounding per op, as torch ----
 @needs_torch
+@pytest.mark.backends()
 @pytest.mark.parametrize("dt", [dtypes.float16, dtypes.bfloat16], ids=lambda d: d.name)
 def test_half_types_round_after_every_op_like_torch(device: str, dt: DType) -> None:
     rng = np.random.default_rng(0)
