@@ -35,8 +35,6 @@ SAMPLED = [str(d) for d in SAMPLED_DTYPES]  # for the `backends` marker (tests/c
 def _devices() -> list:
     out = []
     for name in Device.known:
-        if name == "NEON":  # not yet: its renderer lacks the new dtypes
-            continue
         marks = [pytest.mark.sampled_device] if name in ("NEON", "LLVM") else []
         out.append(pytest.param(name, marks=marks, id=name))
     return out
