@@ -366,3 +366,20 @@ def test_integer_sums_are_int64_and_exact(device: str) -> None:
     assert Tensor([0, -2**31], device=device).argmin().item() == 1
     big = Tensor([2**63 - 1, 1], dtype="int64", device=device)
     assert big.sum().item() == -2**63  # an int64 sum wraps past 2^63, as in torch
+
+
+# ---- view(dtype): a bitcast ----
+@needs_torch
+def test_view_dtype_is_a_bitcast_like_torch() -> None:
+    values = np.array([[1.0, -2.5, 0.0, -0.0], [1e-40, 3.0e38, 65504.0, 1.5]], np.float32)
+    x, t = Tensor(values), torch.tensor(values)
+    for dt in ALL:
+        if dt == dtypes.bool:
+            continue
+        ours, theirs = x.view(dt), t.view(_torch_dtype(dt))
+        assert ours.dtype == dt and ours.shape == tuple(theirs.shape)
+        theirs = theirs.float() if dt == dtypes.bfloat16 else theirs
+        assert nan_equal(ours.numpy(), theirs.numpy()), dt
+    assert x.view(4, 2).shape == (4, 2)  # still reshape with sizes
+    with pytest.raises(ValueError, match="divide evenly"):
+        Tensor([1, 2, 3], dtype="int16").view("int32")
