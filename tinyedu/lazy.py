@@ -150,8 +150,8 @@ class LazyBuffer:
     def full(value: float | int | bool, shape: tuple[int, ...], dtype: DType, device: str) -> "LazyBuffer":
         # Cast like every device casts (dtype.cast_array) and like PyTorch's scalars: 2.7 in an int32
         # buffer is 2, -2 in a uint8 one wraps to 254, anything non-zero in a bool one is True.
-        as_float = isinstance(value, float) or not -(2**63) <= value < 2**63  # (beyond int64: as a float)
-        wide = np.array(value, dtype=np.float64 if as_float else np.int64)
+        as_float = isinstance(value, float) or not -(2**63) <= value < 2**64  # (beyond 64 bits: a float)
+        wide = np.array(value, dtype=np.float64 if as_float else np.uint64 if value >= 2**63 else np.int64)
         value = cast_array(wide, dtype).item()
         scalar = LazyBuffer.loadop(LoadOps.CONST, (), dtype, device, arg=value)
         return scalar.reshape((1,) * len(shape)).expand(shape)

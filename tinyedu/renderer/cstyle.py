@@ -396,7 +396,7 @@ class CRenderer(Renderer):
         if op is BinaryOps.CMPLT and u.src[0].op is UOps.CONST and u.src[1].op is not UOps.CONST:
             return f"({b}>{a})"  # `3<gidx0` reads better as `gidx0>3`
         if op is BinaryOps.ADD and not is_float and not is_bool and u.src[1].op is UOps.CONST and \
-                u.src[1].arg < 0 and u.src[1].arg != INT32_MIN:
+                INT32_MIN < u.src[1].arg < 0:
             return f"({a}-{-u.src[1].arg})"
         symbol = (BOOL_SYMBOLS if is_bool else {}).get(op) or BINARY_SYMBOLS[op]
         return f"({a}{symbol}{b})"

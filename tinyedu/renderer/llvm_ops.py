@@ -42,8 +42,10 @@ def llvm_literal(value: float | int | bool, dtype: DType) -> str:
     """A constant of `dtype`: `1.5`, `-0.0`, `0x7FF0000000000000` (inf), `-7`, `true`."""
     if dtype == dtypes.bool:
         return "true" if value else "false"
-    if not dtype.is_float:
-        return str(int(value))
+    if not dtype.is_float:  # as the signed number with the same bits (uint8 255 is i8 -1)
+        bits = 8 * dtype.itemsize
+        wrapped = int(value) % (1 << bits)
+        return str(wrapped - (1 << bits) if wrapped >= 1 << (bits - 1) else wrapped)
     if not math.isfinite(value):  # LLVM writes a float constant as the hex of the same double
         return "0x" + struct.pack(">d", value).hex().upper()
     text = repr(float(value))
