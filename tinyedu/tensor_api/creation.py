@@ -172,7 +172,8 @@ class CreationMixin:
             draws = num_samples if replacement else 1
             running = weights.cumsum(-1)                                   # (rows, n)
             u = Tensor(type(self)._rng.random((rows, draws, 1), dtype=np.float32), device=self.device)
-            picked = (running.unsqueeze(1) <= u * running[:, -1:].unsqueeze(1)).sum(-1)  # (rows, draws)
+            below = running.unsqueeze(1) <= u * running[:, -1:].unsqueeze(1)
+            picked = below.sum(-1, dtype=dtypes.int32)  # (rows, draws); indices are int32 in tinyedu
             last = ((weights > 0).int() * categories).max(-1, keepdim=True)  # rounding must not pick past it
             picked = picked.minimum(last)
             samples.append(picked)
