@@ -115,6 +115,9 @@ def _valid_names() -> str:
 
 
 # ---- type promotion, PyTorch's rules ----
+_UNSIGNED_WIDE = {dtypes.uint16, dtypes.uint32, dtypes.uint64}  # PyTorch's "limited support" unsigned
+
+
 # --8<-- [start:promotion]
 def promote_types(a: DType, b: DType) -> DType:
     """torch.promote_types: the smallest dtype both values fit in, by PyTorch's table.
@@ -147,7 +150,6 @@ def promote_types(a: DType, b: DType) -> DType:
     return a if a.itemsize > b.itemsize else b  # two signed ints
 
 
-_UNSIGNED_WIDE = {dtypes.uint16, dtypes.uint32, dtypes.uint64}
 Operand = tuple[DType, Literal["tensor", "zero-dim", "scalar"]]
 
 
@@ -167,8 +169,9 @@ def result_type(*operands: Operand) -> DType:
         found = [d for d, k in operands if k == kind]
         results.append(None if not found else _promote_all(found))
     result = None
-    for lower in reversed(results):  # combine scalars into zero-dim, then that into tensors
-        result = lower if result is None else result if lower is None else _combine(lower, result)
+    for dtype in reversed(results):  # scalars, then zero-dim tensors, then tensors: each outranks the last
+        if dtype is not None:
+            result = dtype if result is None else _combine(dtype, result)
     assert result is not None, "result_type needs at least one operand"
     return result
 
