@@ -448,3 +448,18 @@ def test_safetensors_round_trips_every_dtype_with_the_reference_package(tmp_path
     for dt in ALL:
         assert loaded[dt.name].dtype == dt
         assert nan_equal(loaded[dt.name].numpy(), ours[dt.name].numpy()), dt
+
+
+@needs_torch
+@pytest.mark.parametrize("dt", [dtypes.float16, dtypes.bfloat16], ids=lambda d: d.name)
+def test_half_type_gradients_and_constants_match_torch(device: str, dt: DType) -> None:
+    values = np.array([1.5, -2.25, 3.0, 1e-3, 300.0], np.float32)
+    x = Tensor(values, device=device).cast(dt).detach().requires_grad_(True)
+    t = torch.tensor(values).to(_torch_dtype(dt)).requires_grad_(True)
+    # (each x reaches the loss along two identical paths: the order of adding gradients cannot matter)
+    ((x * x * 3 - 7).relu().sum()).backward()
+    ((t * t * 3 - 7).relu().sum()).backward()
+    assert x.grad.dtype == dt
+    assert nan_equal(x.grad.numpy(), t.grad.float().numpy())
+    full = Tensor.full((3,), 0.1, dtype=dt, device=device)
+    assert nan_equal(full.numpy(), torch.full((3,), 0.1, dtype=_torch_dtype(dt)).float().numpy())
