@@ -329,6 +329,14 @@ def test_reductions_match_torch(device: str, dt: DType) -> None:
     if dt.is_float:
         np.testing.assert_allclose(x.mean().numpy().astype(np.float64), t.mean().double().numpy(), rtol=1e-3)
         assert x.mean().dtype == dt
+    if dt not in (dtypes.uint16, dtypes.uint32, dtypes.uint64):  # torch has no cumsum for these
+        ours, theirs = x.cumsum(0), t.cumsum(0)
+        assert ours.dtype.name == str(theirs.dtype).removeprefix("torch.")  # ints: int64, as sum
+        if dt.is_float:  # the running sums add in another order than torch's
+            np.testing.assert_allclose(ours.numpy().astype(np.float64), theirs.double().numpy(), rtol=2e-3,
+                                       atol=1e-3)
+        else:  # exact, wrapping past 2^63 as torch does
+            assert np.array_equal(ours.numpy(), theirs.numpy())
 
 
 # ---- half types: one rounding per op, as torch ----

@@ -242,7 +242,7 @@ class ReduceMixin:
     # ---- running sums ----
     @dim_or_axis
     def cumsum(self, axis: int = 0) -> "Tensor":
-        """Running sum along an axis: out[i] = x[0] + ... + x[i]. bool and uint8 sum as int32.
+        """Running sum along an axis: out[i] = x[0] + ... + x[i]. bool and ints sum as int64 (as sum does).
 
         With movement ops only: pad n-1 zeros in front and cut windows of n (out[i] is the sum of
         window i), which costs n^2 additions. Long axes go in blocks of 32: a running sum inside
@@ -252,7 +252,7 @@ class ReduceMixin:
             self._axis(axis, "cumsum")
             return self.sum()
         a = self._axis(axis, "cumsum")
-        x = self.int() if self.dtype in (dtypes.bool, dtypes.uint8) else self
+        x = self if self.dtype.is_float else self.cast(dtypes.int64)
         return x.transpose(a, -1)._cumsum_last().transpose(a, -1)
 
     def _cumsum_last(self, block: int = 32) -> "Tensor":
