@@ -131,6 +131,16 @@ def test_tensor_ops_promote_like_torch() -> None:
     assert (Tensor([1.0], dtype="float16") * 2.5).dtype == dtypes.float16
     with pytest.raises(TypeError, match="uint16 and int8"):
         Tensor([1], dtype="uint16") + x8
+    if torch is not None:  # the ops that combine tensors promote the same way
+        h = Tensor([0.5, 1.5], dtype="float16")
+        tx8, tu8, th = (torch.tensor(v.numpy()) for v in (x8, u8, h))
+        pairs = [(Tensor.cat(x8, u8), torch.cat([tx8, tu8])),
+                 (Tensor.stack([x8, u8]), torch.stack([tx8, tu8])),
+                 ((x8 > 1).where(x8, h), torch.where(tx8 > 1, tx8, th)),
+                 (x8.maximum(h), torch.maximum(tx8, th)), (x8 // u8, tx8 // tu8), (h**2, th**2)]
+        for ours, theirs in pairs:
+            assert ours.dtype.name == str(theirs.dtype).removeprefix("torch.")
+            assert nan_equal(ours.numpy(), theirs.numpy())
 
 
 # ---- unsupported dtypes ----
