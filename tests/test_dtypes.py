@@ -481,3 +481,27 @@ def test_half_type_gradients_and_constants_match_torch(device: str, dt: DType) -
     assert nan_equal(x.grad.numpy(), t.grad.float().numpy())
     full = Tensor.full((3,), 0.1, dtype=dt, device=device)
     assert nan_equal(full.numpy(), torch.full((3,), 0.1, dtype=_torch_dtype(dt)).float().numpy())
+
+
+def test_llvm_half_conversions_work_without_f16c() -> None:
+    """An x86 CPU without F16C converts float16 through libgcc calls, which the JIT must resolve."""
+    import ctypes
+    import platform
+
+    if platform.machine() not in ("x86_64", "AMD64"):
+        pytest.skip("F16C is an x86 feature")
+    try:
+        from tinyedu.runtime.ops_llvm import llvm
+        binding = llvm()
+    except DeviceUnavailable as missing:
+        pytest.skip(str(missing))
+    module = binding.parse_assembly("define float @f(float %x) {\n  %h = fptrunc float %x to half\n"
+                                    "  %y = fpext half %h to float\n  ret float %y\n}")
+    machine = binding.Target.from_default_triple().create_target_machine(cpu="x86-64", features="-f16c",
+                                                                         opt=2)
+    engine = binding.create_mcjit_compiler(module, machine)
+    engine.finalize_object()
+    assert binding.address_of_symbol("__truncsfhf2") is not None
+    f = ctypes.CFUNCTYPE(ctypes.c_float, ctypes.c_float)(engine.get_function_address("f"))
+    for x in (1.0009765625 + 2**-12, 65519.0, 70000.0, 1e-8, -2.5):
+        assert f(x) == float(cast_array(np.array([x], np.float32), dtypes.float16)[0])
