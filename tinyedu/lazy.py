@@ -22,7 +22,7 @@ from typing import Any, Protocol, Sequence
 
 import numpy as np
 
-from tinyedu.dtype import DType, cast_array, dtypes
+from tinyedu.dtype import DType, cast_array, dtypes, to_storage
 from tinyedu.helpers import prod
 from tinyedu.ops import BinaryOps, LoadOps, Op, ReduceOps, TernaryOps, UnaryOps, const_key
 from tinyedu.shape import ShapeTracker
@@ -150,8 +150,8 @@ class LazyBuffer:
     def full(value: float | int | bool, shape: tuple[int, ...], dtype: DType, device: str) -> "LazyBuffer":
         # Cast like every device casts (dtype.cast_array) and like PyTorch's scalars: 2.7 in an int32
         # buffer is 2, -2 in a uint8 one wraps to 254, anything non-zero in a bool one is True.
-        as_float = isinstance(value, float) or not -(2**63) <= value < 2**63  # (beyond int64: as a float)
-        wide = np.array(value, dtype=np.float64 if as_float else np.int64)
+        as_float = isinstance(value, float) or not -(2**63) <= value < 2**64  # (beyond 64 bits: a float)
+        wide = np.array(value, dtype=np.float64 if as_float else np.uint64 if value >= 2**63 else np.int64)
         value = cast_array(wide, dtype).item()
         scalar = LazyBuffer.loadop(LoadOps.CONST, (), dtype, device, arg=value)
         return scalar.reshape((1,) * len(shape)).expand(shape)
@@ -173,6 +173,8 @@ class LazyBuffer:
             dtype = srcs[0].dtype
         else:
             dtype = self.dtype
+        if op is not UnaryOps.CAST and any(x.dtype.is_half for x in operands):
+            return _in_float32(op, operands, arg, dtype)
         folded = _fold_constants(op, operands, dtype)
         if folded is not None:
             return folded
@@ -183,6 +185,8 @@ class LazyBuffer:
         axes = tuple(sorted(set(axes)))
         if not axes:
             return self
+        if self.dtype.is_half:  # accumulate in float32, round the result once (as PyTorch does)
+            return self.cast(dtypes.float32).r(op, axes).cast(self.dtype)
         new_shape = tuple(1 if i in axes else s for i, s in enumerate(self.shape))
         st = ShapeTracker.from_shape(new_shape)
         return LazyBuffer.create(self.device, st, self.dtype, op, axes, (self,))
@@ -249,7 +253,7 @@ class LazyBuffer:
         """
         base = self.base
         if self.is_const() and all(v.mask is None for v in self.st.views):
-            return np.full(self.shape, base.arg, dtype=self.dtype.np)
+            return to_storage(np.full(self.shape, base.arg, dtype=self.dtype.value_np), self.dtype)
         if self.is_view and not (self.st.contiguous and self.size == base.size):
             return None
         if base.realized is not None:
@@ -338,6 +342,14 @@ def _constant(x: LazyBuffer) -> float | int | bool | None:
     if x.is_const() and all(v.mask is None for v in x.st.views):
         return x.base.arg
     return None
+
+
+def _in_float32(op: Any, operands: tuple[LazyBuffer, ...], arg: Any, dtype: DType) -> LazyBuffer:
+    """float16 and bfloat16 are storage types: an op on them computes in float32 and rounds its
+    result back, as PyTorch's CPU kernels do. So renderers only ever load, store and cast them."""
+    wide = [x.cast(dtypes.float32) if x.dtype.is_half else x for x in operands]
+    out = wide[0].e(op, *wide[1:], arg=arg)
+    return out.cast(dtype) if out.dtype != dtype else out
 
 
 def _fold_constants(op: Any, operands: tuple[LazyBuffer, ...], dtype: DType) -> LazyBuffer | None:

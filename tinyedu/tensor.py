@@ -15,7 +15,7 @@ from typing import Any, ClassVar, Sequence
 import numpy as np
 
 import tinyedu.function as F
-from tinyedu.dtype import DType, check_fits, dtypes, least_upper_dtype, promote_with_scalar
+from tinyedu.dtype import DType, cast_array, check_fits, dtypes, from_storage, result_type, scalar_dtype
 from tinyedu.helpers import prod
 from tinyedu.lazy import LazyBuffer, engine
 from tinyedu.tensor_api.activations import ActivationMixin
@@ -79,9 +79,12 @@ class Tensor(CreationMixin, ElementwiseMixin, RoundingMixin, ActivationMixin, Re
         elif isinstance(data, Tensor):
             lazydata = data.lazydata
         elif isinstance(data, (bool, int, float, np.generic)):
-            data = data.item() if isinstance(data, np.generic) else data
-            check_fits(data, want or _python_dtype(data), "Tensor")
-            lazydata = LazyBuffer.full(data, (), want or _python_dtype(data), device)
+            # a numpy scalar keeps its dtype, like a numpy array; a Python number gets the default
+            is_numpy = isinstance(data, np.generic)
+            dtype_of_data = dtypes.from_numpy(data.dtype) if is_numpy else _python_dtype(data)
+            data = data.item() if is_numpy else data
+            check_fits(data, want or dtype_of_data, "Tensor")
+            lazydata = LazyBuffer.full(data, (), want or dtype_of_data, device)
         elif isinstance(data, (list, tuple, np.ndarray)):
             lazydata = LazyBuffer.from_numpy(_to_numpy(data, want), device)
         else:
@@ -160,7 +163,9 @@ class Tensor(CreationMixin, ElementwiseMixin, RoundingMixin, ActivationMixin, Re
     corealize = realize_all  # tinygrad's name
 
     def numpy(self) -> np.ndarray:
-        return self.lazydata.numpy()
+        """The values in a numpy array of the same dtype; bfloat16, which numpy lacks, comes back as
+        float32 (exactly: every bfloat16 is a float32)."""
+        return from_storage(self.lazydata.numpy(), self.dtype)
 
     def item(self) -> Scalar:
         if self.numel() != 1:
@@ -276,9 +281,9 @@ class Tensor(CreationMixin, ElementwiseMixin, RoundingMixin, ActivationMixin, Re
                 raise ValueError(f"{op}: tensors are on different devices ({self.device} and "
                                  f"{other.device}); "
                                  f"move one with .to({self.device!r})")
-            dtype = least_upper_dtype(self.dtype, other.dtype)
+            dtype = result_type(self._operand(), other._operand())
         elif isinstance(other, (bool, int, float)):
-            dtype = promote_with_scalar(self.dtype, other)
+            dtype = result_type(self._operand(), (scalar_dtype(other), "scalar"))
         else:
             raise TypeError(f"{op}: unsupported operand type {type(other).__name__}; expected a Tensor or a "
                             "Python number")
@@ -287,6 +292,11 @@ class Tensor(CreationMixin, ElementwiseMixin, RoundingMixin, ActivationMixin, Re
             x, y = y, x
         shape = broadcast_shape(x.shape, y.shape, op=op)
         return x._broadcast_to(shape), y._broadcast_to(shape)
+
+    def _operand(self) -> tuple[DType, str]:
+        """How this tensor takes part in type promotion: a zero-dim tensor ranks below one with
+        dimensions (PyTorch: int8 tensor + int64 zero-dim tensor is int8)."""
+        return self.dtype, "zero-dim" if self.ndim == 0 else "tensor"
 
     def _broadcast_to(self, shape: tuple[int, ...]) -> "Tensor":
         if self.shape == shape:
@@ -368,12 +378,16 @@ def _to_numpy(data: Sequence | np.ndarray, want: DType | None) -> np.ndarray:
         raise ValueError(f"Tensor: the nested lists are ragged (rows of different lengths): {e}") from None
     if array.dtype == object or array.dtype.kind not in "biuf":
         raise TypeError(f"Tensor: data must be numbers (bool, int or float), got numpy dtype {array.dtype}")
-    dtype = want or dtypes.from_numpy(array.dtype)
+    if isinstance(data, np.ndarray):  # numpy arrays keep their dtype, as in torch.from_numpy
+        dtype = want or dtypes.from_numpy(array.dtype)
+    else:  # Python numbers get the default dtypes, as in torch.tensor
+        dtype = want or _python_dtype(array.dtype.type(0).item())
     if array.dtype.kind in "iu" and dtype.is_int and array.size:
         info = np.iinfo(dtype.np)
         if array.min() < info.min or array.max() > info.max:
             raise OverflowError(f"Tensor: values from {array.min()} to {array.max()} do not fit in "
                                 f"{dtype.name} "
-                                f"({info.min}..{info.max})")
-    return array.astype(dtype.np)
+                                f"({info.min}..{info.max}); pass dtype= a wider type")
+    # bfloat16 has no numpy type: its values go to the device as float32 and are cast there
+    return cast_array(array, dtypes.float32 if dtype == dtypes.bfloat16 else dtype)
 

@@ -134,7 +134,7 @@ class TestCreationAndDtypes:
         assert Tensor([1, 2]).dtype == dtypes.int32
         assert Tensor([1.0, 2]).dtype == dtypes.float32
         assert Tensor([True, False]).dtype == dtypes.bool
-        assert Tensor(np.zeros(3, np.float64)).dtype == dtypes.float32
+        assert Tensor(np.zeros(3, np.float64)).dtype == dtypes.float64  # numpy arrays keep theirs
         assert (Tensor([1, 2]) + 1.5).dtype == dtypes.float32
         assert (Tensor([1, 2]) / Tensor([2, 2])).dtype == dtypes.float32
         assert (Tensor([1, 2], dtype="uint8") + Tensor([1, 2])).dtype == dtypes.int32

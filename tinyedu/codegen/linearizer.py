@@ -252,7 +252,7 @@ class Linearizer:
         """acc = acc op x (or acc = MULACC(a, b, acc) for a sum of products a*b) at this position."""
         b, width, src = self.b, self.width, reduce.src[0]
         dtype = self._dtype(src)
-        if self.mulacc and op is BinaryOps.ADD and src.op is BinaryOps.MUL and dtype.is_float:
+        if self.mulacc and op is BinaryOps.ADD and src.op is BinaryOps.MUL and dtype == dtypes.float32:
             factors = [self.lower(s, combo, width) for s in src.src]
             new = alu(b, FusedOps.MULACC, [*factors, acc], dtype, width)
         else:

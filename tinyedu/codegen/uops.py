@@ -177,7 +177,9 @@ def const_value(value: float | int | bool, dtype: DType) -> float | int | bool:
     """`value` converted to `dtype` as a plain Python value (float32 rounding, integer wraparound)."""
     if dtype == dtypes.bool:
         return bool(value)
-    if dtype.is_float:
+    if dtype == dtypes.float64:
+        return float(value)
+    if dtype.is_float:  # float16 and bfloat16 values are float32s in kernels (see tinyedu.dtype)
         return struct.unpack("f", struct.pack("f", float(value)))[0]  # round to the nearest float32
     bits = 8 * dtype.itemsize
     wrapped = int(value) % (1 << bits)
@@ -190,12 +192,12 @@ def lowest_value(dtype: DType) -> float | int | bool:
         return False
     if dtype.is_float:
         return float("-inf")
-    return INT32_MIN if dtype == dtypes.int32 else 0
+    return -(1 << (8 * dtype.itemsize - 1)) if dtype.kind == "i" else 0
 
 
 def _const_key(value: float | int | bool, dtype: DType) -> tuple:
     # 0.0 == -0.0 and nan != nan in Python, but they are different (or the same) constants: compare bits.
-    return (dtype, struct.pack("f", value) if dtype.is_float else value)
+    return (dtype, struct.pack("d", value) if dtype.is_float else value)
 
 
 # ---- exact integer arithmetic, for folding constants ----

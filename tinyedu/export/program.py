@@ -39,7 +39,7 @@ from tinyedu.codegen import heuristics
 from tinyedu.codegen.kernel import Kernel
 from tinyedu.codegen.linearizer import linearize
 from tinyedu.codegen.opts import apply_opts
-from tinyedu.dtype import DType
+from tinyedu.dtype import DType, to_storage
 from tinyedu.engine.schedule import ScheduleItem, create_schedule
 from tinyedu.export.cfile import render_program
 from tinyedu.export.memory import Allocation, plan_memory
@@ -296,7 +296,8 @@ def _known_data(item: ScheduleItem, out: BufferInfo) -> None:
     if op is LoadOps.COPY:
         data = np.asarray(arg, dtype=out.dtype.np).reshape(-1)
     else:  # CONST fills one value; EMPTY is zeros (as the realizer makes it)
-        data = np.full(out.size, arg if op is LoadOps.CONST else 0, dtype=out.dtype.np)
+        values = np.full(out.size, arg if op is LoadOps.CONST else 0, dtype=out.dtype.value_np)
+        data = to_storage(values, out.dtype)  # bfloat16: the bits of the value
     out.role, out.data, out.name = "weight", data, f"const_{out.name}"
 
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyedu.dtype import DType, dtypes
+from tinyedu.dtype import DType, dtypes, from_storage, to_storage
 from tinyedu.tensor import Tensor
 
 
@@ -95,14 +95,13 @@ def load_state_dict(obj: Any, state_dict: dict[str, Any], strict: bool = True) -
 
 # ---- safetensors ----
 # --8<-- [start:dtypes]
-# The dtypes tinyedu has, by their safetensors names.
-NATIVE = {"F32": dtypes.float32, "I32": dtypes.int32, "U8": dtypes.uint8, "BOOL": dtypes.bool}
-# Other dtypes a file may hold, read and converted: floats to float32 (exact for F16 and BF16,
-# rounded for F64), integers to int32 (refused if a value does not fit).
-CONVERTED = {"F16": "<f2", "F64": "<f8", "I8": "<i1", "I16": "<i2", "U16": "<u2", "U32": "<u4",
-             "I64": "<i8", "U64": "<u8"}
-ITEMSIZE = {"F32": 4, "I32": 4, "U8": 1, "BOOL": 1, "BF16": 2,
-            **{kind: np.dtype(code).itemsize for kind, code in CONVERTED.items()}}
+# Every dtype a safetensors file may hold (but the 8-bit floats), by its safetensors name: tinyedu
+# has them all, so a tensor loads with the dtype it was saved with.
+NATIVE = {"BOOL": dtypes.bool, "U8": dtypes.uint8, "I8": dtypes.int8, "I16": dtypes.int16,
+          "I32": dtypes.int32, "I64": dtypes.int64, "U16": dtypes.uint16, "U32": dtypes.uint32,
+          "U64": dtypes.uint64, "F16": dtypes.float16, "BF16": dtypes.bfloat16, "F32": dtypes.float32,
+          "F64": dtypes.float64}
+ITEMSIZE = {kind: dtype.itemsize for kind, dtype in NATIVE.items()}
 # --8<-- [end:dtypes]
 MAX_HEADER = 100_000_000  # what the reference implementation accepts; a larger claim is a damaged file
 
@@ -126,7 +125,7 @@ def safe_save(tensors: dict[str, Tensor], path: str | os.PathLike,
     for name, tensor in tensors.items():
         if name == "__metadata__":
             raise ValueError("safe_save: '__metadata__' is reserved by the format; rename that tensor")
-        data = np.ascontiguousarray(tensor.numpy(), dtype=_le(tensor.dtype))
+        data = np.ascontiguousarray(to_storage(tensor.numpy(), tensor.dtype), dtype=_le(tensor.dtype))
         chunks.append(data.tobytes())
         header[name] = {"dtype": names[tensor.dtype], "shape": list(tensor.shape),
                         "data_offsets": [offset, offset + len(chunks[-1])]}
@@ -159,7 +158,8 @@ def safe_load(path: str | os.PathLike, device: str | None = None) -> dict[str, T
         data = f.read(data_len)
     out = {}
     for name, (kind, shape, begin, end) in entries.items():
-        out[name] = Tensor(_decode(data[begin:end], kind, shape, name, path), device=device)
+        values = _decode(data[begin:end], kind, shape, name, path)
+        out[name] = Tensor(values, device=device, dtype=NATIVE[kind])
     return out
 # --8<-- [end:safe-load]
 
@@ -230,25 +230,13 @@ def _check_entries(header: dict[str, Any], data_len: int, path: Any) -> dict[str
 
 
 def _decode(raw: bytes, kind: str, shape: tuple[int, ...], name: str, path: Any) -> np.ndarray:
-    """The bytes of one tensor as a numpy array of a tinyedu dtype (little-endian in the file)."""
-    if kind in NATIVE:
-        array = np.frombuffer(raw, dtype=_le(NATIVE[kind]))
-        if kind == "BOOL" and array.size and np.frombuffer(raw, dtype=np.uint8).max() > 1:
-            raise SafetensorsError(f"safe_load: {path}: tensor {name!r} is BOOL but holds bytes other than 0 "
-                                   "and 1")
-    elif kind == "BF16":  # the top half of a float32: shift it back into place
-        array = (np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16).view(np.float32)
-    else:
-        array = np.frombuffer(raw, dtype=CONVERTED[kind])
-        if array.dtype.kind in "iu":
-            info = np.iinfo(np.int32)
-            if array.size and (array.min() < info.min or array.max() > info.max):
-                raise SafetensorsError(f"safe_load: {path}: tensor {name!r} ({kind}) holds values outside "
-                                       "int32, the widest integer tinyedu has")
-            array = array.astype(np.int32)
-        else:
-            array = array.astype(np.float32)
-    return array.astype(array.dtype.newbyteorder("=")).reshape(shape)
+    """The values of one tensor (little-endian in the file); bfloat16's as float32, as Tensor.numpy()."""
+    array = np.frombuffer(raw, dtype=_le(NATIVE[kind]))
+    if kind == "BOOL" and array.size and np.frombuffer(raw, dtype=np.uint8).max() > 1:
+        raise SafetensorsError(f"safe_load: {path}: tensor {name!r} is BOOL but holds bytes other than 0 "
+                               "and 1")
+    array = array.astype(array.dtype.newbyteorder("="))
+    return from_storage(array, NATIVE[kind]).reshape(shape)
 
 
 def _le(dtype: DType) -> np.dtype:

@@ -32,11 +32,17 @@ differ in a few places, each handled here or by a compiler flag (see tinyedu/run
 - `a*b+c` may become one fused multiply-add, rounding once instead of twice: `-ffp-contract=off`;
 - integer `x/0` crashes in C and gives 0 here, and INT_MIN/-1 traps: helper functions `div_int32`...;
 - `fmaxf` ignores NaN, np.maximum returns it: `max_float32` checks for NaN (x != x only for NaN);
-- uint8 arithmetic happens in `int` in C: uint8 results are stored in `unsigned char` variables
-  (never inlined), which wraps them like numpy;
+- arithmetic on ints narrower than `int` (int8, uint8, int16, uint16) happens in `int` in C: their
+  results are stored in variables of their own type (never inlined), which wraps them like numpy;
 - float -> int casts truncate in both, but a value outside int32 (or NaN, inf) is undefined
   behaviour in C: `float_to_int32` spells out tinyedu's rule (INT32_MIN, as x86-64 gives; see
-  tinyedu.dtype.cast_array), and float -> uint8 goes through it.
+  tinyedu.dtype.float_to_int), and float -> int8/uint8/int16/uint16 go through it;
+  `float_to_int64` and `float_to_uint64` do the same for the 64-bit types (and uint32).
+- float16 and bfloat16 values are `float`s inside a kernel (every op on them computes in float32,
+  as in PyTorch; see tinyedu.dtype). float16 is stored as `_Float16`, so a load or store is a C
+  conversion; a cast to float16 is `(float)(_Float16)x`, which rounds to nearest even. bfloat16 has
+  no C type: it is stored as the `unsigned short` top half of a float32, and `round_bfloat16`,
+  `bfloat16_to_float` and `float_to_bfloat16` round and convert.
 Masked (padded) reads become `valid ? data1[index] : 0.0f`: C evaluates only the branch it takes,
 so an out-of-range index is computed but never used to touch memory.
 """
@@ -62,11 +68,15 @@ def c_literal(value: float | int | bool, dtype: DType) -> str:
             return "NAN"
         if math.isinf(value):
             return "INFINITY" if value > 0 else "(-INFINITY)"
-        text = _shortest_float32(value) + "f"
+        # a double literal has no suffix; float16 and bfloat16 values are floats in kernels
+        text = repr(float(value)) if dtype == dtypes.float64 else _shortest_float32(value) + "f"
         return f"({text})" if text.startswith("-") else text
     if value == INT32_MIN:
         return "(-2147483647-1)"  # 2147483648 alone does not fit in an int
-    suffix = "LL" if not INT32_MIN <= value < -INT32_MIN else ""  # a long long (64-bit index arithmetic)
+    if value == -(2**63):
+        return "(-9223372036854775807LL-1)"
+    # a long long (64-bit index arithmetic, int64), an unsigned long long past 2^63 (uint64)
+    suffix = "" if INT32_MIN <= value < -INT32_MIN else "LL" if value < 2**63 else "ULL"
     return f"({value}{suffix})" if value < 0 else f"{value}{suffix}"
 
 
@@ -89,17 +99,35 @@ HELPERS = {
     "div_int32": "static inline int div_int32(int a, int b) { return b == 0 ? 0 : b == -1 ? -a : a / b; }"
                  "  /* x/0 is 0; INT_MIN/-1 would trap */",
     "mod_int32": "static inline int mod_int32(int a, int b) { return (b == 0 || b == -1) ? 0 : a % b; }",
-    # (int)x is undefined when x does not fit; tinyedu defines it as x86-64 does (NaN fails both tests)
-    "float_to_int32": "static inline int float_to_int32(float x) { return (x >= -2147483648.0f && "
-                      "x < 2147483648.0f) ? (int)x : (-2147483647-1); }",
+    # (int)x is undefined when x does not fit; tinyedu defines it as x86-64 does (NaN fails both tests).
+    # The argument is a double, which holds every float exactly.
+    "float_to_int32": "static inline int float_to_int32(double x) { return (x >= -2147483648.0 && "
+                      "x < 2147483648.0) ? (int)x : (-2147483647-1); }",
+    "float_to_int64": "static inline long long float_to_int64(double x) { return (x >= -9223372036854775808.0"
+                      " && x < 9223372036854775808.0) ? (long long)x : (-9223372036854775807LL-1); }",
+    # from 2^63 on: as int64 of x - 2^63, then the top bit set back (the code gcc emits on x86-64)
+    "float_to_uint64": "static inline unsigned long long float_to_uint64(double x) { return x >= "
+                       "9223372036854775808.0 ? (unsigned long long)float_to_int64(x - 9223372036854775808.0)"
+                       " ^ 0x8000000000000000ULL : (unsigned long long)float_to_int64(x); }",
+    # bfloat16 is the top half of a float32: round the float to nearest even there (NaN: torch's NaN)
+    "round_bfloat16": "static inline float round_bfloat16(float x) { union { float f; unsigned int u; } v = "
+                      "{x}; v.u = x != x ? 0x7FC00000u : (v.u + 0x7FFFu + ((v.u >> 16) & 1u)) & 0xFFFF0000u; "
+                      "return v.f; }",
+    "bfloat16_to_float": "static inline float bfloat16_to_float(unsigned short b) { union { unsigned int u;"
+                         " float f; } v = {(unsigned int)b << 16}; return v.f; }",
+    "float_to_bfloat16": "static inline unsigned short float_to_bfloat16(float x) { union { float f; "
+                         "unsigned int u; } v = {x}; return (unsigned short)(v.u >> 16); }",
 }
+# Which helper a float -> int cast goes through (the rule is tinyedu.dtype.float_to_int).
+FLOAT_TO_INT = {dtypes.int64: "float_to_int64", dtypes.uint32: "float_to_int64",
+                dtypes.uint64: "float_to_uint64"}
 # --8<-- [end:helpers]
 
 
 def c_type(dtype: DType | VectorDType) -> str:
     """The C type of a UOp's dtype: `float`, `floatx16`, ...; a bool vector is an int mask vector."""
     if not is_vector(dtype):
-        return dtype.c_name
+        return "float" if dtype.is_half else dtype.c_name  # half values live in floats (tinyedu.dtype)
     lane = "int" if dtype.scalar == dtypes.bool else dtype.scalar.c_name
     return f"{lane}x{dtype.count}"
 
@@ -142,8 +170,13 @@ def _helper(name: str, dtype: DType | VectorDType) -> str:
     if name in HELPERS:
         return HELPERS[name]
     c = dtype.c_name
-    if name.startswith("max_"):
-        return f"static inline {c} {name}({c} a, {c} b) {{ return a > b ? a : b; }}"
+    if name.startswith("max_"):  # for floats, NaN wins as in max_float32
+        nan = " || a != a" if dtype.is_float else ""
+        return f"static inline {c} {name}({c} a, {c} b) {{ return (a > b{nan}) ? a : b; }}"
+    if dtype.kind == "i" and dtype.itemsize >= 4:  # INT_MIN / -1 traps: x / -1 is -x (wrapping)
+        if name.startswith("div_"):
+            return f"static inline {c} {name}({c} a, {c} b) {{ return b == 0 ? 0 : b == -1 ? -a : a / b; }}"
+        return f"static inline {c} {name}({c} a, {c} b) {{ return (b == 0 || b == -1) ? 0 : a % b; }}"
     symbol = "/" if name.startswith("div_") else "%"
     return f"static inline {c} {name}({c} a, {c} b) {{ return b == 0 ? 0 : a {symbol} b; }}"
 
@@ -254,12 +287,16 @@ class CRenderer(Renderer):
         dtype = u.src[2].dtype
         target = f"*({self.type_name(dtype)}*)({buffer}+{_unwrap(index)})" if is_vector(dtype) else \
             f"{buffer}[{_unwrap(index)}]"
+        if dtype == dtypes.bfloat16:  # the value is an exact bfloat16 in a float: keep its top half
+            value = f"{self.use_helper('float_to_bfloat16', dtype)}({_unwrap(value)})"
         self.emit(f"{target} = {_unwrap(value)};")
 
     def bind(self, u: UOp, expression: str) -> str:
         """Inline a value used once, where it is used, unless it is computed in an outer loop (the UOps
-        hoisted it out) or is a uint8 (an `unsigned char` variable is what wraps it like numpy)."""
-        if self.uses[u] == 1 and u.dtype != dtypes.uint8 and self.user_depth.get(u) == self.depth[u]:
+        hoisted it out) or is an int narrower than `int` (C computes those in `int`: a variable of
+        their own type is what wraps them like numpy)."""
+        narrow = not is_vector(u.dtype) and u.dtype.is_int and u.dtype.itemsize < 4
+        if self.uses[u] == 1 and not narrow and self.user_depth.get(u) == self.depth[u]:
             return expression
         name = self.new_name("alu" if u.op is not UOps.CAST else "cast")
         self.emit(f"{self.type_name(u.dtype)} {name} = {_unwrap(expression)};")
@@ -282,16 +319,26 @@ class CRenderer(Renderer):
             zero = f"({self.type_name(u.dtype)}){{0}}"
         else:
             read, zero = f"{buffer}[{index}]", c_literal(0, u.dtype)
+            if u.dtype == dtypes.bfloat16:
+                read = f"{self.use_helper('bfloat16_to_float', u.dtype)}({read})"
         if gate is not None:  # gated: padding reads 0, and the index is not used at all
             return f"{_wrap(gate)} ? {read} : {zero}"
         return read
 
     # ---- values ----
     def cast(self, u: UOp, value: str) -> str:  # always scalar: the linearizer casts vectors lane by lane
-        if u.src[0].dtype.is_float and u.dtype.is_int:
-            expr = f"{self.use_helper('float_to_int32', dtypes.int32)}({_unwrap(value)})"
-            return expr if u.dtype == dtypes.int32 else f"({u.dtype.c_name}){expr}"
-        return f"({u.dtype.c_name}){_wrap(value)}"
+        src, dst = u.src[0].dtype, u.dtype
+        if src.is_float and dst.is_int:
+            helper = FLOAT_TO_INT.get(dst, "float_to_int32")
+            expr = f"{self.use_helper(helper, dst)}({_unwrap(value)})"
+            return expr if dst in (dtypes.int32, dtypes.int64, dtypes.uint64) else f"({dst.c_name}){expr}"
+        if dst.is_half:  # through float32, as PyTorch does, then rounded to 16 bits and back
+            is_float = src in (dtypes.float32, dtypes.float16, dtypes.bfloat16)
+            as_float = value if is_float else f"(float){_wrap(value)}"
+            if dst == dtypes.float16:
+                return f"(float)(_Float16){_wrap(as_float)}"
+            return f"{self.use_helper('round_bfloat16', dst)}({_unwrap(as_float)})"
+        return f"({c_type(dst)}){_wrap(value)}"
 
     def gep(self, u: UOp, vector: str) -> str:
         return f"{_wrap(vector)}[{u.arg}]"
@@ -311,6 +358,8 @@ class CRenderer(Renderer):
             self.type_name(dtype)
             if name.startswith(("max_", "where_")) or dtype.scalar == dtypes.bool:
                 self.type_name(VectorDType(dtypes.int32, dtype.count))  # the mask type these helpers use
+        if name == "float_to_uint64":  # it calls float_to_int64, written out before it
+            self.use_helper("float_to_int64", dtypes.int64)
         self.helpers.setdefault(name, _helper(name, dtype))
         return name
 
@@ -321,15 +370,17 @@ class CRenderer(Renderer):
         if is_vector(src_dtype):
             return self.vector_alu(u, op, list(srcs), src_dtype)
         is_bool, is_float = src_dtype == dtypes.bool, src_dtype.is_float
+        double = src_dtype == dtypes.float64  # the C math functions without the f suffix
         if op is FusedOps.MULACC:
             return f"fmaf({', '.join(_unwrap(s) for s in srcs)})"
         if op is UnaryOps.NEG:
             return f"(!{srcs[0]})" if is_bool else f"(-{srcs[0]})"
         if op in UNARY_FUNCTIONS:
-            return f"{UNARY_FUNCTIONS[op]}({_unwrap(srcs[0])})"
+            function = UNARY_FUNCTIONS[op]
+            return f"{function[:-1] if double else function}({_unwrap(srcs[0])})"
         if op is UnaryOps.RECIP:
             if is_float:
-                return f"(1.0f/{srcs[0]})"
+                return f"(1.0/{srcs[0]})" if double else f"(1.0f/{srcs[0]})"
             return f"{self.use_helper('div_' + src_dtype.name, src_dtype)}(1, {_unwrap(srcs[0])})"
         if op is TernaryOps.WHERE:
             return f"({srcs[0]}?{srcs[1]}:{srcs[2]})"
@@ -343,11 +394,11 @@ class CRenderer(Renderer):
             helper = ("div_" if op is BinaryOps.DIV else "mod_") + src_dtype.name
             return f"{self.use_helper(helper, src_dtype)}({_unwrap(a)}, {_unwrap(b)})"
         if op is BinaryOps.MOD:
-            return f"fmodf({_unwrap(a)}, {_unwrap(b)})"
+            return f"{'fmod' if double else 'fmodf'}({_unwrap(a)}, {_unwrap(b)})"
         if op is BinaryOps.CMPLT and u.src[0].op is UOps.CONST and u.src[1].op is not UOps.CONST:
             return f"({b}>{a})"  # `3<gidx0` reads better as `gidx0>3`
         if op is BinaryOps.ADD and not is_float and not is_bool and u.src[1].op is UOps.CONST and \
-                u.src[1].arg < 0 and u.src[1].arg != INT32_MIN:
+                INT32_MIN < u.src[1].arg < 0:
             return f"({a}-{-u.src[1].arg})"
         symbol = (BOOL_SYMBOLS if is_bool else {}).get(op) or BINARY_SYMBOLS[op]
         return f"({a}{symbol}{b})"

@@ -203,6 +203,14 @@ class LLVMRenderer(Renderer):
         if dtype == dtypes.bool:  # a byte in memory, an i1 in registers
             self.emit(f"{name}.byte = load i8, ptr {pointer}, align 1")
             self.emit(f"{name} = icmp ne i8 {name}.byte, 0")
+        elif dtype == dtypes.float16:  # a half in memory, a float in registers
+            self.emit(f"{name}.half = load half, ptr {pointer}, align 2")
+            self.emit(f"{name} = fpext half {name}.half to float")
+        elif dtype == dtypes.bfloat16:  # the top half of a float32's bits
+            self.emit(f"{name}.bits = load i16, ptr {pointer}, align 2")
+            self.emit(f"{name}.wide = zext i16 {name}.bits to i32")
+            self.emit(f"{name}.top = shl i32 {name}.wide, 16")
+            self.emit(f"{name} = bitcast i32 {name}.top to float")
         else:
             self.emit(f"{name} = load {llvm_type(dtype)}, ptr {pointer}, align {lane.itemsize}")
         return name
@@ -214,6 +222,16 @@ class LLVMRenderer(Renderer):
             byte = f"%{self.new_name('byte')}"
             self.emit(f"{byte} = zext i1 {value} to i8")
             self.emit(f"store i8 {byte}, ptr {pointer}, align 1")
+        elif dtype == dtypes.float16:  # exact: the value is a float16 already
+            half = f"%{self.new_name('half')}"
+            self.emit(f"{half} = fptrunc float {value} to half")
+            self.emit(f"store half {half}, ptr {pointer}, align 2")
+        elif dtype == dtypes.bfloat16:  # exact: keep the top half of the bits
+            bits = f"%{self.new_name('bits')}"
+            self.emit(f"{bits} = bitcast float {value} to i32")
+            self.emit(f"{bits}.top = lshr i32 {bits}, 16")
+            self.emit(f"{bits}.short = trunc i32 {bits}.top to i16")
+            self.emit(f"store i16 {bits}.short, ptr {pointer}, align 2")
         else:
             self.emit(f"store {llvm_type(dtype)} {value}, ptr {pointer}, align {lane.itemsize}")
     # --8<-- [end:memory]
@@ -276,8 +294,10 @@ class LLVMRenderer(Renderer):
 
     def cast(self, u: UOp, value: str) -> str:
         src, dst = u.src[0].dtype, u.dtype
-        if src == dst or (src.itemsize == dst.itemsize and not src.is_float and not dst.is_float and
-                          dtypes.bool not in (src, dst)):
+        same_bits = src.itemsize == dst.itemsize and not src.is_float and not dst.is_float and \
+            dtypes.bool not in (src, dst)
+        a_float_already = src.is_half and dst == dtypes.float32  # half values are floats in registers
+        if src == dst or same_bits or a_float_already:
             return value
         name = f"%{self.new_name('cast')}"
         for line in cast_instructions(name, src, dst, value):

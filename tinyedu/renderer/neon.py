@@ -35,7 +35,7 @@ from __future__ import annotations
 from tinyedu.codegen.uops import FusedOps, UOp, UOps, VectorDType, is_vector
 from tinyedu.dtype import DType, dtypes
 from tinyedu.ops import BinaryOps, TernaryOps, UnaryOps
-from tinyedu.renderer.cstyle import CRenderer, _unwrap, _wrap, c_literal
+from tinyedu.renderer.cstyle import CRenderer, _unwrap, _wrap, c_literal, c_type
 
 NEON_LANES = 4  # float32 lanes in one 128-bit q-register
 
@@ -119,7 +119,7 @@ class NEONRenderer(CRenderer):
 
     # --8<-- [start:vectors]
     def type_name(self, dtype: DType | VectorDType) -> str:
-        return neon_type(dtype) if is_vector(dtype) else dtype.c_name
+        return neon_type(dtype) if is_vector(dtype) else c_type(dtype)  # a half value is a float
 
     def splat(self, dtype: VectorDType, scalar: str) -> str:
         lane = self._mask_lane(scalar) if dtype.scalar == dtypes.bool else scalar

@@ -20,6 +20,7 @@ device reports 1 thread and the heuristics do not choose THREAD on it.
 from __future__ import annotations
 
 import ctypes
+import ctypes.util
 import functools
 from pathlib import Path
 from typing import Any
@@ -45,7 +46,21 @@ def llvm() -> Any:
                                 f"{INSTALL_HINT}") from None
     binding.initialize_native_target()
     binding.initialize_native_asmprinter()
+    _resolve_half_conversions(binding)
     return binding
+
+
+def _resolve_half_conversions(binding: Any) -> None:
+    """On an x86 CPU without F16C, LLVM turns the float <-> half conversions of float16 buffers into
+    calls to libgcc's __truncsfhf2 and __extendhfsf2, which MCJIT finds only if told where they are
+    (unresolved, the call would jump to address 0)."""
+    path = ctypes.util.find_library("gcc_s")
+    if path is None:
+        return
+    library = ctypes.CDLL(path)
+    for name in ("__truncsfhf2", "__extendhfsf2"):
+        if binding.address_of_symbol(name) is None and hasattr(library, name):
+            binding.add_symbol(name, ctypes.cast(getattr(library, name), ctypes.c_void_p).value)
 
 
 def new_target_machine() -> Any:

@@ -11,8 +11,11 @@ The semantics it fixes for every backend (C must match them):
   is true; AND, OR, XOR are bitwise on integers (two's complement) and logical on bools;
 - CAST is `tinyedu.dtype.cast_array`: float to int truncates, and a float whose truncation does
   not fit in int32 (NaN, +-inf, 3e9) becomes INT32_MIN, as on x86-64 (numpy, PyTorch); float to
-  uint8 goes through int32 and keeps the low 8 bits (300.7 -> 44, -1.5 -> 255). C leaves these
-  undefined, so the C renderer spells the same rule out with a helper;
+  uint8 goes through int32 and keeps the low 8 bits (300.7 -> 44, -1.5 -> 255); int64 and the wide
+  unsigned types have their own versions of the rule (`tinyedu.dtype.float_to_int`). C leaves these
+  undefined, so the C renderer spells the same rule out with helpers;
+- a bfloat16 buffer holds 16-bit patterns (numpy has no bfloat16): a LOAD turns them into float32
+  values and a STORE back (`tinyedu.dtype.from_storage` / `to_storage`);
 - a read outside a view's mask (padding) gives 0;
 - a float SUM accumulates in float64 and rounds once at the end, so its error is at most one
   rounding of the result plus float64's (about 2^-53 n of the sum of |x|): a reference the
@@ -26,7 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinyedu.dtype import cast_array
+from tinyedu.dtype import cast_array, from_storage, to_storage
 from tinyedu.ops import BinaryOps, BufferOps, LazyOp, ReduceOps, TernaryOps, UnaryOps
 from tinyedu.runtime.device import Backend, Buffer
 from tinyedu.shape import ShapeTracker, View
@@ -60,18 +63,17 @@ def gather(flat: np.ndarray, st: ShapeTracker) -> np.ndarray:
 
 
 # --8<-- [end:gather]
-def _int_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """C's truncating division, with x / 0 = 0. Computed in float64, which holds every int32
-    quotient exactly enough to truncate right, then wrapped back (INT_MIN / -1 wraps to INT_MIN)."""
-    safe = np.where(b == 0, 1, b).astype(np.float64)
-    quotient = np.trunc(a.astype(np.float64) / safe).astype(np.int64)
-    return np.where(b == 0, 0, quotient).astype(a.dtype)
-
-
 def _int_mod(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """C's remainder (the sign of the dividend), with x % 0 = 0."""
-    wide_a, wide_b = a.astype(np.int64), np.where(b == 0, 1, b).astype(np.int64)
-    return np.where(b == 0, 0, wide_a - _int_div(a, b).astype(np.int64) * wide_b).astype(a.dtype)
+    """C's remainder (np.fmod: the sign of the dividend), with x % 0 = 0, in a's own integer type."""
+    safe = np.where(b == 0, 1, b).astype(a.dtype)
+    return np.where(b == 0, 0, np.fmod(a, safe)).astype(a.dtype)
+
+
+def _int_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """C's truncating division, with x / 0 = 0, exact for every integer width: a - (a % b) is a
+    multiple of b, so floor division of it is the truncated quotient (INT_MIN / -1 wraps to INT_MIN)."""
+    safe = np.where(b == 0, 1, b).astype(a.dtype)
+    return np.where(b == 0, 0, (a - _int_mod(a, b)) // safe).astype(a.dtype)
 
 
 TRANSCENDENTAL = {UnaryOps.EXP2: np.exp2, UnaryOps.LOG2: np.log2, UnaryOps.SIN: np.sin, UnaryOps.COS: np.cos}
@@ -141,7 +143,7 @@ class NumpyProgram:
         result = self.evaluate(self.ast.src[0], memory, {})
         store = self.ast.arg
         assert store.st.contiguous, "NUMPY device: STORE through a non-contiguous view is not supported"
-        memory[store.idx][:] = cast_array(result, store.dtype).reshape(-1)
+        memory[store.idx][:] = to_storage(cast_array(result, store.dtype), store.dtype).reshape(-1)
 
     def evaluate(self, node: LazyOp, memory: list[np.ndarray], done: dict[int, np.ndarray]) -> np.ndarray:
         """The value of `node`; `done` holds the values already computed in this run, by node id."""
@@ -152,9 +154,9 @@ class NumpyProgram:
     def _evaluate_once(self, node: LazyOp, memory: list[np.ndarray],
                        done: dict[int, np.ndarray]) -> np.ndarray:
         if node.op is BufferOps.LOAD:
-            return gather(memory[node.arg.idx], node.arg.st)
+            return from_storage(gather(memory[node.arg.idx], node.arg.st), node.arg.dtype)
         if node.op is BufferOps.CONST:
-            const = np.full((1,), node.arg.val, dtype=node.arg.dtype.np)
+            const = np.full((1,), node.arg.val, dtype=node.arg.dtype.value_np)
             if all(view.mask is None for view in node.arg.st.views):  # the value everywhere: no index
                 return np.broadcast_to(const.reshape(()), node.arg.st.shape)  # arrays (10^8 ones are free)
             return gather(const, node.arg.st)  # gather applies the masks, so padding reads 0

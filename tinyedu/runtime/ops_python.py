@@ -5,8 +5,10 @@ so it shows what each UOp means, and it checks the linearizer without a C compil
 when C and NUMPY disagree, PYTHON says whether the UOps or the C renderer is wrong.
 
 How values are kept, so that results match the NUMPY device bit for bit:
-- float32 values are numpy float32 scalars, so every operation rounds to float32 as numpy does;
-- int32 and uint8 values are Python ints, wrapped to 32 or 8 bits after every operation;
+- float32 and float64 values are numpy float32/float64 scalars, so every operation rounds as numpy
+  does; float16 and bfloat16 values are float32 scalars (their ops compute in float32), and a
+  bfloat16 buffer holds bit patterns that LOAD and STORE convert;
+- integer values are Python ints, wrapped to their width (8 to 64 bits) after every operation;
 - bools are Python bools;
 - a vector is a list of such values, one per lane: a vector op is the scalar op on every lane.
 MULACC (a*b + c, rounded once) is computed exactly, with rational arithmetic where floats would round.
@@ -24,14 +26,17 @@ from typing import Any, Callable
 import numpy as np
 
 from tinyedu.codegen.uops import FusedOps, UOp, UOps, const_value, is_vector, scalar_of
-from tinyedu.dtype import DType, cast_array, dtypes
+from tinyedu.dtype import DType, cast_array, dtypes, from_storage, to_storage
 from tinyedu.ops import BinaryOps, TernaryOps, UnaryOps
 from tinyedu.runtime.device import Backend, Buffer, thread_count
 from tinyedu.runtime.ops_numpy import TRANSCENDENTAL, correctly_rounded
 
 
 def to_dtype(value: Any, dtype: DType) -> Any:
-    """A result as the value kind of `dtype` (float32 scalar, wrapped int, or bool)."""
+    """A result as the value kind of `dtype` (float32 or float64 scalar, wrapped int, or bool). A
+    float16 or bfloat16 value is a float32 scalar (their ops compute in float32, see tinyedu.dtype)."""
+    if dtype == dtypes.float64:
+        return np.float64(value)
     if dtype.is_float:
         return np.float32(value)
     if dtype == dtypes.bool:
@@ -60,7 +65,7 @@ def maximum(a: Any, b: Any) -> Any:
 def cast(value: Any, src: DType, dst: DType) -> Any:
     """tinyedu's one casting rule (tinyedu.dtype.cast_array), on one value."""
     with np.errstate(all="ignore"):
-        return to_dtype(cast_array(np.array(value, dtype=src.np), dst)[()], dst)
+        return to_dtype(cast_array(np.array(value, dtype=src.value_np), dst)[()], dst)
 
 
 def fused_multiply_add(a: np.float32, b: np.float32, c: np.float32) -> np.float32:
@@ -187,13 +192,17 @@ class PythonProgram:
             values = [to_dtype(0, dtype)] * lanes
         else:
             start = self.check(u, args, lanes)
-            values = [to_dtype(args[0][start + lane], dtype) for lane in range(lanes)]
+            stored = from_storage(args[0][start:start + lanes], dtype)  # bfloat16: bits to float32
+            values = [to_dtype(v, dtype) for v in stored]
         return values if is_vector(u.dtype) else values[0]
 
     def store(self, u: UOp, args: list[Any]) -> None:
         value = args[2]
         lanes = value if isinstance(value, list) else [value]
         start = self.check(u, args, len(lanes))
+        dtype = scalar_of(u.src[2].dtype)
+        if dtype == dtypes.bfloat16:
+            lanes = list(to_storage(np.array(lanes, dtype=np.float32), dtype))
         for lane, v in enumerate(lanes):
             args[0][start + lane] = v
 

@@ -90,7 +90,7 @@ class CreationMixin:
     @classmethod
     def _from_host(cls, array: np.ndarray, dtype: DType, device: str | None,
                    requires_grad: bool | None) -> "Tensor":
-        return cls(array.astype(dtype.np), device=device, dtype=dtype, requires_grad=requires_grad)
+        return cls(array, device=device, dtype=dtype, requires_grad=requires_grad)
 
     @classmethod
     def rand(cls, *shape: Any, dtype: Any = dtypes.float32, device: str | None = None,
@@ -172,7 +172,8 @@ class CreationMixin:
             draws = num_samples if replacement else 1
             running = weights.cumsum(-1)                                   # (rows, n)
             u = Tensor(type(self)._rng.random((rows, draws, 1), dtype=np.float32), device=self.device)
-            picked = (running.unsqueeze(1) <= u * running[:, -1:].unsqueeze(1)).sum(-1)  # (rows, draws)
+            below = running.unsqueeze(1) <= u * running[:, -1:].unsqueeze(1)
+            picked = below.sum(-1, dtype=dtypes.int32)  # (rows, draws); indices are int32 in tinyedu
             last = ((weights > 0).int() * categories).max(-1, keepdim=True)  # rounding must not pick past it
             picked = picked.minimum(last)
             samples.append(picked)

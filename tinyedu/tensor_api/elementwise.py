@@ -10,10 +10,12 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 import tinyedu.function as F
 import tinyedu.function_composite as FC
 import tinyedu.function_math as FM
-from tinyedu.dtype import dtypes
+from tinyedu.dtype import dtypes, from_storage, to_storage
 
 if TYPE_CHECKING:
     from tinyedu.tensor import Tensor
@@ -32,6 +34,31 @@ class ElementwiseMixin:
 
     def int(self) -> "Tensor":
         return self.cast(dtypes.int32)
+
+    def bitcast(self, dtype: Any) -> "Tensor":
+        """The same bytes read as another dtype (PyTorch's `x.view(dtype)`): `Tensor([1.0]).bitcast(
+        'int32')` is 1065353216. With a different itemsize the last dimension changes size (8 int8 per
+        int64, 2 float16 per float32), as in PyTorch. Reinterpreting memory is a host operation here:
+        it realizes the tensor, and the result has no gradient."""
+        dtype = dtypes.from_any(dtype)
+        row_bytes = self.shape[-1] * self.dtype.itemsize if self.ndim else 0
+        if dtype.itemsize != self.dtype.itemsize and (self.ndim == 0 or row_bytes % dtype.itemsize):
+            raise ValueError(f"view({dtype.name}): a {self.dtype.name} tensor of shape {self.shape} cannot "
+                             f"be read as {dtype.name}: with a different itemsize ({self.dtype.itemsize} -> "
+                             f"{dtype.itemsize} bytes) the last dimension's bytes must divide evenly; dtypes "
+                             f"of the same itemsize always work")
+        bits = np.ascontiguousarray(to_storage(self.numpy(), self.dtype))
+        read = bits.view(np.dtype(dtype.np))
+        return type(self)(from_storage(read, dtype), device=self.device, dtype=dtype)
+
+    def double(self) -> "Tensor":
+        return self.cast(dtypes.float64)
+
+    def half(self) -> "Tensor":
+        return self.cast(dtypes.float16)
+
+    def long(self) -> "Tensor":
+        return self.cast(dtypes.int64)
 
     def bool(self) -> "Tensor":
         return self.cast(dtypes.bool)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 import tinyedu.function as F
+from tinyedu.dtype import DType
 from tinyedu.helpers import flatten_args, prod
 
 if TYPE_CHECKING:
@@ -52,7 +53,11 @@ class MovementMixin:
                              f"{shape} ({prod(shape)} elements); the number of elements must match")
         return self if shape == self.shape else self._apply(F.Reshape, shape=shape)
 
-    view = reshape
+    def view(self, *shape: Any) -> "Tensor":
+        """reshape; or, given one dtype, a bitcast (`x.view(dtypes.int32)`, as in PyTorch)."""
+        if len(shape) == 1 and isinstance(shape[0], (DType, str, type)):
+            return self.bitcast(shape[0])
+        return self.reshape(*shape)
 
     def permute(self, *order: Any, **kwargs: Any) -> "Tensor":
         order = _sizes(order, kwargs, ("dims", "order"), "permute")

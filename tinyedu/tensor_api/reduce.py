@@ -51,12 +51,13 @@ class ReduceMixin:
 
     @dim_or_axis
     def sum(self, axis: Axis = None, keepdim: bool = False, dtype=None) -> "Tensor":
-        """Sum over axes. bool and uint8 sum as int32 (PyTorch would use int64, which tinyedu lacks)."""
+        """Sum over axes. bool and every int type sum in int64 and give int64, as in PyTorch (an int64
+        sum wraps around past 2^63); float16 and bfloat16 accumulate in float32."""
         x = self
         if dtype is not None:
             x = x.cast(dtype)
-        elif x.dtype in (dtypes.bool, dtypes.uint8):
-            x = x.cast(dtypes.int32)
+        elif not x.dtype.is_float:
+            x = x.cast(dtypes.int64)
         return x._reduce(F.Sum, axis, keepdim, "sum")
 
     def _check_not_empty(self, axis: Axis, op: str) -> None:
@@ -81,24 +82,25 @@ class ReduceMixin:
 
     @dim_or_axis
     def min(self, axis: Axis = None, keepdim: bool = False) -> "Tensor":
-        # min(x) = -max(-x). bool and uint8 have no negation, so they take the detour through int32
-        # (int32 itself overflows only for -2**31, whose negation does not exist).
+        # min(x) = -max(-x) for floats. For ints and bools, min(x) = ~max(~x): ~x = -x - 1 reverses the
+        # order of every integer type and, unlike -x, never overflows (INT_MIN, unsigned types).
         self._check_not_empty(axis, "min")
-        return (-((-self._negatable()).max(axis, keepdim))).cast(self.dtype)
-
-    def _negatable(self) -> "Tensor":
-        return self if self.dtype in (dtypes.float32, dtypes.int32) else self.cast(dtypes.int32)
+        if self.dtype.is_float:
+            return -((-self).max(axis, keepdim))
+        return self.bitwise_not().max(axis, keepdim).bitwise_not()
 
     @dim_or_axis
     def mean(self, axis: Axis = None, keepdim: bool = False) -> "Tensor":
-        """The average; integer tensors are averaged as floats."""
-        x = self if self.dtype.is_float else self.float()
+        """The average; integer tensors are averaged as floats. float16 and bfloat16 sum and divide in
+        float32 and round once at the end, as PyTorch does (a half sum may pass 65504, the mean not)."""
+        x = self if self.dtype in (dtypes.float32, dtypes.float64) else self.float()
         axes = self._reduce_axes(axis, "mean")
         count = 1
         for a in axes:
             count *= self.shape[a]
         total = x.sum(axis, keepdim)
-        return total / count if count else total * float("nan")
+        out = total / count if count else total * float("nan")
+        return out.cast(self.dtype) if self.dtype.is_half else out
 
     # ---- statistics ----
     @dim_or_axis
@@ -137,8 +139,10 @@ class ReduceMixin:
 
     @dim_or_axis
     def argmin(self, axis: int | None = None, keepdim: bool = False) -> "Tensor":
-        """The index of the smallest value (first on ties): the argmax of -x."""
-        return (-self._negatable())._first_max_index(axis, keepdim, "argmin")
+        """The index of the smallest value (first on ties): the argmax of -x (of ~x for ints, which
+        reverses their order without overflowing)."""
+        reversed_order = -self if self.dtype.is_float else self.bitwise_not()
+        return reversed_order._first_max_index(axis, keepdim, "argmin")
 
     def _first_max_index(self, axis: int | None, keepdim: bool, op: str) -> "Tensor":
         from tinyedu.tensor import Tensor
@@ -242,7 +246,7 @@ class ReduceMixin:
     # ---- running sums ----
     @dim_or_axis
     def cumsum(self, axis: int = 0) -> "Tensor":
-        """Running sum along an axis: out[i] = x[0] + ... + x[i]. bool and uint8 sum as int32.
+        """Running sum along an axis: out[i] = x[0] + ... + x[i]. bool and ints sum as int64 (as sum does).
 
         With movement ops only: pad n-1 zeros in front and cut windows of n (out[i] is the sum of
         window i), which costs n^2 additions. Long axes go in blocks of 32: a running sum inside
@@ -252,7 +256,7 @@ class ReduceMixin:
             self._axis(axis, "cumsum")
             return self.sum()
         a = self._axis(axis, "cumsum")
-        x = self.int() if self.dtype in (dtypes.bool, dtypes.uint8) else self
+        x = self if self.dtype.is_float else self.cast(dtypes.int64)
         return x.transpose(a, -1)._cumsum_last().transpose(a, -1)
 
     def _cumsum_last(self, block: int = 32) -> "Tensor":
