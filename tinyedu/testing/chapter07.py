@@ -183,6 +183,16 @@ def check_neon_vector_op(vector_op: Callable[[Any, Any, list[str]], str]) -> str
 INT_MIN = -(2**31)
 DIVIDENDS = [7, -7, 7, -7, INT_MIN, INT_MIN, INT_MIN, 0, 5, 2**31 - 1, 9, -9]
 DIVISORS = [2, 2, -2, 0, -1, 1, 2, 0, -1, -1, 4, 4]
+# Every signed integer width the renderer divides: the recipe must work for any type `t` (i8 ... i64),
+# with that type's own minimum (INT8_MIN / -1 overflows exactly like INT_MIN / -1).
+WIDTHS = (dtypes.int32, dtypes.int64, dtypes.int8, dtypes.int16)
+
+
+def _operands(lane) -> tuple[list[int], list[int]]:
+    """The dividends and divisors above, with INT_MIN and INT_MAX those of `lane`."""
+    info = np.iinfo(lane.np)
+    swap = {INT_MIN: int(info.min), 2**31 - 1: int(info.max)}
+    return [swap.get(a, a) for a in DIVIDENDS], list(DIVISORS)
 
 RUN_IR = textwrap.dedent("""
     import json, sys
@@ -198,27 +208,30 @@ RUN_IR = textwrap.dedent("""
     except LLVMCompileError as error:
         print(str(error).split("--- LLVM says ---")[-1].strip().splitlines()[0])
         sys.exit(3)
-    a, b = (np.array(job[k], np.int32) for k in ("a", "b"))
-    out = Buffer("LLVM", len(a), dtypes.int32)
-    inputs = [Buffer("LLVM", len(v), dtypes.int32).copyin(v) for v in (a, b)]
+    lane = dtypes.from_any(job["dtype"])
+    a, b = (np.array(job[k], lane.np) for k in ("a", "b"))
+    out = Buffer("LLVM", len(a), lane)
+    inputs = [Buffer("LLVM", len(v), lane).copyin(v) for v in (a, b)]
     program([out, *inputs])
     print(json.dumps(out.as_numpy().tolist()))
 """)
 
 
-def _division_ir(op: BinaryOps) -> tuple[str, str]:
-    """The LLVM IR of a kernel computing a op b on 12 int32 pairs (the plugged int_divide renders the op)."""
-    kernel = Kernel(_division_ast(op))
+def _division_ir(op: BinaryOps, lane=dtypes.int32) -> tuple[str, str]:
+    """The LLVM IR of a kernel computing a op b on 12 pairs of `lane` (the plugged int_divide renders
+    the op)."""
+    kernel = Kernel(_division_ast(op, lane))
     return kernel.name, llvmir.render_llvm(kernel.name, linearize(kernel))
 
 
-def _run_ir_elsewhere(name: str, ir: str) -> subprocess.CompletedProcess:
+def _run_ir_elsewhere(name: str, ir: str, lane=dtypes.int32) -> subprocess.CompletedProcess:
     """Run the kernel in another Python process: a division that traps kills that process, not this one."""
     import json
     import os
 
     env = dict(os.environ)
-    job = json.dumps({"name": name, "ir": ir, "a": DIVIDENDS, "b": DIVISORS})
+    a, b = _operands(lane)
+    job = json.dumps({"name": name, "ir": ir, "a": a, "b": b, "dtype": lane.name})
     return subprocess.run([sys.executable, "-c", RUN_IR], input=job, capture_output=True, text=True,
                           timeout=120, env=env)
 
@@ -226,11 +239,9 @@ def _run_ir_elsewhere(name: str, ir: str) -> subprocess.CompletedProcess:
 @exercise("07.llvm_int_divide", answer="int_divide", title="Integer division in LLVM IR that never traps",
           hook="llvmir.int_divide")
 def check_llvm_int_divide(int_divide: Callable[..., list[str]]) -> str:
-    """Render int32 DIV and MOD kernels with the learner's recipe, run each in a separate process (a
-    hardware trap kills that process only), and compare with NUMPY on zero, -1 and INT_MIN divisors."""
-    import json
-    import signal
-
+    """Render DIV and MOD kernels of every signed width with the learner's recipe, run each in a separate
+    process (a hardware trap kills that process only), and compare with NUMPY on zero, -1 and INT_MIN
+    divisors."""
     if not callable(int_divide):
         raise AssertionError("int_divide: expected a function int_divide(name, op, lane, t, a, b, "
                              "by_positive_constant=False) -> list of instruction strings")
@@ -240,50 +251,61 @@ def check_llvm_int_divide(int_divide: Callable[..., list[str]]) -> str:
                              "(strings) such as '%alu0.zero = icmp eq i32 %val1, 0', the last one "
                              "defining %alu0")
     _require("LLVM")
-    a, b = np.array(DIVIDENDS, np.int32), np.array(DIVISORS, np.int32)
-    for op in (BinaryOps.DIV, BinaryOps.MOD):
-        with plug(llvmir, "int_divide", int_divide) as plugged:
-            name, ir = _division_ir(op)
-            plugged.require_called("llvmir.int_divide")
-        result = _run_ir_elsewhere(name, ir)
-        what = "a / b" if op is BinaryOps.DIV else "a % b"
-        if result.returncode == -signal.SIGFPE:
-            raise AssertionError(f"{what}: the kernel died with SIGFPE, the CPU's arithmetic trap: "
-                                 "x86's idiv traps on a division by zero and on INT_MIN / -1 (the quotient "
-                                 "2^31 does not fit in 32 bits), and srem traps on INT_MIN % -1 too. A "
-                                 "select after the division is too late: divide by a safe divisor (1 where "
-                                 "b is 0 or -1), then select the answer.")
-        if result.returncode == 3:
-            raise AssertionError(f"{what}: LLVM rejects the IR: {result.stdout.strip()}. Each line is "
-                                 "`%name = instruction type operands`; name your helper values after `name` "
-                                 "(like name + '.zero') and end with the line that defines `name` itself.")
-        if result.returncode != 0:
-            raise AssertionError(f"{what}: the kernel's process failed ({result.returncode}): "
-                                 f"{result.stderr.strip()[-300:]}")
-        got = np.array(json.loads(result.stdout), np.int32)
-        want = _run("NUMPY", _division_ast(op), [], [a, b], dtypes.int32)
-        for k in range(len(a)):
-            if got[k] == want[k]:
-                continue
-            if b[k] == 0:
-                hint = f"x {'/' if op is BinaryOps.DIV else '%'} 0 is 0 in tinyedu (and on the NUMPY device)."
-            elif b[k] == -1 and op is BinaryOps.DIV:
-                hint = "x / -1 is -x, computed as 0 - x, which wraps INT_MIN to INT_MIN as numpy does."
-            elif b[k] == -1:
-                hint = "x % -1 is 0."
-            else:
-                hint = ("a plain signed division: sdiv truncates toward zero and srem takes the sign of a, "
-                        "like C's / and %.")
-            raise AssertionError(f"{what} with a = {a[k]}, b = {b[k]} gives {got[k]}, NUMPY gives {want[k]}. "
-                                 f"{hint}")
-    return ("int32 division and remainder with your recipe, on zero, -1 and INT_MIN divisors: no trap, and "
-            "every result equal to NUMPY's.")
+    for lane in WIDTHS:
+        for op in (BinaryOps.DIV, BinaryOps.MOD):
+            _check_division(int_divide, op, lane)
+    return ("division and remainder with your recipe for int32, int64, int8 and int16 (the type `t` it is "
+            "given), on zero, -1 and INT_MIN divisors: no trap, and every result equal to NUMPY's.")
 
 
-def _division_ast(op: BinaryOps) -> LazyOp:
+def _check_division(int_divide: Callable[..., list[str]], op: BinaryOps, lane: Any) -> None:
+    """Render one division kernel of `lane` with the learner's recipe, run it in another process and
+    compare with NUMPY, explaining the first difference."""
+    import json
+    import signal
+
+    with plug(llvmir, "int_divide", int_divide) as plugged:
+        name, ir = _division_ir(op, lane)
+        plugged.require_called("llvmir.int_divide")
+    result = _run_ir_elsewhere(name, ir, lane)
+    what = f"{lane.name} a / b" if op is BinaryOps.DIV else f"{lane.name} a % b"
+    if result.returncode == -signal.SIGFPE:
+        raise AssertionError(f"{what}: the kernel died with SIGFPE, the CPU's arithmetic trap: "
+                             "x86's idiv traps on a division by zero and on INT_MIN / -1 (the quotient "
+                             "-INT_MIN does not fit), and srem traps on INT_MIN % -1 too. A "
+                             "select after the division is too late: divide by a safe divisor (1 where "
+                             "b is 0 or -1), then select the answer.")
+    if result.returncode == 3:
+        raise AssertionError(f"{what}: LLVM rejects the IR: {result.stdout.strip()}. Each line is "
+                             "`%name = instruction type operands`, with the type `t` you are given (i32, "
+                             "i64, i8, ...); name your helper values after `name` (like name + '.zero') and "
+                             "end with the line that defines `name` itself.")
+    if result.returncode != 0:
+        raise AssertionError(f"{what}: the kernel's process failed ({result.returncode}): "
+                             f"{result.stderr.strip()[-300:]}")
+    a, b = (np.array(v, lane.np) for v in _operands(lane))
+    got = np.array(json.loads(result.stdout), lane.np)
+    want = _run("NUMPY", _division_ast(op, lane), [], [a, b], lane)
+    for k in range(len(a)):
+        if got[k] == want[k]:
+            continue
+        if b[k] == 0:
+            hint = f"x {'/' if op is BinaryOps.DIV else '%'} 0 is 0 in tinyedu (and on the NUMPY device)."
+        elif b[k] == -1 and op is BinaryOps.DIV:
+            hint = "x / -1 is -x, computed as 0 - x, which wraps INT_MIN to INT_MIN as numpy does."
+        elif b[k] == -1:
+            hint = "x % -1 is 0."
+        else:
+            hint = ("a plain signed division: sdiv truncates toward zero and srem takes the sign of a, "
+                    "like C's / and %.")
+        raise AssertionError(f"{what} with a = {a[k]}, b = {b[k]} gives {got[k]}, NUMPY gives {want[k]}. "
+                             f"{hint}")
+
+
+def _division_ast(op: BinaryOps, lane=dtypes.int32) -> LazyOp:
     n = len(DIVIDENDS)
-    a, b = _load(1, dtypes.int32, (n,)), _load(2, dtypes.int32, (n,))
-    return _store(LazyOp(op, (a, b)), dtypes.int32, (n,))
+    a, b = _load(1, lane, (n,)), _load(2, lane, (n,))
+    return _store(LazyOp(op, (a, b)), lane, (n,))
 
 
 # -- prediction: the values of a phi node --------------------------------------------------------------------

@@ -108,6 +108,12 @@ def _divide_with(guard_zero=True, guard_minus1=True, safe_divisor=True, negate=T
     return wrong
 
 
+def _divide_as_i32(name, op, lane, t, a, b, by_positive_constant=False):
+    """The reference recipe with the type written as i32 instead of `t`: right for int32 only."""
+    lines = int_divide(name, op, lane, t, a, b, by_positive_constant)
+    return [line.replace(f" {t} ", " i32 ") for line in lines]
+
+
 MISTAKES = [
     Mistake("07.neon_vector_op", _vector_op_with(fma_order=True), "the accumulator c goes first",
             "MULACC's operands in its own order"),
@@ -131,6 +137,7 @@ MISTAKES = [
     Mistake("07.llvm_int_divide", _divide_with(negate=False), "x / -1 is -x", "x / -1 gives x"),
     Mistake("07.llvm_int_divide", lambda name, op, lane, t, a, b, by_positive_constant=False:
             [f"{name} = sdiv {a}, {b}"], "LLVM rejects the IR", "no type on the instruction"),
+    Mistake("07.llvm_int_divide", _divide_as_i32, "LLVM rejects the IR", "i32 written where `t` belongs"),
     Mistake("07.phi", {"values": [1.0, 3.0, 6.0, 10.0], "comes_back_from": "ridx0.body"},
             "the first time coming from gidx0.body", "the partial sums without the initial value"),
     Mistake("07.phi", {"values": [0.0, 1.0, 3.0, 6.0], "comes_back_from": "ridx0.body"},
