@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from tinyedu.dtype import dtypes
 from tinyedu.errors import ArgumentError, DeviceError, ShapeError, UnsupportedError
 
 if TYPE_CHECKING:
@@ -163,18 +164,21 @@ class NNMixin:
     def interpolate(self, size: Any = None, scale_factor: Any = None, mode: str = "nearest",
                     align_corners: bool | None = None,
                     recompute_scale_factor: bool | None = None) -> "Tensor":
-        """Resize the spatial axes of (N, C, *spatial) as F.interpolate: mode 'nearest' (1 to 3 spatial
-        axes), 'linear' (N, C, L) or 'bilinear' (N, C, H, W), to `size` or to floor(n * scale_factor).
+        """Resize the spatial axes of (N, C, *spatial) as F.interpolate: mode 'nearest' or
+        'nearest-exact' (1 to 3 spatial axes), 'linear' (N, C, L), 'bilinear' (N, C, H, W) or
+        'trilinear' (N, C, D, H, W), to `size` or to floor(n * scale_factor).
 
         Each output position reads a source position worked out as torch does, in float32 (with
-        scale_factor, torch steps by 1/scale_factor, not by n/size). Nearest picks floor(source);
-        linear blends the two neighbours (1 - t) * x[i] + t * x[i + 1], one axis after the other
-        (the last first, as torch sums bilinear's four terms). The picks are gathers with indices
-        known on the host, so the gradient flows back to the elements read. recompute_scale_factor
-        steps by n/size after working out size from scale_factor. Nearest keeps the dtype; linear
-        modes blend in float32.
+        scale_factor, torch steps by 1/scale_factor, not by n/size). Nearest picks floor(source),
+        nearest-exact the pixel whose centre is nearest, floor(source + 0.5 step); linear blends the
+        two neighbours (1 - t) * x[i] + t * x[i + 1], one axis after the other (the last first, as
+        torch sums the 4 or 8 terms). The picks are gathers with indices known on the host, so the
+        gradient flows back to the elements read. recompute_scale_factor steps by n/size after
+        working out size from scale_factor. Nearest modes keep the dtype; linear modes blend uint8
+        in fixed point and give uint8 (`_blend_uint8`), other dtypes blend in float32.
         """
-        spatial = {"nearest": (1, 2, 3), "linear": (1,), "bilinear": (2,)}
+        spatial = {"nearest": (1, 2, 3), "nearest-exact": (1, 2, 3), "linear": (1,), "bilinear": (2,),
+                   "trilinear": (3,)}
         if mode not in spatial:
             raise UnsupportedError(f"interpolate: mode must be one of {', '.join(spatial)}, got {mode!r}")
         nd = self.ndim - 2
@@ -182,16 +186,20 @@ class NNMixin:
             want = " or ".join(f"{k + 2}-d" for k in spatial[mode])
             raise UnsupportedError(f"interpolate: mode {mode!r} expects a {want} input (N, C, spatial...), "
                                    f"got shape {self.shape}")
-        if mode == "nearest" and align_corners is not None:
-            raise ValueError("interpolate: align_corners only applies to the modes linear and bilinear")
+        nearest = mode.startswith("nearest")
+        if nearest and align_corners is not None:
+            raise ValueError("interpolate: align_corners only applies to the modes linear, bilinear and "
+                             "trilinear")
         sizes, scales = _interp_sizes(self.shape[2:], size, scale_factor)
         if recompute_scale_factor:
             scales = (None,) * nd
-        x = self if self.dtype.is_float or mode == "nearest" else self.float()
+        x = self if self.dtype.is_float or nearest or self.dtype == dtypes.uint8 else self.float()
         for axis in reversed(range(nd)):  # the last axis first
             n, out, scale = self.shape[2 + axis], sizes[axis], scales[axis]
-            if mode == "nearest":
-                x = x._select(2 + axis, _nearest_source(n, out, scale))
+            if nearest:
+                x = x._select(2 + axis, _nearest_source(n, out, scale, exact=mode == "nearest-exact"))
+            elif x.dtype == dtypes.uint8:
+                x = _blend_uint8(x, 2 + axis, n, out, scale, bool(align_corners))
             else:
                 low, high, t = _linear_source(n, out, scale, bool(align_corners))
                 weight = type(self)(t.reshape((-1,) + (1,) * (nd - 1 - axis)), device=x.device)
@@ -324,9 +332,10 @@ def _step(n: int, out: int, scale: float | None) -> np.float32:
     return np.float32(1.0 / scale) if scale is not None else np.float32(n) / np.float32(out)
 
 
-def _nearest_source(n: int, out: int, scale: float | None) -> np.ndarray:
-    """floor(i * step), clamped to the last element (torch's 'nearest', which is not rounding)."""
-    dst = np.arange(out, dtype=np.float32)
+def _nearest_source(n: int, out: int, scale: float | None, exact: bool = False) -> np.ndarray:
+    """floor(i * step), clamped to the last element (torch's 'nearest', which is not rounding); with
+    exact ('nearest-exact'), floor((i + 0.5) * step): the source pixel under the output pixel's centre."""
+    dst = np.arange(out, dtype=np.float32) + np.float32(0.5 if exact else 0)
     return np.minimum(np.floor(dst * _step(n, out, scale)).astype(np.int64), n - 1)
 
 
@@ -343,3 +352,41 @@ def _linear_source(n: int, out: int, scale: float | None, align_corners: bool
     low = np.minimum(src.astype(np.int64), n - 1)
     t = np.minimum(src - low.astype(np.float32), np.float32(1)).astype(np.float32)
     return low, np.minimum(low + 1, n - 1), t
+
+
+def _blend_uint8(x: "Tensor", axis: int, n: int, out: int, scale: float | None,
+                 align_corners: bool) -> "Tensor":
+    """One axis of a linear resize of uint8 as torch's CPU kernel does it: integer weights with p
+    fraction bits, then (sum + 2^(p-1)) >> p, which rounds half up; the result is uint8 again before
+    the next axis. Blending in float and rounding once differs from torch in about 1% of pixels."""
+    if n == out:
+        return x  # every weight would be exactly 1 (torch skips the pass too)
+    low, w_low, w_high, bits = _fixed_point_weights(n, out, scale, align_corners)
+    shape = (-1,) + (1,) * (x.ndim - 1 - axis)
+    w_low_t = type(x)(w_low.reshape(shape), device=x.device)
+    w_high_t = type(x)(w_high.reshape(shape), device=x.device)
+    wide = x.int()
+    total = wide._select(axis, low) * w_low_t + wide._select(axis, np.minimum(low + 1, n - 1)) * w_high_t
+    return ((total + (1 << (bits - 1))) >> bits).cast(x.dtype)
+
+
+def _fixed_point_weights(n: int, out: int, scale: float | None, align_corners: bool
+                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """(first source index, its weight, the next one's weight, p) for `_blend_uint8`, worked out in
+    float64: the output pixel's centre c in source coordinates, weights 1 - |j + 0.5 - c| of the
+    source pixels j within 1 of it, normalized to sum 1 (one pixel at an edge), then scaled by 2^p
+    with p the most bits that keep every weight under 2^15 and rounded to ints."""
+    dst = np.arange(out, dtype=np.float64)
+    if align_corners:
+        centre = dst * ((n - 1) / (out - 1) if out > 1 else 0.0) + 0.5
+    else:
+        centre = (dst + 0.5) * (1.0 / scale if scale is not None else n / out)
+    low = np.maximum(np.trunc(centre - 0.5), 0).astype(np.int64)
+    taps = np.minimum(np.trunc(centre + 1.5), n).astype(np.int64) - low  # 1 or 2 source pixels
+    w_low = np.maximum(1 - np.abs(low + 0.5 - centre), 0)
+    w_high = np.where(taps > 1, np.maximum(1 - np.abs(low + 1.5 - centre), 0), 0.0)
+    w_low, w_high = w_low / (w_low + w_high), w_high / (w_low + w_high)
+    top = max(w_low.max(), w_high.max())
+    bits = next(p for p in range(23) if p == 22 or int(0.5 + top * (1 << (p + 1))) >= 1 << 15)
+    to_int = lambda w: np.floor(w * (1 << bits) + 0.5).astype(np.int32)  # noqa: E731
+    return low, to_int(w_low), to_int(w_high), bits
