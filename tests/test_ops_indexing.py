@@ -415,7 +415,7 @@ BAD: list[tuple[str, Callable, type, str]] = [
     ("unpool_indices_shape", lambda x: x.reshape(1, 3, 4).max_unpool2d(Tensor([0]), 2),
      ValueError, "same shape"),
     ("interpolate_mode", lambda x: x.reshape(1, 3, 4).interpolate(size=5, mode="cubic"), ValueError,
-     "interpolate: mode must be one of nearest, linear, bilinear, got 'cubic'"),
+     "interpolate: mode must be one of nearest, nearest-exact, linear, bilinear, trilinear, got 'cubic'"),
     ("interpolate_dims", lambda x: x.reshape(1, 3, 4).interpolate(size=5, mode="bilinear"), ValueError,
      r"mode 'bilinear' expects a 4-d input .*\(1, 3, 4\)"),
     ("interpolate_both", lambda x: x.reshape(1, 3, 4).interpolate(size=5, scale_factor=2),

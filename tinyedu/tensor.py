@@ -16,6 +16,7 @@ import numpy as np
 
 import tinyedu.function as F
 from tinyedu.dtype import DType, cast_array, check_fits, dtypes, from_storage, result_type, scalar_dtype
+from tinyedu.errors import DeviceError, DTypeError, ShapeError
 from tinyedu.helpers import prod
 from tinyedu.lazy import LazyBuffer, engine
 from tinyedu.tensor_api.activations import ActivationMixin
@@ -145,8 +146,8 @@ class Tensor(CreationMixin, ElementwiseMixin, RoundingMixin, ActivationMixin, Re
 
     def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
         if requires_grad and not self.dtype.is_float:
-            raise TypeError(f"requires_grad: only floating point tensors can require gradients, this one is "
-                            f"{self.dtype.name}; cast it first with .float()")
+            raise DTypeError(f"requires_grad: only floating point tensors can require gradients, this one is "
+                             f"{self.dtype.name}; cast it first with .float()")
         self.requires_grad = requires_grad
         return self
 
@@ -169,7 +170,7 @@ class Tensor(CreationMixin, ElementwiseMixin, RoundingMixin, ActivationMixin, Re
 
     def item(self) -> Scalar:
         if self.numel() != 1:
-            raise ValueError(f"item(): only a tensor with exactly one element can be converted to a Python "
+            raise ShapeError(f"item(): only a tensor with exactly one element can be converted to a Python "
                              f"number, this one has shape {self.shape}")
         return self.numpy().reshape(()).item()
 
@@ -237,7 +238,7 @@ class Tensor(CreationMixin, ElementwiseMixin, RoundingMixin, ActivationMixin, Re
                                    f"gradient= with shape {self.shape}")
             gradient = Tensor.ones(self.shape, device=self.device, dtype=self.dtype)
         if gradient.shape != self.shape:
-            raise ValueError(f"backward: gradient has shape {gradient.shape} but the tensor has shape "
+            raise ShapeError(f"backward: gradient has shape {gradient.shape} but the tensor has shape "
                              f"{self.shape}; they must match")
         grads: dict[int, LazyBuffer] = {id(self): gradient.lazydata.cast(self.dtype)}
         for node in self._graph_order():
@@ -278,9 +279,9 @@ class Tensor(CreationMixin, ElementwiseMixin, RoundingMixin, ActivationMixin, Re
         """Make two operands the same shape (numpy rules) and, if asked, the same dtype (PyTorch rules)."""
         if isinstance(other, Tensor):
             if other.device != self.device:
-                raise ValueError(f"{op}: tensors are on different devices ({self.device} and "
-                                 f"{other.device}); "
-                                 f"move one with .to({self.device!r})")
+                raise DeviceError(f"{op}: tensors are on different devices ({self.device} and "
+                                  f"{other.device}); "
+                                  f"move one with .to({self.device!r})")
             dtype = result_type(self._operand(), other._operand())
         elif isinstance(other, (bool, int, float)):
             dtype = result_type(self._operand(), (scalar_dtype(other), "scalar"))
@@ -346,7 +347,7 @@ def broadcast_shape(*shapes: tuple[int, ...], op: str = "broadcast") -> tuple[in
         real = {s for s in sizes if s != 1}
         if len(real) > 1:
             listed = " and ".join(str(tuple(s)) for s in shapes)
-            raise ValueError(f"{op}: shapes {listed} cannot be broadcast "
+            raise ShapeError(f"{op}: shapes {listed} cannot be broadcast "
                              "together; each axis (aligned from the right) must be equal or 1")
         out.append(real.pop() if real else 1)
     return tuple(out)

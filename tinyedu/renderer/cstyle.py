@@ -350,8 +350,10 @@ class CRenderer(Renderer):
         return self.splat(u.dtype, _unwrap(value))
 
     def splat(self, dtype: VectorDType, scalar: str) -> str:
-        """A vector with `scalar` in every lane."""
-        return f"{self.use_helper('broadcast_' + c_type(dtype), dtype)}({scalar})"
+        """A vector with `scalar` in every lane. A bool vector is an intxN mask like an int vector,
+        but its broadcast makes -1 of true, so it needs a helper of its own name."""
+        kind = "broadcast_mask_" if dtype.scalar == dtypes.bool else "broadcast_"
+        return f"{self.use_helper(kind + c_type(dtype), dtype)}({scalar})"
 
     def use_helper(self, name: str, dtype: DType | VectorDType) -> str:
         if is_vector(dtype):

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import tinyedu.function_composite as FC
 import tinyedu.function_math as FM
 from tinyedu.dtype import dtypes, promote_with_scalar
+from tinyedu.errors import ArgumentError
 
 if TYPE_CHECKING:
     from tinyedu.tensor import Tensor
@@ -45,7 +46,7 @@ class ActivationMixin:
         from tinyedu.tensor import Tensor
 
         if min is None and max is None:
-            raise ValueError("clamp: give at least one of min and max")
+            raise ArgumentError("clamp: give at least one of min and max")
         if isinstance(min, Tensor) or isinstance(max, Tensor):
             out = self
             if min is not None:
@@ -126,7 +127,7 @@ class ActivationMixin:
         if approximate == "none":
             return x._apply(FC.Gelu)
         if approximate != "tanh":
-            raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+            raise ArgumentError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
         return x._apply(FC.GeluTanh)
 
     def quick_gelu(self) -> "Tensor":
@@ -146,7 +147,7 @@ class ActivationMixin:
     def celu(self, alpha: float = 1.0) -> "Tensor":
         alpha = _number(alpha, "alpha", "celu")
         if alpha == 0:
-            raise ValueError("celu: alpha must not be 0")
+            raise ArgumentError("celu: alpha must not be 0")
         x = self._float()
         negative = x <= 0
         return negative.where(alpha * (negative.where(x, 0.0) / alpha).expm1(), x)

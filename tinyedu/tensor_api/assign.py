@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
+from tinyedu.errors import DeviceError, ShapeError
 from tinyedu.lazy import engine
 
 if TYPE_CHECKING:
@@ -64,12 +65,12 @@ def _checked_value(target: "Tensor", value: Any) -> "Tensor":
         raise TypeError(f"assign: the new value must be a Tensor, a number, a list or a numpy array, got "
                         f"{type(value).__name__}")
     if value.shape != target.shape:
-        raise ValueError(f"assign: the new value has shape {value.shape} but the tensor has shape "
+        raise ShapeError(f"assign: the new value has shape {value.shape} but the tensor has shape "
                          f"{target.shape}; they must match (assign writes every element once)")
     if value.dtype != target.dtype:
         raise TypeError(f"assign: the new value is {value.dtype.name} but the tensor is {target.dtype.name}; "
                         f"cast it first with .cast({target.dtype})")
     if value.device != target.device:
-        raise ValueError(f"assign: the new value is on {value.device} but the tensor is on {target.device}; "
-                         f"move it first with .to({target.device!r})")
+        raise DeviceError(f"assign: the new value is on {value.device} but the tensor is on {target.device}; "
+                          f"move it first with .to({target.device!r})")
     return value

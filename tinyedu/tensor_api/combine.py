@@ -12,6 +12,7 @@ import math
 from typing import TYPE_CHECKING, Any, Sequence
 
 from tinyedu.dtype import least_upper_dtype
+from tinyedu.errors import ArgumentError, DeviceError, ShapeError
 
 if TYPE_CHECKING:
     from tinyedu.tensor import Tensor
@@ -28,8 +29,8 @@ def _tensors(first: Any, others: tuple, op: str) -> list["Tensor"]:
         if not isinstance(t, Tensor):
             raise TypeError(f"{op}: expected Tensors, but item {k} is a {type(t).__name__}")
         if t.device != tensors[0].device:
-            raise ValueError(f"{op}: tensors are on different devices ({tensors[0].device} and {t.device}); "
-                             "move them to one with .to()")
+            raise DeviceError(f"{op}: tensors are on different devices ({tensors[0].device} and {t.device}); "
+                              "move them to one with .to()")
     return tensors
 
 
@@ -44,13 +45,13 @@ class CombineMixin:
         tensors = [t for t in tensors if t.shape != (0,)] or tensors[:1]
         first = tensors[0]
         if first.ndim == 0:
-            raise ValueError("cat: 0-d tensors cannot be concatenated (they have no axis to join along); "
+            raise ShapeError("cat: 0-d tensors cannot be concatenated (they have no axis to join along); "
                              "use stack, or reshape them to (1,) first")
         d = first._axis(dim, "cat")
         for k, t in enumerate(tensors):
             same = t.ndim == first.ndim and all(t.shape[i] == first.shape[i] for i in range(t.ndim) if i != d)
             if not same:
-                raise ValueError(f"cat: shapes {[x.shape for x in tensors]} cannot be joined along dim "
+                raise ShapeError(f"cat: shapes {[x.shape for x in tensors]} cannot be joined along dim "
                                  f"{dim}: tensor {k} has shape {t.shape}, but all must match {first.shape} "
                                  f"except in dim {d}")
         total = sum(t.shape[d] for t in tensors)
@@ -68,7 +69,7 @@ class CombineMixin:
         tensors = _tensors(self, others, "stack")
         for k, t in enumerate(tensors):
             if t.shape != tensors[0].shape:
-                raise ValueError(f"stack: all tensors must have the same shape, but tensor 0 has shape "
+                raise ShapeError(f"stack: all tensors must have the same shape, but tensor 0 has shape "
                                  f"{tensors[0].shape} and tensor {k} has {t.shape}")
         d = tensors[0]._axis(dim, "stack", ndim=tensors[0].ndim + 1)
         first, *rest = (t.unsqueeze(d) for t in tensors)
@@ -77,20 +78,20 @@ class CombineMixin:
     def split(self, split_size_or_sections: int | Sequence[int], dim: int = 0) -> tuple["Tensor", ...]:
         """Cut along `dim` into pieces of `split_size` (the last may be smaller), or of the given sizes."""
         if not self.ndim:
-            raise ValueError("split: a 0-d tensor has no axis to split")
+            raise ShapeError("split: a 0-d tensor has no axis to split")
         d = self._axis(dim, "split")
         n = self.shape[d]
         if isinstance(split_size_or_sections, int) and not isinstance(split_size_or_sections, bool):
             size = split_size_or_sections
             if size < 0 or (size == 0 and n != 0):
-                raise ValueError(f"split: split_size must be a positive int, got {size} (dim {d} has size "
-                                 f"{n})")
+                raise ArgumentError(f"split: split_size must be a positive int, got {size} (dim {d} has size "
+                                    f"{n})")
             sizes = [min(size, n - start) for start in range(0, n, size)] if n else [0]
         elif isinstance(split_size_or_sections, (list, tuple)):
             sizes = list(split_size_or_sections)
             if any(not isinstance(s, int) or isinstance(s, bool) or s < 0 for s in sizes) or sum(sizes) != n:
-                raise ValueError(f"split: sizes {sizes} must be ints >= 0 that add up to {n}, the size of "
-                                 f"dim {d} of shape {self.shape}")
+                raise ArgumentError(f"split: sizes {sizes} must be ints >= 0 that add up to {n}, the size of "
+                                    f"dim {d} of shape {self.shape}")
         else:
             raise TypeError("split: expected an int or a list of ints, got "
                             f"{type(split_size_or_sections).__name__}")
@@ -104,9 +105,9 @@ class CombineMixin:
     def chunk(self, chunks: int, dim: int = 0) -> tuple["Tensor", ...]:
         """Cut into `chunks` pieces of ceil(n / chunks) elements (so there may be fewer, as in PyTorch)."""
         if not isinstance(chunks, int) or isinstance(chunks, bool) or chunks <= 0:
-            raise ValueError(f"chunk: chunks must be a positive int, got {chunks!r}")
+            raise ArgumentError(f"chunk: chunks must be a positive int, got {chunks!r}")
         if not self.ndim:
-            raise ValueError("chunk: a 0-d tensor has no axis to chunk")
+            raise ShapeError("chunk: a 0-d tensor has no axis to chunk")
         n = self.shape[self._axis(dim, "chunk")]
         if n == 0:
             return tuple(self for _ in range(chunks))

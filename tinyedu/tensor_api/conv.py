@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+from tinyedu.errors import ArgumentError, ShapeError
 from tinyedu.helpers import prod
 from tinyedu.tensor_api.indexing import _one_hot_pick
 from tinyedu.tensor_api.nn_ops import check_tensors
@@ -33,8 +34,8 @@ def _ints(value: Any, nd: int, name: str, op: str, minimum: int) -> tuple[int, .
     items = tuple(value) if isinstance(value, (tuple, list)) else ()
     ok = len(items) == nd and all(isinstance(v, int) and not isinstance(v, bool) for v in items)
     if not ok or min(items) < minimum:
-        raise ValueError(f"{op}: {name} must be an int or {nd} ints (one per spatial axis), each >= "
-                         f"{minimum}, got {value!r}")
+        raise ArgumentError(f"{op}: {name} must be an int or {nd} ints (one per spatial axis), each >= "
+                            f"{minimum}, got {value!r}")
     return items
 
 
@@ -46,12 +47,12 @@ def _padding(padding: Any, nd: int, op: str, kernel: tuple[int, ...] = (), dilat
         return ((0, 0),) * nd
     if padding == "same":
         if any(s != 1 for s in stride):
-            raise ValueError(f"{op}: padding='same' needs stride 1, got stride {stride}")
+            raise ArgumentError(f"{op}: padding='same' needs stride 1, got stride {stride}")
         totals = [d * (k - 1) for k, d in zip(kernel, dilation, strict=True)]
         return tuple((t // 2, t - t // 2) for t in totals)
     if isinstance(padding, str):
-        raise ValueError(f"{op}: padding must be an int, {nd} ints, {2 * nd} ints, 'valid' or 'same', got "
-                         f"{padding!r}")
+        raise ArgumentError(f"{op}: padding must be an int, {nd} ints, {2 * nd} ints, 'valid' or 'same', got "
+                            f"{padding!r}")
     if isinstance(padding, (tuple, list)) and len(padding) == 2 * nd and nd > 0:
         flat = _ints(padding, 2 * nd, "padding", op, -(2**31))
         return tuple((flat[2 * i], flat[2 * i + 1]) for i in reversed(range(nd)))
@@ -63,7 +64,7 @@ def _spatial(x: "Tensor", nd: int, op: str, what: str) -> tuple["Tensor", bool]:
     if x.ndim not in (nd + 1, nd + 2):
         spatial = ("L",) if nd == 1 else ("H", "W") if nd == 2 else ("D", "H", "W")
         names = ", ".join(spatial)
-        raise ValueError(f"{op}: expected input (N, {what}, {names}) or ({what}, {names}), got shape "
+        raise ShapeError(f"{op}: expected input (N, {what}, {names}) or ({what}, {names}), got shape "
                          f"{x.shape}")
     return (x.unsqueeze(0), True) if x.ndim == nd + 1 else (x, False)
 
@@ -72,7 +73,7 @@ def _check_output_size(op: str, shape: tuple[int, ...], padded: tuple[int, ...],
                        dilation: tuple[int, ...]) -> None:
     spans = [d * (k - 1) + 1 for k, d in zip(kernel, dilation, strict=True)]
     if any(span > size for span, size in zip(spans, padded, strict=True)):
-        raise ValueError(f"{op}: the kernel {kernel} with dilation {dilation} spans {tuple(spans)}, larger "
+        raise ShapeError(f"{op}: the kernel {kernel} with dilation {dilation} spans {tuple(spans)}, larger "
                          f"than the padded input {tuple(padded)} (input shape {shape}); use a smaller kernel "
                          "or more padding")
 
@@ -101,17 +102,17 @@ class ConvMixin:
         each with its own slice of the weight."""
         check_tensors(op, self.device, weight=weight, bias=bias)
         if weight.ndim != nd + 2:
-            raise ValueError(f"{op}: expected a weight (C_out, C_in/groups, {nd} kernel sizes) with {nd + 2} "
+            raise ShapeError(f"{op}: expected a weight (C_out, C_in/groups, {nd} kernel sizes) with {nd + 2} "
                              f"axes, got weight {weight.shape} (input {self.shape})")
         x, unbatched = _spatial(self, nd, op, "C_in")
         (n, cin), (cout, cin_g), kernel = x.shape[:2], weight.shape[:2], weight.shape[2:]
         if 0 in kernel:
-            raise ValueError(f"{op}: the weight {weight.shape} has an empty kernel {kernel}; every kernel "
+            raise ShapeError(f"{op}: the weight {weight.shape} has an empty kernel {kernel}; every kernel "
                              "size must be >= 1")
         if not isinstance(groups, int) or isinstance(groups, bool) or groups < 1:
-            raise ValueError(f"{op}: groups must be a positive int, got {groups!r}")
+            raise ArgumentError(f"{op}: groups must be a positive int, got {groups!r}")
         if cin != cin_g * groups or cout % groups:
-            raise ValueError(f"{op}: input {self.shape} has {cin} channels but weight {weight.shape} with "
+            raise ShapeError(f"{op}: input {self.shape} has {cin} channels but weight {weight.shape} with "
                              f"groups={groups} expects {cin_g * groups}; C_in must be weight.shape[1] * "
                              f"groups and C_out ({cout}) divisible by groups")
         stride, dilation = _ints(stride, nd, "stride", op, 1), _ints(dilation, nd, "dilation", op, 1)
@@ -128,7 +129,7 @@ class ConvMixin:
         result = result.permute(0, 1, 3, 2).reshape(n, cout, *out)
         if bias is not None:
             if bias.shape != (cout,):
-                raise ValueError(f"{op}: bias must have shape ({cout},), one per output channel, got "
+                raise ShapeError(f"{op}: bias must have shape ({cout},), one per output channel, got "
                                  f"{bias.shape}")
             result = result + bias.reshape(1, cout, *(1,) * nd)
         return result.squeeze(0) if unbatched else result
@@ -163,22 +164,22 @@ class ConvMixin:
         channels swapped within each group."""
         check_tensors(op, self.device, weight=weight, bias=bias)
         if weight.ndim != nd + 2:
-            raise ValueError(f"{op}: expected a weight (C_in, C_out/groups, {nd} kernel sizes) with {nd + 2} "
+            raise ShapeError(f"{op}: expected a weight (C_in, C_out/groups, {nd} kernel sizes) with {nd + 2} "
                              f"axes, got weight {weight.shape} (input {self.shape})")
         x, unbatched = _spatial(self, nd, op, "C_in")
         if not isinstance(groups, int) or isinstance(groups, bool) or groups < 1:
-            raise ValueError(f"{op}: groups must be a positive int, got {groups!r}")
+            raise ArgumentError(f"{op}: groups must be a positive int, got {groups!r}")
         cin, cout_g, kernel = weight.shape[0], weight.shape[1], weight.shape[2:]
         if x.shape[1] != cin or cin % groups:
-            raise ValueError(f"{op}: input {self.shape} has {x.shape[1]} channels but weight {weight.shape} "
+            raise ShapeError(f"{op}: input {self.shape} has {x.shape[1]} channels but weight {weight.shape} "
                              f"expects {cin} (weight.shape[0]), which must be divisible by groups={groups}")
         stride, dilation = _ints(stride, nd, "stride", op, 1), _ints(dilation, nd, "dilation", op, 1)
         padding = _ints(padding, nd, "padding", op, 0)
         output_padding = _ints(output_padding, nd, "output_padding", op, 0)
         for o, s, d in zip(output_padding, stride, dilation, strict=True):
             if o >= s and o >= d:
-                raise ValueError(f"{op}: output_padding {output_padding} must be smaller than either stride "
-                                 f"{stride} or dilation {dilation}")
+                raise ArgumentError(f"{op}: output_padding {output_padding} must be smaller than either "
+                                    f"stride {stride} or dilation {dilation}")
         w = weight.reshape(groups, cin // groups, cout_g, *kernel).transpose(1, 2)
         w = w.flip(tuple(range(3, 3 + nd))).reshape(groups * cout_g, cin // groups, *kernel)
         for axis, s in enumerate(stride, start=2):
@@ -193,7 +194,7 @@ class ConvMixin:
         out = x._conv(w, None, 1, _flat(pads), dilation, groups, nd, op)
         if bias is not None:
             if bias.shape != (cout_g * groups,):
-                raise ValueError(f"{op}: bias must have shape ({cout_g * groups},), one per output channel, "
+                raise ShapeError(f"{op}: bias must have shape ({cout_g * groups},), one per output channel, "
                                  f"got {bias.shape}")
             out = out + bias.reshape(1, cout_g * groups, *(1,) * nd)
         return out.squeeze(0) if unbatched else out
@@ -272,7 +273,7 @@ class ConvMixin:
         check_tensors(op, self.device, indices=indices)
         x, unbatched = _spatial(self, nd, op, "C")
         if not self.dtype.is_float or indices.shape != self.shape:
-            raise ValueError(f"{op}: expected a float input and indices of the same shape, got "
+            raise ShapeError(f"{op}: expected a float input and indices of the same shape, got "
                              f"{self.dtype.name} {self.shape} and indices {indices.shape}")
         kernel = _ints(kernel_size, nd, "kernel_size", op, 1)
         steps = kernel if stride is None else _ints(stride, nd, "stride", op, 1)
@@ -306,7 +307,8 @@ class ConvMixin:
         if divisor_override is not None:
             valid = isinstance(divisor_override, int) and not isinstance(divisor_override, bool)
             if not valid or divisor_override < 1:
-                raise ValueError(f"{op}: divisor_override must be a positive int, got {divisor_override!r}")
+                raise ArgumentError(f"{op}: divisor_override must be a positive int, got "
+                                    f"{divisor_override!r}")
             return total / divisor_override
         if not count_include_pad or any(extra):  # count the real (or real + padded) positions per window
             pads = _ints(padding, nd, "padding", op, 0)
@@ -325,7 +327,7 @@ class ConvMixin:
         ceil_mode added after each axis (a last window may start in the input and run past it)."""
         if self.ndim not in (nd + 1, nd + 2):
             spatial = {1: "L", 2: "H, W", 3: "D, H, W"}[nd]
-            raise ValueError(f"{op}: expected input (N, C, {spatial}) or (C, {spatial}), got shape "
+            raise ShapeError(f"{op}: expected input (N, C, {spatial}) or (C, {spatial}), got shape "
                              f"{self.shape}")
         kernel = _ints(kernel_size, nd, "kernel_size", op, 1)
         steps = kernel if stride is None else _ints(stride, nd, "stride", op, 1)
@@ -333,9 +335,9 @@ class ConvMixin:
         dil = _ints(dilation, nd, "dilation", op, 1)
         for p, k, d in zip(pads, kernel, dil, strict=True):
             if p > (d * (k - 1) + 1) // 2:
-                raise ValueError(f"{op}: padding {padding} must be at most half of the effective kernel size "
-                                 f"(dilation * (kernel_size - 1) + 1) // 2, got kernel_size {kernel_size}, "
-                                 f"dilation {dilation}")
+                raise ArgumentError(f"{op}: padding {padding} must be at most half of the effective kernel "
+                                    f"size (dilation * (kernel_size - 1) + 1) // 2, got kernel_size "
+                                    f"{kernel_size}, dilation {dilation}")
         sizes = self.shape[-nd:]
         padded = tuple(n + 2 * p for n, p in zip(sizes, pads, strict=True))
         _check_output_size(op, self.shape, padded, kernel, dil)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tinyedu.dtype import DType, check_fits, dtypes
+from tinyedu.errors import ArgumentError, DTypeError, ShapeError
 from tinyedu.helpers import flatten_args
 from tinyedu.lazy import LazyBuffer, engine
 from tinyedu.ops import LoadOps
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
 def _check_shape(shape: tuple, op: str) -> tuple[int, ...]:
     for s in shape:
         if not isinstance(s, (int, np.integer)) or isinstance(s, bool) or s < 0:
-            raise ValueError(f"{op}: shape must be non-negative ints, got {shape}")
+            raise ShapeError(f"{op}: shape must be non-negative ints, got {shape}")
     return tuple(int(s) for s in shape)
 
 
@@ -73,7 +74,7 @@ class CreationMixin:
         if stop is None:
             start, stop = 0, start
         if step == 0:
-            raise ValueError("arange: step must not be zero")
+            raise ArgumentError("arange: step must not be zero")
         is_int = all(isinstance(v, int) for v in (start, stop, step))
         dtype = dtypes.from_any(dtype) if dtype is not None else (dtypes.int32 if is_int else dtypes.float32)
         return cls._from_host(np.arange(start, stop, step), dtype, device, None)
@@ -112,7 +113,7 @@ class CreationMixin:
         if high is None:
             low, high = 0, low
         if high <= low:
-            raise ValueError(f"randint: need low < high, got low={low}, high={high}")
+            raise ArgumentError(f"randint: need low < high, got low={low}, high={high}")
         size = _check_shape(tuple(size), "randint")
         return cls._from_host(cls._rng.integers(low, high, size), dtypes.from_any(dtype), device, None)
 
@@ -135,8 +136,12 @@ class CreationMixin:
                  device: str | None = None) -> "Tensor":
         """`steps` values from start to end, both included, evenly spaced (torch.linspace)."""
         if not isinstance(steps, int) or isinstance(steps, bool) or steps < 0:
-            raise ValueError(f"linspace: steps must be an int >= 0, got {steps!r}")
-        return cls._from_host(np.linspace(start, end, steps), dtypes.from_any(dtype), device, None)
+            raise ArgumentError(f"linspace: steps must be an int >= 0, got {steps!r}")
+        dtype = dtypes.from_any(dtype)
+        if dtype == dtypes.bool:
+            raise DTypeError("linspace: dtype bool is not supported (as in PyTorch): evenly spaced values "
+                             "are numbers; use a numeric dtype and compare, e.g. linspace(...) != 0")
+        return cls._from_host(np.linspace(start, end, steps), dtype, device, None)
 
     def multinomial(self, num_samples: int = 1, replacement: bool = False) -> "Tensor":
         """Draw category indices with probabilities proportional to the weights in the last axis of
@@ -151,21 +156,21 @@ class CreationMixin:
         from tinyedu.tensor import Tensor
 
         if self.ndim not in (1, 2) or not self.dtype.is_float:
-            raise ValueError(f"multinomial: expects a 1-d or 2-d float tensor of weights, got shape "
+            raise ShapeError(f"multinomial: expects a 1-d or 2-d float tensor of weights, got shape "
                              f"{self.shape} {self.dtype.name}")
         if not isinstance(num_samples, int) or isinstance(num_samples, bool) or num_samples < 1:
-            raise ValueError(f"multinomial: num_samples must be a positive int, got {num_samples!r}")
+            raise ArgumentError(f"multinomial: num_samples must be a positive int, got {num_samples!r}")
         n = self.shape[-1]
         if n == 0:
-            raise ValueError("multinomial: there are no categories (the last axis has size 0)")
+            raise ShapeError("multinomial: there are no categories (the last axis has size 0)")
         if not replacement and num_samples > n:
-            raise ValueError(f"multinomial: cannot take {num_samples} samples from {n} categories without "
-                             "replacement")
+            raise ArgumentError(f"multinomial: cannot take {num_samples} samples from {n} categories without "
+                                "replacement")
         weights = self.reshape(-1, n).detach()
         bad = ((weights < 0) | (weights != weights) | (weights == float("inf"))).any()
         if (bad | (weights.sum(-1) <= 0).any()).item():  # the weights are data: checking reads them
-            raise ValueError("multinomial: the weights must be finite, >= 0, and have a positive sum in "
-                             "every row")
+            raise ArgumentError("multinomial: the weights must be finite, >= 0, and have a positive sum in "
+                                "every row")
         rows, samples = weights.shape[0], []
         categories = Tensor.arange(n, device=self.device)
         for _ in range(num_samples if not replacement else 1):

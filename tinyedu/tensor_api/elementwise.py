@@ -16,6 +16,7 @@ import tinyedu.function as F
 import tinyedu.function_composite as FC
 import tinyedu.function_math as FM
 from tinyedu.dtype import dtypes, from_storage, to_storage
+from tinyedu.errors import ArgumentError, DeviceError, DTypeError
 
 if TYPE_CHECKING:
     from tinyedu.tensor import Tensor
@@ -73,7 +74,7 @@ class ElementwiseMixin:
     # ---- unary primitives ----
     def neg(self) -> "Tensor":
         if self.dtype == dtypes.bool:
-            raise TypeError("neg: negation of a bool tensor is not defined; use logical_not() (or ~)")
+            raise DTypeError("neg: negation of a bool tensor is not defined; use logical_not() (or ~)")
         return self._apply(F.Neg)
 
     def reciprocal(self) -> "Tensor":
@@ -147,7 +148,8 @@ class ElementwiseMixin:
     def sub(self, other: Operand, reverse: bool = False) -> "Tensor":
         x, y = self._broadcasted(other, "sub", reverse)
         if x.dtype == dtypes.bool:
-            raise TypeError("sub: subtraction of bool tensors is not defined; use logical ops or cast to int")
+            raise DTypeError("sub: subtraction of bool tensors is not defined; use logical ops or cast to "
+                             "int")
         return x._apply(F.Sub, y)
 
     def mul(self, other: Operand, reverse: bool = False) -> "Tensor":
@@ -160,7 +162,7 @@ class ElementwiseMixin:
         if rounding_mode == "floor":
             return self.floor_divide(other, reverse)
         if rounding_mode not in (None, "trunc"):
-            raise ValueError(f"div: rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
+            raise ArgumentError(f"div: rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
         x, y = self._broadcasted(other, "div", reverse)
         if rounding_mode == "trunc":
             if not x.dtype.is_float:
@@ -224,9 +226,9 @@ class ElementwiseMixin:
 
         for name, value in (("x", x), ("y", y)):
             if isinstance(value, Tensor) and value.device != self.device:
-                raise ValueError(f"where: tensors are on different devices: the condition is on "
-                                 f"{self.device}, {name} on {value.device}; move it with "
-                                 f".to({self.device!r})")
+                raise DeviceError(f"where: tensors are on different devices: the condition is on "
+                                  f"{self.device}, {name} on {value.device}; move it with "
+                                  f".to({self.device!r})")
             if not isinstance(value, (Tensor, bool, int, float)):
                 raise TypeError(f"where: {name} must be a Tensor or a Python number, not "
                                 f"{type(value).__name__}")
@@ -255,8 +257,8 @@ class ElementwiseMixin:
 
     def _integer_ops(self, op: str) -> "Tensor":
         if self.dtype.is_float:
-            raise TypeError(f"{op}: only integer and bool tensors have bits, this one is {self.dtype.name}; "
-                            "use logical_and/or/xor/not for truth values, or cast with .int()")
+            raise DTypeError(f"{op}: only integer and bool tensors have bits, this one is {self.dtype.name}; "
+                             "use logical_and/or/xor/not for truth values, or cast with .int()")
         return self
 
     def bitwise_and(self, other: Operand, reverse: bool = False) -> "Tensor":

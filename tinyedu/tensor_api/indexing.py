@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 import numpy as np
 
 from tinyedu.dtype import dtypes
+from tinyedu.errors import ArgumentError, DeviceError, DTypeError, ShapeError
 
 if TYPE_CHECKING:
     from tinyedu.tensor import Tensor
@@ -47,7 +48,7 @@ class IndexingMixin:
             if isinstance(item, int):
                 i = item + size if item < 0 else item
                 if not 0 <= i < size:
-                    raise IndexError(f"__getitem__: index {item} is out of range for axis {axis} of size "
+                    raise IndexError(f"__getitem__: index {item} is out of bounds for axis {axis} of size "
                                      f"{size} (shape {self.shape}); valid indices are {-size}..{size - 1}")
                 bounds.append((i, i + 1))
                 steps.append(1)
@@ -115,8 +116,8 @@ class IndexingMixin:
                 raise IndexError("__getitem__: tensors used as indices must be integers, got "
                                  f"{item.dtype.name}; cast with .int()")
             if item.device != self.device:
-                raise ValueError(f"__getitem__: the index is on {item.device} but the tensor is on "
-                                 f"{self.device}")
+                raise DeviceError(f"__getitem__: the index is on {item.device} but the tensor is on "
+                                  f"{self.device}")
             return item
         raise IndexError(f"__getitem__: invalid index {item!r} of type {type(item).__name__}; valid indices "
                          f"are {_VALID}")
@@ -180,18 +181,18 @@ class IndexingMixin:
             raise TypeError(f"gather: index must be a Tensor of integers, got {type(index).__name__}")
         d = self._axis(dim, "gather")
         if index.dtype.is_float or index.dtype == dtypes.bool:
-            raise TypeError(f"gather: index must hold integers, got {index.dtype.name}; cast with .int()")
+            raise DTypeError(f"gather: index must hold integers, got {index.dtype.name}; cast with .int()")
         if self.ndim == 0:
             if index.ndim != 0:
-                raise ValueError(f"gather: a 0-d tensor needs a 0-d index, got shape {index.shape}")
+                raise ShapeError(f"gather: a 0-d tensor needs a 0-d index, got shape {index.shape}")
             return self.reshape(1).gather(0, index.reshape(1)).reshape(())
         too_big = any(i > s for k, (i, s) in enumerate(zip(index.shape, self.shape, strict=False)) if k != d)
         if index.ndim != self.ndim or too_big:
-            raise ValueError(f"gather: index of shape {index.shape} does not fit a tensor of shape "
+            raise ShapeError(f"gather: index of shape {index.shape} does not fit a tensor of shape "
                              f"{self.shape} along dim {dim}: it needs {self.ndim} axes, each no larger than "
                              f"the tensor's except dim {d}")
         if index.device != self.device:
-            raise ValueError(f"gather: the index is on {index.device} but the tensor is on {self.device}")
+            raise DeviceError(f"gather: the index is on {index.device} but the tensor is on {self.device}")
         n = self.shape[d]
         index = _check_in_range(index, n, f"gather: index along dim {d}", negative_ok=False)
         x = self.shrink(tuple(None if k == d else (0, i) for k, i in enumerate(index.shape)))
@@ -217,10 +218,10 @@ class IndexingMixin:
 
         if not isinstance(mask, Tensor) or mask.dtype != dtypes.bool:
             what = getattr(mask, "dtype", type(mask).__name__)
-            raise TypeError(f"masked_select: mask must be a bool Tensor, got {what}")
+            raise DTypeError(f"masked_select: mask must be a bool Tensor, got {what}")
         if mask.device != self.device:
-            raise ValueError(f"masked_select: the mask is on {mask.device} but the tensor is on "
-                             f"{self.device}")
+            raise DeviceError(f"masked_select: the mask is on {mask.device} but the tensor is on "
+                              f"{self.device}")
         shape = broadcast_shape(self.shape, mask.shape, op="masked_select")
         where = np.flatnonzero(mask._broadcast_to(shape).numpy())
         return self._broadcast_to(shape).reshape(-1)._select(0, where)
@@ -236,8 +237,8 @@ class IndexingMixin:
         if reduce is not None:
             modes = {"add": "sum", "multiply": "prod"}
             if reduce not in modes:
-                raise ValueError(f"scatter: reduce must be 'add' or 'multiply', got {reduce!r} "
-                                 "(scatter_reduce has sum, prod, mean, amax, amin)")
+                raise ArgumentError(f"scatter: reduce must be 'add' or 'multiply', got {reduce!r} "
+                                    "(scatter_reduce has sum, prod, mean, amax, amin)")
             return self.scatter_reduce(dim, index, src, modes[reduce])
         if self.ndim == 0:
             return self.reshape(1).scatter(0, _as_1d(index), _as_1d(src)).reshape(())
@@ -256,7 +257,7 @@ class IndexingMixin:
                         op: str) -> "Tensor":
         fills = {"sum": 0, "mean": 0, "prod": 1, "amax": float("-inf"), "amin": float("inf")}
         if reduce not in fills:
-            raise ValueError(f"scatter_reduce: reduce must be one of {', '.join(fills)}, got {reduce!r}")
+            raise ArgumentError(f"scatter_reduce: reduce must be one of {', '.join(fills)}, got {reduce!r}")
         if self.ndim == 0:
             return self.reshape(1)._scatter_reduce(0, _as_1d(index), _as_1d(src), reduce, include_self,
                                                    op).reshape(())
@@ -294,13 +295,13 @@ class IndexingMixin:
                 raise TypeError(f"{op}: src must be a Tensor or a number, got {type(src).__name__}")
             src = Tensor.full(index.shape, src, dtype=self.dtype, device=self.device)
         if index.device != self.device or src.device != self.device:
-            raise ValueError(f"{op}: self, index and src must be on one device, got {self.device}, "
-                             f"{index.device} and {src.device}")
+            raise DeviceError(f"{op}: self, index and src must be on one device, got {self.device}, "
+                              f"{index.device} and {src.device}")
         fits = index.ndim == self.ndim == src.ndim and all(
             i <= s and (i <= t or k == d)
             for k, (i, s, t) in enumerate(zip(index.shape, src.shape, self.shape, strict=True)))
         if not fits:
-            raise ValueError(f"{op}: index of shape {index.shape} does not fit self {self.shape} and src "
+            raise ShapeError(f"{op}: index of shape {index.shape} does not fit self {self.shape} and src "
                              f"{src.shape} along dim {d}: all need {self.ndim} axes, index no larger than "
                              f"src anywhere and no larger than self except along dim {d}")
         n = self.shape[d]
@@ -321,20 +322,20 @@ class IndexingMixin:
         from tinyedu.tensor import Tensor
 
         if self.dtype.is_float or self.dtype == dtypes.bool:
-            raise TypeError(f"one_hot: only integer (class index) tensors, got {self.dtype.name}")
+            raise DTypeError(f"one_hot: only integer (class index) tensors, got {self.dtype.name}")
         if not isinstance(num_classes, int) or isinstance(num_classes, bool) or num_classes < -1:
-            raise ValueError(f"one_hot: num_classes must be a non-negative int or -1, got {num_classes!r}")
+            raise ArgumentError(f"one_hot: num_classes must be a non-negative int or -1, got {num_classes!r}")
         if self.numel():
             low, high = self.min().item(), self.max().item()
             if low < 0:
-                raise ValueError(f"one_hot: class values must be non-negative, got {low}")
+                raise ArgumentError(f"one_hot: class values must be non-negative, got {low}")
             if num_classes == -1:
                 num_classes = high + 1
             if high >= num_classes:
-                raise ValueError(f"one_hot: class values must be smaller than num_classes={num_classes}, got "
-                                 f"{high}")
+                raise ArgumentError(f"one_hot: class values must be smaller than num_classes={num_classes}, "
+                                    f"got {high}")
         elif num_classes == -1:
-            raise ValueError("one_hot: cannot infer num_classes from an empty tensor; pass it")
+            raise ArgumentError("one_hot: cannot infer num_classes from an empty tensor; pass it")
         return (self.unsqueeze(-1) == Tensor.arange(num_classes, device=self.device)).int()
 
     def tril(self, diagonal: int = 0, *, k: int | None = None) -> "Tensor":
@@ -351,7 +352,7 @@ class IndexingMixin:
 
         op = "tril" if lower else "triu"
         if self.ndim < 2:
-            raise ValueError(f"{op}: needs at least 2 axes (a matrix), got shape {self.shape}")
+            raise ShapeError(f"{op}: needs at least 2 axes (a matrix), got shape {self.shape}")
         if not isinstance(diagonal, int) or isinstance(diagonal, bool):
             raise TypeError(f"{op}: diagonal must be an int, got {type(diagonal).__name__}")
         rows, cols = self.shape[-2:]
@@ -366,7 +367,7 @@ class IndexingMixin:
 
         if not isinstance(mask, Tensor) or mask.dtype != dtypes.bool:
             what = getattr(mask, "dtype", type(mask).__name__)
-            raise TypeError(f"masked_fill: mask must be a bool Tensor, got {what}")
+            raise DTypeError(f"masked_fill: mask must be a bool Tensor, got {what}")
         if not isinstance(value, (bool, int, float)):
             raise TypeError(f"masked_fill: value must be a Python number, got {type(value).__name__}")
         return mask.where(self._to_tensor(value, self.dtype), self)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from tinyedu.dtype import dtypes
+from tinyedu.errors import ArgumentError, DTypeError, ShapeError
 
 if TYPE_CHECKING:
     from tinyedu.tensor import Tensor
@@ -103,11 +104,11 @@ class LossMixin:
         uniform distribution: (1 - e) * loss + e * mean over classes of -log p.
         """
         if not isinstance(label_smoothing, (int, float)) or not 0.0 <= label_smoothing <= 1.0:
-            raise ValueError("cross_entropy: label_smoothing must be a number in [0, 1], got "
-                             f"{label_smoothing!r}")
+            raise ArgumentError("cross_entropy: label_smoothing must be a number in [0, 1], got "
+                                f"{label_smoothing!r}")
         _check_tensor(target, "target", "cross_entropy")
         if self.ndim == 0:
-            raise ValueError("cross_entropy: the input needs a class axis: shape (C,), (N, C) or (N, C, d1, "
+            raise ShapeError("cross_entropy: the input needs a class axis: shape (C,), (N, C) or (N, C, d1, "
                              "...)")
         class_axis = 1 if self.ndim >= 2 else 0
         logp = self.log_softmax(class_axis)
@@ -131,7 +132,7 @@ class LossMixin:
         n_classes = logp.shape[class_axis]
         expected = logp.shape[:class_axis] + logp.shape[class_axis + 1:]
         if target.dtype.is_float or target.dtype == dtypes.bool:
-            raise TypeError(f"{op}: target must hold class indices (integers), got {target.dtype.name}")
+            raise DTypeError(f"{op}: target must hold class indices (integers), got {target.dtype.name}")
         if target.shape != expected:
             raise ValueError(f"{op}: target of shape {target.shape} does not fit input of shape "
                              f"{logp.shape}; class-index targets must have shape {expected} (the input "

@@ -12,6 +12,7 @@ import numpy as np
 
 import tinyedu.function as F
 from tinyedu.dtype import DType
+from tinyedu.errors import ArgumentError, ShapeError, UnsupportedError
 from tinyedu.helpers import flatten_args, prod
 
 if TYPE_CHECKING:
@@ -41,15 +42,15 @@ class MovementMixin:
         if any(not isinstance(s, int) or isinstance(s, bool) for s in shape):
             raise TypeError(f"reshape: the new shape must be ints, got {shape}")
         if shape.count(-1) > 1 or any(s < -1 for s in shape):
-            raise ValueError(f"reshape: invalid shape {shape}; sizes must be >= 0 with at most one -1")
+            raise ShapeError(f"reshape: invalid shape {shape}; sizes must be >= 0 with at most one -1")
         if -1 in shape:
             known = prod(s for s in shape if s != -1)
             if known == 0 or self.numel() % known:
-                raise ValueError(f"reshape: cannot infer the -1 in {shape} for a tensor of shape "
+                raise ShapeError(f"reshape: cannot infer the -1 in {shape} for a tensor of shape "
                                  f"{self.shape} ({self.numel()} elements)")
             shape = tuple(self.numel() // known if s == -1 else s for s in shape)
         if prod(shape) != self.numel():
-            raise ValueError(f"reshape: cannot reshape shape {self.shape} ({self.numel()} elements) to "
+            raise ShapeError(f"reshape: cannot reshape shape {self.shape} ({self.numel()} elements) to "
                              f"{shape} ({prod(shape)} elements); the number of elements must match")
         return self if shape == self.shape else self._apply(F.Reshape, shape=shape)
 
@@ -63,7 +64,7 @@ class MovementMixin:
         order = _sizes(order, kwargs, ("dims", "order"), "permute")
         order = tuple(self._axis(a, "permute") for a in order) if self.ndim else order
         if sorted(order) != list(range(self.ndim)):
-            raise ValueError(f"permute: {flatten_args(order)} is not a permutation of the {self.ndim} axes "
+            raise ShapeError(f"permute: {flatten_args(order)} is not a permutation of the {self.ndim} axes "
                              f"of a tensor of shape {self.shape}")
         return self if order == tuple(range(self.ndim)) else self._apply(F.Permute, order=order)
 
@@ -71,13 +72,13 @@ class MovementMixin:
         """Repeat size-1 axes (without copying: their stride becomes 0). -1 keeps a size."""
         shape = _sizes(shape, kwargs, ("size", "shape"), "expand")
         if len(shape) < self.ndim:
-            raise ValueError(f"expand: the new shape {shape} has fewer dimensions than the tensor "
+            raise ShapeError(f"expand: the new shape {shape} has fewer dimensions than the tensor "
                              f"{self.shape}")
         x = self.reshape((1,) * (len(shape) - self.ndim) + self.shape) if len(shape) > self.ndim else self
         shape = tuple(old if new == -1 else new for old, new in zip(x.shape, shape, strict=True))
         for old, new in zip(x.shape, shape, strict=True):
             if old != new and old != 1:
-                raise ValueError(f"expand: cannot expand shape {self.shape} to {shape}; only size-1 axes can "
+                raise ShapeError(f"expand: cannot expand shape {self.shape} to {shape}; only size-1 axes can "
                                  "grow (reshape or repeat otherwise)")
         return x if shape == x.shape else x._apply(F.Expand, shape=shape)
 
@@ -99,7 +100,7 @@ class MovementMixin:
             raise TypeError(f"pad: the fill value must be a number, got {type(value).__name__}")
         crop = tuple((max(-lo, 0), s - max(-hi, 0)) for (lo, hi), s in zip(pairs, self.shape, strict=True))
         if any(lo > hi for lo, hi in crop):
-            raise ValueError(f"pad: padding {tuple(padding)} crops more than the tensor of shape "
+            raise ShapeError(f"pad: padding {tuple(padding)} crops more than the tensor of shape "
                              f"{self.shape} has; a negative amount may remove at most the whole axis")
         x = self.shrink(crop)
         pairs = tuple((max(lo, 0), max(hi, 0)) for lo, hi in pairs)
@@ -116,10 +117,11 @@ class MovementMixin:
         replicate repeats it, circular wraps around. Every piece is a view (shrink, flip, expand,
         repeat), so the gradient of a padded element goes back to the element it copies."""
         if mode not in ("reflect", "replicate", "circular"):
-            raise ValueError(f"pad: mode must be 'constant', 'reflect', 'replicate' or 'circular', got "
-                             f"{mode!r}")
+            raise UnsupportedError(f"pad: mode must be 'constant', 'reflect', 'replicate' or 'circular', got "
+                                   f"{mode!r}")
         if value != 0:
-            raise ValueError(f"pad: mode {mode!r} takes no fill value (got {value!r}); only 'constant' does")
+            raise ArgumentError(f"pad: mode {mode!r} takes no fill value (got {value!r}); only 'constant' "
+                                "does")
         pairs = self._pad_pairs(padding, "pad")
         crop = tuple((min(lo, 0), min(hi, 0)) for lo, hi in pairs)  # negative amounts crop, as in F.pad:
         x = self.pad(crop) if mode == "circular" else self  # circular after cropping, the others before
@@ -133,10 +135,10 @@ class MovementMixin:
         """One axis of `_pad_mode`, with PyTorch's limits on how much each mode can add."""
         limit = {"reflect": n - 1, "replicate": None, "circular": n}[mode]
         if n == 0:
-            raise ValueError(f"pad: mode {mode!r} copies the tensor's own elements, but axis {axis} of shape "
+            raise ShapeError(f"pad: mode {mode!r} copies the tensor's own elements, but axis {axis} of shape "
                              f"{self.shape} has none; use mode 'constant'")
         if limit is not None and max(lo, hi) > limit:
-            raise ValueError(f"pad: mode {mode!r} can add at most {limit} elements to each side of axis "
+            raise ShapeError(f"pad: mode {mode!r} can add at most {limit} elements to each side of axis "
                              f"{axis} of size {n} (shape {self.shape}), got padding {tuple(padding)}")
         def part(lo_: int, hi_: int) -> "Tensor":
             return self.shrink(tuple((lo_, hi_) if a == axis else None for a in range(self.ndim)))
@@ -158,9 +160,9 @@ class MovementMixin:
         if not flat:
             return self._pairs(padding, op, "(before, after)", tuple((0, 0) for _ in self.shape))
         if len(padding) % 2 or len(padding) > 2 * self.ndim:
-            raise ValueError(f"{op}: a flat padding {tuple(padding)} needs an even number of ints, at most "
-                             f"two per axis of shape {self.shape} (last axis first, as F.pad), or give one "
-                             "(before, after) pair per axis")
+            raise ArgumentError(f"{op}: a flat padding {tuple(padding)} needs an even number of ints, at "
+                                f"most two per axis of shape {self.shape} (last axis first, as F.pad), or "
+                                "give one (before, after) pair per axis")
         given = [(padding[i], padding[i + 1]) for i in range(0, len(padding), 2)][::-1]
         return ((0, 0),) * (self.ndim - len(given)) + tuple(given)
 
@@ -218,7 +220,7 @@ class MovementMixin:
         axes = [self._axis(a, "flip") for a in _sizes(axis, kwargs, ("dims", "axis"), "flip")]
         if len(set(axes)) != len(axes):  # (flipping twice would undo it: PyTorch refuses, and so do we)
             twice = next(a for a in axes if axes.count(a) > 1)
-            raise ValueError(f"flip: dim {twice} appears multiple times in the list of dims (shape "
+            raise ShapeError(f"flip: dim {twice} appears multiple times in the list of dims (shape "
                              f"{self.shape}); give each axis once")
         return self._stride(tuple(-1 if i in axes else 1 for i in range(self.ndim)))
 
@@ -239,7 +241,7 @@ class MovementMixin:
             return self.reshape(1)
         start, end = self._axis(start_dim, "flatten"), self._axis(end_dim, "flatten")
         if start > end:
-            raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim} for shape "
+            raise ShapeError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim} for shape "
                              f"{self.shape}")
         return self.reshape(self.shape[:start] + (prod(self.shape[start:end + 1]),) + self.shape[end + 1:])
 
@@ -266,11 +268,11 @@ class MovementMixin:
         src = source if isinstance(source, (tuple, list)) else (source,)
         dst = destination if isinstance(destination, (tuple, list)) else (destination,)
         if len(src) != len(dst):
-            raise ValueError(f"movedim: source {source} and destination {destination} must name as many axes")
+            raise ShapeError(f"movedim: source {source} and destination {destination} must name as many axes")
         src = [self._axis(a, "movedim") for a in src]
         dst = [self._axis(a, "movedim") for a in dst]
         if len(set(src)) != len(src) or len(set(dst)) != len(dst):
-            raise ValueError(f"movedim: source {source} and destination {destination} must not repeat an "
+            raise ShapeError(f"movedim: source {source} and destination {destination} must not repeat an "
                              "axis")
         rest = iter(a for a in range(self.ndim) if a not in src)
         where = dict(zip(dst, src, strict=True))
@@ -299,9 +301,9 @@ class MovementMixin:
         """
         repeats = flatten_args(repeats)
         if any(not isinstance(r, int) or isinstance(r, bool) or r < 0 for r in repeats):
-            raise ValueError(f"repeat: repeats {repeats} must be ints >= 0")
+            raise ArgumentError(f"repeat: repeats {repeats} must be ints >= 0")
         if len(repeats) < self.ndim:
-            raise ValueError(f"repeat: {len(repeats)} repeats {repeats} for a tensor of shape {self.shape}; "
+            raise ShapeError(f"repeat: {len(repeats)} repeats {repeats} for a tensor of shape {self.shape}; "
                              f"give at least one per axis ({self.ndim})")
         shape = (1,) * (len(repeats) - self.ndim) + self.shape
         pairs = tuple(zip(repeats, shape, strict=True))
@@ -315,15 +317,15 @@ class MovementMixin:
         a view, so its gradient rolls back."""
         if dims is None:
             if not isinstance(shifts, int) and len(shifts) != 1:
-                raise ValueError(f"roll: without dims, shifts must be one int (the flattened tensor rolls), "
-                                 f"got {shifts!r}")
+                raise ArgumentError(f"roll: without dims, shifts must be one int (the flattened tensor "
+                                    f"rolls), got {shifts!r}")
             return self.reshape(-1).roll(shifts, 0).reshape(self.shape)
         shifts = (shifts,) if isinstance(shifts, int) else tuple(shifts)
         dims = (dims,) if isinstance(dims, int) else tuple(dims)
         ints = all(isinstance(s, int) and not isinstance(s, bool) for s in shifts)
         if len(shifts) != len(dims) or not ints:
-            raise ValueError(f"roll: shifts {shifts} and dims {dims} must be ints, as many of one as the "
-                             "other")
+            raise ArgumentError(f"roll: shifts {shifts} and dims {dims} must be ints, as many of one as the "
+                                "other")
         x = self
         for shift, dim in zip(shifts, dims, strict=True):
             axis = self._axis(dim, "roll")
@@ -348,13 +350,13 @@ class MovementMixin:
         counts = repeats.numpy() if isinstance(repeats, type(self)) else np.asarray(repeats)
         valid = counts.dtype.kind in "iu" and counts.ndim <= 1 and counts.size in (1, n)
         if not valid or (counts < 0).any():
-            raise ValueError(f"repeat_interleave: repeats must be a non-negative int or a 1-d tensor of ints "
-                             f"with one entry (or {n}, one per element along dim {d} of shape {self.shape}), "
-                             f"got {repeats!r}")
+            raise ArgumentError(f"repeat_interleave: repeats must be a non-negative int or a 1-d tensor of "
+                                f"ints with one entry (or {n}, one per element along dim {d} of shape "
+                                f"{self.shape}), got {repeats!r}")
         total = int(counts.sum()) if counts.size == n else int(counts.reshape(-1)[0]) * n
         if output_size is not None and output_size != total:
-            raise ValueError(f"repeat_interleave: output_size={output_size} but the repeats {repeats!r} give "
-                             f"{total} elements along dim {d}")
+            raise ArgumentError(f"repeat_interleave: output_size={output_size} but the repeats {repeats!r} "
+                                f"give {total} elements along dim {d}")
         if counts.size == 1:
             r = int(counts.reshape(-1)[0])
             spread = x.unsqueeze(d + 1).expand(tuple(r if a == d + 1 else -1 for a in range(x.ndim + 1)))
@@ -367,9 +369,9 @@ class MovementMixin:
         Tensor.meshgrid(a, b), a.meshgrid(b) and Tensor.meshgrid([a, b]) all work."""
         tensors = tuple(self) if isinstance(self, (list, tuple)) else (self, *tensors)
         if indexing not in ("ij", "xy"):
-            raise ValueError(f"meshgrid: indexing must be 'ij' or 'xy', got {indexing!r}")
+            raise ArgumentError(f"meshgrid: indexing must be 'ij' or 'xy', got {indexing!r}")
         if any(t.ndim > 1 for t in tensors) or len({t.device for t in tensors}) > 1:
-            raise ValueError(f"meshgrid: expects 0-d or 1-d tensors on one device, got shapes "
+            raise ShapeError(f"meshgrid: expects 0-d or 1-d tensors on one device, got shapes "
                              f"{[t.shape for t in tensors]} on {[t.device for t in tensors]}")
         flat = [t.reshape(-1) for t in tensors]
         swap = indexing == "xy" and len(flat) > 1
@@ -398,14 +400,15 @@ class MovementMixin:
             raise TypeError(f"as_strided: size {size} and stride {stride} must be sequences of ints of the "
                             f"same length, and storage_offset ({storage_offset!r}) an int")
         if min((*size, *stride, storage_offset), default=0) < 0:
-            raise ValueError(f"as_strided: size {size}, stride {stride} and storage_offset {storage_offset} "
-                             "must all be >= 0 (negative strides are not supported, as in PyTorch)")
+            raise ArgumentError(f"as_strided: size {size}, stride {stride} and storage_offset "
+                                f"{storage_offset} must all be >= 0 (negative strides are not supported, as "
+                                "in PyTorch)")
         flat = self.reshape(-1)
         if prod(size) == 0:
             return flat.shrink(((0, 0),)).reshape(size)
         last = storage_offset + sum((n - 1) * k for n, k in zip(size, stride, strict=True))
         if last >= self.numel():
-            raise ValueError(f"as_strided: size {size} with stride {stride} and storage_offset "
+            raise ShapeError(f"as_strided: size {size} with stride {stride} and storage_offset "
                              f"{storage_offset} reads position {last}, but the tensor of shape {self.shape} "
                              f"has only {self.numel()} elements (positions 0..{self.numel() - 1})")
         x = flat.shrink(((storage_offset, self.numel()),))

@@ -13,6 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from tinyedu.dtype import dtypes
+from tinyedu.errors import ArgumentError, DeviceError, ShapeError, UnsupportedError
+
 if TYPE_CHECKING:
     from tinyedu.tensor import Tensor
 
@@ -20,12 +23,12 @@ def _expand_ellipsis(term: str, ndim: int, spare: list[str], formula: str) -> st
     """An operand's letters with "..." replaced by the spare letters of the axes it stands for."""
     if "..." not in term:
         if len(term) != ndim:
-            raise ValueError(f"einsum: {term!r} in {formula!r} names {len(term)} axes, the operand has "
+            raise ShapeError(f"einsum: {term!r} in {formula!r} names {len(term)} axes, the operand has "
                              f"{ndim}")
         return term
     rest = ndim - len(term.replace("...", ""))
     if rest < 0:
-        raise ValueError(f"einsum: {term!r} in {formula!r} names more axes than the operand has ({ndim})")
+        raise ShapeError(f"einsum: {term!r} in {formula!r} names more axes than the operand has ({ndim})")
     return term.replace("...", "".join(spare[len(spare) - rest:]))
 
 
@@ -38,7 +41,7 @@ def _diagonals(t: "Tensor", term: str) -> "Tensor":
         a, b = [i for i, x in enumerate(letters) if x == c][:2]
         n = t.shape[a]
         if t.shape[b] != n:
-            raise ValueError(f"einsum: the repeated letter {c!r} has sizes {n} and {t.shape[b]}")
+            raise ShapeError(f"einsum: the repeated letter {c!r} has sizes {n} and {t.shape[b]}")
         rest = [i for i in range(t.ndim) if i not in (a, b)]
         flat = t.permute(*rest, a, b).reshape(*(t.shape[i] for i in rest), n * n)
         t = flat[..., ::n + 1] if n else flat
@@ -54,8 +57,8 @@ def check_tensors(op: str, device: str, **tensors: Any) -> None:
         if t is not None and not isinstance(t, Tensor):
             raise TypeError(f"{op}: {name} must be a Tensor, got {type(t).__name__}")
         if t is not None and t.device != device:
-            raise ValueError(f"{op}: {name} is on {t.device} but the input is on {device}; move it with "
-                             f".to({device!r})")
+            raise DeviceError(f"{op}: {name} is on {t.device} but the input is on {device}; move it with "
+                              f".to({device!r})")
 
 
 class NNMixin:
@@ -72,13 +75,13 @@ class NNMixin:
             raise TypeError(f"matmul: expected a Tensor, got {type(other).__name__}")
         x, w = self, other
         if x.ndim == 0 or w.ndim == 0:
-            raise ValueError(f"matmul: both operands need at least 1 dimension, got shapes {x.shape} and "
+            raise ShapeError(f"matmul: both operands need at least 1 dimension, got shapes {x.shape} and "
                              f"{w.shape}")
         x1, w1 = x.ndim == 1, w.ndim == 1
         x = x.reshape(1, x.shape[0]) if x1 else x
         w = w.reshape(w.shape[0], 1) if w1 else w
         if x.shape[-1] != w.shape[-2]:
-            raise ValueError(f"matmul: shapes {self.shape} and {other.shape} do not line up: the last axis "
+            raise ShapeError(f"matmul: shapes {self.shape} and {other.shape} do not line up: the last axis "
                              f"of the first ({x.shape[-1]}) must equal the second-to-last of the second "
                              f"({w.shape[-2]})")
         batch_op = f"matmul: the batch axes of {self.shape} and {other.shape}"
@@ -98,21 +101,21 @@ class NNMixin:
         if not isinstance(other, Tensor):
             raise TypeError(f"dot: expected a Tensor, got {type(other).__name__}")
         if self.ndim != 1 or other.ndim != 1 or self.shape != other.shape:
-            raise ValueError(f"dot: expects two 1-d tensors of the same size, got shapes {self.shape} and "
+            raise ShapeError(f"dot: expects two 1-d tensors of the same size, got shapes {self.shape} and "
                              f"{other.shape}; use matmul (or @) for matrices")
         return self.matmul(other)
 
     def mm(self, other: "Tensor") -> "Tensor":
         """Matrix product of two 2-d tensors (torch.mm; matmul also broadcasts)."""
         if self.ndim != 2 or getattr(other, "ndim", None) != 2:
-            raise ValueError(f"mm: expects two 2-d tensors, got shapes {self.shape} and "
+            raise ShapeError(f"mm: expects two 2-d tensors, got shapes {self.shape} and "
                              f"{getattr(other, 'shape', type(other).__name__)}; use matmul for other shapes")
         return self.matmul(other)
 
     def bmm(self, other: "Tensor") -> "Tensor":
         """Batched matrix product of (b, n, k) and (b, k, m) tensors (torch.bmm: no broadcasting)."""
         if self.ndim != 3 or getattr(other, "ndim", None) != 3 or self.shape[0] != other.shape[0]:
-            raise ValueError(f"bmm: expects two 3-d tensors with the same batch size, got shapes "
+            raise ShapeError(f"bmm: expects two 3-d tensors with the same batch size, got shapes "
                              f"{self.shape} and {getattr(other, 'shape', type(other).__name__)}")
         return self.matmul(other)
 
@@ -120,13 +123,13 @@ class NNMixin:
         """x @ weight.T + bias, with PyTorch's layout: weight is (out_features, in_features)."""
         check_tensors("linear", self.device, weight=weight, bias=bias)
         if self.ndim == 0 or weight.ndim != 2 or self.shape[-1] != weight.shape[1]:
-            raise ValueError(f"linear: input of shape {self.shape} and weight of shape {weight.shape} do not "
+            raise ShapeError(f"linear: input of shape {self.shape} and weight of shape {weight.shape} do not "
                              "fit; the weight must be (out_features, in_features) with in_features = the "
                              "input's last axis")
         out = self.matmul(weight.T)
         if bias is not None:
             if bias.shape != (weight.shape[0],):
-                raise ValueError(f"linear: bias must have shape ({weight.shape[0]},), one per output "
+                raise ShapeError(f"linear: bias must have shape ({weight.shape[0]},), one per output "
                                  f"feature, got {bias.shape}")
             out = out + bias
         return out
@@ -161,35 +164,42 @@ class NNMixin:
     def interpolate(self, size: Any = None, scale_factor: Any = None, mode: str = "nearest",
                     align_corners: bool | None = None,
                     recompute_scale_factor: bool | None = None) -> "Tensor":
-        """Resize the spatial axes of (N, C, *spatial) as F.interpolate: mode 'nearest' (1 to 3 spatial
-        axes), 'linear' (N, C, L) or 'bilinear' (N, C, H, W), to `size` or to floor(n * scale_factor).
+        """Resize the spatial axes of (N, C, *spatial) as F.interpolate: mode 'nearest' or
+        'nearest-exact' (1 to 3 spatial axes), 'linear' (N, C, L), 'bilinear' (N, C, H, W) or
+        'trilinear' (N, C, D, H, W), to `size` or to floor(n * scale_factor).
 
         Each output position reads a source position worked out as torch does, in float32 (with
-        scale_factor, torch steps by 1/scale_factor, not by n/size). Nearest picks floor(source);
-        linear blends the two neighbours (1 - t) * x[i] + t * x[i + 1], one axis after the other
-        (the last first, as torch sums bilinear's four terms). The picks are gathers with indices
-        known on the host, so the gradient flows back to the elements read. recompute_scale_factor
-        steps by n/size after working out size from scale_factor. Nearest keeps the dtype; linear
-        modes blend in float32.
+        scale_factor, torch steps by 1/scale_factor, not by n/size). Nearest picks floor(source),
+        nearest-exact the pixel whose centre is nearest, floor(source + 0.5 step); linear blends the
+        two neighbours (1 - t) * x[i] + t * x[i + 1], one axis after the other (the last first, as
+        torch sums the 4 or 8 terms). The picks are gathers with indices known on the host, so the
+        gradient flows back to the elements read. recompute_scale_factor steps by n/size after
+        working out size from scale_factor. Nearest modes keep the dtype; linear modes blend uint8
+        in fixed point and give uint8 (`_blend_uint8`), other dtypes blend in float32.
         """
-        spatial = {"nearest": (1, 2, 3), "linear": (1,), "bilinear": (2,)}
+        spatial = {"nearest": (1, 2, 3), "nearest-exact": (1, 2, 3), "linear": (1,), "bilinear": (2,),
+                   "trilinear": (3,)}
         if mode not in spatial:
-            raise ValueError(f"interpolate: mode must be one of {', '.join(spatial)}, got {mode!r}")
+            raise UnsupportedError(f"interpolate: mode must be one of {', '.join(spatial)}, got {mode!r}")
         nd = self.ndim - 2
         if nd not in spatial[mode]:
             want = " or ".join(f"{k + 2}-d" for k in spatial[mode])
-            raise ValueError(f"interpolate: mode {mode!r} expects a {want} input (N, C, spatial...), got "
-                             f"shape {self.shape}")
-        if mode == "nearest" and align_corners is not None:
-            raise ValueError("interpolate: align_corners only applies to the modes linear and bilinear")
+            raise UnsupportedError(f"interpolate: mode {mode!r} expects a {want} input (N, C, spatial...), "
+                                   f"got shape {self.shape}")
+        nearest = mode.startswith("nearest")
+        if nearest and align_corners is not None:
+            raise ValueError("interpolate: align_corners only applies to the modes linear, bilinear and "
+                             "trilinear")
         sizes, scales = _interp_sizes(self.shape[2:], size, scale_factor)
         if recompute_scale_factor:
             scales = (None,) * nd
-        x = self if self.dtype.is_float or mode == "nearest" else self.float()
+        x = self if self.dtype.is_float or nearest or self.dtype == dtypes.uint8 else self.float()
         for axis in reversed(range(nd)):  # the last axis first
             n, out, scale = self.shape[2 + axis], sizes[axis], scales[axis]
-            if mode == "nearest":
-                x = x._select(2 + axis, _nearest_source(n, out, scale))
+            if nearest:
+                x = x._select(2 + axis, _nearest_source(n, out, scale, exact=mode == "nearest-exact"))
+            elif x.dtype == dtypes.uint8:
+                x = _blend_uint8(x, 2 + axis, n, out, scale, bool(align_corners))
             else:
                 low, high, t = _linear_source(n, out, scale, bool(align_corners))
                 weight = type(self)(t.reshape((-1,) + (1,) * (nd - 1 - axis)), device=x.device)
@@ -213,15 +223,15 @@ class NNMixin:
         op = "scaled_dot_product_attention"
         check_tensors(op, self.device, key=key, value=value, attn_mask=attn_mask)
         if self.ndim < 2 or key.ndim < 2 or value.ndim < 2:
-            raise ValueError(f"{op}: query, key and value need at least 2 axes (..., L or S, E), got "
+            raise ShapeError(f"{op}: query, key and value need at least 2 axes (..., L or S, E), got "
                              f"{self.shape}, {key.shape}, {value.shape}")
         if self.shape[-1] != key.shape[-1] or key.shape[-2] != value.shape[-2]:
-            raise ValueError(f"{op}: query {self.shape}, key {key.shape} and value {value.shape} do not fit: "
+            raise ShapeError(f"{op}: query {self.shape}, key {key.shape} and value {value.shape} do not fit: "
                              "query and key need the same last axis E, key and value the same length S")
         if is_causal and attn_mask is not None:
-            raise ValueError(f"{op}: pass either attn_mask or is_causal=True, not both (as in PyTorch)")
+            raise ArgumentError(f"{op}: pass either attn_mask or is_causal=True, not both (as in PyTorch)")
         if not isinstance(dropout_p, (int, float)) or not 0 <= dropout_p <= 1:
-            raise ValueError(f"{op}: dropout_p must be a probability in [0, 1], got {dropout_p!r}")
+            raise ArgumentError(f"{op}: dropout_p must be a probability in [0, 1], got {dropout_p!r}")
         from tinyedu.tensor import broadcast_shape
 
         batch = f"{op}: the batch axes of query {self.shape}, key {key.shape} and value {value.shape}"
@@ -258,7 +268,7 @@ class NNMixin:
         inputs, arrow, output = formula.partition("->")
         terms = inputs.split(",")
         if len(terms) != len(operands):
-            raise ValueError(f"einsum: the formula {formula!r} names {len(terms)} operands, got "
+            raise ShapeError(f"einsum: the formula {formula!r} names {len(terms)} operands, got "
                              f"{len(operands)}")
         ellipsis_ndim = max((t.ndim - len(term.replace("...", ""))
                              for term, t in zip(terms, operands, strict=True) if "..." in term), default=0)
@@ -282,14 +292,14 @@ class NNMixin:
                 if sizes.get(c, 1) == 1:
                     sizes[c] = n
                 elif n not in (1, sizes[c]):
-                    raise ValueError(f"einsum: letter {c!r} is {sizes[c]} in one operand and {n} in another "
+                    raise ShapeError(f"einsum: letter {c!r} is {sizes[c]} in one operand and {n} in another "
                                      f"({formula!r} with shapes {[o.shape for o in operands]})")
             missing = [c for c in order if c not in term]
             t = t.reshape(*t.shape, *(1,) * len(missing))
             t = t.permute([(term + "".join(missing)).index(c) for c in order])
             product = t if product is None else product * t
         if any(c not in "".join(terms) for c in output):
-            raise ValueError(f"einsum: the output of {formula!r} names a letter no operand has")
+            raise ShapeError(f"einsum: the output of {formula!r} names a letter no operand has")
         product = product.expand(*(sizes[c] for c in order))
         return product.sum(tuple(range(len(output), len(order)))) if letters else product
 
@@ -312,7 +322,7 @@ def _interp_sizes(shape: tuple[int, ...], size: Any, scale_factor: Any) -> tuple
         return items, (None,) * nd
     sizes = tuple(math.floor(n * float(f)) for n, f in zip(shape, items, strict=True))
     if 0 in sizes:
-        raise ValueError(f"interpolate: scale_factor {scale_factor!r} makes the spatial size {shape} empty "
+        raise ShapeError(f"interpolate: scale_factor {scale_factor!r} makes the spatial size {shape} empty "
                          f"({sizes})")
     return sizes, tuple(float(f) for f in items)
 
@@ -322,9 +332,10 @@ def _step(n: int, out: int, scale: float | None) -> np.float32:
     return np.float32(1.0 / scale) if scale is not None else np.float32(n) / np.float32(out)
 
 
-def _nearest_source(n: int, out: int, scale: float | None) -> np.ndarray:
-    """floor(i * step), clamped to the last element (torch's 'nearest', which is not rounding)."""
-    dst = np.arange(out, dtype=np.float32)
+def _nearest_source(n: int, out: int, scale: float | None, exact: bool = False) -> np.ndarray:
+    """floor(i * step), clamped to the last element (torch's 'nearest', which is not rounding); with
+    exact ('nearest-exact'), floor((i + 0.5) * step): the source pixel under the output pixel's centre."""
+    dst = np.arange(out, dtype=np.float32) + np.float32(0.5 if exact else 0)
     return np.minimum(np.floor(dst * _step(n, out, scale)).astype(np.int64), n - 1)
 
 
@@ -341,3 +352,41 @@ def _linear_source(n: int, out: int, scale: float | None, align_corners: bool
     low = np.minimum(src.astype(np.int64), n - 1)
     t = np.minimum(src - low.astype(np.float32), np.float32(1)).astype(np.float32)
     return low, np.minimum(low + 1, n - 1), t
+
+
+def _blend_uint8(x: "Tensor", axis: int, n: int, out: int, scale: float | None,
+                 align_corners: bool) -> "Tensor":
+    """One axis of a linear resize of uint8 as torch's CPU kernel does it: integer weights with p
+    fraction bits, then (sum + 2^(p-1)) >> p, which rounds half up; the result is uint8 again before
+    the next axis. Blending in float and rounding once differs from torch in about 1% of pixels."""
+    if n == out:
+        return x  # every weight would be exactly 1 (torch skips the pass too)
+    low, w_low, w_high, bits = _fixed_point_weights(n, out, scale, align_corners)
+    shape = (-1,) + (1,) * (x.ndim - 1 - axis)
+    w_low_t = type(x)(w_low.reshape(shape), device=x.device)
+    w_high_t = type(x)(w_high.reshape(shape), device=x.device)
+    wide = x.int()
+    total = wide._select(axis, low) * w_low_t + wide._select(axis, np.minimum(low + 1, n - 1)) * w_high_t
+    return ((total + (1 << (bits - 1))) >> bits).cast(x.dtype)
+
+
+def _fixed_point_weights(n: int, out: int, scale: float | None, align_corners: bool
+                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """(first source index, its weight, the next one's weight, p) for `_blend_uint8`, worked out in
+    float64: the output pixel's centre c in source coordinates, weights 1 - |j + 0.5 - c| of the
+    source pixels j within 1 of it, normalized to sum 1 (one pixel at an edge), then scaled by 2^p
+    with p the most bits that keep every weight under 2^15 and rounded to ints."""
+    dst = np.arange(out, dtype=np.float64)
+    if align_corners:
+        centre = dst * ((n - 1) / (out - 1) if out > 1 else 0.0) + 0.5
+    else:
+        centre = (dst + 0.5) * (1.0 / scale if scale is not None else n / out)
+    low = np.maximum(np.trunc(centre - 0.5), 0).astype(np.int64)
+    taps = np.minimum(np.trunc(centre + 1.5), n).astype(np.int64) - low  # 1 or 2 source pixels
+    w_low = np.maximum(1 - np.abs(low + 0.5 - centre), 0)
+    w_high = np.where(taps > 1, np.maximum(1 - np.abs(low + 1.5 - centre), 0), 0.0)
+    w_low, w_high = w_low / (w_low + w_high), w_high / (w_low + w_high)
+    top = max(w_low.max(), w_high.max())
+    bits = next(p for p in range(23) if p == 22 or int(0.5 + top * (1 << (p + 1))) >= 1 << 15)
+    to_int = lambda w: np.floor(w * (1 << bits) + 0.5).astype(np.int32)  # noqa: E731
+    return low, to_int(w_low), to_int(w_high), bits

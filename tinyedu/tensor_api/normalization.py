@@ -10,6 +10,7 @@ from __future__ import annotations
 from contextlib import ContextDecorator
 from typing import TYPE_CHECKING, Sequence
 
+from tinyedu.errors import ArgumentError, ShapeError
 from tinyedu.helpers import prod
 from tinyedu.tensor_api.nn_ops import check_tensors
 
@@ -72,13 +73,13 @@ class NormalizationMixin:
                             f"{type(normalized_shape).__name__}")
         shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
         if not shape or self.shape[self.ndim - len(shape):] != shape or len(shape) > self.ndim:
-            raise ValueError(f"layer_norm: normalized_shape {shape} must be the last axes of the input, but "
+            raise ShapeError(f"layer_norm: normalized_shape {shape} must be the last axes of the input, but "
                              f"the input has shape {self.shape}")
         axes = tuple(range(self.ndim - len(shape), self.ndim))
         out = self._normalize(axes, eps)
         for name, param in (("weight", weight), ("bias", bias)):
             if param is not None and param.shape != shape:
-                raise ValueError(f"layer_norm: {name} must have shape normalized_shape {shape}, got "
+                raise ShapeError(f"layer_norm: {name} must have shape normalized_shape {shape}, got "
                                  f"{param.shape}")
         out = out * weight if weight is not None else out
         return out + bias if bias is not None else out
@@ -101,7 +102,7 @@ class NormalizationMixin:
         params = {"running_mean": running_mean, "running_var": running_var, "weight": weight, "bias": bias}
         for name, param in params.items():
             if param is not None and param.shape != (channels,):
-                raise ValueError(f"batch_norm: {name} must have shape ({channels},), one per channel, got "
+                raise ShapeError(f"batch_norm: {name} must have shape ({channels},), one per channel, got "
                                  f"{param.shape}")
         per_channel = (1, channels) + (1,) * (self.ndim - 2)
         axes = (0, *range(2, self.ndim))
@@ -109,7 +110,7 @@ class NormalizationMixin:
             out = self._normalize(axes, eps)
         else:
             if running_mean is None or running_var is None:
-                raise ValueError("batch_norm: outside training, running_mean and running_var are needed")
+                raise ArgumentError("batch_norm: outside training, running_mean and running_var are needed")
             mean, var = running_mean.reshape(per_channel), running_var.reshape(per_channel)
             out = (self._float() - mean) * (var + eps).rsqrt()
         out = out * weight.reshape(per_channel) if weight is not None else out
@@ -136,7 +137,7 @@ class NormalizationMixin:
         shape = tuple(s if i in axes else 1 for i, s in enumerate(self.shape))
         for name, t in (("weight", weight), ("bias", bias), ("mean", mean), ("invstd", invstd)):
             if t is not None and t.numel() != prod(shape):
-                raise ValueError(f"batchnorm: {name} of shape {t.shape} does not fit the axes {axes} of "
+                raise ShapeError(f"batchnorm: {name} of shape {t.shape} does not fit the axes {axes} of "
                                  f"{self.shape}: it needs {prod(shape)} elements")
         x = self._float() - mean.reshape(shape)
         x = x * weight.reshape(shape) if weight is not None else x

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import tinyedu.function as F
 import tinyedu.function_math as FM
 from tinyedu.dtype import dtypes
+from tinyedu.errors import ShapeError
 from tinyedu.helpers import prod
 
 if TYPE_CHECKING:
@@ -39,7 +40,7 @@ class ReduceMixin:
         axes = (axis,) if isinstance(axis, int) else tuple(axis)
         normalized = tuple(self._axis(a, op) for a in axes)
         if len(set(normalized)) != len(normalized):
-            raise ValueError(f"{op}: axis {axis} names the same dimension twice (shape {self.shape})")
+            raise ShapeError(f"{op}: axis {axis} names the same dimension twice (shape {self.shape})")
         return tuple(a for a in normalized if self.ndim)  # a 0-d tensor has nothing to reduce
 
     def _reduce(self, function: type[F.Function], axis: Axis, keepdim: bool, op: str) -> "Tensor":

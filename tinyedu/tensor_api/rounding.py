@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import tinyedu.function as F
 import tinyedu.function_math as FM
 from tinyedu.dtype import dtypes, promote_with_scalar
+from tinyedu.errors import ArgumentError, DTypeError
 from tinyedu.expr import Expr
 
 if TYPE_CHECKING:
@@ -32,7 +33,7 @@ class RoundingMixin:
         """
         x, y = self._broadcasted(other, "floor_divide", reverse)
         if x.dtype == dtypes.bool:
-            raise TypeError("floor_divide: bool tensors cannot be divided; cast them with .int()")
+            raise DTypeError("floor_divide: bool tensors cannot be divided; cast them with .int()")
         if not x.dtype.is_float:
             quotient, remainder = x._apply(F.Div, y), x._apply(F.Mod, y)
             adjust = (remainder != 0) & ((remainder < 0) != (y < 0))
@@ -66,8 +67,8 @@ class RoundingMixin:
             x = self.cast(promote_with_scalar(self.dtype, exponent))
             if not x.dtype.is_float:
                 if exponent < 0:
-                    raise ValueError(f"pow: integers to negative integer powers are not allowed "
-                                     f"({exponent}), as in PyTorch; use a float tensor: x.float() ** n")
+                    raise ArgumentError(f"pow: integers to negative integer powers are not allowed "
+                                        f"({exponent}), as in PyTorch; use a float tensor: x.float() ** n")
                 return x._int_power(exponent)
             if exponent == 0:  # 1 everywhere, even at NaN; gradient 0
                 return x._step(lambda a: Expr(a.lazydata.const(1.0)))
