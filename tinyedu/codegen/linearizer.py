@@ -69,7 +69,7 @@ from tinyedu.codegen.vectorize import (
     tree,
     vectorizable,
 )
-from tinyedu.dtype import DType
+from tinyedu.dtype import DType, dtypes
 from tinyedu.ops import BinaryOps, BufferOps, LazyOp, MemBuffer, ReduceOps, TernaryOps, UnaryOps
 from tinyedu.shape import Node, NumNode, Variable
 
