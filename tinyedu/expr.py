@@ -277,7 +277,31 @@ def erfc(x: Expr) -> Expr:
 # ---- erf and erfc in float64 (float32's fit above is good to 1e-7 only) ----
 ERF_SERIES_TERMS = 30  # enough for 2^-53 up to |x| = 1.5 (the last term is 2e-19 of the sum there)
 ERFC_FRACTION_TERMS = 100  # the continued fraction's depth: 2 ulp from |x| = 1.5 on
-ERF_FROM_ERFC = 1.5
+PI_50_DIGITS = Decimal("3.14159265358979323846264338327950288419716939937510")
+
+
+def _erfcx_taylor(center: float, terms: int = 24) -> tuple[float, ...]:
+    """The Taylor coefficients at `center` of erfcx(x) = e^(x^2) erfc(x), worked out in 50 digits.
+
+    erfcx solves g' = 2x g - 2/sqrt(pi), so with g(c + h) = sum a_n h^n the coefficients follow
+    (n + 1) a_(n+1) = 2c a_n + 2 a_(n-1) (minus 2/sqrt(pi) for n = 0), from a_0 = e^(c^2) (1 - erf(c)),
+    erf(c) by its Taylor series (alternating, harmless in 50 digits)."""
+    with localcontext() as context:
+        context.prec = 50
+        c, two_over_sqrt_pi = Decimal(center), 2 / PI_50_DIGITS.sqrt()
+        erf, term, n = Decimal(0), c, 0
+        while abs(term) > Decimal(10) ** -45:
+            erf += term / (2 * n + 1)
+            n += 1
+            term = -term * c * c / n
+        a = [(1 - two_over_sqrt_pi * erf) * (c * c).exp()]
+        a.append(2 * c * a[0] - two_over_sqrt_pi)
+        for n in range(1, terms - 1):
+            a.append((2 * c * a[n] + 2 * a[n - 1]) / (n + 1))
+        return tuple(float(v) for v in a)
+
+
+ERFCX_AT_075, ERFCX_AT_125 = _erfcx_taylor(0.75), _erfcx_taylor(1.25)
 
 
 def exp_minus_square(a: Expr) -> Expr:
@@ -291,13 +315,24 @@ def exp_minus_square(a: Expr) -> Expr:
 
 
 def erf_series(a: Expr) -> Expr:
-    """erf(a) for 0 <= a < 1.5: (2/sqrt(pi)) e^(-a^2) a sum_n (2a^2)^n / (1 * 3 * ... * (2n + 1)).
+    """erf(a) for 0 <= a < 1: (2/sqrt(pi)) e^(-a^2) a sum_n (2a^2)^n / (1 * 3 * ... * (2n + 1)).
     All its terms are positive (the plain Taylor series alternates, and loses 4 bits by a = 2)."""
     z = 2 * a * a
     total = 1 / math.prod(range(1, 2 * ERF_SERIES_TERMS + 2, 2))
     for n in range(ERF_SERIES_TERMS - 1, -1, -1):
         total = total * z + 1 / math.prod(range(1, 2 * n + 2, 2))
     return exp_minus_square(a) * a * total * (2 / math.sqrt(math.pi))
+
+
+def erfc_middle(a: Expr) -> Expr:
+    """erfc(a) for 0.5 <= a < 1.5, to its relative precision: e^(-a^2) erfcx(a), erfcx by its Taylor
+    polynomial at 0.75 (below 1) or 1.25 (|h| <= 1/4, where 24 terms are far beyond 2^-53)."""
+    low = a < 1.0
+    h = a - low.where(a.const(0.75), a.const(1.25))
+    g = low.where(a.const(ERFCX_AT_075[-1]), a.const(ERFCX_AT_125[-1]))
+    for c_low, c_high in zip(ERFCX_AT_075[-2::-1], ERFCX_AT_125[-2::-1], strict=True):
+        g = g * h + low.where(a.const(c_low), a.const(c_high))
+    return exp_minus_square(a) * g
 
 
 def erfc_fraction(a: Expr) -> Expr:
@@ -311,18 +346,21 @@ def erfc_fraction(a: Expr) -> Expr:
     return exp_minus_square(a) * (1 / math.sqrt(math.pi)) / f
 
 
+def erfc_abs(a: Expr) -> Expr:
+    """erfc(a) for a >= 0 (or NaN) in float64, to a few ulp relative: 1 - erf below 0.5 (erfc is at
+    least 0.48 there: no cancellation worth a bit), then erfc_middle, then the continued fraction."""
+    return (a < 0.5).where(1 - erf_series(a), (a < 1.5).where(erfc_middle(a), erfc_fraction(a)))
+
+
 def erf64(x: Expr) -> Expr:
-    """erf(x) in float64: the series below |x| = 1.5, 1 - erfc beyond (erfc(1.5) is 0.034: no digits
+    """erf(x) in float64: the series below |x| = 1, 1 - erfc beyond (erfc(1) is 0.16: no digits
     lost), sign restored (-0.0 kept)."""
     a = x.abs()
-    odd = (a < ERF_FROM_ERFC).where(erf_series(a), 1 - erfc_fraction(a))
+    odd = (a < 1.0).where(erf_series(a), 1 - erfc_abs(a))
     return x.eq(0).where(x, (x < 0).where(-odd, odd))
 
 
 def erfc64(x: Expr) -> Expr:
-    """erfc(x) in float64: the continued fraction from |x| = 1.5 (relative precision, however small
-    erfc is), 1 - erf below (erfc is at least 0.034 there, so at most 5 bits are lost to cancellation),
-    2 - erfc(|x|) for negative x."""
-    a = x.abs()
-    tail = (a < ERF_FROM_ERFC).where(1 - erf_series(a), erfc_fraction(a))
+    """erfc(x) in float64 (see erfc_abs), 2 - erfc(|x|) for negative x."""
+    tail = erfc_abs(x.abs())
     return (x < 0).where(2 - tail, tail)

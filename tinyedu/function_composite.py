@@ -14,10 +14,11 @@ gradient. The formulas are written with `Expr` (tinyedu/expr.py), so they read l
 from __future__ import annotations
 
 import math
+from decimal import Context, Decimal
 from fractions import Fraction
 from typing import Any
 
-from tinyedu.expr import Expr, erfc, exp
+from tinyedu.expr import Expr, erfc, exp, exp_minus_square, split
 from tinyedu.function import Function
 from tinyedu.lazy import LazyBuffer
 
@@ -321,11 +322,40 @@ class Softplus(UnaryFunction):
 # --8<-- [end:softplus]
 class Gelu(UnaryFunction):
     """x * Phi(x), Phi the normal CDF: PyTorch's gelu (approximate='none'). Phi(x) = erfc(-x/sqrt2)/2
-    rather than (1 + erf(x/sqrt2))/2, which cancels to 0 for x < -4. Derivative Phi(x) + x phi(x)."""
+    rather than (1 + erf(x/sqrt2))/2, which cancels to 0 for x < -4. Derivative Phi(x) + x phi(x).
+    In float64 the rounding of -x/sqrt2 is put back (see _normal_cdf64)."""
 
     def value(self, x: Expr) -> Expr:
+        if x.double():
+            return x * _normal_cdf64(x)[0]
         return x * 0.5 * erfc(x * -math.sqrt(0.5))
 
     def derivative(self, x: Expr, ret: Expr) -> Expr:
+        if x.double():
+            cdf, density = _normal_cdf64(x)
+            return cdf + x * density
         density = (x * x * -0.5).exp() * (1 / math.sqrt(2 * math.pi))
         return 0.5 * erfc(x * -math.sqrt(0.5)) + x * density
+
+
+MINUS_SQRT_HALF_HI = -math.ldexp(round(math.ldexp(math.sqrt(0.5), 26)), -26)  # 26 bits
+MINUS_SQRT_HALF_LO = float(-Decimal("0.5").sqrt(Context(prec=50)) - Decimal(MINUS_SQRT_HALF_HI))  # the rest
+
+
+def _normal_cdf64(x: Expr) -> tuple[Expr, Expr]:
+    """Phi(x) = erfc(z) / 2 and phi(x) = e^(-z^2) / sqrt(2 pi), z = -x/sqrt(2), in float64.
+
+    z rounded is off by up to half an ulp, and erfc's relative slope is about 2z: at x = -6 that
+    alone is 40 ulp. So z is kept exactly as z + z_lo (Dekker, as in exp) and both are corrected to
+    first order: erfc(z + z_lo) = erfc(z) - (2/sqrt(pi)) e^(-z^2) z_lo, e^(-(z + z_lo)^2) =
+    e^(-z^2) (1 - 2 z z_lo). Past |x| = 40 the corrections are 0 (e^(-z^2) is), so x is clamped there
+    for them (split(inf) would be NaN)."""
+    z = x * -math.sqrt(0.5)
+    near = (-((-x).max(-40.0))).max(-40.0)  # x clamped to [-40, 40], NaN kept
+    near_z = near * -math.sqrt(0.5)
+    x_hi, x_lo = split(near)
+    z_lo = ((x_hi * MINUS_SQRT_HALF_HI - near_z) + x_hi * MINUS_SQRT_HALF_LO + x_lo * MINUS_SQRT_HALF_HI) \
+        + x_lo * MINUS_SQRT_HALF_LO
+    bell = exp_minus_square(near_z.abs())  # e^(-z^2)
+    cdf = erfc(z) * 0.5 - bell * z_lo * (1 / math.sqrt(math.pi))
+    return cdf, bell * (1 - 2 * near_z * z_lo) * (1 / math.sqrt(2 * math.pi))
