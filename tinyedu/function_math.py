@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import struct
 
-from tinyedu.expr import Expr, erfc, exp, split
+from tinyedu.expr import Expr, erf64, erfc, exp, exp_minus_square, split
 from tinyedu.function import Function
 from tinyedu.function_composite import UnaryFunction
 from tinyedu.lazy import LazyBuffer
@@ -43,8 +43,9 @@ def _mirror(x: Expr, odd: Expr) -> Expr:
 
 def _sinh_abs(a: Expr) -> Expr:
     z = a * a
-    series = 1 / math.factorial(11)
-    for n in (9, 7, 5, 3):
+    last = 21 if a.double() else 11  # 1/23! is below float64's precision
+    series = 1 / math.factorial(last)
+    for n in range(last - 2, 2, -2):
         series = series * z + 1 / math.factorial(n)
     h = exp(a, times_pow2=-1)
     return (a < 1).where(a + a * z * series, h - 0.25 / h)
@@ -112,6 +113,7 @@ def _hi_lo(value: float) -> tuple[float, float]:
 HALF_PI_HI, HALF_PI_LO = _hi_lo(math.pi / 2)
 # atan's Taylor series t + t^3 (-1/3 + t^2/5 - ...), to t^21 (enough for |t| <= 7/16)
 ATAN_SERIES = tuple((-1) ** n / (2 * n + 1) for n in range(1, 11))
+ATAN_SERIES_64 = tuple((-1) ** n / (2 * n + 1) for n in range(1, 25))  # to t^49: (7/16)^48 is 2^-57
 # atan(|x|) = atan(c) + atan((|x| - c) / (1 + c |x|)) on each range (fdlibm's), with |t| <= 7/16;
 # from 39/16 on, pi/2 + atan(-1/|x|)
 ATAN_RANGES = ((7 / 16, 0.0), (11 / 16, 0.5), (19 / 16, 1.0), (39 / 16, 1.5))
@@ -126,7 +128,8 @@ def atan_abs(a: Expr) -> Expr:
         c, base_hi, base_lo = inside.where(point, c), inside.where(hi, base_hi), inside.where(lo, base_lo)
     last = a >= ATAN_RANGES[-1][0]
     t = last.where(-1.0, a - c) / last.where(a, 1 + c * a)
-    return base_hi + (base_lo + (t + t * (t * t) * _taylor(t * t, ATAN_SERIES)))
+    series = ATAN_SERIES_64 if a.double() else ATAN_SERIES
+    return base_hi + (base_lo + (t + t * (t * t) * _taylor(t * t, series)))
 
 
 class Atan2(Function):
@@ -142,9 +145,13 @@ class Atan2(Function):
         ay, ax = self.y.abs(), self.x.abs()
         left = _signbit(self.x)
         ratio = left.where(ax / ay, ay / ax)
-        ratio = (ay.eq(0) & ax.eq(0)).where(left.where(math.inf, 0.0), ratio)
+        zero, inf = (self.x.const(0.0), self.x.const(math.inf)) if self.x.double() else (0.0, math.inf)
+        ratio = (ay.eq(0) & ax.eq(0)).where(left.where(inf, zero), ratio)
         ratio = (ay.eq(math.inf) & ax.eq(math.inf)).where(1.0, ratio)
-        angle = left.where(HALF_PI_HI, 0.0) + (left.where(HALF_PI_LO, 0.0) + atan_abs(ratio))
+        hi, lo = HALF_PI_HI, HALF_PI_LO
+        if self.x.double():
+            hi, lo = self.x.const(hi), self.x.const(lo)
+        angle = left.where(hi, zero) + (left.where(lo, zero) + atan_abs(ratio))
         return _signbit(self.y).where(-angle, angle).lazydata
 
     def backward(self, grad: LazyBuffer) -> tuple[LazyBuffer | None, ...]:
@@ -158,10 +165,13 @@ class Atan2(Function):
 
 # asin's Taylor series x + x^3 (1/6 + 3 x^2/40 + ...): (2n)! / (4^n n!^2 (2n + 1)), to x^27 (|x| <= 1/2)
 ASIN_SERIES = tuple(math.comb(2 * n, n) / (4**n * (2 * n + 1)) for n in range(1, 14))
+ASIN_SERIES_64 = tuple(math.comb(2 * n, n) / (4**n * (2 * n + 1)) for n in range(1, 29))  # float64: to x^57
+
+
 def _asin_small(x: Expr) -> Expr:
     """asin(x) for |x| <= 1/2, its Taylor series."""
     z = x * x
-    return x + x * z * _taylor(z, ASIN_SERIES)
+    return x + x * z * _taylor(z, ASIN_SERIES_64 if x.double() else ASIN_SERIES)
 
 
 def asin_abs(a: Expr) -> Expr:
@@ -177,7 +187,8 @@ def asin_abs(a: Expr) -> Expr:
     s = t.sqrt()
     hi, lo = split(s)
     ds = s.eq(0).where(0.0, (((t - hi * hi) - 2 * hi * lo) - lo * lo) / (2 * s))  # s = 0 at a = 1
-    rest = s * t * _taylor(t, ASIN_SERIES) + ds * (1 + t * (0.5 + t * (0.375 + t * 0.3125)))
+    series = _taylor(t, ASIN_SERIES_64 if a.double() else ASIN_SERIES)
+    rest = s * t * series + ds * (1 + t * (0.5 + t * (0.375 + t * 0.3125)))
     upper = (HALF_PI_HI - 2 * s) + (HALF_PI_LO - 2 * rest)  # the first difference is exact
     return (a <= 0.5).where(_asin_small(a), upper)
 
@@ -233,18 +244,17 @@ class Erf(UnaryFunction):
     x^2 alone (half an ulp of 9 at x = 3) is 8 ulps of e^(-9)."""
 
     def value(self, x: Expr) -> Expr:
+        if x.double():
+            return erf64(x)  # float64 has its own method (see tinyedu/expr.py)
         a = x.abs()
         z = a * a
         series = a * TWO_OVER_SQRT_PI_HI + a * (TWO_OVER_SQRT_PI_LO + z * _taylor(z, ERF_SERIES))
         return _mirror(x, (a < 0.8).where(series, 1 - erfc(a)))
 
     def derivative(self, x: Expr, ret: Expr) -> Expr:
-        a = -((-x.abs()).max(-11.0))  # erf' is 0 in float32 past 11 (and split(inf) would be NaN)
-        hi, lo = split(a)
-        sq = a * a
-        err = ((hi * hi - sq) + 2 * hi * lo) + lo * lo
-        e = (-sq).exp()
-        return (e - e * err) * (2 / math.sqrt(math.pi))
+        limit = 27.5 if x.double() else 11.0  # erf' is 0 past 11 in float32, past 27.3 in float64
+        a = -((-x.abs()).max(-limit))  # (and split(inf) would be NaN)
+        return exp_minus_square(a) * (2 / math.sqrt(math.pi))
 
 
 class Copysign(Function):
