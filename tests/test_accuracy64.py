@@ -244,3 +244,18 @@ if __name__ == "__main__":  # the float64 table of docs/numerics_and_semantics.m
     print("| op | " + " | ".join(devices) + " |")
     for op in OPS:
         print(f"| `{op}` | " + " | ".join(f"{measure(op, d)[0]:.2f}" for d in devices) + " |")
+
+
+def test_round_sign_and_logsigmoid_keep_float64():
+    """round's adder is 2^52 in float64 (2^23 would leave 0.3 unrounded), sign keeps the dtype, and
+    logsigmoid's softplus threshold is far enough out for float64's precision."""
+    torch = pytest.importorskip("torch")
+    from tinyedu import dtypes
+    x = np.array([0.3, -2.5, 2.5, 0.5, 1.5, -0.0, 3e15 + 0.5, 2.0**53, -45.0, -30.0, 7.0, np.inf, np.nan])
+    t, ref = Tensor(x), torch.tensor(x)
+    for ours, theirs in ((t.round(), torch.round(ref)), (t.sign(), torch.sign(ref)),
+                         (t.logsigmoid(), torch.nn.functional.logsigmoid(ref))):
+        assert ours.dtype == dtypes.float64
+        np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=4e-16, atol=0)
+    numbers = ~np.isnan(x)  # round keeps the sign of a zero (round(-0.3) is -0.0)
+    assert np.array_equal(np.signbit(t.round().numpy()[numbers]), np.signbit(torch.round(ref).numpy()[numbers]))

@@ -96,7 +96,10 @@ class ActivationMixin:
         return self._float()._apply(FC.Sigmoid)
 
     def logsigmoid(self) -> "Tensor":
-        return -(-self._float()).softplus()
+        """-softplus(-x). Softplus returns its input past its threshold (20), which is exact only to
+        float32's precision (log(1 + e^-20) is 2e-9); float64 takes 40 (4e-18 is below its ulp)."""
+        x = self._float()
+        return -(-x).softplus(threshold=40.0 if x.dtype == dtypes.float64 else 20.0)
 
     def tanh(self) -> "Tensor":
         return self._float()._apply(FC.Tanh)

@@ -141,7 +141,7 @@ class RoundingMixin:
     def sign(self) -> "Tensor":
         """-1, 0 or 1 (0 for NaN, as in PyTorch); gradient 0."""
         def sign(x: Expr) -> Expr:
-            return (x > 0).float() - (x < 0).float()
+            return (x > 0).where(x.const(1.0), (x < 0).where(x.const(-1.0), x.const(0.0)))
 
         if self.dtype == dtypes.bool:
             return self
@@ -157,13 +157,15 @@ def _floor(x: Expr) -> Expr:
 
 # --8<-- [start:round]
 def _round_half_even(x: Expr) -> Expr:
-    """Round to nearest, ties to even, with the float32 adder itself: for 0 <= a < 2^23, a + 2^23
-    has no bits left for a fraction, so the addition rounds a to an integer exactly as IEEE rounds
-    (to nearest, ties to even), and subtracting 2^23 again is exact. The sign is put back after
-    (round(-0.3) is -0.0); from 2^23 on, and for inf and NaN, x is already its own rounding."""
+    """Round to nearest, ties to even, with the float adder itself: for 0 <= a < 2^23, a + 2^23
+    has no bits left for a fraction in float32, so the addition rounds a to an integer exactly as
+    IEEE rounds (to nearest, ties to even), and subtracting 2^23 again is exact (2^52 in float64).
+    The sign is put back after (round(-0.3) is -0.0); from 2^23 (2^52) on, and for inf and NaN, x is
+    already its own rounding."""
+    big = 2.0**52 if x.double() else 2.0**23
     a = x.abs()
-    r = (a + 2.0**23) - 2.0**23
-    return (a < 2.0**23).where(x.eq(0).where(x, (x < 0).where(-r, r)), x)
+    r = (a + big) - big
+    return (a < big).where(x.eq(0).where(x, (x < 0).where(-r, r)), x)
 
 
 # --8<-- [end:round]
