@@ -81,13 +81,16 @@ class ReduceMixin:
 
     @dim_or_axis
     def min(self, axis: Axis = None, keepdim: bool = False) -> "Tensor":
-        # min(x) = -max(-x). bool and uint8 have no negation, so they take the detour through int32
-        # (int32 itself overflows only for -2**31, whose negation does not exist).
+        """The smallest value: the max of the values in reverse order (see _reversed_order)."""
         self._check_not_empty(axis, "min")
-        return (-((-self._negatable()).max(axis, keepdim))).cast(self.dtype)
+        return self._reversed_order().max(axis, keepdim)._reversed_order()
 
-    def _negatable(self) -> "Tensor":
-        return self if self.dtype in (dtypes.float32, dtypes.int32) else self.cast(dtypes.int32)
+    def _reversed_order(self) -> "Tensor":
+        """A map that reverses the order of the values and is its own inverse, so min(x) is
+        r(max(r(x))) and argmin(x) is argmax(r(x)). Floats use -x (NaN stays NaN, -0.0 and 0.0 swap
+        back). Integers use ~x, that is -x - 1 for signed and 255 - x for uint8, which never
+        overflows: -x does for int32's -2**31. For bools ~x is `not x`."""
+        return -self if self.dtype.is_float else ~self
 
     @dim_or_axis
     def mean(self, axis: Axis = None, keepdim: bool = False) -> "Tensor":
@@ -138,7 +141,7 @@ class ReduceMixin:
     @dim_or_axis
     def argmin(self, axis: int | None = None, keepdim: bool = False) -> "Tensor":
         """The index of the smallest value (first on ties): the argmax of -x."""
-        return (-self._negatable())._first_max_index(axis, keepdim, "argmin")
+        return self._reversed_order()._first_max_index(axis, keepdim, "argmin")
 
     def _first_max_index(self, axis: int | None, keepdim: bool, op: str) -> "Tensor":
         from tinyedu.tensor import Tensor
