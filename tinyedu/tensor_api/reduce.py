@@ -123,6 +123,20 @@ class ReduceMixin:
         """The standard deviation: the square root of var (same units as x)."""
         return self.var(axis, keepdim, correction).sqrt()
 
+    @dim_or_axis
+    def var_mean(self, axis: Axis = None, keepdim: bool = False, correction: int = 1,
+                 unbiased: bool | None = None) -> tuple["Tensor", "Tensor"]:
+        """(var, mean) together, as torch.var_mean; unbiased=False is correction=0."""
+        correction = correction if unbiased is None else int(unbiased)
+        return self.var(axis, keepdim, correction), self._float().mean(axis, keepdim)
+
+    @dim_or_axis
+    def std_mean(self, axis: Axis = None, keepdim: bool = False, correction: int = 1,
+                 unbiased: bool | None = None) -> tuple["Tensor", "Tensor"]:
+        """(std, mean) together, as torch.std_mean; unbiased=False is correction=0."""
+        var, mean = self.var_mean(axis, keepdim, correction, unbiased)
+        return var.sqrt(), mean
+
     def _count(self, axis: Axis, op: str) -> int:
         """How many elements each reduction over `axis` combines."""
         return prod(self.shape[a] for a in self._reduce_axes(axis, op))
@@ -238,6 +252,30 @@ class ReduceMixin:
         """True where every element along axis is non-zero (True for an empty axis)."""
         return (self == 0).sum(axis, keepdim) == 0
 
+    def isclose(self, other: "Tensor | float", rtol: float = 1e-5, atol: float = 1e-8,
+                equal_nan: bool = False) -> "Tensor":
+        """|x - y| <= atol + rtol * |y| elementwise, as torch.isclose: equal values (infinities too)
+        are close, an infinity is close to nothing else, NaN to nothing unless equal_nan=True."""
+        for name, tol in (("rtol", rtol), ("atol", atol)):
+            if not isinstance(tol, (int, float)) or isinstance(tol, bool) or not tol >= 0:
+                raise ValueError(f"isclose: {name} must be a number >= 0, got {tol!r}")
+        x, y = self._broadcasted(other, "isclose")
+        close = x == y
+        if x.dtype.is_float:
+            if equal_nan:
+                close = close | ((x != x) & (y != y))
+            error = (x - y).abs()
+            finite = error < float("inf")  # False for NaN, and inf - inf is NaN
+            return close | (finite & (error <= atol + rtol * y.abs()))
+        if rtol or atol:  # integers: the difference in float, as PyTorch
+            close = close | ((x.float() - y.float()).abs() <= atol + rtol * y.float().abs())
+        return close
+
+    def allclose(self, other: "Tensor | float", rtol: float = 1e-5, atol: float = 1e-8,
+                 equal_nan: bool = False) -> bool:
+        """True if every element isclose, as torch.allclose."""
+        return bool(self.isclose(other, rtol, atol, equal_nan).all().item())
+
     # ---- running sums ----
     @dim_or_axis
     def cumsum(self, axis: int = 0) -> "Tensor":
@@ -269,10 +307,11 @@ class ReduceMixin:
         return out[..., :n]
 
     @dim_or_axis
-    def prod(self, axis: Axis = None, keepdim: bool = False) -> "Tensor":
+    def prod(self, axis: Axis = None, keepdim: bool = False, dtype: Any = None) -> "Tensor":
         """The product over axes: pairs multiplied in a tree (log2 n rounds of multiplies); bool and
-        uint8 multiply as int32."""
-        x = self if self.dtype not in (dtypes.bool, dtypes.uint8) else self.int()
+        uint8 multiply as int32, and dtype= casts first (as in PyTorch)."""
+        x = self if dtype is None else self.cast(dtype)
+        x = x if x.dtype not in (dtypes.bool, dtypes.uint8) or dtype is not None else x.int()
         axes = self._reduce_axes(axis, "prod")
         for a in axes:
             x = x.transpose(a, -1)
