@@ -120,8 +120,9 @@ class ReduceMixin:
 
     @dim_or_axis
     def std(self, axis: Axis = None, keepdim: bool = False, correction: int = 1) -> "Tensor":
-        """The standard deviation: the square root of var (same units as x)."""
-        return self.var(axis, keepdim, correction).sqrt()
+        """The standard deviation: the square root of var (same units as x). Where the spread is 0 the
+        gradient is 0, as PyTorch's (the chain rule gives 0 / 0: sqrt's slope there is infinite)."""
+        return _std_of(self.var(axis, keepdim, correction))
 
     @dim_or_axis
     def var_mean(self, axis: Axis = None, keepdim: bool = False, correction: int = 1,
@@ -135,7 +136,7 @@ class ReduceMixin:
                  unbiased: bool | None = None) -> tuple["Tensor", "Tensor"]:
         """(std, mean) together, as torch.std_mean; unbiased=False is correction=0."""
         var, mean = self.var_mean(axis, keepdim, correction, unbiased)
-        return var.sqrt(), mean
+        return _std_of(var), mean
 
     def _count(self, axis: Axis, op: str) -> int:
         """How many elements each reduction over `axis` combines."""
@@ -325,3 +326,8 @@ class ReduceMixin:
             x = x.transpose(a, -1)
         return x if keepdim else x.reshape(tuple(s for i, s in enumerate(x.shape) if i not in axes))
 
+
+def _std_of(var: "Tensor") -> "Tensor":
+    """sqrt(var), with gradient 0 where var is 0 (PyTorch's std), not the chain rule's 0 / 0."""
+    flat = var == 0
+    return flat.where(0.0, flat.where(1.0, var).sqrt())
