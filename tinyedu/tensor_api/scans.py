@@ -1,12 +1,12 @@
 """Running (cumulative) ops along an axis: cumprod, cummax, cummin, logcumsumexp.
 
 Each is a *scan*: out[i] combines x[0], ..., x[i] with an associative op (times, max, log-add-exp).
-tinyedu has no loop primitive, so a scan is built from movement ops, like cumsum (reduce.py): pad
-n - 1 copies of the op's identity in front, cut n windows of n (window i ends at x[i]) and reduce
-each window; n^2 work. Long axes go in blocks of 32: a scan inside each block, a scan of the block
-totals (recursively), and each block combined with the total of all blocks before it, so about
-32 n work and a graph of log32(n) levels. The gradient is the chain rule through these primitives,
-which is exact where a division-based formula is not (a product with zeros in it, for one).
+tinyedu has no loop primitive, so a scan is built from movement ops in log2(n) rounds (Hillis and
+Steele): round r combines each element with the one 2^r places before it. After round r each
+element holds the combination of the 2^(r+1) elements ending at it, so ceil(log2 n) rounds cover
+the whole axis: n log2 n work, one kernel per round (cumsum, in reduce.py, sums windows instead).
+The gradient is the chain rule through these primitives, which is exact where a division-based
+formula is not (a product with zeros in it, for one).
 """
 
 from __future__ import annotations
@@ -22,30 +22,21 @@ if TYPE_CHECKING:
     from tinyedu.tensor import Tensor
 
 Combine = Callable[["Tensor", "Tensor"], "Tensor"]
-BLOCK = 32
 
 
-def scan_last(x: "Tensor", reduce_windows: Callable[["Tensor"], "Tensor"], combine: Combine,
-              identity: float | int) -> "Tensor":
-    """The inclusive scan of x along its last axis (see the module docstring).
-
-    reduce_windows reduces axis -2 of a (..., n, n) stack of windows; combine(a, b) is the op on
-    two broadcastable tensors (a comes first); identity is what padding holds (op(identity, v) = v).
-    """
-    n = x.shape[-1]
-    keep = ((0, 0),) * (x.ndim - 1)
-    if n == 0:
-        return x
-    if n <= BLOCK:
-        padded = x.pad(keep + ((n - 1, 0),), value=identity)
-        return reduce_windows(padded._windows(n, 1))
-    blocks = -(-n // BLOCK)
-    tiled = x.pad(keep + ((0, blocks * BLOCK - n),), value=identity).reshape(*x.shape[:-1], blocks, BLOCK)
-    inside = scan_last(tiled, reduce_windows, combine, identity)   # a scan within each block
-    running = scan_last(inside[..., -1], reduce_windows, combine, identity)  # over block totals
-    before = running.pad(keep + ((1, 0),), value=identity)[..., :-1]  # all blocks before this one
-    out = combine(before.unsqueeze(-1), inside).reshape(*x.shape[:-1], blocks * BLOCK)
-    return out[..., :n]
+def doubling_scan(x: "Tensor", combine: Combine, identity: float | int) -> "Tensor":
+    """The inclusive scan of x along its last axis in log2(n) rounds (Hillis and Steele): round r
+    combines each element with the one 2^r places before it (identity where there is none). Each
+    round is one elementwise kernel; it is realized (contiguous) because the next round reads it
+    twice, and fusing the rounds would repeat the work 2^r times. The gradient too is realized at
+    each round (contiguous_backward), for the same reason."""
+    n, step = x.shape[-1], 1
+    while step < n:
+        x = x.contiguous_backward()
+        before = x.pad(((0, 0),) * (x.ndim - 1) + ((step, 0),), value=identity)[..., :n]
+        x = combine(before, x).contiguous()
+        step *= 2
+    return x
 
 
 def _lowest(x: "Tensor") -> float | int:
@@ -54,15 +45,13 @@ def _lowest(x: "Tensor") -> float | int:
 
 
 class ScanMixin:
-    def _scan(self, axis: int, op: str, reduce_windows: Callable, combine: Combine,
-              identity: float | int) -> "Tensor":
-        """scan_last along `axis` (moved last and back); a 0-d tensor is its own scan."""
+    def _scan(self, axis: int, op: str, combine: Combine, identity: float | int) -> "Tensor":
+        """doubling_scan along `axis` (moved last and back); a 0-d tensor is its own scan."""
         if self.ndim == 0:
             self._axis(axis, op)
             return self
         a = self._axis(axis, op)
-        x = self.transpose(a, -1)
-        return scan_last(x, reduce_windows, combine, identity).transpose(a, -1)
+        return doubling_scan(self.transpose(a, -1), combine, identity).transpose(a, -1)
 
     @dim_or_axis
     def cumprod(self, axis: int = 0, dtype: Any = None) -> "Tensor":
@@ -72,17 +61,16 @@ class ScanMixin:
         x = self if dtype is None else self.cast(dtype)
         if dtype is None and x.dtype in (dtypes.bool, dtypes.uint8):
             x = x.int()
-        return x._scan(axis, "cumprod", lambda w: w.prod(-2), lambda a, b: a * b, 1)
+        return x._scan(axis, "cumprod", lambda u, v: u * v, 1)
 
     @dim_or_axis
     def logcumsumexp(self, axis: int = 0) -> "Tensor":
-        """Running log(sum(exp(x))): each window and each join of blocks is a logsumexp, which
-        subtracts its max first, so large values do not overflow and -inf counts as exp(-inf) = 0."""
+        """Running log(sum(exp(x))): each combination is a logsumexp of two, which subtracts their
+        max first, so large values do not overflow and -inf counts as exp(-inf) = 0."""
         def log_add_exp(a: "Tensor", b: "Tensor") -> "Tensor":
-            return a.expand(b.shape).stack(b, dim=-1).logsumexp(-1)
+            return a.stack(b, dim=-1).logsumexp(-1)
 
-        return self._float()._scan(axis, "logcumsumexp", lambda w: w.logsumexp(-2), log_add_exp,
-                                   -float("inf"))
+        return self._float()._scan(axis, "logcumsumexp", log_add_exp, -float("inf"))
 
     @dim_or_axis
     def cummax(self, axis: int = 0) -> tuple["Tensor", "Tensor"]:
@@ -109,11 +97,11 @@ class ScanMixin:
         n = self.shape[a]
         with no_grad():
             x = self.detach() if op == "cummax" else self.detach()._reversed_order()
-            running = x._scan(a, op, lambda w: w.max(-2), lambda u, v: u.maximum(v), _lowest(x))
+            running = x._scan(a, op, lambda u, v: u.maximum(v), _lowest(x))
             record = x == running
             if x.dtype.is_float:
                 record = record | (x != x)
             position = Tensor.arange(n, device=self.device).reshape((n,) + (1,) * (self.ndim - a - 1))
             marked = record.where(position, -1)
-            indices = marked._scan(a, op, lambda w: w.max(-2), lambda u, v: u.maximum(v), -1)
+            indices = marked._scan(a, op, lambda u, v: u.maximum(v), -1)
         return self._pick_along(indices, a), indices
