@@ -1,4 +1,6 @@
-"""Picking elements by computed positions (sort, topk, cummax): the value keeps each picked element's
+"""Functions whose value the Tensor method computes and passes in, with a gradient of their own.
+
+PickAlong picks elements by computed positions (sort, topk): the value keeps each picked element's
 exact bits, and the gradient of each output goes back to the one element it was picked from.
 
 The Tensor method computes the value (tinyedu/tensor_api/sorting.py) and passes it in with `pick`,
@@ -9,6 +11,8 @@ separate, so each can be exact.
 """
 
 from __future__ import annotations
+
+from typing import Callable
 
 from tinyedu.function import Function
 from tinyedu.lazy import LazyBuffer
@@ -28,3 +32,18 @@ class PickAlong(Function):
         g = grad.reshape((*batch, m, 1)).expand(self.pick.shape)
         scattered = self.pick.e(TernaryOps.WHERE, g, g.const(0)).r(ReduceOps.SUM, (len(batch),))
         return scattered.reshape((*batch, n)), None, None
+
+
+class GivenGradient(Function):
+    """An op whose value the Tensor method computed (without a graph) and whose gradient is a formula
+    it passes in as `gradient`, a function from the output's gradient to the input's (on LazyBuffers).
+    logcumsumexp uses it for PyTorch's formula, which the chain rule through its rounds does not give
+    at -inf (there a round's 0 * NaN spreads NaN to every element)."""
+
+    def forward(self, x: LazyBuffer, value: LazyBuffer, gradient: Callable[[LazyBuffer], LazyBuffer],
+                ) -> LazyBuffer:
+        self.gradient = gradient
+        return value
+
+    def backward(self, grad: LazyBuffer) -> tuple[LazyBuffer | None, ...]:
+        return self.gradient(grad), None

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
+import tinyedu.function_select as FS
 from tinyedu.dtype import dtypes
 from tinyedu.tensor_api.reduce import dim_or_axis
 
@@ -39,9 +40,33 @@ def doubling_scan(x: "Tensor", combine: Combine, identity: float | int) -> "Tens
     return x
 
 
-def _lowest(x: "Tensor") -> float | int:
-    """The identity of max: -inf for floats, the smallest value of an integer dtype."""
-    return -float("inf") if x.dtype.is_float else int(np.iinfo(x.dtype.np).min)
+def _log_add_exp(a: "Tensor", b: "Tensor") -> "Tensor":
+    return a.stack(b, dim=-1).logsumexp(-1)
+
+
+def _logcumsumexp_gradient(x: "Tensor", out: "Tensor", grad: Any, axis: int) -> "Tensor":
+    """d/dx[j] of sum_k g[k] out[k] is sum over k >= j of g[k] exp(x[j] - out[k]): in the log domain,
+    a logcumsumexp from the end of log|g| - out, plus x, exponentiated; the positive and the negative
+    gradients separately (PyTorch's formula)."""
+    from tinyedu.tensor import Tensor, no_grad
+
+    with no_grad():
+        g = Tensor(grad, device=x.device)
+        log_g = g.abs().log()
+
+        def part(sign: "Tensor") -> "Tensor":
+            logs = (sign.where(log_g, -float("inf")) - out).flip(axis)
+            return (logs._scan(axis, "logcumsumexp", _log_add_exp, -float("inf")).flip(axis) + x).exp()
+
+        return part(g > 0) - part(g < 0)
+
+
+def _extreme(x: "Tensor", lowest: bool) -> float | int:
+    """The identity of max (lowest=True) or min: +-inf for floats, the ends of an integer dtype."""
+    if x.dtype.is_float:
+        return -float("inf") if lowest else float("inf")
+    info = np.iinfo(x.dtype.np)
+    return int(info.min if lowest else info.max)
 
 
 class ScanMixin:
@@ -66,11 +91,18 @@ class ScanMixin:
     @dim_or_axis
     def logcumsumexp(self, axis: int = 0) -> "Tensor":
         """Running log(sum(exp(x))): each combination is a logsumexp of two, which subtracts their
-        max first, so large values do not overflow and -inf counts as exp(-inf) = 0."""
-        def log_add_exp(a: "Tensor", b: "Tensor") -> "Tensor":
-            return a.stack(b, dim=-1).logsumexp(-1)
+        max first, so large values do not overflow and -inf counts as exp(-inf) = 0. The gradient is
+        PyTorch's formula (_logcumsumexp_gradient)."""
+        from tinyedu.tensor import no_grad
 
-        return self._float()._scan(axis, "logcumsumexp", log_add_exp, -float("inf"))
+        x = self._float()
+        a = self._axis(axis, "logcumsumexp")
+        if self.ndim == 0:  # one element: its own log(exp(x))
+            return x
+        with no_grad():
+            out = x.detach()._scan(a, "logcumsumexp", _log_add_exp, -float("inf"))
+        return x._apply(FS.GivenGradient, out,
+                        gradient=lambda g: _logcumsumexp_gradient(x.detach(), out, g, a).lazydata)
 
     @dim_or_axis
     def cummax(self, axis: int = 0) -> tuple["Tensor", "Tensor"]:
@@ -84,24 +116,33 @@ class ScanMixin:
         return self._running_extreme(axis, "cummin")
 
     def _running_extreme(self, axis: int, op: str) -> tuple["Tensor", "Tensor"]:
-        """Position j is a *record* when x[j] equals the running max there (or is NaN): the index of
-        the running max at i is then the last record at or before i, itself a running max (of j at the
-        records, -1 elsewhere). The values are x at those indices, so they keep x's exact bits and
-        their gradient goes to the chosen element only."""
+        """The values are a scan that keeps the later of two elements unless the earlier one is
+        strictly more extreme (a NaN stays until the next NaN). It is a `where`, so every value keeps
+        its bits and the whole gradient goes to the element chosen (Maximum would split it on a tie).
+        Position j is a *record* when x[j] is the running extreme there (or NaN); the index at i is
+        the last record at or before i: a running max of j at the records, -1 elsewhere."""
         from tinyedu.tensor import Tensor, no_grad
 
         if self.ndim == 0:
             self._axis(axis, op)
             return self, Tensor(0, device=self.device)
+        if self.dtype == dtypes.bool:
+            values, indices = self.int()._running_extreme(axis, op)
+            return values.cast(dtypes.bool), indices
         a = self._axis(axis, op)
-        n = self.shape[a]
+
+        def later_unless_beaten(earlier: "Tensor", later: "Tensor") -> "Tensor":
+            keep_later = (later >= earlier) if op == "cummax" else (later <= earlier)
+            if later.dtype.is_float:
+                keep_later = keep_later | (later != later)
+            return keep_later.where(later, earlier)
+
+        values = self._scan(a, op, later_unless_beaten, _extreme(self, lowest=op == "cummax"))
         with no_grad():
-            x = self.detach() if op == "cummax" else self.detach()._reversed_order()
-            running = x._scan(a, op, lambda u, v: u.maximum(v), _lowest(x))
-            record = x == running
-            if x.dtype.is_float:
-                record = record | (x != x)
+            record = self == values.detach()
+            if self.dtype.is_float:
+                record = record | (self != self)
+            n = self.shape[a]
             position = Tensor.arange(n, device=self.device).reshape((n,) + (1,) * (self.ndim - a - 1))
-            marked = record.where(position, -1)
-            indices = marked._scan(a, op, lambda u, v: u.maximum(v), -1)
-        return self._pick_along(indices, a), indices
+            indices = record.where(position, -1)._scan(a, op, lambda u, v: u.maximum(v), -1)
+        return values, indices

@@ -70,16 +70,6 @@ class SortingMixin:
         indices = pick.where(Tensor.arange(n, device=x.device), 0).sum(-1)
         return values.transpose(a, -1), indices.cast(dtypes.int32).transpose(a, -1)
 
-    def _pick_along(self, index: "Tensor", dim: int) -> "Tensor":
-        """out[..., p, ...] = self[..., index[..., p, ...], ...] along dim, with the exact bits of each
-        element (torch.take_along_dim, for indices already in range)."""
-        from tinyedu.tensor import Tensor
-
-        a = self._axis(dim, "take_along_dim")
-        x, index = self.transpose(a, -1), index.transpose(a, -1)
-        pick = index.unsqueeze(-1) == Tensor.arange(x.shape[-1], device=x.device)
-        return x._pick(pick).transpose(a, -1)
-
     def _pick(self, pick: "Tensor") -> "Tensor":
         """self (..., n) at the positions pick (..., m, n) marks, one per output row (FS.PickAlong).
 
