@@ -296,3 +296,12 @@ def test_nll_loss_weight(reduction: str, shape: tuple[int, ...]) -> None:
     helper_test_op([shape], theirs, ours)
     with pytest.raises(ValueError, match="weight must be a float tensor of shape"):
         Tensor.ones(*shape).nll_loss(Tensor(target.astype(np.int32)), weight=Tensor.ones(classes + 1))
+
+
+def test_int_where_with_a_vector_mask() -> None:
+    """An int pad with a fill value is where(mask, x, fill); upcast to 16 lanes on C, the bool mask's
+    broadcast once shared its name with the int broadcast and put 1 (not -1) in the lanes: the pad
+    read as the fill everywhere."""
+    data = np.arange(40000, dtype=np.int32)
+    out = Tensor(data).pad(((16, 0),), value=-1)[:40000].numpy()
+    np.testing.assert_array_equal(out, np.concatenate([np.full(16, -1, np.int32), data[:-16]]))

@@ -301,8 +301,10 @@ class CRenderer(Renderer):
         return self.splat(u.dtype, _unwrap(value))
 
     def splat(self, dtype: VectorDType, scalar: str) -> str:
-        """A vector with `scalar` in every lane."""
-        return f"{self.use_helper('broadcast_' + c_type(dtype), dtype)}({scalar})"
+        """A vector with `scalar` in every lane. A bool vector is an int vector of masks (-1 for true),
+        so its broadcast has a name of its own: the int one would put 1 in the lanes."""
+        prefix = "broadcast_mask_" if dtype.scalar == dtypes.bool else "broadcast_"
+        return f"{self.use_helper(prefix + c_type(dtype), dtype)}({scalar})"
 
     def use_helper(self, name: str, dtype: DType | VectorDType) -> str:
         if is_vector(dtype):
