@@ -6,7 +6,9 @@ broadcasts, reductions, movement). tinyedu runs it on C and on NUMPY, PyTorch in
 the outputs and the input gradients (of the sum of the output) must agree by the rules of
 tests/torch_edges.py: NaN and inf exactly where float32 PyTorch has them, finite values close. The
 run is derandomized, so CI sees the same examples every time; FUZZ_RANDOM=1 TORCH_FUZZ_EXAMPLES=500
-explores further.
+explores further. test_new_ops_on_odd_shapes_match_pytorch runs the scans, sorting and statistics
+(cumprod, cummax, sort, topk, isclose, std_mean, nll_loss...) on odd shapes up to 40,000 elements,
+seeded, with edge values sprinkled in.
 
 Some chains are ill-conditioned: a gradient that is 0 in exact arithmetic comes out as an ulp of
 rounding noise (softmax's gradients sum to 0), and a later 1/1e-8 magnifies the noise to ~1 (or
