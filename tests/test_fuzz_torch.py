@@ -6,7 +6,9 @@ broadcasts, reductions, movement). tinyedu runs it on C and on NUMPY, PyTorch in
 the outputs and the input gradients (of the sum of the output) must agree by the rules of
 tests/torch_edges.py: NaN and inf exactly where float32 PyTorch has them, finite values close. The
 run is derandomized, so CI sees the same examples every time; FUZZ_RANDOM=1 TORCH_FUZZ_EXAMPLES=500
-explores further.
+explores further. test_new_ops_on_odd_shapes_match_pytorch runs the scans, sorting and statistics
+(cumprod, cummax, sort, topk, isclose, std_mean, nll_loss...) on odd shapes up to 40,000 elements,
+seeded, with edge values sprinkled in.
 
 Some chains are ill-conditioned: a gradient that is 0 in exact arithmetic comes out as an ulp of
 rounding noise (softmax's gradients sum to 0), and a later 1/1e-8 magnifies the noise to ~1 (or
@@ -167,3 +169,103 @@ def test_random_chains_match_pytorch(program: tuple[np.ndarray, list[Step]]) -> 
         _matches_any(out.numpy(), outs, f"output on {what}", rtol=2e-3, atol=1e-5)
         out.sum().backward()
         _matches_any(x.grad.numpy(), grads, f"gradient on {what}", rtol=1e-2, atol=1e-4)
+
+
+# ---- the scans, sorting and statistics on odd shapes up to 40k elements ----
+ODD_SHAPES = [(199, 201), (40000,), (7, 1, 5713)]
+# values that are hard on these ops: zeros of both signs, ties, infinities and NaN (for the products
+# only finite ones: their gradient at +-inf and NaN is the chain rule's, see docs/numerics_and_semantics)
+SPRINKLE = np.array([0.0, -0.0, 1.0, -1.0, 2.5, 2.5, 1e4, -1e4, np.inf, -np.inf, np.nan], np.float32)
+TAME = np.array([0.0, -0.0, 1.0, -1.0, 1.25, 1.25, 0.5], np.float32)
+
+
+def odd_input(shape: tuple[int, ...], seed: int, tame: bool) -> np.ndarray:
+    """Random values (ties from rounding) with 2% of the elements replaced by edge values."""
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(0.5, 1.5, shape) if tame else np.round(rng.uniform(-20, 20, shape), 1)
+    x = x.astype(np.float32).reshape(-1)
+    at = rng.choice(x.size, max(x.size // 50, 3), replace=False)
+    x[at] = rng.choice(TAME if tame else SPRINKLE, at.size)
+    return x.reshape(shape)
+
+
+def _sorted_pair(x: Any, dim: int, descending: bool, ours: bool) -> tuple[Any, Any]:
+    if ours:
+        return x.sort(dim, descending)
+    return x.sort(dim=dim, descending=descending, stable=True)
+
+
+def _topk_pair(x: Any, k: int, dim: int, largest: bool, ours: bool) -> tuple[Any, Any]:
+    """torch.topk does not promise which of equal values it takes: the reference is the stable sort."""
+    if ours:
+        return x.topk(k, dim, largest)
+    values, indices = _sorted_pair(x, dim, largest, ours)
+    return values.narrow(dim, 0, k), indices.narrow(dim, 0, k)
+
+
+def _nll(x: Any, ours: bool) -> Any:
+    n, classes = x.shape
+    rng = np.random.default_rng(3)
+    target = rng.integers(0, classes, n)
+    target[::17] = -100
+    weight = rng.uniform(0, 2, classes).astype(np.float32)
+    if ours:
+        ours_target = Tensor(target.astype(np.int32), device=x.device)
+        return x.nll_loss(ours_target, weight=Tensor(weight, device=x.device))
+    return F.nll_loss(x, torch.tensor(target), weight=torch.tensor(weight, dtype=x.dtype))
+
+
+# name: (fn(x, shape_index, ours) -> output or (values, indices), tame inputs)
+ODD_OPS: dict[str, tuple[Callable, bool]] = {
+    "cumprod": (lambda x, k, ours: x.cumprod((1, 0, 2)[k]), True),
+    "cummax": (lambda x, k, ours: tuple(x.cummax((0, 0, -1)[k])), False),
+    "cummin": (lambda x, k, ours: tuple(x.cummin((1, 0, 0)[k])), False),
+    "logcumsumexp": (lambda x, k, ours: x.logcumsumexp((1, 0, 2)[k]), False),
+    "sort": (lambda x, k, ours: _sorted_pair(x, (-1, None, 0)[k], k == 2, ours), False),
+    "topk": (lambda x, k, ours: _topk_pair(x, (7, 0, 3)[k], (1, 0, 0)[k], k != 2, ours), False),
+    "isclose": (lambda x, k, ours: x.isclose(x.flip(0) * 1.0001, 1e-3, 1e-2, k == 1), False),
+    "std_mean": (lambda x, k, ours: (x.std(0, keepdim=k == 2), x.mean(0, keepdim=k == 2)) if not ours
+                 else x.std_mean(0, keepdim=k == 2), False),
+    "prod": (lambda x, k, ours: x.prod(0), True),
+    "nll_loss": (lambda x, k, ours: _nll(x.reshape(-1, x.shape[-1]), ours), False),
+}
+SKIP = {("sort", 1), ("topk", 1)}  # sorting a row of 40,000 is 1.6e9 comparisons: ours refuses big rows
+
+
+def _odd_run(name: str, k: int, data: np.ndarray, device: str | None,
+             dtype: Any = None) -> tuple[list, list, np.ndarray]:
+    """Outputs (the float ones, and the others: indices, bools) and the gradient of the sum of the
+    float outputs; tinyedu on `device`, or PyTorch in `dtype` when device is None."""
+    ours = device is not None
+    x = Tensor(data, device=device, requires_grad=True) if ours else \
+        torch.tensor(data, dtype=dtype, requires_grad=True)
+    outs = ODD_OPS[name][0](x, k, ours)
+    outs = list(outs) if isinstance(outs, tuple) else [outs]
+    is_float = [o.dtype.is_float if ours else o.dtype.is_floating_point for o in outs]
+    floats = [o for o, f in zip(outs, is_float, strict=True) if f]
+    if floats and floats[0].requires_grad:
+        sum(o.sum() for o in floats).backward()
+    grad = x.grad.numpy() if x.grad is not None else np.zeros(data.shape, np.float32)
+    values = [o.numpy() if ours else o.detach().numpy() for o in outs]
+    return ([v for v, f in zip(values, is_float, strict=True) if f],
+            [v for v, f in zip(values, is_float, strict=True) if not f], grad)
+
+
+@pytest.mark.parametrize("name", list(ODD_OPS))
+def test_new_ops_on_odd_shapes_match_pytorch(name: str) -> None:
+    """Each op on (199, 201), (40000,) and (7, 1, 5713), seeded, with edge values sprinkled in: outputs,
+    indices and input gradients agree with PyTorch (float32 and float64) on NUMPY and C."""
+    for k, shape in enumerate(ODD_SHAPES):
+        if (name, k) in SKIP:
+            continue
+        data = odd_input(shape, seed=k, tame=ODD_OPS[name][1])
+        out32, index32, grad32 = _odd_run(name, k, data, None, torch.float32)
+        out64, _, grad64 = _odd_run(name, k, data, None, torch.float64)
+        for device in ("NUMPY", "C"):
+            outs, indices, grad = _odd_run(name, k, data, device)
+            what = f"{name} on {device}, shape {shape}"
+            for ours, r32, r64 in zip(outs, out32, out64, strict=True):
+                assert_edges_match(ours, r32, r64, f"output of {what}", "", rtol=2e-3, atol=1e-5)
+            for ours, ref in zip(indices, index32, strict=True):
+                np.testing.assert_array_equal(ours, ref.astype(ours.dtype), err_msg=f"indices of {what}")
+            assert_edges_match(grad, grad32, grad64, f"gradient of {what}", "", rtol=1e-2, atol=1e-4)

@@ -89,7 +89,7 @@ class Clamp(UnaryFunction):
     def value(self, x: Expr) -> Expr:
         low, high = self.params["low"], self.params["high"]
         out = x if low is None else (x < low).where(low, x)
-        return out if high is None else (x > high).where(high, out)
+        return out if high is None else (out > high).where(high, out)  # min(max(x, low), high)
 
     def derivative(self, x: Expr, ret: Expr) -> Expr:
         return Expr(x.lazydata.const(1.0))
@@ -100,6 +100,36 @@ class Clamp(UnaryFunction):
         if self.params["inclusive"]:  # clamp: inside [low, high]; NaN is not inside
             return (x >= low) & (x <= high)
         return ~((x <= low) | (x >= high))  # hardtanh: NaN is not outside either
+
+
+class ClampTensors(Function):
+    """clamp(x, low, high) with tensor bounds (of x's shape; either may be missing, `sides` names the
+    given ones): min(max(x, low), high), and NaN in x or a bound gives NaN, as in PyTorch. Written by
+    hand for PyTorch's gradient rule, which the chain rule through two wheres does not give: x gets
+    the gradient where low <= x <= high, low where x < low < high, high where x > high or high < low
+    (so with low == high and x outside, no input gets it)."""
+
+    def forward(self, x: LazyBuffer, *bounds: LazyBuffer, sides: tuple[str, ...]) -> LazyBuffer:
+        given = dict(zip(sides, (Expr(b) for b in bounds), strict=True))
+        self.x, self.low, self.high, self.sides = Expr(x), given.get("low"), given.get("high"), sides
+        out = self.x
+        if self.low is not None:
+            out = self.low.ne(self.low).where(self.low, (out < self.low).where(self.low, out))
+        if self.high is not None:
+            out = self.high.ne(self.high).where(self.high, (out > self.high).where(self.high, out))
+        return out.lazydata
+
+    def backward(self, grad: LazyBuffer) -> tuple[LazyBuffer | None, ...]:
+        x, low, high = self.x, self.low, self.high
+        inside = [m for m in (None if low is None else x >= low, None if high is None else x <= high) if m]
+        masks = {"x": inside[0] if len(inside) == 1 else inside[0] & inside[1]}
+        if low is not None:
+            masks["low"] = (x < low) if high is None else (x < low) & (low < high)
+        if high is not None:
+            masks["high"] = (x > high) if low is None else (x > high) | (high < low)
+        g = Expr(grad)
+        return tuple(masks[side].where(g, 0.0).lazydata if need else None
+                     for side, need in zip(("x", *self.sides), self.needs_input_grad, strict=True))
 
 
 class Hardswish(UnaryFunction):

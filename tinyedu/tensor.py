@@ -33,6 +33,8 @@ from tinyedu.tensor_api.normalization import NormalizationMixin
 from tinyedu.tensor_api.reduce import ReduceMixin
 from tinyedu.tensor_api.repr import format_tensor
 from tinyedu.tensor_api.rounding import RoundingMixin
+from tinyedu.tensor_api.scans import ScanMixin
+from tinyedu.tensor_api.sorting import SortingMixin
 
 Scalar = float | int | bool
 
@@ -67,7 +69,8 @@ class count_primitives:  # noqa: N801 - used like no_grad
 
 
 class Tensor(CreationMixin, ElementwiseMixin, RoundingMixin, ActivationMixin, ReduceMixin, MovementMixin,
-             IndexingMixin, CombineMixin, NNMixin, ConvMixin, NormalizationMixin, LossMixin, AssignMixin):
+             IndexingMixin, CombineMixin, NNMixin, ConvMixin, NormalizationMixin, LossMixin, AssignMixin,
+             ScanMixin, SortingMixin):
     grad_enabled: ClassVar[bool] = True
     training: ClassVar[bool] = False  # dropout is active only while training (see Tensor.train)
 

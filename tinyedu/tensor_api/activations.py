@@ -48,10 +48,7 @@ class ActivationMixin:
         if min is None and max is None:
             raise ArgumentError("clamp: give at least one of min and max")
         if isinstance(min, Tensor) or isinstance(max, Tensor):
-            out = self
-            if min is not None:
-                out = (out < min).where(min, out)
-            return out if max is None else (out > max).where(max, out)
+            return self._clamp_tensors(min, max)
         low, high = (None if v is None else _number(v, name, "clamp")
                      for v, name in ((min, "min"), (max, "max")))
         x = self
@@ -64,6 +61,21 @@ class ActivationMixin:
         return x._apply(FC.Clamp, low=low, high=high, inclusive=True)
 
     clip = clamp
+
+    def _clamp_tensors(self, low: Any, high: Any) -> "Tensor":
+        """clamp with a tensor among the bounds: everything broadcast to one shape and dtype; floats
+        take PyTorch's gradient rule (FC.ClampTensors), integers min(max(x, low), high)."""
+        given = {side: b for side, b in (("low", low), ("high", high)) if b is not None}
+        x = self
+        for b in given.values():  # x takes the shape and dtype of all three together
+            x = x._broadcasted(b, "clamp")[0]
+        bounds = [x._broadcasted(b, "clamp")[1] for b in given.values()]
+        if not x.dtype.is_float:
+            out = x
+            for side, b in zip(given, bounds, strict=True):
+                out = (out < b).where(b, out) if side == "low" else (out > b).where(b, out)
+            return out
+        return x._apply(FC.ClampTensors, *bounds, sides=tuple(given))
 
     def hardtanh(self, min_val: float = -1.0, max_val: float = 1.0) -> "Tensor":
         """clamp(x, min_val, max_val) with PyTorch's hardtanh gradient: 0 at the bounds themselves."""

@@ -1,9 +1,11 @@
 """Joining tensors and cutting them apart: cat, stack, split, chunk.
 
 cat has no primitive of its own: pad every piece with zeros out to the full length, each at its
-own offset, and add them up. Where one piece has data the others have zeros. The gradient of pad
-is shrink, so each piece gets back exactly its slice of the gradient. split is the opposite: one
-shrink per piece, all views of the same buffer.
+own offset, and pick, at each position, the piece whose data is there (a `where` on a padded mask).
+Adding the padded pieces would be shorter but not exact: -0.0 + 0.0 is +0.0, so a -0.0 would lose
+its sign; `where` copies every value as it is. The gradient of pad is shrink and `where` sends the
+gradient only to the side it picked, so each piece gets back exactly its slice of the gradient.
+split is the opposite: one shrink per piece, all views of the same buffer.
 """
 
 from __future__ import annotations
@@ -18,8 +20,17 @@ if TYPE_CHECKING:
     from tinyedu.tensor import Tensor
 
 
+def _tensors_and_dim(first: Any, others: tuple, dim: int | None, op: str) -> tuple[list["Tensor"], int]:
+    """Accept `a.cat(b, c)` / `Tensor.cat(a, b, c)` and PyTorch's `Tensor.cat([a, b, c], 1)` (dim
+    positional after a list) or `Tensor.cat([a, b, c], dim=1)`."""
+    if isinstance(first, (list, tuple)) and len(others) == 1 and isinstance(others[0], int):
+        if dim is not None:
+            raise TypeError(f"{op}: dim given twice, positionally ({others[0]}) and as dim={dim}")
+        return _tensors(first, (), op), others[0]
+    return _tensors(first, others, op), 0 if dim is None else dim
+
+
 def _tensors(first: Any, others: tuple, op: str) -> list["Tensor"]:
-    """Accept both `a.cat(b, c)` / `Tensor.cat(a, b, c)` and PyTorch's `Tensor.cat([a, b, c])`."""
     from tinyedu.tensor import Tensor
 
     tensors = [*first, *others] if isinstance(first, (list, tuple)) else [first, *others]
@@ -35,12 +46,12 @@ def _tensors(first: Any, others: tuple, op: str) -> list["Tensor"]:
 
 
 class CombineMixin:
-    def cat(self, *others: "Tensor", dim: int = 0) -> "Tensor":
-        """Join tensors along an existing axis; every other axis must match (dtypes promote, as in PyTorch).
-
-        As in PyTorch, a 1-d empty tensor (shape (0,)) is skipped whatever the others' shape.
+    def cat(self, *others: "Tensor", dim: int | None = None) -> "Tensor":
+        """Join tensors along an existing axis (dim, 0 by default); every other axis must match (dtypes
+        promote, as in PyTorch). As in PyTorch, a 1-d empty tensor (shape (0,)) is skipped whatever the
+        others' shape.
         """
-        tensors = _tensors(self, others, "cat")
+        tensors, dim = _tensors_and_dim(self, others, dim, "cat")
         dtype = least_upper_dtype(*(t.dtype for t in tensors))
         tensors = [t for t in tensors if t.shape != (0,)] or tensors[:1]
         first = tensors[0]
@@ -60,13 +71,19 @@ class CombineMixin:
             padding = [(0, 0)] * t.ndim
             padding[d] = (start, total - start - t.shape[d])
             piece = t.cast(dtype).pad(padding)
-            out = piece if out is None else out + piece
+            if out is None:
+                out = piece
+            else:  # True along this piece's stretch of dim d, broadcast over the other axes
+                here = type(t).full(tuple(t.shape[d] if i == d else 1 for i in range(t.ndim)), True,
+                                   device=t.device).pad(padding)
+                out = here.where(piece, out)
             start += t.shape[d]
         return out
 
-    def stack(self, *others: "Tensor", dim: int = 0) -> "Tensor":
-        """Join same-shaped tensors along a new axis `dim`: a size-1 axis on each, then cat."""
-        tensors = _tensors(self, others, "stack")
+    def stack(self, *others: "Tensor", dim: int | None = None) -> "Tensor":
+        """Join same-shaped tensors along a new axis `dim` (0 by default): a size-1 axis on each, then
+        cat. Tensor.stack([a, b], 1) as in PyTorch."""
+        tensors, dim = _tensors_and_dim(self, others, dim, "stack")
         for k, t in enumerate(tensors):
             if t.shape != tensors[0].shape:
                 raise ShapeError(f"stack: all tensors must have the same shape, but tensor 0 has shape "

@@ -89,11 +89,13 @@ class LossMixin:
         logits = self.movedim(-1, 1) if self.ndim > 2 else self
         return logits.cross_entropy(y, label_smoothing=label_smoothing, ignore_index=ignore_index)
 
-    def nll_loss(self, target: "Tensor", reduction: str = "mean", ignore_index: int = -100) -> "Tensor":
+    def nll_loss(self, target: "Tensor", reduction: str = "mean", ignore_index: int = -100,
+                 weight: "Tensor | None" = None) -> "Tensor":
         """Negative log-likelihood: -self[n, target[n]] for log-probabilities self of shape (N, C) (or (C,),
         or (N, C, d1, ...)), with class indices as target. Targets equal to ignore_index count for nothing,
-        and 'mean' averages over the others, as in PyTorch."""
-        return self._class_loss(self, target, reduction, ignore_index, 0.0, "nll_loss")
+        and 'mean' averages over the others, as in PyTorch. weight (C,) scales each target's loss by its
+        class's weight, and 'mean' is then PyTorch's weighted mean: sum(w[t] * loss) / sum(w[t])."""
+        return self._class_loss(self, target, reduction, ignore_index, 0.0, "nll_loss", weight)
 
     def cross_entropy(self, target: "Tensor", reduction: str = "mean", label_smoothing: float = 0.0,
                       ignore_index: int = -100) -> "Tensor":
@@ -121,7 +123,7 @@ class LossMixin:
         return self._class_loss(logp, target, reduction, ignore_index, label_smoothing, "cross_entropy")
 
     def _class_loss(self, logp: "Tensor", target: "Tensor", reduction: str, ignore_index: int,
-                    smoothing: float, op: str) -> "Tensor":
+                    smoothing: float, op: str, weight: "Tensor | None" = None) -> "Tensor":
         """-logp at each target class (a one-hot mask picks it), maybe smoothed, with ignored targets."""
         from tinyedu.tensor import Tensor
 
@@ -157,9 +159,14 @@ class LossMixin:
         loss = -onehot.where(logp, 0.0).sum(class_axis)
         if smoothing:
             loss = (1 - smoothing) * loss - smoothing * logp.mean(class_axis)
+        share = valid
+        if weight is not None:  # each target's class weight
+            weights = _class_weights(weight, logp, class_axis, op)
+            share = valid.where(onehot.where(weights, 0.0).sum(class_axis), 0.0)
+            loss = loss * share
         loss = valid.where(loss, 0.0)
         if reduction == "mean":
-            return loss.sum() / valid.sum()
+            return loss.sum() / share.sum()
         return loss.sum() if reduction == "sum" else loss
 
     def _check_same_shape(self, target: "Tensor", op: str) -> None:
@@ -167,6 +174,17 @@ class LossMixin:
         if target.shape != self.shape:
             raise ValueError(f"{op}: target of shape {target.shape} must have the same shape as the input "
                              f"{self.shape}")
+
+
+def _class_weights(weight: "Tensor", logp: "Tensor", class_axis: int, op: str) -> "Tensor":
+    """weight (C,), checked, as a column along the class axis of logp; constants, as in PyTorch
+    (which refuses a weight that requires grad)."""
+    _check_tensor(weight, "weight", op)
+    n_classes = logp.shape[class_axis]
+    if weight.shape != (n_classes,) or not weight.dtype.is_float:
+        raise ValueError(f"{op}: weight must be a float tensor of shape ({n_classes},), one weight per "
+                         f"class, got {weight.dtype.name} of shape {weight.shape}")
+    return weight.detach().reshape((n_classes,) + (1,) * (logp.ndim - 1 - class_axis))
 
 
 def _clamped_log(x: "Tensor") -> "Tensor":

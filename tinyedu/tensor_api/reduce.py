@@ -83,12 +83,16 @@ class ReduceMixin:
 
     @dim_or_axis
     def min(self, axis: Axis = None, keepdim: bool = False) -> "Tensor":
-        # min(x) = -max(-x) for floats. For ints and bools, min(x) = ~max(~x): ~x = -x - 1 reverses the
-        # order of every integer type and, unlike -x, never overflows (INT_MIN, unsigned types).
+        """The smallest value: the max of the values in reverse order (see _reversed_order)."""
         self._check_not_empty(axis, "min")
-        if self.dtype.is_float:
-            return -((-self).max(axis, keepdim))
-        return self.bitwise_not().max(axis, keepdim).bitwise_not()
+        return self._reversed_order().max(axis, keepdim)._reversed_order()
+
+    def _reversed_order(self) -> "Tensor":
+        """A map that reverses the order of the values and is its own inverse, so min(x) is
+        r(max(r(x))) and argmin(x) is argmax(r(x)). Floats use -x (NaN stays NaN, -0.0 and 0.0 swap
+        back). Integers use ~x, that is -x - 1 for signed and 255 - x for uint8, which never
+        overflows: -x does for int32's -2**31. For bools ~x is `not x`."""
+        return -self if self.dtype.is_float else ~self
 
     @dim_or_axis
     def mean(self, axis: Axis = None, keepdim: bool = False) -> "Tensor":
@@ -120,8 +124,23 @@ class ReduceMixin:
 
     @dim_or_axis
     def std(self, axis: Axis = None, keepdim: bool = False, correction: int = 1) -> "Tensor":
-        """The standard deviation: the square root of var (same units as x)."""
-        return self.var(axis, keepdim, correction).sqrt()
+        """The standard deviation: the square root of var (same units as x). Where the spread is 0 the
+        gradient is 0, as PyTorch's (the chain rule gives 0 / 0: sqrt's slope there is infinite)."""
+        return _std_of(self.var(axis, keepdim, correction))
+
+    @dim_or_axis
+    def var_mean(self, axis: Axis = None, keepdim: bool = False, correction: int = 1,
+                 unbiased: bool | None = None) -> tuple["Tensor", "Tensor"]:
+        """(var, mean) together, as torch.var_mean; unbiased=False is correction=0."""
+        correction = correction if unbiased is None else int(unbiased)
+        return self.var(axis, keepdim, correction), self._float().mean(axis, keepdim)
+
+    @dim_or_axis
+    def std_mean(self, axis: Axis = None, keepdim: bool = False, correction: int = 1,
+                 unbiased: bool | None = None) -> tuple["Tensor", "Tensor"]:
+        """(std, mean) together, as torch.std_mean; unbiased=False is correction=0."""
+        var, mean = self.var_mean(axis, keepdim, correction, unbiased)
+        return _std_of(var), mean
 
     def _count(self, axis: Axis, op: str) -> int:
         """How many elements each reduction over `axis` combines."""
@@ -140,10 +159,8 @@ class ReduceMixin:
 
     @dim_or_axis
     def argmin(self, axis: int | None = None, keepdim: bool = False) -> "Tensor":
-        """The index of the smallest value (first on ties): the argmax of -x (of ~x for ints, which
-        reverses their order without overflowing)."""
-        reversed_order = -self if self.dtype.is_float else self.bitwise_not()
-        return reversed_order._first_max_index(axis, keepdim, "argmin")
+        """The index of the smallest value (first on ties): the argmax of -x."""
+        return self._reversed_order()._first_max_index(axis, keepdim, "argmin")
 
     def _first_max_index(self, axis: int | None, keepdim: bool, op: str) -> "Tensor":
         from tinyedu.tensor import Tensor
@@ -244,6 +261,30 @@ class ReduceMixin:
         """True where every element along axis is non-zero (True for an empty axis)."""
         return (self == 0).sum(axis, keepdim) == 0
 
+    def isclose(self, other: "Tensor | float", rtol: float = 1e-5, atol: float = 1e-8,
+                equal_nan: bool = False) -> "Tensor":
+        """|x - y| <= atol + rtol * |y| elementwise, as torch.isclose: equal values (infinities too)
+        are close, an infinity is close to nothing else, NaN to nothing unless equal_nan=True."""
+        for name, tol in (("rtol", rtol), ("atol", atol)):
+            if not isinstance(tol, (int, float)) or isinstance(tol, bool) or not tol >= 0:
+                raise ValueError(f"isclose: {name} must be a number >= 0, got {tol!r}")
+        x, y = self._broadcasted(other, "isclose")
+        close = x == y
+        if x.dtype.is_float:
+            if equal_nan:
+                close = close | ((x != x) & (y != y))
+            error = (x - y).abs()
+            finite = error < float("inf")  # False for NaN, and inf - inf is NaN
+            return close | (finite & (error <= atol + rtol * y.abs()))
+        if rtol or atol:  # integers: the difference in float, as PyTorch
+            close = close | ((x.float() - y.float()).abs() <= atol + rtol * y.float().abs())
+        return close
+
+    def allclose(self, other: "Tensor | float", rtol: float = 1e-5, atol: float = 1e-8,
+                 equal_nan: bool = False) -> bool:
+        """True if every element isclose, as torch.allclose."""
+        return bool(self.isclose(other, rtol, atol, equal_nan).all().item())
+
     # ---- running sums ----
     @dim_or_axis
     def cumsum(self, axis: int = 0) -> "Tensor":
@@ -275,10 +316,13 @@ class ReduceMixin:
         return out[..., :n]
 
     @dim_or_axis
-    def prod(self, axis: Axis = None, keepdim: bool = False) -> "Tensor":
+    def prod(self, axis: Axis = None, keepdim: bool = False, dtype: Any = None) -> "Tensor":
         """The product over axes: pairs multiplied in a tree (log2 n rounds of multiplies); bool and
-        uint8 multiply as int32."""
-        x = self if self.dtype not in (dtypes.bool, dtypes.uint8) else self.int()
+        uint8 multiply as int32, and dtype= casts first (as in PyTorch). On axes longer than 32 each
+        round is realized, and so is its gradient (contiguous_backward): fused, the gradient of a deep
+        tree repeats its work (minutes for 40,000 elements)."""
+        x = self if dtype is None else self.cast(dtype)
+        x = x if x.dtype not in (dtypes.bool, dtypes.uint8) or dtype is not None else x.int()
         axes = self._reduce_axes(axis, "prod")
         for a in axes:
             x = x.transpose(a, -1)
@@ -286,7 +330,9 @@ class ReduceMixin:
                 n = x.shape[-1]
                 x = x.pad(((0, 0),) * (x.ndim - 1) + ((0, n % 2),), value=1)
                 x = x.reshape(*x.shape[:-1], (n + 1) // 2, 2)
-                x = x[..., 0] * x[..., 1]
+                deep = self.shape[a] > 32
+                x = x.contiguous_backward() if deep else x
+                x = (x[..., 0] * x[..., 1]).contiguous() if deep else x[..., 0] * x[..., 1]
             if x.shape[-1] == 0:
                 x = x.pad(((0, 0),) * (x.ndim - 1) + ((0, 1),), value=1)
             x = x.transpose(a, -1)
@@ -298,3 +344,9 @@ def _check_index_fits(n: int, shape: tuple[int, ...], op: str, where: str) -> No
     if n > 2**31 - 1:
         raise ValueError(f"{op}: {where} (shape {shape}) has {n} positions, but an index is an int32 (at "
                          f"most 2^31 - 1); take the {op} of parts (reshape, reduce each row, then combine)")
+
+
+def _std_of(var: "Tensor") -> "Tensor":
+    """sqrt(var), with gradient 0 where var is 0 (PyTorch's std), not the chain rule's 0 / 0."""
+    flat = var == 0
+    return flat.where(0.0, flat.where(1.0, var).sqrt())

@@ -1,0 +1,110 @@
+"""Sorting by counting: sort, argsort, topk, and the exact pick along an axis that they share.
+
+Without a loop primitive, sort ranks every element by comparing it with all others (a broadcast
+(n, n) grid, which fuses into one reduce kernel and is never stored): the rank of x[i] is how many
+elements come before it, those strictly smaller plus the equal ones at earlier positions (so equal
+values keep their order: a stable sort). Output p is then the element whose rank is p. NaN ranks
+as the largest value, as in PyTorch. The cost is n^2 comparisons per sorted row, three times over
+(rank, values, indices); a sorting network would need about n log^2 n but log^2 n dependent
+kernels. So for a row of 1,000 elements sort does 3 million comparisons, cheap; for 40,000 it does
+4.8 billion, slow, and past 2^31 grid cells per tensor (46,340 elements in one row) the grid's
+int32 index would wrap, so such a sort is refused with an error that says so.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import tinyedu.function_select as FS
+from tinyedu.dtype import dtypes
+from tinyedu.helpers import prod
+
+if TYPE_CHECKING:
+    from tinyedu.tensor import Tensor
+
+GRID_LIMIT = 2**31 - 1  # the largest element count a kernel's int32 index reaches
+
+
+class SortingMixin:
+    def sort(self, dim: int = -1, descending: bool = False, stable: bool = False,
+             ) -> tuple["Tensor", "Tensor"]:
+        """(values, indices) sorted along dim, as torch.sort. Ties keep their order whether or not
+        stable=True (torch only promises that with stable=True); NaN sorts as the largest value;
+        the indices are int32 (torch: int64). The gradient of each value goes to its element."""
+        return self._sorted(dim, descending, None, "sort")
+
+    def argsort(self, dim: int = -1, descending: bool = False, stable: bool = False) -> "Tensor":
+        """The indices that sort dim (int32), as torch.argsort; see sort."""
+        return self._sorted(dim, descending, None, "argsort")[1]
+
+    def topk(self, k: int, dim: int = -1, largest: bool = True, sorted: bool = True,  # noqa: A002
+             ) -> tuple["Tensor", "Tensor"]:
+        """(values, indices) of the k largest (largest=False: smallest) along dim, as torch.topk.
+        They always come sorted, so sorted=False gives the same; among equal values the earlier
+        position is taken first (torch does not promise which). Built like sort, ranking only k."""
+        if not isinstance(k, int) or isinstance(k, bool):
+            raise TypeError(f"topk: k must be an int, got {type(k).__name__}")
+        n = self.shape[self._axis(dim, "topk")] if self.ndim else 1
+        if not 0 <= k <= n:
+            raise ValueError(f"topk: k={k} is out of range: dim {dim} of shape {self.shape} has {n} "
+                             f"elements, so k must be in 0..{n}")
+        return self._sorted(dim, largest, k, "topk")
+
+    def _sorted(self, dim: int, descending: bool, k: int | None, op: str) -> tuple["Tensor", "Tensor"]:
+        from tinyedu.tensor import Tensor
+
+        if self.ndim == 0:  # one element: sorted as a row of one
+            self._axis(dim, op)
+            values, indices = self.reshape(1)._sorted(0, descending, k, op)
+            return (values, indices) if k == 0 else (values.reshape(()), indices.reshape(()))
+        a = self._axis(dim, op)
+        x = self.transpose(a, -1)
+        n = x.shape[-1]
+        if prod(x.shape) * n > GRID_LIMIT:
+            raise ValueError(f"{op}: a tensor of shape {self.shape} along dim {dim} needs a comparison "
+                             f"grid of {prod(x.shape) * n:,} cells (n^2 per row of {n}); the limit is "
+                             f"{GRID_LIMIT:,}, where the kernel's int32 index would wrap. Sort fewer "
+                             "or shorter rows")
+        pick = _rank(x.detach(), descending).unsqueeze(-2) == _positions(n if k is None else k, x.device)
+        values = x._pick(pick)
+        indices = pick.where(Tensor.arange(n, device=x.device), 0).sum(-1)
+        return values.transpose(a, -1), indices.cast(dtypes.int32).transpose(a, -1)
+
+    def _pick(self, pick: "Tensor") -> "Tensor":
+        """self (..., n) at the positions pick (..., m, n) marks, one per output row (FS.PickAlong).
+
+        The value is a sum of the picked element and zeros, and -0.0 + 0.0 is +0.0; where a -0.0
+        was picked, the result is set back to -0.0."""
+        from tinyedu.tensor import no_grad
+
+        x = self.cast(dtypes.int32) if self.dtype == dtypes.bool else self
+        with no_grad():
+            rows = x.detach().unsqueeze(-2)
+            value = pick.where(rows, 0).sum(-1)
+            if x.dtype.is_float:
+                negative_zero = (rows == 0) & (1 / rows < 0)
+                value = (pick & negative_zero).any(-1).where(-0.0, value)
+        if self.dtype == dtypes.bool:
+            return value.cast(dtypes.bool)
+        return x._apply(FS.PickAlong, value, pick)
+
+
+def _rank(x: "Tensor", descending: bool) -> "Tensor":
+    """How many elements of each row (the last axis) come before each element in sorted order."""
+    mine, theirs = x.unsqueeze(-1), x.unsqueeze(-2)  # [..., i, j]: element i against element j
+    before = theirs > mine if descending else theirs < mine
+    same = mine == theirs
+    if x.dtype.is_float:  # NaN is the largest value, and equal to itself
+        nan_mine, nan_theirs = mine != mine, theirs != theirs
+        before = before | ((nan_theirs & ~nan_mine) if descending else (nan_mine & ~nan_theirs))
+        same = same | (nan_mine & nan_theirs)
+    n = x.shape[-1]
+    earlier = _positions(n, x.device) > _positions(n, x.device).reshape(1, n)  # j < i
+    return (before | (same & earlier)).sum(-1)
+
+
+def _positions(n: int, device: str) -> "Tensor":
+    """0..n-1 as a column (n, 1): output position p along the rows of a (..., n, n) grid."""
+    from tinyedu.tensor import Tensor
+
+    return Tensor.arange(n, device=device).reshape(n, 1)
