@@ -3,10 +3,11 @@
 import numpy as np
 import pytest
 
-from tinyedu import Tensor
+from tinyedu import Tensor, nn
 from tinyedu.engine.schedule import MAX_KERNEL_DEPTH, create_schedule
 from tinyedu.helpers import GlobalCounters
 from tinyedu.ops import LoadOps, ReduceOps
+from tinyedu.shape import ShapeTracker, View
 
 RNG = np.random.default_rng(0)
 A, B, C = (RNG.standard_normal((4, 5)).astype(np.float32) for _ in range(3))
@@ -44,6 +45,29 @@ def test_elementwise_after_a_reduce_fuses_into_it(abc):  # rule 4, same element 
 def test_a_reduce_broadcast_back_out_is_stored(abc):  # rule 4
     a, _, _ = abc
     check(a - a.max(1, keepdim=True), A - A.max(1, keepdims=True), kernels=2)
+
+
+def test_a_reduce_read_through_a_reshape_that_merges_axes_fuses():  # rule 4 (issue 18)
+    """matmul -> elementwise -> a reshape merging axes -> elementwise: one kernel, in the reduce's shape."""
+    X, W = RNG.standard_normal((2, 3, 4)).astype(np.float32), RNG.standard_normal((4, 3)).astype(np.float32)
+    x, w = Tensor(X).realize(), Tensor(W).realize()
+    check(((x @ w) * 2).reshape(6, 3) + 1, ((X @ W) * 2).reshape(6, 3) + 1, kernels=1)
+    check(((x @ w) * 2).reshape(2, 9).exp() + 1, np.exp(((X @ W) * 2).reshape(2, 9)) + 1, kernels=1)
+
+
+def test_a_linear_layer_on_a_3d_input_then_flattened():  # the Transformer pattern behind issue 18
+    X = RNG.standard_normal((2, 5, 4)).astype(np.float32)
+    layer = nn.Linear(4, 8)
+    W, b = layer.weight.numpy(), layer.bias.numpy()
+    check(layer(Tensor(X)).reshape(-1, 8) + 1, (X @ W.T + b).reshape(-1, 8) + 1, kernels=1)
+
+
+def test_views_over_a_contiguous_view_merge_into_one():
+    """A reshape of a reshape reads memory in order: the pair is one view (the builder relies on it)."""
+    stacked = ShapeTracker((View.create((2, 3, 3)), View.create((6, 3))))
+    assert stacked.simplify() == ShapeTracker.from_shape((6, 3))
+    flipped = ShapeTracker((View.create((2, 3, 3)), View.create((6, 3)).stride((-1, 1))))
+    assert flipped.simplify() == ShapeTracker.from_shape((6, 3)).flip((0,))
 
 
 def test_softmax_is_three_kernels(abc):

@@ -12,8 +12,10 @@ Everything not realized is inlined into the kernel that reads it. The rules, one
 3. Elementwise ops fuse into whoever reads them; a view of one is fused by composing the view into
    the LOADs below it (movement is free even inside a kernel).
 4. A reduce fuses the elementwise ops before it, and the elementwise ops after it that read its
-   result in the same element order; a reduce whose result is expanded, permuted or padded (or
-   read by another reduce) is stored: a kernel has one reduce, and its loops run over one shape.
+   result in the same element order (through reshapes only, which may merge or split axes: those ops
+   then run in the reduce's output shape); a reduce whose result is expanded, permuted, shrunk or
+   padded (or read by another reduce) is stored: a kernel has one reduce, and its loops run over
+   one shape.
 5. A buffer read by several kernels is stored when recomputing it in each reader would move more
    memory than storing it once (or when it contains a reduce, which is never recomputed).
 6. A padded view of an elementwise result is stored when an op below it has f(0) != 0 (exp, div,

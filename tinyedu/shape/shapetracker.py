@@ -245,12 +245,16 @@ def _contiguous(shape: tuple[int, ...]) -> ShapeTracker:
 def merge_views(inner: View, outer: View) -> View | None:
     """One View equal to `outer` stacked on `inner`, or None when the pair needs two.
 
-    Build the pair's index expression in the outer view's Variables and let the simplifier
-    work; if it comes out as `offset + sum(idx*stride)` with a validity that is a box
+    A contiguous `inner` reads memory in its own C order, so `outer` alone reads the same elements
+    (a reshape of a reshape; the simplifier cannot see that `(p//9)*9 + (p//3)%3*3 + p%3` is `p`).
+    Otherwise build the pair's index expression in the outer view's Variables and let the
+    simplifier work; if it comes out as `offset + sum(idx*stride)` with a validity that is a box
     (`lo <= idx < hi` per axis), those numbers are the merged view.
     """
     if outer.size == 0:
         return View.create(outer.shape)
+    if inner.contiguous:  # inner's element k is memory's element k
+        return outer
     variables = idx_vars(outer.shape)
     index, valid = ShapeTracker((inner, outer)).expr_idxs(variables)
     names = {v.name: axis for axis, v in enumerate(variables)}
