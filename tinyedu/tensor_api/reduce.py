@@ -318,11 +318,11 @@ class ReduceMixin:
     @dim_or_axis
     def prod(self, axis: Axis = None, keepdim: bool = False, dtype: Any = None) -> "Tensor":
         """The product over axes: pairs multiplied in a tree (log2 n rounds of multiplies); bool and
-        uint8 multiply as int32, and dtype= casts first (as in PyTorch). On axes longer than 32 each
-        round is realized, and so is its gradient (contiguous_backward): fused, the gradient of a deep
-        tree repeats its work (minutes for 40,000 elements)."""
+        every int type multiply in int64 and give int64, and dtype= casts first (as in PyTorch). On
+        axes longer than 32 each round is realized, and so is its gradient (contiguous_backward):
+        fused, the gradient of a deep tree repeats its work (minutes for 40,000 elements)."""
         x = self if dtype is None else self.cast(dtype)
-        x = x if x.dtype not in (dtypes.bool, dtypes.uint8) or dtype is not None else x.int()
+        x = x if x.dtype.is_float or dtype is not None else x.cast(dtypes.int64)
         axes = self._reduce_axes(axis, "prod")
         for a in axes:
             x = x.transpose(a, -1)

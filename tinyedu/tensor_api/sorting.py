@@ -80,7 +80,7 @@ class SortingMixin:
         x = self.cast(dtypes.int32) if self.dtype == dtypes.bool else self
         with no_grad():
             rows = x.detach().unsqueeze(-2)
-            value = pick.where(rows, 0).sum(-1)
+            value = pick.where(rows, 0).sum(-1).cast(x.dtype)  # one element and zeros: exact
             if x.dtype.is_float:
                 negative_zero = (rows == 0) & (1 / rows < 0)
                 value = (pick & negative_zero).any(-1).where(-0.0, value)
