@@ -12,6 +12,9 @@
 - Exercise answers stay on the solutions pages: where a walkthrough page includes library source that
   an implement-this exercise asks the learner to write (EXERCISE_ANSWERS), the page shows that
   definition's signature and docstring and, in place of its body, a line naming the exercise.
+- The API page's tables (`<!-- api-tables -->` in docs/api.md) are written at build time from the
+  Tensor class itself: every public method, grouped by the module that defines it, with its
+  signature and the first line of its docstring, so the list can never miss or invent an op.
 - The home page's pipeline picture is drawn at build time from the real objects of one small
   computation (tinyedu.viz.pipeline), in place of the `<!-- pipeline-picture -->` marker (an HTML
   comment, so the page still reads well where the hook does not run).
@@ -197,8 +200,45 @@ def hide_answers(text: str, answers: dict[str, str], where: str) -> str:
     return "\n".join(lines)
 
 
+API_MARKER = "<!-- api-tables -->"
+
+
+def api_tables() -> str:
+    """Markdown tables of Tensor's public methods, one per module of tinyedu/tensor_api/ (and tensor.py)."""
+    import inspect
+
+    from tinyedu import Tensor
+
+    groups: dict[str, list[str]] = {}
+    for name in sorted(n for n in dir(Tensor) if not n.startswith("_")):
+        member = inspect.getattr_static(Tensor, name)
+        function = member.__func__ if isinstance(member, (staticmethod, classmethod)) else member
+        is_property = isinstance(function, property)
+        function = function.fget if is_property else function
+        if not callable(function):
+            continue
+        module = function.__module__.replace("tinyedu.", "").replace(".", "/") + ".py"
+        doc = (inspect.getdoc(function) or "").split("\n\n")[0].replace("\n", " ").replace("|", "\\|")
+        try:
+            signature = str(inspect.signature(function)).replace("self, ", "").replace("(self)", "()")
+        except (TypeError, ValueError):
+            signature = "(...)"
+        if is_property:  # read as an attribute: x.shape
+            signature = ""
+        signature = re.sub(r" -> .*$", "", signature).replace("'", "").replace("|", "\\|")
+        groups.setdefault(module, []).append(f"| `{name}{signature}` | {doc} |")
+    parts = []
+    for module in sorted(groups):
+        table = "\n".join(groups[module])
+        parts.append(f"### `tinyedu/{module}`\n\n| method | what it does |\n| --- | --- |\n{table}")
+    return "\n\n".join(parts)
+
+
 def on_page_markdown(markdown: str, page, config, files: Files) -> str:
-    """Include the sections that hold an exercise's answer here, with the answer hidden."""
+    """Include the sections that hold an exercise's answer here, with the answer hidden; write the API
+    page's tables."""
+    if API_MARKER in markdown:
+        markdown = markdown.replace(API_MARKER, api_tables())
     by_file: dict[str, dict[str, str]] = {}
     for exercise, (path, names) in EXERCISE_ANSWERS.items():
         by_file.setdefault(path, {}).update({name: exercise for name in names})

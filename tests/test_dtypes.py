@@ -505,3 +505,18 @@ def test_llvm_half_conversions_work_without_f16c() -> None:
     f = ctypes.CFUNCTYPE(ctypes.c_float, ctypes.c_float)(engine.get_function_address("f"))
     for x in (1.0009765625 + 2**-12, 65519.0, 70000.0, 1e-8, -2.5):
         assert f(x) == float(cast_array(np.array([x], np.float32), dtypes.float16)[0])
+
+
+def test_a_cast_to_half_rounds_inside_an_optimized_matmul():
+    """x.half().float() fused into a vectorized matmul: GCC 12 folded (float)(_Float16)x to x when it
+    built vector lanes from it, so the matmul saw float32 values. The C renderer's round_float16 keeps
+    the rounding; a half matmul sums exact float32 products and rounds once, as PyTorch's does."""
+    rng = np.random.default_rng(0)
+    a, b = (rng.uniform(-2, 2, (64, 64)).astype(np.float32) for _ in range(2))
+    halves = [v.astype(np.float16).astype(np.float64) for v in (a, b)]
+    exact = halves[0] @ halves[1]
+    fused = (Tensor(a).half().float() @ Tensor(b).half().float()).numpy()
+    np.testing.assert_allclose(fused, exact, rtol=0, atol=1e-4)
+    half = Tensor(a).half().matmul(Tensor(b).half())
+    assert half.dtype == dtypes.float16
+    np.testing.assert_allclose(half.numpy().astype(np.float64), exact.astype(np.float16), rtol=0, atol=2**-9)

@@ -347,3 +347,16 @@ def test_home_page_shows_the_pipeline_picture(site_url: str, browser) -> None:
     shot = SCREENSHOTS / "home_pipeline.png"
     browser("--window-size=1280,1800", f"--screenshot={shot}", site_url)
     assert shot.is_file() and shot.stat().st_size > 20_000
+
+
+def test_api_page_lists_every_public_method(built_site: Path) -> None:
+    """The API page is written from the Tensor class at build time: every public method is on it."""
+    from tinyedu import Tensor
+
+    text = html_lib.unescape(re.sub(r"<[^>]+>", "", (built_site / "api" / "index.html").read_text()))
+    public = [name for name in dir(Tensor)
+              if not name.startswith("_") and callable(getattr(Tensor, name, None))]
+    missing = [name for name in public if not re.search(rf"\b{re.escape(name)}\(", text)]
+    assert not missing, f"methods missing from the API page: {missing}"
+    for name in ("sort(", "logcumsumexp(", "interpolate(", "scatter_reduce(", "view(", "erf("):
+        assert name in text

@@ -40,7 +40,8 @@ differ in a few places, each handled here or by a compiler flag (see tinyedu/run
   `float_to_int64` and `float_to_uint64` do the same for the 64-bit types (and uint32).
 - float16 and bfloat16 values are `float`s inside a kernel (every op on them computes in float32,
   as in PyTorch; see tinyedu.dtype). float16 is stored as `_Float16`, so a load or store is a C
-  conversion; a cast to float16 is `(float)(_Float16)x`, which rounds to nearest even. bfloat16 has
+  conversion; a cast to float16 is `round_float16(x)`, `(float)(_Float16)x` made opaque to GCC
+  (which folds the pair away inside a vector), rounding to nearest even. bfloat16 has
   no C type: it is stored as the `unsigned short` top half of a float32, and `round_bfloat16`,
   `bfloat16_to_float` and `float_to_bfloat16` round and convert.
 Masked (padded) reads become `valid ? data1[index] : 0.0f`: C evaluates only the branch it takes,
@@ -110,6 +111,11 @@ HELPERS = {
                        "9223372036854775808.0 ? (unsigned long long)float_to_int64(x - 9223372036854775808.0)"
                        " ^ 0x8000000000000000ULL : (unsigned long long)float_to_int64(x); }",
     # bfloat16 is the top half of a float32: round the float to nearest even there (NaN: torch's NaN)
+    # float -> half -> float. `(float)(_Float16)x` alone is folded to x by GCC 12 when the lanes of a
+    # vector are built from it (a fused x.half().float() in a matmul kept float32 values); the empty
+    # asm (on the value in memory, which works on any architecture) makes it opaque, so it rounds.
+    "round_float16": "static inline float round_float16(float x) { _Float16 h = (_Float16)x; "
+                     "__asm__(\"\" : \"+m\"(h)); return (float)h; }",
     "round_bfloat16": "static inline float round_bfloat16(float x) { union { float f; unsigned int u; } v = "
                       "{x}; v.u = x != x ? 0x7FC00000u : (v.u + 0x7FFFu + ((v.u >> 16) & 1u)) & 0xFFFF0000u; "
                       "return v.f; }",
@@ -335,9 +341,8 @@ class CRenderer(Renderer):
         if dst.is_half:  # through float32, as PyTorch does, then rounded to 16 bits and back
             is_float = src in (dtypes.float32, dtypes.float16, dtypes.bfloat16)
             as_float = value if is_float else f"(float){_wrap(value)}"
-            if dst == dtypes.float16:
-                return f"(float)(_Float16){_wrap(as_float)}"
-            return f"{self.use_helper('round_bfloat16', dst)}({_unwrap(as_float)})"
+            helper = "round_float16" if dst == dtypes.float16 else "round_bfloat16"
+            return f"{self.use_helper(helper, dst)}({_unwrap(as_float)})"
         return f"({c_type(dst)}){_wrap(value)}"
 
     def gep(self, u: UOp, vector: str) -> str:

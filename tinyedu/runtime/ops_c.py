@@ -112,6 +112,12 @@ def compiler_flags(compiler: str, sanitize: bool) -> tuple[str, ...]:
     # 512x512 matmul 100x slower.
     if _accepts(compiler, "--param=max-completely-peel-times=1"):
         flags += ("--param=max-completely-peel-times=1",)
+    # C says a cast rounds; GCC's GNU mode lets `(float)(_Float16)x` keep x unrounded when the half
+    # value stays in a register (a fused x.half().float() in a matmul skipped the rounding to half).
+    # Standard excess precision makes every cast round. float and double have no excess precision on
+    # x86-64 and arm64, so this changes nothing else.
+    if _accepts(compiler, "-fexcess-precision=standard"):
+        flags += ("-fexcess-precision=standard",)
     return flags
 # --8<-- [end:probed-flags]
 

@@ -73,6 +73,10 @@ class NNMixin:
 
         if not isinstance(other, Tensor):
             raise TypeError(f"matmul: expected a Tensor, got {type(other).__name__}")
+        if self.dtype == other.dtype and self.dtype.is_half:
+            # the products of two halves are exact in float32: sum them there and round once at the
+            # end, as PyTorch's matmul does (rounding each product to half first loses a bit or two)
+            return self.float().matmul(other.float()).cast(self.dtype)
         x, w = self, other
         if x.ndim == 0 or w.ndim == 0:
             raise ShapeError(f"matmul: both operands need at least 1 dimension, got shapes {x.shape} and "
