@@ -241,7 +241,8 @@ def pick_realized(outs: list[LazyBuffer], bases: list[LazyBuffer]) -> dict[LazyB
             for base in _expanded_expensive(b.srcs, parts):
                 realized.add(base, 8)
             parts = [brought_in(src) for src in b.srcs]
-        # Rule 9: while the ops b would gather exceed the bound, store its largest fused source.
+        # Rule 9: while b's sources bring MAX_KERNEL_OPS ops or more (b itself would be one more than
+        # the bound), store its largest fused source.
         while len(frozenset().union(*(p.ops for p in parts))) >= MAX_KERNEL_OPS:
             largest = max(b.srcs, key=lambda src: len(brought_in(src).ops))
             realized.add(largest.base, 9)
