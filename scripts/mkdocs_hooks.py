@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import inspect
 import re
 import textwrap
 from pathlib import Path
@@ -205,9 +206,7 @@ API_MARKER = "<!-- api-tables -->"
 
 def api_tables() -> str:
     """Markdown tables of Tensor's public methods, one per module of tinyedu/tensor_api/ (and tensor.py)."""
-    import inspect
-
-    from tinyedu import Tensor
+    from tinyedu import Tensor  # imported when a page needs it, as the pipeline picture is
 
     groups: dict[str, list[str]] = {}
     for name in sorted(n for n in dir(Tensor) if not n.startswith("_")):

@@ -6,6 +6,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from tinyedu.codegen.kernel import AxisKind
 from tinyedu.testing.exercise import exercise
 from tinyedu.testing.hooks import plug
 
@@ -94,8 +95,6 @@ BAR = 2.5  # at most this many times the time of the library's own heuristics
 def _fast_matmul_hint(kernel: Any, opts: list) -> str:
     """The next step for opts that are too slow, from what they made of the matmul's three axes: the
     output's rows (i) and columns (j, contiguous in w and in the output) and the reduce axis k."""
-    from tinyedu.codegen.kernel import AxisKind
-
     strides = kernel.sts[0].views[-1].strides  # the output's: 1 along j, 0 along k
     expanded = {("j" if strides[a] == 1 else "i") if kind is AxisKind.UPCAST else "k"
                 for a, kind in enumerate(kernel.kinds)
