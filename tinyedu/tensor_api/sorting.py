@@ -1,4 +1,4 @@
-"""Sorting by counting: sort, argsort, topk, and the exact pick along an axis that they share.
+"""Sorting by counting: sort, argsort and topk (the picks keep exact bits: indexing._one_hot_pick).
 
 Without a loop primitive, sort ranks every element by comparing it with all others (a broadcast
 (n, n) grid, which fuses into one reduce kernel and is never stored): the rank of x[i] is how many
@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import tinyedu.function_select as FS
 from tinyedu.dtype import dtypes
 from tinyedu.helpers import prod
+from tinyedu.tensor_api.indexing import _one_hot_pick
 
 if TYPE_CHECKING:
     from tinyedu.tensor import Tensor
@@ -66,27 +66,9 @@ class SortingMixin:
                              f"{GRID_LIMIT:,}, where the kernel's int32 index would wrap. Sort fewer "
                              "or shorter rows")
         pick = _rank(x.detach(), descending).unsqueeze(-2) == _positions(n if k is None else k, x.device)
-        values = x._pick(pick)
+        values = _one_hot_pick(pick, x.unsqueeze(-2), -1)  # exact bits, -0.0 kept; scatter gradient
         indices = pick.where(Tensor.arange(n, device=x.device), 0).sum(-1)
         return values.transpose(a, -1), indices.cast(dtypes.int32).transpose(a, -1)
-
-    def _pick(self, pick: "Tensor") -> "Tensor":
-        """self (..., n) at the positions pick (..., m, n) marks, one per output row (FS.PickAlong).
-
-        The value is a sum of the picked element and zeros, and -0.0 + 0.0 is +0.0; where a -0.0
-        was picked, the result is set back to -0.0."""
-        from tinyedu.tensor import no_grad
-
-        x = self.cast(dtypes.int32) if self.dtype == dtypes.bool else self
-        with no_grad():
-            rows = x.detach().unsqueeze(-2)
-            value = pick.where(rows, 0).sum(-1).cast(x.dtype)  # one element and zeros: exact
-            if x.dtype.is_float:
-                negative_zero = (rows == 0) & (1 / rows < 0)
-                value = (pick & negative_zero).any(-1).where(-0.0, value)
-        if self.dtype == dtypes.bool:
-            return value.cast(dtypes.bool)
-        return x._apply(FS.PickAlong, value, pick)
 
 
 def _rank(x: "Tensor", descending: bool) -> "Tensor":
