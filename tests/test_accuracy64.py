@@ -25,8 +25,8 @@ from typing import Callable
 import numpy as np
 import pytest
 
-from tinyedu import Device, Tensor
-from tinyedu.runtime.device import DeviceUnavailable
+from tests.test_accuracy import _device_or_skip
+from tinyedu import Tensor
 
 SPECIALS = [0.0, -0.0, math.inf, -math.inf, math.nan, 5e-324, -5e-324, 2.2250738585072014e-308, 1e-310,
             709.782712893384, 709.7827128933841, -708.3964185322641, -745.1332191019411, -745.1332191019412,
@@ -97,13 +97,6 @@ OPS: dict[str, Op] = {
     "trunc": (Tensor.trunc, np.trunc, sample_points, 0.0),
 }
 SAMPLED = {"LLVM": 10, "PYTHON": 400}
-
-
-def _device_or_skip(device: str) -> None:
-    try:
-        Device[device]
-    except DeviceUnavailable as missing:
-        pytest.skip(str(missing))
 
 
 def measure(name: str, device: str = "C", stride: int = 1) -> tuple[float, float]:
