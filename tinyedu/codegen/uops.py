@@ -20,6 +20,14 @@ list of UOps, each one value (a scalar; with opts, also a vector) or one stateme
 | VECTORIZE     | (scalar, scalar, ...)      |                      | a vector made of these lanes       |
 | BROADCAST     | (scalar,)                  |                      | a vector with this value in every lane |
 | GEP           | (vector,)                  | lane number          | one lane of a vector               |
+| SPECIAL       | ()                         | (name, size)         | GPU: this workgroup's index `gidN` |
+|               |                            |                      | or this thread's `lidN` (0..size-1)|
+| DEFINE_SHARED | ()                         | (number, elements)   | GPU: an array in the workgroup's   |
+|               |                            |                      | shared (local) memory              |
+| BARRIER       | ()                         |                      | GPU: wait for every thread of the  |
+|               |                            |                      | workgroup; shared writes now seen  |
+| IF            | (condition,)               |                      | only threads where it holds run on |
+| ENDIF         | (if,)                      |                      | until the matching ENDIF           |
 
 Every UOp has a dtype (None for statements: ENDRANGE, STORE). Sources are other UOps that come
 earlier in the list, so a list is a program in SSA form: each value is computed once, by one UOp.
@@ -31,6 +39,12 @@ VECTOR_ALU_OPS are ever emitted on vectors: everything else is done lane by lane
 scalar ops, VECTORIZE), so a renderer supplies only: vector types, vector LOAD/STORE, BROADCAST,
 VECTORIZE, GEP and the ops of VECTOR_ALU_OPS. A comparison of vectors gives a bool vector (a mask)
 that is only ever used as the condition of a vector WHERE.
+
+GPU kernels (stage 7). A GPU runs one copy of the kernel per *thread*; threads come in *workgroups*
+that share a small fast memory. SPECIAL values say which copy this is: `gid0..2` the workgroup's
+position in the grid, `lid0..2` the thread's position in its workgroup. Their sizes are the launch
+dimensions (`launch_dims`). Values read from shared memory are never hoisted or shared between two
+places in the list: a BARRIER between them may have changed the memory.
 
 MULACC(a, b, c) is a*b + c rounded once (a fused multiply-add). The linearizer emits it only to
 accumulate a SUM of products in an optimized kernel, where the reduction order changes anyway;
@@ -57,6 +71,7 @@ class UOps(Enum):
     DEFINE_GLOBAL = auto(); CONST = auto(); RANGE = auto(); ENDRANGE = auto()  # noqa: E702
     DEFINE_ACC = auto(); LOAD = auto(); ALU = auto(); CAST = auto(); ASSIGN = auto()  # noqa: E702
     STORE = auto(); DEFINE_LOCAL = auto(); VECTORIZE = auto(); BROADCAST = auto(); GEP = auto()  # noqa: E702
+    SPECIAL = auto(); DEFINE_SHARED = auto(); BARRIER = auto(); IF = auto(); ENDIF = auto()  # noqa: E702
 
 
 class FusedOps(Enum):
@@ -130,6 +145,38 @@ class Loop:
         return self.name if self.threads == 1 else f"{self.name} ({self.threads} threads)"
 
 
+@dataclass(frozen=True)
+class LaunchDims:
+    """How a GPU kernel is launched: `groups` workgroups in the grid, `local` threads in each
+    (three dimensions each, 1 where unused). OpenCL's "global size" is groups * local per dimension;
+    CUDA's grid is `groups`, its block `local`."""
+
+    groups: tuple[int, int, int] = (1, 1, 1)
+    local: tuple[int, int, int] = (1, 1, 1)
+
+    @property
+    def global_size(self) -> tuple[int, int, int]:
+        return tuple(g * n for g, n in zip(self.groups, self.local, strict=True))  # type: ignore[return-value]
+
+    @property
+    def threads_per_group(self) -> int:
+        return self.local[0] * self.local[1] * self.local[2]
+
+    def __str__(self) -> str:
+        return f"groups {self.groups} x local {self.local}"
+
+
+def launch_dims(uops: list["UOp"]) -> LaunchDims | None:
+    """The launch dimensions a UOp list asks for (its SPECIALs), or None for a CPU kernel (none)."""
+    specials = [u.arg for u in uops if u.op is UOps.SPECIAL]
+    if not specials:
+        return None
+    groups, local = [1, 1, 1], [1, 1, 1]
+    for name, size in specials:
+        (groups if name.startswith("gid") else local)[int(name[3:])] = size
+    return LaunchDims(tuple(groups), tuple(local))  # type: ignore[arg-type]
+
+
 @dataclass(frozen=True, eq=False)
 class UOp:
     """One instruction. Compared by identity: the builder already made equal values the same object."""
@@ -152,8 +199,8 @@ def uops_listing(uops: list[UOp]) -> str:
     lines = []
     for i, u in enumerate(uops):
         srcs = "[" + ", ".join(str(number[s]) for s in u.src) + "]"
-        dtype = "" if u.dtype is None else u.dtype.name + ("*" if u.op in (UOps.DEFINE_GLOBAL,
-                                                                           UOps.DEFINE_LOCAL) else "")
+        pointer = u.op in (UOps.DEFINE_GLOBAL, UOps.DEFINE_LOCAL, UOps.DEFINE_SHARED)
+        dtype = "" if u.dtype is None else u.dtype.name + ("*" if pointer else "")
         lines.append(f"{i:4d} {u.op.name:<13s} {dtype:<8s} {srcs:<14s} {arg_text(u)}".rstrip())
     return "\n".join(lines)
 
@@ -164,6 +211,10 @@ def arg_text(u: UOp) -> str:
         return f"data{u.arg}" + (" (output)" if u.arg == 0 else "")
     if u.op is UOps.DEFINE_LOCAL:
         return f"{u.arg} elements"
+    if u.op is UOps.DEFINE_SHARED:
+        return f"shared{u.arg[0]}, {u.arg[1]} elements"
+    if u.op is UOps.SPECIAL:
+        return f"{u.arg[0]} < {u.arg[1]}"
     if isinstance(u.arg, (UnaryOps, BinaryOps, TernaryOps, FusedOps)):
         return u.arg.name
     return "" if u.arg is None else str(u.arg)
@@ -236,7 +287,7 @@ class UOpBuilder:
 
     @property
     def uops(self) -> list[UOp]:
-        assert not self.open_ranges, f"loops still open: {[r.arg.name for r in self.open_ranges]}"
+        assert not self.open_ranges, f"loops still open: {[str(r.arg) for r in self.open_ranges]}"
         return self.blocks[0]
 
     def _depth_of(self, u: UOp) -> int:
@@ -334,6 +385,42 @@ class UOpBuilder:
 
     def assign(self, acc: UOp, value: UOp) -> UOp:
         return self.emit(UOps.ASSIGN, acc.dtype, (acc, value), hoist=False)
+
+    # ---- GPU ----
+    def special(self, name: str, size: int) -> UOp:
+        """The workgroup index `gidN` or thread index `lidN` (0 <= value < size): known everywhere."""
+        return self.emit(UOps.SPECIAL, self.index_dtype, (), (name, size))
+
+    def define_shared(self, size: int, dtype: DType) -> UOp:
+        """An array of `size` elements in the workgroup's shared memory, declared at the kernel's top."""
+        number = sum(1 for u in self.blocks[0] if u.op is UOps.DEFINE_SHARED)
+        u = UOp(UOps.DEFINE_SHARED, dtype, (), (number, size))
+        self.blocks[0].insert(0, u)
+        self.depth[u] = 0
+        return u
+
+    def barrier(self) -> UOp:
+        """Every thread of the workgroup waits here; shared-memory writes before it are seen after."""
+        return self.emit(UOps.BARRIER, None, (), None, hoist=False)
+
+    def load_shared(self, shared: UOp, index: UOp, dtype: DType) -> UOp:
+        """shared[index], in place: never hoisted or reused (a barrier may come between)."""
+        return self.emit(UOps.LOAD, dtype, (shared, index), hoist=False)
+
+    def open_if(self, condition: UOp) -> UOp:
+        """Start `if (condition) {`: the UOps until close_if run only in threads where it holds."""
+        branch = UOp(UOps.IF, None, (condition,))
+        self.open_ranges.append(branch)
+        self.blocks.append([])
+        self.depth[branch] = len(self.blocks) - 1
+        return branch
+
+    def close_if(self) -> None:
+        branch, body = self.open_ranges.pop(), self.blocks.pop()
+        assert branch.op is UOps.IF, f"close_if: the innermost open block is {branch.op.name}"
+        self.blocks[-1].extend([branch, *body, UOp(UOps.ENDIF, None, (branch,))])
+        outer = len(self.blocks) - 1
+        self.cache = {k: u for k, u in self.cache.items() if self.depth[u] <= outer}
 
     def define_local(self, size: int, dtype: DType) -> UOp:
         """A kernel-local array of `size` elements, in the current block (so each thread has its own)."""

@@ -23,6 +23,7 @@ from tinyedu.codegen.kernel import Kernel
 from tinyedu.codegen.linearizer import linearize
 from tinyedu.codegen.opts import Opt, OptError, OptOps, apply_opts
 from tinyedu.codegen.search import SearchResult, beam_search
+from tinyedu.codegen.uops import launch_dims
 from tinyedu.helpers import debug_level, getenv
 from tinyedu.ops import LazyOp, MemBuffer
 from tinyedu.runtime.device import Buffer, Device
@@ -50,9 +51,11 @@ def build(ast: LazyOp, device: str, opts: list[Opt]):
     """The runner of `ast` with exactly these opts (the lowering steps, without the cache)."""
     backend = Device[device]
     kernel = apply_opts(Kernel(ast), opts)
-    source = backend.renderer(kernel.name, linearize(kernel, backend.vector_width))
     compiler = backend.compiler
-    return backend.runtime(kernel.name, compiler.build(source) if compiler is not None else source)
+    uops = linearize(kernel, backend.vector_width)
+    source = backend.renderer(kernel.name, uops)
+    binary = compiler.build(source) if compiler is not None else source
+    return backend.runtime(kernel.name, binary, launch_dims(uops))
 
 
 def time_runner(runner, buffers: list[Buffer], min_seconds: float = 0.002) -> float:

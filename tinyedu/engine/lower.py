@@ -25,7 +25,7 @@ from tinyedu.codegen import heuristics
 from tinyedu.codegen.kernel import Kernel
 from tinyedu.codegen.linearizer import linearize
 from tinyedu.codegen.opts import Opt, apply_opts
-from tinyedu.codegen.uops import UOp, uops_listing
+from tinyedu.codegen.uops import UOp, launch_dims, uops_listing
 from tinyedu.engine.beam import beam_opts
 from tinyedu.helpers import debug_level, getenv, prod
 from tinyedu.ops import LazyOp
@@ -75,7 +75,7 @@ def lower(device: str, ast: LazyOp) -> Program:
     if found is not None:              # walks both DAGs, which is the cost of a cache hit
         return found
     if backend.renderer is None:  # NUMPY: the AST is the program
-        program = Program(device, device, ast, backend.runtime(ast))
+        program = Program(device, device, ast, backend.runtime(device, ast, None))
     else:
         start = time.perf_counter()
         kernel = Kernel(ast)                                    # 1. one loop shape for every buffer
@@ -88,7 +88,7 @@ def lower(device: str, ast: LazyOp) -> Program:
         compiler = backend.compiler
         binary = compiler.build(source) if compiler is not None else source  # 5. compile (cached)
         seconds["compile"] = time.perf_counter() - start - sum(seconds.values())
-        runner = backend.runtime(kernel.name, binary)           # 6. a callable on buffers
+        runner = backend.runtime(kernel.name, binary, launch_dims(uops))  # 6. a callable on buffers
         program = Program(kernel.name, device, ast, runner, kernel, uops, source, seconds)
     backend.programs[key] = program
     return program

@@ -26,6 +26,7 @@ from typing import Any, Callable, Protocol
 
 import numpy as np
 
+from tinyedu.codegen.uops import LaunchDims
 from tinyedu.dtype import DType
 from tinyedu.helpers import GlobalCounters, getenv
 from tinyedu.ops import LazyOp
@@ -102,6 +103,14 @@ def thread_count() -> int:
     return threads
 
 
+class DeviceMemory(Protocol):
+    """A buffer's copy in a GPU's own memory, as its runtime allocates it."""
+
+    def upload(self, host: np.ndarray) -> None: ...      # host array -> device memory
+
+    def download(self, host: np.ndarray) -> None: ...    # device memory -> host array
+
+
 class Buffer:
     """`size` elements of `dtype` in a device's memory.
 
@@ -119,6 +128,11 @@ class Buffer:
         self._memory = aligned_empty(size, dtype, self._raw)
         self._raw = self._memory.base if self._raw is None else self._raw
         self.version = 0
+        # A GPU device keeps a second copy in its own memory (`device_memory`, made by its runtime). The
+        # two copies take turns being current: a kernel writes the device copy, `as_numpy()` reads the
+        # host copy, and each side is copied over only when the other wrote since (see device_copy).
+        self.device_memory: DeviceMemory | None = None
+        self.host_current, self.device_current = True, False
         self.serial = Buffer._serial
         Buffer._serial += 1
         GlobalCounters.mem_used += self.nbytes
@@ -148,17 +162,45 @@ class Buffer:
         if flat.size != self.size:
             raise ValueError(f"copyin: {flat.size} elements into a buffer of {self.size}")
         self._memory[:] = flat
+        self.host_current, self.device_current = True, False
         return self
 
     def as_numpy(self) -> np.ndarray:
-        """The memory itself, as a flat numpy array (no copy: do not keep it around)."""
+        """The memory itself, as a flat numpy array (no copy: do not keep it around). On a GPU device
+        the device copy is fetched first if a kernel wrote it, and counts as stale afterwards (the
+        caller may write into the array)."""
+        if not self.host_current:
+            self.device_memory.download(self._memory)
+            self.host_current = True
+        self.device_current = False
         return self._memory
+
+    def device_copy(self, allocate: Callable[[int], DeviceMemory]) -> DeviceMemory:
+        """This buffer in a GPU's memory, for a kernel to use: allocated on first use with
+        `allocate(nbytes)`, and uploaded when the host copy changed since."""
+        if self.device_memory is None:
+            self.device_memory = allocate(max(self.nbytes, 1))
+        if not self.device_current:
+            self.device_memory.upload(self._memory)
+            self.device_current = True
+        return self.device_memory
+
+    def written_on_device(self) -> None:
+        """A kernel wrote the device copy: the host copy is stale until the next as_numpy()."""
+        self.host_current, self.device_current = False, True
 
     def __repr__(self) -> str:
         return f"<Buffer {self.device} {self.size} {self.dtype.name}>"
 
 
 Runner = Callable[[list[Buffer]], None]
+
+
+def cpu_only(device: str, name: str, launch: LaunchDims | None) -> None:
+    """A CPU device's runtime gets no launch dimensions: those belong to GPU kernels."""
+    if launch is not None:
+        raise ValueError(f"{device}: kernel {name} asks for a GPU launch ({launch}); {device} runs CPU "
+                         "kernels only (lower it for GPU or CUDA)")
 
 
 class DeviceUnavailable(RuntimeError):

@@ -42,10 +42,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from tinyedu.codegen.uops import LaunchDims
 from tinyedu.helpers import getenv
 from tinyedu.renderer.cstyle import render_c
 from tinyedu.runtime.compile_cache import CachedFile, LoadedLRU, cache_dir, dlclose, key_digest
-from tinyedu.runtime.device import Backend, Buffer, thread_count
+from tinyedu.runtime.device import Backend, Buffer, cpu_only, thread_count
 
 # --8<-- [start:flags]
 # -fwrapv: int32 overflow wraps as in numpy; -ffp-contract=off: no fused multiply-add (numpy rounds
@@ -248,7 +249,8 @@ class CProgram:
     program runs and is not loaded any more, and may be unloaded again to make room for others.
     """
 
-    def __init__(self, name: str, library: CachedFile):
+    def __init__(self, name: str, library: CachedFile, launch: LaunchDims | None = None):
+        cpu_only("C", name, launch)
         self.name, self.library, self.path = name, library, library.file
 
     @property

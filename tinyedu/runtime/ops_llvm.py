@@ -25,9 +25,10 @@ import functools
 from pathlib import Path
 from typing import Any
 
+from tinyedu.codegen.uops import LaunchDims
 from tinyedu.renderer.llvmir import render_llvm
 from tinyedu.runtime.compile_cache import LoadedLRU, cached_build
-from tinyedu.runtime.device import Backend, Buffer, DeviceUnavailable
+from tinyedu.runtime.device import Backend, Buffer, DeviceUnavailable, cpu_only
 
 INSTALL_HINT = "pip install llvmlite (or: pip install 'tinyedu[llvm]')"
 
@@ -182,7 +183,8 @@ class LLVMDevice(Backend):
         # at most MAX_LOADED engines at once; an evicted one is dropped (and frees its code memory)
         self.loaded: LoadedLRU = LoadedLRU(lambda engine_and_function: None)
 
-    def runtime(self, name: str, obj: LLVMObject) -> LLVMProgram:
+    def runtime(self, name: str, obj: LLVMObject, launch: LaunchDims | None = None) -> LLVMProgram:
+        cpu_only("LLVM", name, launch)
         return LLVMProgram(self, name, obj)
 
     def threads(self) -> int:

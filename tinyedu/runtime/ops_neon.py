@@ -27,9 +27,10 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from tinyedu.codegen.uops import LaunchDims
 from tinyedu.renderer.neon import NEON_LANES, render_neon
 from tinyedu.runtime.compile_cache import CachedFile, LoadedLRU, cached_build, dlclose
-from tinyedu.runtime.device import Backend, Buffer, DeviceUnavailable, thread_count
+from tinyedu.runtime.device import Backend, Buffer, DeviceUnavailable, cpu_only, thread_count
 from tinyedu.runtime.ops_c import (
     BASE_FLAGS,
     CompileError,
@@ -217,7 +218,8 @@ class NEONDevice(Backend):
         else:
             dlclose(loaded._handle)
 
-    def runtime(self, name: str, library: CachedFile) -> NEONProgram:
+    def runtime(self, name: str, library: CachedFile, launch: LaunchDims | None = None) -> NEONProgram:
+        cpu_only("NEON", name, launch)
         return NEONProgram(self, name, library)
 
     def threads(self) -> int:

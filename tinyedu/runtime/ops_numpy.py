@@ -29,9 +29,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from tinyedu.codegen.uops import LaunchDims
 from tinyedu.dtype import cast_array, from_storage, to_storage
 from tinyedu.ops import BinaryOps, BufferOps, LazyOp, ReduceOps, TernaryOps, UnaryOps
-from tinyedu.runtime.device import Backend, Buffer
+from tinyedu.runtime.device import Backend, Buffer, cpu_only
 from tinyedu.shape import ShapeTracker, View
 
 
@@ -188,7 +189,9 @@ class NumpyDevice(Backend):
     vector_width = 1
 
     @staticmethod
-    def runtime(ast: LazyOp) -> NumpyProgram:
+    def runtime(name: str, ast: LazyOp, launch: LaunchDims | None = None) -> NumpyProgram:
+        """NUMPY's "binary" is the AST itself: it has no renderer and no compiler."""
+        cpu_only("NUMPY", name, launch)
         return NumpyProgram(ast)
 
     def threads(self) -> int:

@@ -235,7 +235,7 @@ class PythonDevice(Backend):
         super().__init__()
         self.renderer = render_uops
         self.compiler = None
-        self.runtime = lambda name, uops: PythonProgram(uops)
+        self.runtime = lambda name, uops, launch=None: PythonProgram(uops)
 
     @property
     def vector_width(self) -> int:
