@@ -12,7 +12,7 @@ from tinyedu import Tensor
 from tinyedu.codegen.kernel import AxisKind, Kernel
 from tinyedu.codegen.opts import Opt, OptOps, apply_opts
 from tinyedu.codegen.search import beam_search, candidate_opts
-from tinyedu.engine import beam
+from tinyedu.engine import beam, lower
 from tinyedu.engine.schedule import create_schedule
 from tinyedu.ops import LoadOps
 from tinyedu.runtime.device import Device
@@ -61,14 +61,14 @@ def test_search_times_on_the_device_and_caches_the_winner(tmp_path, monkeypatch:
     monkeypatch.setenv("TINYEDU_CACHE", str(tmp_path))
     monkeypatch.setenv("BEAM_BUDGET", "0")  # one round is enough to test the plumbing
     ast = matmul_ast(32)
-    first = beam.search(ast, "C", 1)
+    first = lower.search(ast, "C", 1)
     assert not first.cached and first.tried > 1 and first.seconds <= first.baseline
     files = list((tmp_path / "beam").glob("*.json"))
     assert len(files) == 1 and json.loads(files[0].read_text())["kernel"] == "r_32_32_32"
-    again = beam.search(ast, "C", 1)
+    again = lower.search(ast, "C", 1)
     assert again.cached and again.opts == first.opts
     monkeypatch.setenv("THREADS", "1")  # another thread count is another search
-    assert not beam.search(ast, "C", 1).cached
+    assert not lower.search(ast, "C", 1).cached
 
 
 def test_beam_results_match_numpy(tmp_path, monkeypatch: pytest.MonkeyPatch):

@@ -24,6 +24,7 @@ from tinyedu import Device, Tensor
 from tinyedu.codegen.kernel import Kernel
 from tinyedu.codegen.linearizer import linearize
 from tinyedu.dtype import DType, dtypes
+from tinyedu.engine.lower import lower
 from tinyedu.ops import BinaryOps, BufferOps, LazyOp, MemBuffer, ReduceOps, TernaryOps, UnaryOps
 from tinyedu.renderer.cstyle import render_c
 from tinyedu.runtime import ops_c
@@ -196,7 +197,7 @@ CASTABLE = {**EDGES, dtypes.float32: [0.0, -0.0, 1.5, 2.9, 100.7, 255.0, 0.25, -
 def run_ast(device: str, ast: LazyOp, inputs: list[np.ndarray]) -> np.ndarray:
     out = Buffer(device, ast.arg.st.size, ast.arg.dtype)
     buffers = [Buffer(device, x.size, dtypes.from_numpy(x.dtype)).copyin(x) for x in inputs]
-    runner = NumpyProgram(ast) if device == "NUMPY" else Device[device].get_runner(ast)
+    runner = NumpyProgram(ast) if device == "NUMPY" else lower(device, ast).runner
     runner([out, *buffers])
     return out.as_numpy()
 

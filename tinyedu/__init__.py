@@ -5,7 +5,7 @@ lazy graph (tinyedu/lazy.py) and views (tinyedu/shape/). The map of all stages i
 site's architecture page (docs/architecture.md; `make serve` builds the site).
 """
 
-import tinyedu.engine.realize  # noqa: F401 - installs the engine under the lazy graph (see lazy.py)
+import tinyedu.engine  # noqa: F401 - installs the engine under the lazy graph (see tinyedu/engine/__init__.py)
 from tinyedu.dtype import dtypes
 from tinyedu.engine.jit import JitError, TinyJit
 from tinyedu.runtime.device import Device

@@ -12,7 +12,7 @@ realized base holds a device buffer in `.realized` and forgets its sources.
 
 Why the engine is *installed* rather than imported: the pipeline runs one way (frontend -> lazy ->
 schedule -> codegen -> runtime) and a stage never imports the stages below it. The engine sits
-below this file, so `tinyedu.engine.realize` calls `install_engine()` when tinyedu is imported.
+below this file, so `tinyedu/engine/__init__.py` calls `install_engine()` when tinyedu is imported.
 """
 
 from __future__ import annotations

@@ -1,1 +1,39 @@
-"""Stage 2: turn the lazy graph into kernels (schedule.py) and run them (realize.py)."""
+"""Stage 2 and on: the engine that turns the lazy graph into kernels and runs them.
+
+schedule.py cuts the graph into kernels, lower.py lowers each kernel to a program (through codegen/,
+renderer/ and runtime/), realize.py runs the schedule, assign.py writes into existing buffers.
+
+The lazy graph (tinyedu/lazy.py) sits above the engine and never imports it; it declares the small
+`Engine` interface it calls, and this is the one place that installs it: importing tinyedu imports
+this package, which installs `Engine()` below.
+"""
+
+from tinyedu import lazy
+from tinyedu.engine import assign, realize, schedule
+from tinyedu.helpers import debug_level, graph_enabled
+from tinyedu.ops import LoadOps
+from tinyedu.runtime.device import Device
+from tinyedu.viz.lazy_graph import save_schedule_graph
+
+
+class Engine:
+    """What lazy.py calls: realize some buffers, write into existing ones, and name devices."""
+
+    def canonical_device(self, device: str | None) -> str:
+        return Device.canonicalize(device)
+
+    def realize(self, outs: list[lazy.LazyBuffer]) -> None:
+        items = schedule.create_schedule(outs)
+        if debug_level() >= 1:
+            loads = [item.name for item in items if isinstance(item.ast.op, LoadOps)]
+            named = f": {', '.join(loads)}" if loads else ""
+            print(f"scheduled {len(items) - len(loads)} kernels ({len(loads)} loads{named})")
+        if graph_enabled():
+            print(f"GRAPH: wrote {save_schedule_graph(outs, items)}")
+        realize.run_schedule(items)
+
+    def assign(self, pairs: list[tuple[lazy.LazyBuffer, lazy.LazyBuffer]]) -> None:
+        assign.assign(pairs)
+
+
+lazy.install_engine(Engine())

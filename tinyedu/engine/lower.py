@@ -10,13 +10,16 @@ supplies only the renderer, the compiler and the runtime (see tinyedu/runtime/de
 has no renderer: it interprets the AST itself, sharing nothing with these steps, which is what
 makes it the oracle. PYTHON's "source" is the UOps list, which it runs one UOp at a time.
 
+`lower` is the one place these steps are written: the realizer calls it for every kernel, BEAM
+for each candidate, the export for its portable C, the drawings for the stages they show.
 Programs are cached per process in each device's `programs` (by AST and every setting that
-changes the program); compiled libraries are also cached on disk by the C device, and BEAM's
-choices by the search.
+changes the program); compiled libraries are also cached on disk by the compiling devices, and
+BEAM's choices by the search.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,12 +27,13 @@ from typing import Any
 from tinyedu.codegen import heuristics
 from tinyedu.codegen.kernel import Kernel
 from tinyedu.codegen.linearizer import linearize
-from tinyedu.codegen.opts import Opt, apply_opts
+from tinyedu.codegen.opts import Opt, OptError, apply_opts
+from tinyedu.codegen.search import SearchResult, beam_search
 from tinyedu.codegen.uops import UOp, launch_dims, uops_listing
-from tinyedu.engine.beam import beam_opts
+from tinyedu.engine import beam
 from tinyedu.helpers import debug_level, getenv, prod
 from tinyedu.ops import LazyOp
-from tinyedu.runtime.device import Device, Runner, install_lowering
+from tinyedu.runtime.device import Device, Runner
 
 
 @dataclass
@@ -39,7 +43,7 @@ class Program:
     name: str
     device: str
     ast: LazyOp
-    runner: Runner
+    runner: Runner | None             # None when lowered only to the source (compile=False)
     kernel: Kernel | None = None      # None on NUMPY, which interprets the AST
     uops: list[UOp] | None = None
     source: Any = None                # C source; on PYTHON the UOps; None on NUMPY
@@ -67,48 +71,93 @@ def settings_key(device: str) -> tuple:
 
 
 # --8<-- [start:lower]
-def lower(device: str, ast: LazyOp) -> Program:
-    """The program that runs `ast` on `device` (cached in the device's `programs`)."""
-    backend, seconds = Device[device], {}
+def lower(device: str, ast: LazyOp, opts: list[Opt] | None = None, *, name: str | None = None,
+          vector_width: int | None = None, threads: int | None = None, compile: bool = True) -> Program:
+    """The program that runs `ast` on `device`: every step of the lowering, in order.
+
+    `opts=None` lets the current mode choose them (heuristics, BEAM or none) and caches the program
+    in the device's `programs`; a list applies exactly those opts (BEAM's candidates, a notebook's
+    experiment) and is not cached. The export writes portable code: it names the function (`name`),
+    caps the vectors (`vector_width`) and runs on one thread (`threads`), and stops at the source
+    (`compile=False`; the Program then has no runner).
+    """
+    backend = Device[device]
+    default = opts is None and name is None and vector_width is None and threads is None and compile
     key = (ast, settings_key(device))
-    found = backend.programs.get(key)  # one lookup: comparing a step's fresh AST with the cached one
-    if found is not None:              # walks both DAGs, which is the cost of a cache hit
+    found = backend.programs.get(key) if default else None  # comparing a fresh AST with the cached one
+    if found is not None:                                     # walks both DAGs: the cost of a cache hit
         return found
     if backend.renderer is None:  # NUMPY: the AST is the program
         program = Program(device, device, ast, backend.runtime(device, ast, None))
     else:
-        start = time.perf_counter()
-        kernel = Kernel(ast)                                    # 1. one loop shape for every buffer
-        choose_opts(kernel, device)                             # 2. opts: heuristics, BEAM or none
-        seconds["opts"] = time.perf_counter() - start
-        uops = linearize(kernel, backend.vector_width)          # 3. the UOps
-        seconds["linearize"] = time.perf_counter() - start - seconds["opts"]
-        source = backend.renderer(kernel.name, uops)            # 4. the source
-        seconds["render"] = time.perf_counter() - start - sum(seconds.values())
-        compiler = backend.compiler
-        binary = compiler.build(source) if compiler is not None else source  # 5. compile (cached)
-        seconds["compile"] = time.perf_counter() - start - sum(seconds.values())
-        runner = backend.runtime(kernel.name, binary, launch_dims(uops))  # 6. a callable on buffers
-        program = Program(kernel.name, device, ast, runner, kernel, uops, source, seconds)
-    backend.programs[key] = program
+        program = _lower_kernel(device, ast, opts, name, vector_width, threads, compile, may_search=default)
+    if default:
+        backend.programs[key] = program
     return program
+
+
+def _lower_kernel(device: str, ast: LazyOp, opts: list[Opt] | None, name: str | None,
+                  vector_width: int | None, threads: int | None, compile: bool, may_search: bool) -> Program:
+    backend, seconds, start = Device[device], {}, time.perf_counter()
+    width = backend.vector_width if vector_width is None else vector_width
+    kernel = Kernel(ast)                                                    # 1. one loop shape
+    if opts is None:                                                        # 2. opts: chosen or given
+        opts = choose_opts(kernel, device, width, backend.threads() if threads is None else threads,
+                           may_search)
+    apply_opts(kernel, opts)
+    seconds["opts"] = time.perf_counter() - start
+    uops = linearize(kernel, width)                                         # 3. the UOps
+    seconds["linearize"] = time.perf_counter() - start - seconds["opts"]
+    source = backend.renderer(name or kernel.name, uops)                    # 4. the source
+    seconds["render"] = time.perf_counter() - start - sum(seconds.values())
+    if not compile:
+        return Program(kernel.name, device, ast, None, kernel, uops, source, seconds)
+    compiler = backend.compiler
+    binary = compiler.build(source) if compiler is not None else source     # 5. compile (cached)
+    seconds["compile"] = time.perf_counter() - start - sum(seconds.values())
+    runner = backend.runtime(kernel.name, binary, launch_dims(uops))        # 6. a callable on buffers
+    return Program(kernel.name, device, ast, runner, kernel, uops, source, seconds)
 # --8<-- [end:lower]
 
 
-def choose_opts(kernel: Kernel, device: str) -> None:
-    """Apply the opts the current mode picks: none, the heuristics', or the BEAM search's (not for
-    small kernels, which the heuristics leave as written: a search would cost more than they run)."""
+def choose_opts(kernel: Kernel, device: str, vector_width: int, threads: int, may_search: bool) -> list[Opt]:
+    """The opts the current mode picks: none (NOOPT=1), the heuristics', or BEAM's (when a search
+    is allowed, and not for small kernels, which the heuristics leave as written: a search would
+    cost more than they run)."""
     mode = optimization_mode()
     if mode == "none":
-        return
+        return []
+    if mode == "beam" and may_search and prod(kernel.full_shape) >= heuristics.SMALL_KERNEL:
+        return search(kernel.ast, device, int(getenv("BEAM", 0))).opts
+    return heuristics.hand_coded_optimizations(kernel, vector_width, threads)
+
+
+# --8<-- [start:beam]
+def search(ast: LazyOp, device: str, width: int) -> SearchResult:
+    """BEAM=n: the best opts for `ast` on `device`, from the disk cache or searched (then cached).
+
+    Every candidate is lowered with `lower` above and timed on scratch buffers (tinyedu/engine/beam.py);
+    the search itself is tinyedu/codegen/search.py."""
+    found = beam.load_result(ast, device, width)
+    if found is not None:
+        return found
     backend = Device[device]
-    if mode == "beam" and prod(kernel.full_shape) >= heuristics.SMALL_KERNEL:  # small kernels: no search
-        opts = beam_opts(kernel.ast, device, int(getenv("BEAM", 0)))
-    else:
-        opts = heuristics.hand_coded_optimizations(kernel, backend.vector_width, backend.threads())
-    apply_opts(kernel, opts)
+    buffers = beam.scratch_buffers(ast, device)
 
+    def time_opts(opts: list[Opt]) -> float:
+        try:
+            return beam.time_runner(lower(device, ast, opts).runner, buffers)
+        except (OptError, RuntimeError):  # RuntimeError: the compiler rejected it
+            return math.inf
 
+    kernel = Kernel(ast)
+    heuristic = heuristics.hand_coded_optimizations(kernel, backend.vector_width, backend.threads())
+    prefixes = [heuristic[:n] for n in range(1, len(heuristic) + 1)]  # so the search can branch off them
+    result = beam_search(kernel, time_opts, width, backend.threads(), start=prefixes,
+                         budget=float(getenv("BEAM_BUDGET", 60.0)))
+    beam.save_result(ast, device, width, kernel.name, result)
+    return result
+# --8<-- [end:beam]
 
 
 def show(program: Program) -> None:
@@ -123,5 +172,3 @@ def show(program: Program) -> None:
     if level >= 6 and hasattr(program.runner, "disassemble"):
         print(program.runner.disassemble())
 
-
-install_lowering(lower)

@@ -6,8 +6,6 @@ binary, cached), then run on its buffers here.
 Memory: the schedule is consumed as it runs, and a realized buffer forgets its sources, so an
 intermediate's memory is released (by reference counting) right after the last kernel reading it,
 unless some Tensor still holds it.
-
-Importing this module installs it as the lazy graph's engine (see tinyedu/lazy.py for why).
 """
 
 from __future__ import annotations
@@ -17,12 +15,11 @@ from typing import Any, Callable
 
 import numpy as np
 
-from tinyedu import lazy
 from tinyedu.engine.lower import lower, show
-from tinyedu.engine.schedule import ScheduleItem, count_flops, create_schedule
-from tinyedu.helpers import GlobalCounters, debug_level, graph_enabled, prod
+from tinyedu.engine.schedule import ScheduleItem, count_flops
+from tinyedu.helpers import GlobalCounters, debug_level, prod
 from tinyedu.ops import LazyOp, LoadOps
-from tinyedu.runtime.device import Buffer, Device
+from tinyedu.runtime.device import Buffer
 
 # --8<-- [start:capture]
 Program = Callable[[list[Buffer]], None]
@@ -132,30 +129,3 @@ def _setup_text(program, lower_s: float, load_s: float) -> str:
     compile_s = program.seconds.get("compile", 0.0)
     return (f"  [lowered {lower_s * 1e3:.2f} ms (compile {compile_s * 1e3:.2f} ms), "
             f"loaded {load_s * 1e3:.2f} ms]")
-
-
-class _Engine:
-    """What lazy.py calls: realize some buffers, and name devices."""
-
-    def canonical_device(self, device: str | None) -> str:
-        return Device.canonicalize(device)
-
-    def realize(self, outs: list[lazy.LazyBuffer]) -> None:
-        schedule = create_schedule(outs)
-        if debug_level() >= 1:
-            loads = [item.name for item in schedule if isinstance(item.ast.op, LoadOps)]
-            named = f": {', '.join(loads)}" if loads else ""
-            print(f"scheduled {len(schedule) - len(loads)} kernels ({len(loads)} loads{named})")
-        if graph_enabled():
-            from tinyedu.viz.lazy_graph import save_schedule_graph
-
-            print(f"GRAPH: wrote {save_schedule_graph(outs, schedule)}")
-        run_schedule(schedule)
-
-    def assign(self, pairs: list[tuple[lazy.LazyBuffer, lazy.LazyBuffer]]) -> None:
-        from tinyedu.engine.assign import assign  # it builds on run_schedule above
-
-        assign(pairs)
-
-
-lazy.install_engine(_Engine())

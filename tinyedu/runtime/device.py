@@ -11,10 +11,9 @@ program:
   None for a device that interprets the AST as it is (NUMPY, the oracle);
 - `compiler`: `compiler.build(source)` turns the source into something loadable (C: a checked
   cache entry of a shared library), or None;
-- `runtime(name, binary)`: the program, called as `program([out, *inputs])`;
+- `runtime(name, binary, launch)`: the program, called as `program([out, *inputs])` (`launch`: a GPU
+  kernel's launch dimensions, None for a CPU kernel);
 - `vector_width` and `threads()`: what the optimizer may use on this device.
-
-`Device["C"].get_runner(ast)` is a shortcut to that lowering, for notebooks and tests.
 """
 
 from __future__ import annotations
@@ -29,7 +28,6 @@ import numpy as np
 from tinyedu.codegen.uops import LaunchDims
 from tinyedu.dtype import DType
 from tinyedu.helpers import GlobalCounters, getenv
-from tinyedu.ops import LazyOp
 
 ALIGNMENT = 64  # bytes: one cache line, and one AVX-512 register
 
@@ -218,30 +216,13 @@ class DeviceBackend(Protocol):
     def threads(self) -> int: ...
 
 
-# The engine installs its lowering here (as lazy.py gets its engine): a device can hand out programs
-# without importing the engine, which sits above it.
-_lowering: Callable[[str, LazyOp], Any] | None = None
-
-
-def install_lowering(lowering: Callable[[str, LazyOp], Any]) -> None:
-    global _lowering
-    _lowering = lowering
-
-
 class Backend:
-    """What every device shares: `get_runner(ast)`, the program the engine's lowering builds, and
-    `programs`, where the lowering caches them."""
+    """What every device shares: `programs`, where the engine's lowering caches what it built."""
 
     name = ""
 
     def __init__(self) -> None:
         self.programs: dict = {}
-
-    def get_runner(self, ast: LazyOp) -> Runner:
-        """The program that runs `ast` on this device (Kernel -> opts -> ... -> program, cached)."""
-        if _lowering is None:
-            raise RuntimeError("no lowering installed: import tinyedu (which installs tinyedu.engine)")
-        return _lowering(self.name, ast).runner
 
 
 class _DeviceRegistry:

@@ -15,6 +15,11 @@ from typing import Any
 import graphviz
 import numpy as np
 
+from tinyedu.codegen.uops import uops_listing
+from tinyedu.engine.lower import lower
+from tinyedu.engine.schedule import create_schedule
+from tinyedu.ops import LoadOps
+from tinyedu.tensor import Tensor
 from tinyedu.viz.lazy_graph import draw_ast, draw_lazy
 
 EXAMPLE = "y = (a * b).sum(1).relu()"
@@ -38,22 +43,14 @@ class PipelineStages:
 
 def pipeline_stages(tensor: Any | None = None, code: str = EXAMPLE) -> PipelineStages:
     """Run the stages one by one on `tensor` (default: the home page's example) and keep what they made."""
-    from tinyedu import Tensor
-    from tinyedu.codegen.kernel import Kernel
-    from tinyedu.codegen.linearizer import linearize
-    from tinyedu.engine.schedule import create_schedule
-    from tinyedu.ops import LoadOps
-    from tinyedu.renderer.cstyle import render_c
-
     if tensor is None:
         a, b = Tensor(EXAMPLE_A), Tensor(EXAMPLE_B)
         tensor = (a * b).sum(1).relu()
     schedule = create_schedule([tensor.lazydata])
     kernels = [item for item in schedule if not isinstance(item.ast.op, LoadOps)]
     lazy = draw_lazy([tensor.lazydata], schedule, legend=False)
-    kernel = Kernel(kernels[-1].ast)
-    uops = linearize(kernel)
-    source = render_c(kernel.name, uops)
+    lowered = lower("C", kernels[-1].ast, opts=[], compile=False)  # the kernel as written: no opts
+    uops, source = lowered.uops, lowered.source
     result = Tensor(tensor.lazydata).numpy()  # runs the kernels (a fresh schedule: the list above is kept)
     return PipelineStages(code, tensor, schedule, kernels, lazy, uops, source, result)
 
@@ -82,8 +79,6 @@ def _text_node(graph: graphviz.Digraph, name: str, text: str, label: str) -> Non
 
 def draw_pipeline(stages: PipelineStages) -> graphviz.Digraph:
     """code -> graph -> kernels -> UOps -> C -> result, top to bottom, as one graphviz drawing."""
-    from tinyedu.codegen.uops import uops_listing
-
     graph = graphviz.Digraph(graph_attr={"rankdir": "TB", "fontname": "Helvetica", "compound": "true",
                                          "nodesep": "0.2", "ranksep": "0.3"},
                              edge_attr={"fontname": "Helvetica", "fontsize": "10", "color": "#555555"})
