@@ -373,12 +373,12 @@ def test_missing_neon_toolchain_names_the_packages(monkeypatch: pytest.MonkeyPat
 
     monkeypatch.setattr(ops_neon, "is_arm64", lambda: False)
     monkeypatch.setenv("NEON_CC", "no-such-aarch64-gcc")
-    ops_neon.toolchain.cache_clear()
+    ops_neon.neon_toolchain.cache_clear()
     try:
         with pytest.raises(DeviceUnavailable) as error:
             ops_neon.create_device()
     finally:
-        ops_neon.toolchain.cache_clear()
+        ops_neon.neon_toolchain.cache_clear()
     message = str(error.value)
     assert "no-such-aarch64-gcc" in message
     assert "gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user" in message and "Apple silicon" in message

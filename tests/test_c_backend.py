@@ -29,8 +29,9 @@ from tinyedu.ops import BinaryOps, BufferOps, LazyOp, MemBuffer, ReduceOps, Tern
 from tinyedu.renderer.cstyle import render_c
 from tinyedu.runtime import ops_c
 from tinyedu.runtime.device import Buffer
-from tinyedu.runtime.ops_c import CompileError, Compiler
+from tinyedu.runtime.ops_c import Compiler
 from tinyedu.runtime.ops_numpy import NumpyProgram
+from tinyedu.runtime.toolchain import BASE_FLAGS, CompileError
 from tinyedu.shape import ShapeTracker
 
 REPO = Path(__file__).resolve().parents[1]
@@ -88,8 +89,6 @@ def test_cache_key_covers_source_compiler_and_flags(cache: Path):
 
 def test_cache_key_covers_the_processor(cache: Path, monkeypatch: pytest.MonkeyPatch):
     """Libraries are built with -march=native: another CPU must not load this one's."""
-    import tinyedu.runtime.ops_c as ops_c
-
     here = Compiler().library_path(kernel_source(1.0))
     monkeypatch.setattr(ops_c, "cpu_signature", lambda: "another processor")
     assert Compiler().library_path(kernel_source(1.0)) != here
@@ -338,4 +337,4 @@ def test_sanitize_flag_changes_the_build(monkeypatch: pytest.MonkeyPatch):
     assert "-fsanitize=address,undefined" in Compiler().flags
     monkeypatch.setenv("TINYEDU_SANITIZE", "0")
     assert not any(f.startswith("-fsanitize") for f in Compiler().flags)
-    assert {"-fwrapv", "-ffp-contract=off"} <= set(ops_c.BASE_FLAGS)
+    assert {"-fwrapv", "-ffp-contract=off"} <= set(BASE_FLAGS)

@@ -1,7 +1,7 @@
 """fork() after a threaded kernel: the child runs kernels too, and gets the right answer.
 
 gcc's OpenMP runtime is not fork-safe: a child made by fork() after the parent ran a parallel loop
-would wait forever in its own first parallel loop (tinyedu/runtime/ops_c.py says why, and how a
+would wait forever in its own first parallel loop (tinyedu/runtime/toolchain.py says why, and how a
 child falls back to one thread). Each case runs in a fresh Python with THREADS=2, whose children
 must finish within a deadline: a hang fails the test instead of hanging the suite.
 """
@@ -33,7 +33,7 @@ CHILD = """
 import multiprocessing, os, sys, time
 import numpy as np
 from tests.test_fork import DEADLINE, threaded_matmul
-from tinyedu.runtime.ops_c import find_compiler, openmp_available
+from tinyedu.runtime.toolchain import find_compiler, openmp_available
 
 expected = threaded_matmul()  # the parent runs a threaded kernel first: OpenMP's threads exist now
 if openmp_available(find_compiler()) and os.path.isdir("/proc/self/task"):

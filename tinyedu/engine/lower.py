@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable, Protocol
 
 from tinyedu.codegen import heuristics
 from tinyedu.codegen.kernel import Kernel
@@ -34,6 +34,14 @@ from tinyedu.engine import beam
 from tinyedu.helpers import debug_level, getenv, prod
 from tinyedu.ops import LazyOp
 from tinyedu.runtime.device import Device, Runner
+
+
+class Renders(Protocol):
+    """What the lowering needs of a device up to the source: an export target has just this."""
+
+    name: str
+    renderer: Callable[[str, list[UOp]], Any]
+    vector_width: int
 
 
 @dataclass
@@ -71,7 +79,7 @@ def settings_key(device: str) -> tuple:
 
 
 # --8<-- [start:lower]
-def lower(device: str, ast: LazyOp, opts: list[Opt] | None = None, *, name: str | None = None,
+def lower(device: str | Renders, ast: LazyOp, opts: list[Opt] | None = None, *, name: str | None = None,
           vector_width: int | None = None, threads: int | None = None, compile: bool = True) -> Program:
     """The program that runs `ast` on `device`: every step of the lowering, in order.
 
@@ -79,26 +87,28 @@ def lower(device: str, ast: LazyOp, opts: list[Opt] | None = None, *, name: str 
     in the device's `programs`; a list applies exactly those opts (BEAM's candidates, a notebook's
     experiment) and is not cached. The export writes portable code: it names the function (`name`),
     caps the vectors (`vector_width`) and runs on one thread (`threads`), and stops at the source
-    (`compile=False`; the Program then has no runner).
+    (`compile=False`; the Program then has no runner); its target (tinyedu/export/targets.py) stands in
+    for the device: it has a renderer and a vector width, and nothing to compile or run with.
     """
-    backend = Device[device]
-    default = opts is None and name is None and vector_width is None and threads is None and compile
-    key = (ast, settings_key(device))
+    backend = Device[device] if isinstance(device, str) else device
+    default = isinstance(device, str) and opts is None and name is None and vector_width is None and \
+        threads is None and compile
+    key = (ast, settings_key(device)) if default else None
     found = backend.programs.get(key) if default else None  # comparing a fresh AST with the cached one
     if found is not None:                                     # walks both DAGs: the cost of a cache hit
         return found
     if backend.renderer is None:  # NUMPY: the AST is the program
-        program = Program(device, device, ast, backend.runtime(device, ast, None))
+        program = Program(backend.name, backend.name, ast, backend.runtime(backend.name, ast, None))
     else:
-        program = _lower_kernel(device, ast, opts, name, vector_width, threads, compile, may_search=default)
+        program = _lower_kernel(backend, ast, opts, name, vector_width, threads, compile, may_search=default)
     if default:
         backend.programs[key] = program
     return program
 
 
-def _lower_kernel(device: str, ast: LazyOp, opts: list[Opt] | None, name: str | None,
+def _lower_kernel(backend: Renders, ast: LazyOp, opts: list[Opt] | None, name: str | None,
                   vector_width: int | None, threads: int | None, compile: bool, may_search: bool) -> Program:
-    backend, seconds, start = Device[device], {}, time.perf_counter()
+    device, seconds, start = backend.name, {}, time.perf_counter()
     width = backend.vector_width if vector_width is None else vector_width
     kernel = Kernel(ast)                                                    # 1. one loop shape
     if opts is None:                                                        # 2. opts: chosen or given

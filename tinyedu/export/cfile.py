@@ -8,15 +8,12 @@ function; `<name>_forward`, which calls them in schedule order; and `main`.
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from tinyedu.dtype import DType, dtypes
+from tinyedu.export.model import BufferInfo, ExportedProgram
 from tinyedu.helpers import prod
-
-if TYPE_CHECKING:
-    from tinyedu.export.program import BufferInfo, ExportedProgram
 
 WEIGHTS_MAGIC = b"TINYEDUW"  # the sidecar file: magic, byte count (uint64 little-endian), the arrays
 # --8<-- [start:fma]
@@ -34,7 +31,7 @@ PRINT_FORMAT = {"float32": ("%.9g", "double"), "int32": ("%d", "int"), "uint8": 
                 "bool": ("%d", "int")}  # %.9g: nine digits read back as the same float32
 
 
-def render_program(program: "ExportedProgram") -> tuple[str, bytes]:
+def render_program(program: ExportedProgram) -> tuple[str, bytes]:
     """The C source, and the sidecar file's bytes (empty when the weights are embedded)."""
     weights = [b for b in program.buffers if b.role == "weight"]
     prelude, bodies = _split_kernels(program.functions)
@@ -82,7 +79,7 @@ def _split_kernels(functions: dict[str, str]) -> tuple[list[str], list[str]]:
 # --8<-- [end:split]
 
 
-def _header(program: "ExportedProgram") -> str:
+def _header(program: ExportedProgram) -> str:
     target, stats, name = program.target, program.stats, program.name
     build = f"{' '.join(target.compiler)} {' '.join(target.flags)} {name}.c -o {name} -lm"
     run = f"{' '.join(target.run_prefix) + ' ' if target.run_prefix else ''}./{name}"
@@ -123,7 +120,7 @@ def _c_values(data: np.ndarray, dtype: DType) -> str:
 # --8<-- [end:values]
 
 
-def _weight_definition(b: "BufferInfo", embedded: bool) -> str:
+def _weight_definition(b: BufferInfo, embedded: bool) -> str:
     size = max(b.size, 1)
     if not embedded:
         return f"static _Alignas(64) {b.dtype.c_name} {b.name}[{size}];"
@@ -131,14 +128,14 @@ def _weight_definition(b: "BufferInfo", embedded: bool) -> str:
     return f"static const _Alignas(64) {b.dtype.c_name} {b.name}[{size}] = {{\n  {values}\n}};"
 
 
-def _pointer(b: "BufferInfo") -> str:
+def _pointer(b: BufferInfo) -> str:
     """A buffer as the kernel argument: its own array, or its place in its arena."""
     if b.role == "scratch":
         return f"arena_{b.dtype.name} + {b.allocation.offset // b.dtype.itemsize}"
     return b.name
 
 
-def _forward(program: "ExportedProgram") -> list[str]:
+def _forward(program: ExportedProgram) -> list[str]:
     params = [f"const {dt.c_name}* restrict input{k}" for k, (_, dt) in enumerate(program.inputs)]
     params += [f"{dt.c_name}* restrict output{k}" for k, (_, dt) in enumerate(program.outputs)]
     lines = ["\n/* ---- the forward pass: the kernels in schedule order, on the planned memory ---- */",
@@ -152,13 +149,13 @@ def _forward(program: "ExportedProgram") -> list[str]:
     return lines
 
 
-def _weights_file(weights: list["BufferInfo"]) -> bytes:
+def _weights_file(weights: list[BufferInfo]) -> bytes:
     data = b"".join(np.ascontiguousarray(b.data).astype(np.dtype(b.dtype.np).newbyteorder("<")).tobytes()
                     for b in weights)
     return WEIGHTS_MAGIC + struct.pack("<Q", len(data)) + data
 
 
-def _main(program: "ExportedProgram", weights: list["BufferInfo"]) -> list[str]:
+def _main(program: ExportedProgram, weights: list[BufferInfo]) -> list[str]:
     name = program.name
     ins = [(f"input{k}", dt, prod(shape)) for k, (shape, dt) in enumerate(program.inputs)]
     outs = [(f"output{k}", dt, shape) for k, (shape, dt) in enumerate(program.outputs)]

@@ -19,157 +19,32 @@ allocates. Exporting writes that same schedule down as a C file that needs nothi
 It compiles with `cc -O2 model.c -lm` (target "neon" on x86-64: `aarch64-linux-gnu-gcc -O2 -static`)
 and runs with no Python. Only inference: the model runs in
 eval mode (BatchNorm reads its running statistics, dropout is off), whatever Tensor.training is.
+
+This file is the builder: it fills in an ExportedProgram (model.py) and has cfile.py write it down.
 """
 
 from __future__ import annotations
 
 import inspect
-import os
 import re
-import shlex
-import subprocess
-import tempfile
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
-from tinyedu.codegen import heuristics
-from tinyedu.codegen.kernel import Kernel
-from tinyedu.codegen.linearizer import linearize
-from tinyedu.codegen.opts import apply_opts
-from tinyedu.dtype import DType, to_storage
+from tinyedu.dtype import to_storage
+from tinyedu.engine.lower import lower
 from tinyedu.engine.schedule import ScheduleItem, create_schedule
 from tinyedu.export.cfile import render_program
-from tinyedu.export.memory import Allocation, plan_memory
-from tinyedu.export.targets import TARGETS, Target, missing_tool_hint
-from tinyedu.helpers import getenv, prod
+from tinyedu.export.memory import plan_memory
+from tinyedu.export.model import BufferInfo, ExportedProgram, KernelCall
+from tinyedu.export.targets import TARGETS, Target
+from tinyedu.helpers import getenv
 from tinyedu.lazy import LazyBuffer
 from tinyedu.nn.state import get_state_dict
 from tinyedu.ops import LoadOps
 from tinyedu.tensor import Tensor, no_grad
 
 EMBED_LIMIT = 16 << 20  # bytes of weights above which PORT unset means a sidecar file
-
-
-
-
-@dataclass(eq=False)  # compared and hashed by identity: one object per buffer
-class BufferInfo:
-    """One buffer of the program: what it holds and where its memory lives in the C file."""
-
-    name: str                      # its C name: input0, output0, conv1_weight, ... (arenas: arena_float32)
-    role: str                      # "input", "output", "weight" (data known at export time) or "scratch"
-    dtype: DType
-    size: int                      # elements
-    data: np.ndarray | None = None        # a weight's values
-    allocation: Allocation | None = None  # a scratch buffer's place in its arena
-
-    @property
-    def nbytes(self) -> int:
-        return self.size * self.dtype.itemsize
-
-
-@dataclass
-class KernelCall:
-    function: str                  # the C function (several calls may share one)
-    buffers: list[BufferInfo]      # [output, *inputs], in the kernel's data0, data1, ... order
-
-
-@dataclass
-class ExportedProgram:
-    """The C program, what it is made of, and helpers to write, compile and run it."""
-
-    name: str
-    target: Target
-    inputs: list[tuple[tuple[int, ...], DType]]
-    outputs: list[tuple[tuple[int, ...], DType]]
-    calls: list[KernelCall]
-    functions: dict[str, str]      # C function name -> its source
-    buffers: list[BufferInfo]
-    arena_bytes: dict[str, int]    # dtype name -> bytes of that arena
-    embedded: bool                 # weights inside the C file (PORT=1) or in the sidecar file
-    source: str = ""
-    weights_file: bytes = b""      # the sidecar's contents when not embedded
-    stats: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def kernel_names(self) -> list[str]:
-        return [call.function for call in self.calls]
-
-    def save(self, folder: str | os.PathLike) -> Path:
-        """Write `<name>.c` (and `<name>.weights` when the weights are not embedded) into `folder`."""
-        folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
-        path = folder / f"{self.name}.c"
-        path.write_text(self.source)
-        if not self.embedded:
-            (folder / f"{self.name}.weights").write_bytes(self.weights_file)
-        return path
-
-    def compile(self, folder: str | os.PathLike, extra_flags: tuple[str, ...] = ()) -> Path:
-        """Save and compile with the target's plain command line; the executable's path."""
-        source = self.save(folder)
-        executable = source.with_suffix("")
-        command = [*self.target.compiler, *self.target.flags, *extra_flags, str(source), "-o",
-                   str(executable), "-lm"]
-        try:
-            result = subprocess.run(command, capture_output=True, text=True)
-        except FileNotFoundError:
-            raise RuntimeError(missing_tool_hint(self.target, self.target.compiler[0])) from None
-        if result.returncode != 0:
-            raise RuntimeError(f"export: `{shlex.join(command)}` failed:\n{result.stderr.strip()}")
-        return executable
-
-    def command(self, executable: str | os.PathLike, *args: str) -> list[str]:
-        """The command line that runs the compiled program (under an emulator for a foreign target)."""
-        return [*self.target.run_prefix, str(executable), *args]
-
-    def run(self, executable: str | os.PathLike, *inputs: np.ndarray) -> list[np.ndarray]:
-        """Feed whole batches of `inputs` (each with the exported shape's leading batch axis repeated)
-        to the compiled program and read its outputs back. Used to check it against tinyedu."""
-        batches = _batches(self, inputs)
-        stream = b"".join(b"".join(np.ascontiguousarray(x[k], dtype=dt.np).tobytes()
-                                   for x, (_, dt) in zip(inputs, self.inputs, strict=True))
-                          for k in range(batches))
-        folder = Path(executable).parent
-        command = self.command(executable, "-w", str(folder / f"{self.name}.weights"))
-        try:
-            result = subprocess.run(command, input=stream, capture_output=True)
-        except FileNotFoundError:
-            raise RuntimeError(missing_tool_hint(self.target, command[0])) from None
-        if result.returncode != 0:
-            raise RuntimeError(f"export: the program failed: {result.stderr.decode().strip()}")
-        return _split_outputs(self, result.stdout, batches)
-
-
-def _batches(program: ExportedProgram, inputs: tuple[np.ndarray, ...]) -> int:
-    """Inputs come as (batches, *exported shape)."""
-    if len(inputs) != len(program.inputs):
-        raise ValueError(f"export: the program takes {len(program.inputs)} inputs, got {len(inputs)}")
-    counts = set()
-    for k, (x, (shape, _)) in enumerate(zip(inputs, program.inputs, strict=True)):
-        if tuple(x.shape[1:]) != shape:
-            raise ValueError(f"export: input {k} must have shape (batches, *{shape}), got {x.shape}")
-        counts.add(x.shape[0])
-    if len(counts) != 1:
-        raise ValueError(f"export: every input needs the same number of batches, got {sorted(counts)}")
-    return counts.pop()
-
-
-def _split_outputs(program: ExportedProgram, raw: bytes, batches: int) -> list[np.ndarray]:
-    per_batch = sum(prod(shape) * dt.itemsize for shape, dt in program.outputs)
-    if len(raw) != per_batch * batches:
-        raise RuntimeError(f"export: the program wrote {len(raw)} bytes, expected {per_batch * batches}")
-    outs: list[list[np.ndarray]] = [[] for _ in program.outputs]
-    offset = 0
-    for _ in range(batches):
-        for k, (shape, dt) in enumerate(program.outputs):
-            n = prod(shape) * dt.itemsize
-            outs[k].append(np.frombuffer(raw[offset:offset + n], dtype=dt.np).reshape(shape))
-            offset += n
-    return [np.stack(o) for o in outs]
 
 
 # --8<-- [start:export]
@@ -258,12 +133,9 @@ def export_c(model: Callable[..., Any], *example_inputs: Tensor, name: str = "mo
 
 # --8<-- [start:lower]
 def lower_for_target(item: ScheduleItem, function: str, target: Target) -> str:
-    """The kernel's C function, through the steps of engine/lower.py with the target's settings."""
-    kernel = Kernel(item.ast)                                                     # 1. the loop shape
-    if not getenv("NOOPT", 0):                                                    # 2. the opts
-        apply_opts(kernel, heuristics.hand_coded_optimizations(kernel, target.vector_width, threads=1))
-    uops = linearize(kernel, target.vector_width)                                 # 3. the UOps
-    return target.renderer(function, uops)                                        # 4. the source
+    """The kernel's C function: the engine's lowering with the target's settings (the heuristics' opts
+    for its vector width, on one thread: the file runs wherever it is copied), up to the source."""
+    return lower(target, item.ast, name=function, threads=1, compile=False).source
 # --8<-- [end:lower]
 
 
@@ -356,10 +228,4 @@ def _unique(name: str, functions: dict[str, str]) -> str:
     return candidate
 
 
-def compile_and_run(program: ExportedProgram, *inputs: np.ndarray) -> list[np.ndarray]:
-    """Compile in a temporary folder, run on `inputs`, return the outputs (the whole round trip)."""
-    with tempfile.TemporaryDirectory() as folder:
-        return program.run(program.compile(folder), *inputs)
-
-
-__all__ = ["export_c", "ExportedProgram", "lower_for_target", "compile_and_run"]
+__all__ = ["export_c", "lower_for_target", "buffer_lifetimes"]

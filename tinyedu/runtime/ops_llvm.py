@@ -29,6 +29,7 @@ from tinyedu.codegen.uops import LaunchDims
 from tinyedu.renderer.llvmir import render_llvm
 from tinyedu.runtime.compile_cache import LoadedLRU, cached_build
 from tinyedu.runtime.device import Backend, Buffer, DeviceUnavailable, cpu_only
+from tinyedu.runtime.toolchain import numbered
 
 INSTALL_HINT = "pip install llvmlite (or: pip install 'tinyedu[llvm]')"
 
@@ -90,10 +91,6 @@ def host_vector_width() -> int:
     if features.get("avx"):
         return 8
     return 4
-
-
-def numbered(source: str) -> str:
-    return "\n".join(f"{n:4d}  {line}" for n, line in enumerate(source.splitlines(), start=1))
 
 
 # --8<-- [start:compile]

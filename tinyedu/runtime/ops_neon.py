@@ -9,7 +9,9 @@
 Compiled libraries share the C device's disk cache (`$TINYEDU_CACHE`); the cache key includes the
 compiler, so aarch64 and x86-64 libraries never mix. NEON registers are 128 bits: the device's
 vector width is 4 float32 lanes. Threads: OpenMP, when the (cross) compiler has it (under qemu
-each guest thread is a host thread). `TINYEDU_SANITIZE` does not apply to NEON.
+each guest thread is a host thread). `TINYEDU_SANITIZE` does not apply to NEON. Running the
+compiler, probing its flags, compiling with a readable error and objdump are shared with the C device
+(tinyedu/runtime/toolchain.py); the flags, the cache key and the harness are NEON's own.
 
 Needs, on x86-64 Linux: `gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user` (Debian/Ubuntu
 package names). Override the tools with `NEON_CC`, `NEON_QEMU` and `NEON_SYSROOT`. `DEBUG=4` prints
@@ -24,24 +26,25 @@ import functools
 import os
 import platform
 import shutil
-import subprocess
 from pathlib import Path
 
 from tinyedu.codegen.uops import LaunchDims
 from tinyedu.renderer.neon import NEON_LANES, render_neon
 from tinyedu.runtime.compile_cache import CachedFile, LoadedLRU, cached_build, dlclose
 from tinyedu.runtime.device import Backend, Buffer, DeviceUnavailable, cpu_only, thread_count
-from tinyedu.runtime.ops_c import (
+from tinyedu.runtime.qemu import HARNESS_SOURCE, Harness
+from tinyedu.runtime.toolchain import (
     BASE_FLAGS,
     CompileError,
-    _compiler_version,
+    accepts_flag,
     compile_library,
+    compiler_version,
     cpu_signature,
+    disassemble,
     numbered,
     openmp_available,
     run_compiler,
 )
-from tinyedu.runtime.qemu import HARNESS_SOURCE, Harness
 
 INSTALL_HINT = (
     "On Debian/Ubuntu: sudo apt-get install gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user "
@@ -57,7 +60,7 @@ def is_arm64() -> bool:
 
 
 @functools.cache
-def toolchain() -> tuple[str, str | None, str | None]:
+def neon_toolchain() -> tuple[str, str | None, str | None]:
     """(compiler, qemu, sysroot): native (qemu None) on arm64, else the cross tools. Raises
     DeviceUnavailable naming what is missing and how to install it."""
     if is_arm64():
@@ -90,9 +93,9 @@ class NEONCompiler:
         # No auto-vectorization: the vectors that run are the intrinsics in the source, nothing the
         # compiler adds. (Also, GCC 12's SLP vectorizer for aarch64 miscompiles `sum += (int)(a != b)`
         # under -fwrapv: it adds the -1 masks of `cmeq` instead of 1s.)
-        if _accepts_flag(compiler, "-fno-tree-vectorize"):
+        if accepts_flag(compiler, "-fno-tree-vectorize"):
             flags += ("-fno-tree-vectorize",)
-        if native and _accepts_flag(compiler, "-mcpu=native"):
+        if native and accepts_flag(compiler, "-mcpu=native"):
             flags += ("-mcpu=native",)
         if openmp_available(compiler):
             flags += ("-fopenmp",)
@@ -100,7 +103,7 @@ class NEONCompiler:
 
     def signature(self) -> str:
         """Everything besides the source that changes the library (the CPU only when native)."""
-        parts = [self.compiler, _compiler_version(self.compiler), *self.flags]
+        parts = [self.compiler, compiler_version(self.compiler), *self.flags]
         return "\0".join(parts + ([cpu_signature()] if self.native else ["cross-compiled for aarch64"]))
 
     def build(self, source: str) -> CachedFile:
@@ -113,13 +116,6 @@ class NEONCompiler:
 # --8<-- [end:compiler]
 
 
-@functools.cache
-def _accepts_flag(compiler: str, flag: str) -> bool:
-    probe = "int probe(void) { return 0; }\n"
-    result = run_compiler(compiler, [flag, "-x", "c", "-c", "-", "-o", os.devnull], probe)
-    return result.returncode == 0 and "warning" not in result.stderr
-
-
 def build_harness(compiler: str) -> Path:
     """The harness program, cross-compiled once into the cache (and checked like every entry)."""
     def build(path: Path) -> None:
@@ -130,7 +126,7 @@ def build_harness(compiler: str) -> Path:
                                f"{result.stderr.strip()}")
         path.chmod(0o755)
 
-    key = f"{HARNESS_SOURCE}\0{compiler}\0{_compiler_version(compiler)}"
+    key = f"{HARNESS_SOURCE}\0{compiler}\0{compiler_version(compiler)}"
     return cached_build(key, ".harness", build)
 
 
@@ -155,23 +151,8 @@ class NEONProgram:
         self.device.harness.run(slot, self.path, entry, arrays)
 
     def disassemble(self) -> str:
-        return disassemble(self.path, self.name, self.device.objdump)
-
-
-def disassemble(path: Path, symbol: str, objdump: str | None) -> str:
-    """The aarch64 machine code of one function (objdump), or a note saying why there is none."""
-    if objdump is None or shutil.which(objdump) is None:
-        return f"DEBUG=6: no {objdump or 'objdump'} on PATH; install binutils-aarch64-linux-gnu to see the " \
-               "aarch64 disassembly"
-    result = subprocess.run([objdump, "-d", "--no-show-raw-insn", f"--disassemble={symbol}", str(path)],
-                            capture_output=True, text=True)
-    lines = result.stdout.splitlines()
-    heads = (f"<{symbol}>:", f"<_{symbol}>:")
-    start = next((i for i, line in enumerate(lines) if line.endswith(heads)), None)
-    if result.returncode != 0 or start is None:
-        return f"DEBUG=6: {objdump} could not disassemble {path}: {result.stderr.strip()}"
-    end = next((i for i in range(start, len(lines)) if not lines[i].strip()), len(lines))
-    return "\n".join(lines[start:end])
+        return disassemble(self.path, self.name, (self.device.objdump,),
+                           "install binutils-aarch64-linux-gnu to see the aarch64 disassembly")
 
 
 class NEONDevice(Backend):
@@ -183,7 +164,7 @@ class NEONDevice(Backend):
 
     def __init__(self) -> None:
         super().__init__()
-        self.compiler_name, self.qemu, self.sysroot = toolchain()
+        self.compiler_name, self.qemu, self.sysroot = neon_toolchain()
         self.native = self.qemu is None
         self.objdump = "objdump" if self.native else self.compiler_name.replace("gcc", "objdump")
         self.compiler = NEONCompiler(self.compiler_name, self.native)

@@ -30,6 +30,7 @@ from tinyedu.dtype import DType, cast_array, dtypes, from_storage, to_storage
 from tinyedu.ops import BinaryOps, TernaryOps, UnaryOps
 from tinyedu.runtime.device import Backend, Buffer, thread_count
 from tinyedu.runtime.ops_numpy import TRANSCENDENTAL, correctly_rounded
+from tinyedu.runtime.toolchain import native_vector_width
 
 
 def to_dtype(value: Any, dtype: DType) -> Any:
@@ -241,8 +242,6 @@ class PythonDevice(Backend):
     def vector_width(self) -> int:
         """Mirror the C device's vectors (when there is a C compiler), so both run the same UOps."""
         try:
-            from tinyedu.runtime.ops_c import native_vector_width
-
             return native_vector_width()
         except RuntimeError:
             return 4

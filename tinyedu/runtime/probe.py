@@ -18,7 +18,8 @@ import time
 
 import numpy as np
 
-from tinyedu.runtime.ops_c import Compiler, native_vector_width
+from tinyedu.runtime.ops_c import Compiler
+from tinyedu.runtime.toolchain import native_vector_width
 
 PROBES = r"""
 #include <math.h>
