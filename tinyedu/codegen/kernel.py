@@ -27,6 +27,14 @@ linearizer makes of it, and the kinds always come in this order:
     across threads                  long sum                   loop body (UPCAST: k outputs, UNROLL:
                                                                k reduce steps)
 
+A kernel for a GPU (stage 7, `kernel.gpu` holds the device's limits) has three more kinds, which
+are not loops either: each is a *thread index*, the GPU runs one copy of the body per value.
+
+    GLOBAL ... | LOCAL ... | LOOP ... | GROUP ... | BLOCK ... | REDUCE ... | UPCAST and UNROLL ...
+    workgroups   threads of                a reduce axis
+    of the grid  a workgroup               split across a workgroup's threads (partials in
+    (gid)        (lid)                     shared memory, then combined by its first thread; lid)
+
 The opts applied so far are in `applied_opts`, printed with the kernel.
 """
 
@@ -37,6 +45,7 @@ from enum import Enum
 from typing import TYPE_CHECKING
 
 from tinyedu.codegen import sum_blocks
+from tinyedu.codegen.uops import GPULimits, LaunchDims
 from tinyedu.dtype import DType, dtypes
 from tinyedu.helpers import dedup, prod
 from tinyedu.ops import BinaryOps, BufferOps, ConstBuffer, LazyOp, MemBuffer, ReduceOps, UnaryOps
@@ -51,6 +60,9 @@ Leaf = MemBuffer | ConstBuffer
 class AxisKind(Enum):
     """What the linearizer makes of one axis of the full shape."""
 
+    GLOBAL = "global"   # GPU: an output axis spread over the workgroups of the grid (gid)
+    LOCAL = "local"     # GPU: an output axis spread over the threads of a workgroup (lid)
+    GROUP = "group"     # GPU: a reduce axis spread over the threads of a workgroup (lid)
     THREAD = "thread"   # the outermost loop, its iterations shared by several threads
     LOOP = "loop"       # an output loop (gidx)
     BLOCK = "block"     # a level of a long sum (bidx): each iteration sums a block into a fresh total
@@ -60,6 +72,7 @@ class AxisKind(Enum):
 
 
 EXPANDED = (AxisKind.UPCAST, AxisKind.UNROLL)
+GPU_KINDS = (AxisKind.GLOBAL, AxisKind.LOCAL, AxisKind.GROUP)   # thread indices, not loops
 
 
 class Kernel:
@@ -80,6 +93,7 @@ class Kernel:
         self.thread_blocks = False                # set by a THREAD opt on the outermost BLOCK loop
         self.packs: list[tuple[int, int]] = []    # (buffer position, loop axis) of each PACK opt
         self.linearized = False                   # set by the linearizer: no opts after that
+        self.gpu: GPULimits | None = None         # a GPU's limits: set for a GPU device, allows GPU opts
 
         below = dedup(leaf.arg for leaf in self.reduceop.leaves) if self.reduceop else []
         above = dedup(leaf.arg for leaf in _leaves_above_reduce(ast))
@@ -161,7 +175,7 @@ class Kernel:
         """An independent copy (to try opts on): the ShapeTrackers are immutable, the lists are copied."""
         other = copy.copy(self)
         other.sts, other.kinds, other.bufs = list(self.sts), list(self.kinds), list(self.bufs)
-        other.applied_opts, other.packs = list(self.applied_opts), list(self.packs)
+        other.applied_opts, other.packs = list(self.applied_opts), list(self.packs)  # (gpu: immutable)
         return other
 
     # ---- what the linearizer asks ----
@@ -185,8 +199,22 @@ class Kernel:
 
     @property
     def loop_axes(self) -> list[int]:
-        """The axes that are loops (THREAD, LOOP, REDUCE), outermost first."""
-        return [a for a, kind in enumerate(self.kinds) if kind not in EXPANDED]
+        """The axes that are loops (THREAD, LOOP, BLOCK, REDUCE), outermost first."""
+        return [a for a, kind in enumerate(self.kinds) if kind not in EXPANDED and kind not in GPU_KINDS]
+
+    def axes_of(self, *kinds: AxisKind) -> list[int]:
+        """The axes of these kinds, outermost first."""
+        return [a for a, kind in enumerate(self.kinds) if kind in kinds]
+
+    @property
+    def launch(self) -> LaunchDims | None:
+        """A GPU kernel's launch dimensions: the sizes of its GLOBAL axes (workgroups) and of its LOCAL
+        and GROUP axes (threads per workgroup); None for a kernel with none (a CPU kernel)."""
+        names, groups, local = self.loop_names, [1, 1, 1], [1, 1, 1]
+        for axis in self.axes_of(*GPU_KINDS):
+            dim = int(names[axis][3:])
+            (groups if names[axis].startswith("gid") else local)[dim] = self.full_shape[axis]
+        return LaunchDims(tuple(groups), tuple(local)) if self.axes_of(*GPU_KINDS) else None  # type: ignore[arg-type]
 
     @property
     def expanded_axes(self) -> list[int]:
@@ -199,9 +227,14 @@ class Kernel:
         for the levels of a long sum, `ridx0, ...` for reduce loops; an expanded axis is named after
         its kind and size (`upcast16`)."""
         names, counts = [], {"t": 0, "g": 0, "b": 0, "r": 0}
+        gids, lids = self.axes_of(AxisKind.GLOBAL), self.axes_of(AxisKind.LOCAL, AxisKind.GROUP)
         for axis, kind in enumerate(self.kinds):
             if kind in EXPANDED:
                 names.append(f"{kind.value}{self.full_shape[axis]}")
+                continue
+            if kind in GPU_KINDS:  # numbered from the innermost: dimension 0 (x) has the neighbours
+                ids = gids if kind is AxisKind.GLOBAL else lids
+                names.append(f"{'gid' if kind is AxisKind.GLOBAL else 'lid'}{len(ids) - 1 - ids.index(axis)}")
                 continue
             letter = "t" if kind is AxisKind.THREAD else "b" if kind is AxisKind.BLOCK else \
                 "r" if self.is_reduce_axis(axis) else "g"
@@ -219,6 +252,10 @@ class Kernel:
         lines = [f"Kernel {self.name}: full shape {self.full_shape}, first_reduce={reduce_at}",
                  f"  loops: {' '.join(output) or '(none)'}"
                  + (f" | reduce {self.reduceop.op.name}: {' '.join(reduce)}" if self.reduceop else "")]
+        if self.launch is not None:
+            threads = " ".join(f"{names[a]}<{self.full_shape[a]} ({self.kinds[a].value})"
+                               for a in self.axes_of(*GPU_KINDS))
+            lines.append(f"  launch: {self.launch}: {threads}")
         expanded = [f"{names[a]} (axis {a})" for a in self.expanded_axes]
         if expanded:
             lines.append(f"  expanded in the loop body: {' '.join(expanded)}")
@@ -269,9 +306,11 @@ class Kernel:
         self._count_output_loops()
 
     def _count_output_loops(self) -> None:
-        # the output loops (THREAD over outputs, LOOP) come first: first_reduce is where they end
-        self.first_reduce = sum(1 for a, k in enumerate(self.kinds)
-                                if k in (AxisKind.LOOP, AxisKind.THREAD) and not self.is_reduce_axis(a))
+        # the output axes (GLOBAL, LOCAL, THREAD over outputs, LOOP) come first: first_reduce is where
+        # they end
+        outputs = (AxisKind.LOOP, AxisKind.THREAD, AxisKind.GLOBAL, AxisKind.LOCAL)
+        self.first_reduce = sum(1 for a, kind in enumerate(self.kinds)
+                                if kind in outputs and not self.is_reduce_axis(a))
 
 
 def _leaves_above_reduce(ast: LazyOp) -> list[LazyOp]:

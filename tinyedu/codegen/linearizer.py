@@ -51,7 +51,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from tinyedu.codegen import local_arrays
+from tinyedu.codegen import gpu, local_arrays
 from tinyedu.codegen.index import INDEX_OPS, index_dtype  # noqa: F401 - INDEX_OPS: also imported from here by notebook 04
 from tinyedu.codegen.kernel import AxisKind, Kernel, ast_dtype
 from tinyedu.codegen.uops import FusedOps, UOp, UOpBuilder, UOps, VectorDType, lowest_value
@@ -84,7 +84,7 @@ class Linearizer:
     """
 
     def __init__(self, kernel: Kernel, max_vector: int = 16):
-        self.kernel, self.max_vector = kernel, max_vector
+        self.kernel, self.max_vector = kernel, (1 if kernel.gpu is not None else max_vector)  # GPU: scalars
         self.b = UOpBuilder(index_dtype(kernel))  # int32 indices, or int64 past 2^31 elements
         self.loops: dict[str, UOp] = {}
         self.memo: dict[tuple, Value] = {}   # (id(AST node), combo, width) -> its value
@@ -110,6 +110,7 @@ class Linearizer:
         self.positions = {buf: pos for pos, buf in enumerate(k.bufs) if pos > 0}
         if any(size == 0 for a, size in enumerate(k.full_shape) if not k.is_reduce_axis(a)):
             return b.uops  # an empty output: there is nothing to compute
+        gpu.bind_thread_indices(self)  # a GPU kernel's thread indices (none on a CPU)
         output_loops = [a for a in k.loop_axes if not k.is_reduce_axis(a)]
         for axis in output_loops:
             self.open_loop(axis)
@@ -118,7 +119,12 @@ class Linearizer:
             self.reduce_results = local_arrays.lower_thread_reduce(self, k.reduceop)
         elif k.reduceop is not None:
             self.reduce_results = self.lower_reduce(k.reduceop)
+        grouped = k.reduceop is not None and bool(k.axes_of(AxisKind.GROUP))
+        if grouped:  # GPU: the threads of a workgroup each reduced a part
+            self.reduce_results = gpu.combine_groups(self, k.reduceop, self.reduce_results)
         self.store()
+        if grouped:
+            gpu.finish_groups(self, inside_loops=bool(output_loops))
         for _ in output_loops:
             b.close_range()
         return b.uops

@@ -23,6 +23,14 @@ re-label one part. The AST, and so the result, never changes (up to the order of
 | PACK(axis, buffer) | a loop, a       | before loop `axis`, copy the tile of `buffer` that the loops   |
 |                    | buffer          | inside read into a contiguous local array; read it from there  |
 
+On a GPU (stage 7: the kernel has `kernel.gpu`, the device's limits) three more map axes onto threads:
+
+| GLOBAL(axis)       | an output loop  | spread it over the grid's workgroups (at most three axes)      |
+| LOCAL(axis, k)     | a GLOBAL axis   | split (n/k, k): k threads of each workgroup take the k part    |
+| GROUP(axis, k)     | a reduce loop   | split (n/k, k): k threads of a workgroup each reduce a part,   |
+|                    |                 | every k-th element; the partials meet in shared memory, and    |
+|                    |                 | after a barrier the workgroup's first thread combines them     |
+
 Each opt checks that it makes sense on this kernel and raises OptError naming the opt, the kernel
 and what would be valid otherwise. The linearizer (tinyedu/codegen/linearizer.py) turns the
 kinds of axes into code; the heuristics (tinyedu/codegen/heuristics.py) and the BEAM search
@@ -46,6 +54,7 @@ MAX_THREADS = 64
 
 class OptOps(Enum):
     UPCAST = auto(); UNROLL = auto(); THREAD = auto(); SWAP = auto(); TILE = auto(); PACK = auto()  # noqa: E702
+    GLOBAL = auto(); LOCAL = auto(); GROUP = auto()  # noqa: E702
 
     def __repr__(self) -> str:
         return self.name
@@ -60,6 +69,8 @@ class Opt:
     amount: int
 
     def __repr__(self) -> str:
+        if self.op is OptOps.GLOBAL:
+            return f"Opt(GLOBAL, axis={self.axis})"
         names = {OptOps.SWAP: "other", OptOps.PACK: "buffer", OptOps.THREAD: "threads"}
         second = names.get(self.op, "amount")
         return f"Opt({self.op.name}, axis={self.axis}, {second}={self.amount})"
@@ -130,9 +141,30 @@ def pack(k: Kernel, axis: int, buffer: int) -> None:
     k.packs.append((buffer, axis))
 
 
+def global_(k: Kernel, axis: int, amount: int) -> None:
+    """The output loop becomes the innermost GLOBAL axis: one workgroup per index."""
+    k.move_axis(axis, len(k.axes_of(AxisKind.GLOBAL)), AxisKind.GLOBAL)
+
+
+def local(k: Kernel, axis: int, amount: int) -> None:
+    """Split a GLOBAL axis (n/amount, amount); the amount part becomes the innermost LOCAL axis, so
+    neighbouring threads take neighbouring indices (gid * amount + lid)."""
+    k.split_axis(axis, amount)
+    end_of_locals = len(k.axes_of(AxisKind.GLOBAL, AxisKind.LOCAL)) - 1  # after taking axis + 1 out
+    k.move_axis(axis + 1, end_of_locals, AxisKind.LOCAL)
+
+
+def group(k: Kernel, axis: int, amount: int) -> None:
+    """Split a reduce loop (n/amount, amount); the amount part becomes a GROUP axis, placed where the
+    reduce axes start: thread t of the workgroup reduces elements t, t + amount, t + 2 * amount, ..."""
+    k.split_axis(axis, amount)
+    k.move_axis(axis + 1, k.first_reduce + len(k.axes_of(AxisKind.GROUP)), AxisKind.GROUP)
+
+
 # What each opt does to the kernel's views (exercises plug their own in here, e.g. MOVES[UPCAST]).
 MOVES = {OptOps.UPCAST: upcast, OptOps.UNROLL: unroll, OptOps.THREAD: thread, OptOps.SWAP: swap,
-         OptOps.TILE: tile, OptOps.PACK: pack}
+         OptOps.TILE: tile, OptOps.PACK: pack, OptOps.GLOBAL: global_, OptOps.LOCAL: local,
+         OptOps.GROUP: group}
 # --8<-- [end:apply]
 
 
@@ -187,6 +219,11 @@ def _check_common(k: Kernel, opt: Opt) -> None:
                           f"loops); axis {opt.axis} is {kind.value}, axis {other} is {k.kinds[other].value}")
     elif opt.op is OptOps.PACK:
         _check_pack(k, opt, kind)
+    else:
+        _check_gpu(k, opt, kind, size)
+    if k.gpu is not None and opt.op in (OptOps.THREAD, OptOps.PACK):
+        _fail(k, opt, f"{opt.op.name} is a CPU opt (threads of the processor, a tile on each thread's "
+                      "stack); a GPU kernel runs its threads with GLOBAL, LOCAL and GROUP")
 
 
 def _a(word: str) -> str:
@@ -246,3 +283,52 @@ def _check_pack(k: Kernel, opt: Opt, kind: AxisKind) -> None:
     if elements > MAX_PACK_ELEMENTS:
         _fail(k, opt, f"the tile has {elements} elements, more than {MAX_PACK_ELEMENTS} (a local array on "
                       "each thread's stack); pack before an inner loop, or split the axes more")
+
+
+def _check_gpu(k: Kernel, opt: Opt, kind: AxisKind, size: int) -> None:
+    """GLOBAL, LOCAL and GROUP: only on a GPU kernel, on the right kind of axis, within its limits."""
+    limits = k.gpu
+    if limits is None:
+        _fail(k, opt, f"{opt.op.name} maps an axis onto GPU threads; this kernel is for a CPU device "
+                      "(lower it for GPU or CUDA, whose limits it then carries in kernel.gpu)")
+    wanted = {OptOps.GLOBAL: AxisKind.LOOP, OptOps.LOCAL: AxisKind.GLOBAL,
+              OptOps.GROUP: AxisKind.REDUCE}[opt.op]
+    if kind is not wanted:
+        valid = k.axes_of(wanted)
+        _fail(k, opt, f"axis {opt.axis} is {_a(kind.value)} axis, {opt.op.name} needs "
+                      f"{_a(wanted.value)} axis (valid: {valid})")
+    if opt.op is OptOps.GLOBAL:
+        if len(k.axes_of(AxisKind.GLOBAL)) == 3:
+            _fail(k, opt, "a grid has three dimensions, and three axes are GLOBAL already")
+        _check_grid(k, opt, [size] + [k.full_shape[a] for a in reversed(k.axes_of(AxisKind.GLOBAL))])
+        return
+    if not isinstance(opt.amount, int) or opt.amount < 2 or size % opt.amount:
+        divisors = [d for d in range(2, size + 1) if size % d == 0][:8]
+        _fail(k, opt, f"amount must be an int >= 2 that divides the axis size {size} (for example "
+                      f"{divisors or 'none: the axis is prime-sized 1'})")
+    thread_axes = k.axes_of(AxisKind.LOCAL, AxisKind.GROUP)
+    if len(thread_axes) == 3:
+        _fail(k, opt, "a workgroup has three dimensions, and three axes are LOCAL or GROUP already")
+    threads = prod(k.full_shape[a] for a in thread_axes) * opt.amount
+    if threads > limits.max_workgroup_size:
+        _fail(k, opt, f"a workgroup would have {threads} threads, over this GPU's limit of "
+                      f"{limits.max_workgroup_size}; pick a smaller amount")
+    if opt.op is OptOps.LOCAL:
+        _check_grid(k, opt, [size // opt.amount if a == opt.axis else k.full_shape[a]
+                             for a in reversed(k.axes_of(AxisKind.GLOBAL))])
+    if opt.op is OptOps.GROUP:
+        if k.axes_of(AxisKind.UNROLL):
+            _fail(k, opt, "GROUP comes before UNROLL (UNROLL splits each thread's part of the reduce)")
+        shared = threads * prod(k.full_shape[a] for a in k.axes_of(AxisKind.UPCAST)) * 8
+        if shared > limits.shared_memory_bytes:
+            _fail(k, opt, f"the partial results would need {shared} bytes of shared memory, over this GPU's "
+                          f"{limits.shared_memory_bytes}")
+
+
+def _check_grid(k: Kernel, opt: Opt, sizes_inner_first: list[int]) -> None:
+    """Each grid dimension (dimension 0 is the innermost GLOBAL axis) within the GPU's limit."""
+    for dim, (size, limit) in enumerate(zip(sizes_inner_first, k.gpu.max_groups[:len(sizes_inner_first)],
+                                            strict=True)):
+        if size > limit:
+            _fail(k, opt, f"grid dimension {dim} would have {size} workgroups, over this GPU's limit of "
+                          f"{limit}; make the larger axis the innermost GLOBAL one, or LOCAL it first")

@@ -166,6 +166,18 @@ class LaunchDims:
         return f"groups {self.groups} x local {self.local}"
 
 
+@dataclass(frozen=True)
+class GPULimits:
+    """What a GPU allows one kernel: the GPU opts are checked against these (tinyedu/codegen/opts.py)
+    and the heuristics choose within them."""
+
+    max_workgroup_size: int = 1024            # threads in one workgroup, all dimensions together
+    max_local: tuple[int, int, int] = (1024, 1024, 64)   # threads per workgroup dimension
+    max_groups: tuple[int, int, int] = (2**31 - 1, 65535, 65535)   # workgroups per grid dimension
+    shared_memory_bytes: int = 48 * 1024      # shared (local) memory of one workgroup
+    warp_size: int = 32                       # threads that run as one SIMD instruction
+
+
 def launch_dims(uops: list["UOp"]) -> LaunchDims | None:
     """The launch dimensions a UOp list asks for (its SPECIALs), or None for a CPU kernel (none)."""
     specials = [u.arg for u in uops if u.op is UOps.SPECIAL]
