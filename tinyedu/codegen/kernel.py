@@ -165,10 +165,6 @@ class Kernel:
         return other
 
     # ---- what the linearizer asks ----
-    def st_of(self, leaf: Leaf) -> ShapeTracker:
-        """The ShapeTracker of a LOAD/CONST leaf, in the full shape."""
-        return self.sts[self.bufs.index(leaf, 1)]
-
     @property
     def blocked(self) -> bool:
         """Whether this is a long sum split into blocks (it has BLOCK loops; THREAD may share one)."""

@@ -94,10 +94,6 @@ class ExportedProgram:
     weights_file: bytes = b""      # the sidecar's contents when not embedded
     stats: dict[str, int] = field(default_factory=dict)
 
-    @property
-    def kernel_names(self) -> list[str]:
-        return [call.function for call in self.calls]
-
     def save(self, folder: str | os.PathLike) -> Path:
         """Write `<name>.c` (and `<name>.weights` when the weights are not embedded) into `folder`."""
         folder = Path(folder)

@@ -30,7 +30,6 @@ next call starts a new one.
 
 from __future__ import annotations
 
-import hashlib
 import mmap
 import os
 import subprocess
@@ -273,7 +272,3 @@ class Harness:
         if self.mapped_size and self.alive():
             self.command(f"map {size} /proc/{os.getpid()}/fd/{self.arena_fd}")
             self.mapped_size = size
-
-
-def harness_digest(compiler: str) -> str:
-    return hashlib.sha256(f"{compiler}\0{HARNESS_SOURCE}".encode()).hexdigest()[:32]
