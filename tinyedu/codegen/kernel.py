@@ -34,16 +34,13 @@ from __future__ import annotations
 
 import copy
 from enum import Enum
-from typing import TYPE_CHECKING
 
 from tinyedu.codegen import sum_blocks
+from tinyedu.codegen.opt import Opt
 from tinyedu.dtype import DType, dtypes
 from tinyedu.helpers import dedup, prod
 from tinyedu.ops import BinaryOps, BufferOps, ConstBuffer, LazyOp, MemBuffer, ReduceOps, UnaryOps
 from tinyedu.shape import ShapeTracker
-
-if TYPE_CHECKING:
-    from tinyedu.codegen.opts import Opt
 
 Leaf = MemBuffer | ConstBuffer
 
