@@ -216,10 +216,10 @@ def pick_realized(outs: list[LazyBuffer], bases: list[LazyBuffer]) -> dict[LazyB
             plan.store(result_rule(b, info, plan.readers[b]))
     plan.store(rule5_shared_buffers(bases, plan))
     return plan.stored
-
-
 # --8<-- [end:pick]
-# --8<-- [start:users]
+
+
+# --8<-- [start:readers]
 def _readers(bases: list[LazyBuffer]) -> dict[LazyBuffer, Readers]:
     """readers[b]: (reader, the view it reads b through) for every op that reads b."""
     readers: dict[LazyBuffer, Readers] = {b: [] for b in bases}
@@ -228,9 +228,9 @@ def _readers(bases: list[LazyBuffer]) -> dict[LazyBuffer, Readers]:
             if src.base in readers:
                 readers[src.base].append((b, src))
     return readers
+# --8<-- [end:readers]
 
 
-# --8<-- [end:users]
 # --8<-- [start:plan]
 class _Stored(dict):
     """Stored buffers, each with the first rule that stored it."""
@@ -263,9 +263,9 @@ class _Plan:
     def parts(self, b: LazyBuffer) -> list[_Fused]:
         """What each of b's sources brings into b's kernel."""
         return [self.brought_in(src) for src in b.srcs]
-
-
 # --8<-- [end:plan]
+
+
 # --8<-- [start:rules-simple]
 def rule1_outputs(outs: list[LazyBuffer]) -> Stores:
     """Rule 1: what `realize()` was called on is stored."""
@@ -286,9 +286,9 @@ def rule3_fuse(b: LazyBuffer, parts: list[_Fused]) -> _Fused:
                   b.op in EXPENSIVE or any(p.expensive for p in parts),
                   _expanded_expensive(b.srcs, parts),
                   frozenset().union(*(p.ops for p in parts)) | {id(b)})
-
-
 # --8<-- [end:rules-simple]
+
+
 # --8<-- [start:rules-sources]
 def rule4_one_reduce_per_kernel(b: LazyBuffer, parts: list[_Fused]) -> Stores:
     """Rule 4, for b's sources: a kernel holds one reduce.
@@ -320,9 +320,9 @@ def rule9_bounded_ops(b: LazyBuffer, parts: list[_Fused]) -> Stores:
         stores.append((largest, 9))
         ops[largest] = frozenset()  # stored, it brings its load and no op
     return stores
-
-
 # --8<-- [end:rules-sources]
+
+
 # --8<-- [start:rules-result]
 def rule4_reduce_read_in_order(b: LazyBuffer, info: _Fused, readers: Readers) -> Stores:
     """Rule 4, for b's result: a result holding a reduce is stored unless every reader is elementwise
@@ -340,9 +340,9 @@ def rule6_padding_reads_zero(b: LazyBuffer, info: _Fused, readers: Readers) -> S
 def rule7_bounded_depth(b: LazyBuffer, info: _Fused, readers: Readers) -> Stores:
     """Rule 7: an AST at most MAX_KERNEL_DEPTH ops deep (a longer chain stores an intermediate)."""
     return [(b, 7)] if info.depth >= MAX_KERNEL_DEPTH else []
-
-
 # --8<-- [end:rules-result]
+
+
 # --8<-- [start:rule5]
 def rule5_shared_buffers(bases: list[LazyBuffer], plan: _Plan) -> Stores:
     """Rule 5: a buffer read by several kernels is stored when that is cheaper than recomputing it.
@@ -362,9 +362,9 @@ def rule5_shared_buffers(bases: list[LazyBuffer], plan: _Plan) -> Stores:
             stored.add(b)
             stores.append((b, 5))
     return stores
-
-
 # --8<-- [end:rule5]
+
+
 # --8<-- [start:rule8]
 def _expanded_expensive(srcs: tuple[LazyBuffer, ...], parts: list[_Fused]) -> set[LazyBuffer]:
     """The fused expensive bases that these sources read through an expand (rule 8)."""
@@ -430,16 +430,16 @@ class _KernelBuilder:
         same = st == ShapeTracker.from_shape(base.shape)
         return LazyOp(base.op, tuple(self.read(s, s.st if same else compose(s.st, st)) for s in base.srcs),
                       base.arg)
-
-
 # --8<-- [end:builder]
+
+
 # --8<-- [start:compose]
 def compose(inner: ShapeTracker, outer: ShapeTracker) -> ShapeTracker:
     """`outer` seen through `inner`: inner's views read the memory, outer's views read inner's result."""
     return ShapeTracker(inner.views + outer.views).simplify()
-
-
 # --8<-- [end:compose]
+
+
 def _reshape_leaves(ast: LazyOp, shape: tuple[int, ...]) -> LazyOp:
     """Reshape the leaves of the part of an AST above its REDUCE, so the kernel runs in one shape.
 
