@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -101,3 +103,13 @@ def test_repr_svg_skips_huge_graphs():
         y = y.relu()
     assert value_svg(y) is None
     assert value_svg(y, max_nodes=1000) is not None
+
+
+def test_value_needs_no_viz_until_viz_is_imported():
+    """value.py imports nothing from viz (nor graphviz); importing viz is what lets a Value draw itself."""
+    code = ("import sys; from tinyedu.scalar import Value; "
+            "assert 'tinyedu.viz' not in sys.modules and 'graphviz' not in sys.modules; "
+            "assert Value(1.0)._repr_svg_() is None; "
+            "import tinyedu.viz; assert Value.svg_drawer is tinyedu.viz.value_svg")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr

@@ -26,7 +26,6 @@ if TYPE_CHECKING:
 INT32_LIMIT = 2**31 - 1
 
 
-# --8<-- [start:index-dtype]
 def index_dtype(kernel: "Kernel") -> DType:
     """int64 if an index of this kernel (or a partial sum on the way to one, or a loop bound) may
     pass 2^31 - 1 in magnitude, else int32."""
@@ -50,7 +49,6 @@ def largest_value(node: Node) -> int:
     if isinstance(node, SumNode):
         magnitude = max(magnitude, sum(max(abs(t.min), abs(t.max)) for t in node.nodes))
     return max([magnitude, *(largest_value(child) for child in children)])
-# --8<-- [end:index-dtype]
 
 
 # --8<-- [start:index-ops]

@@ -42,17 +42,14 @@ from __future__ import annotations
 
 import copy
 from enum import Enum
-from typing import TYPE_CHECKING
 
 from tinyedu.codegen import sum_blocks
+from tinyedu.codegen.opt import Opt
 from tinyedu.codegen.uops import GPULimits, LaunchDims
 from tinyedu.dtype import DType, dtypes
 from tinyedu.helpers import dedup, prod
 from tinyedu.ops import BinaryOps, BufferOps, ConstBuffer, LazyOp, MemBuffer, ReduceOps, UnaryOps
 from tinyedu.shape import ShapeTracker
-
-if TYPE_CHECKING:
-    from tinyedu.codegen.opts import Opt
 
 Leaf = MemBuffer | ConstBuffer
 
@@ -179,10 +176,6 @@ class Kernel:
         return other
 
     # ---- what the linearizer asks ----
-    def st_of(self, leaf: Leaf) -> ShapeTracker:
-        """The ShapeTracker of a LOAD/CONST leaf, in the full shape."""
-        return self.sts[self.bufs.index(leaf, 1)]
-
     @property
     def blocked(self) -> bool:
         """Whether this is a long sum split into blocks (it has BLOCK loops; THREAD may share one)."""

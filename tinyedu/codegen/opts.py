@@ -34,15 +34,14 @@ On a GPU (stage 7: the kernel has `kernel.gpu`, the device's limits) three more 
 Each opt checks that it makes sense on this kernel and raises OptError naming the opt, the kernel
 and what would be valid otherwise. The linearizer (tinyedu/codegen/linearizer.py) turns the
 kinds of axes into code; the heuristics (tinyedu/codegen/heuristics.py) and the BEAM search
-(tinyedu/codegen/search.py) choose opts.
+(tinyedu/codegen/search.py) choose opts. An opt itself, `Opt(OptOps.UPCAST, axis, amount)`, is
+plain data (tinyedu/codegen/opt.py), which the Kernel records.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from enum import Enum, auto
-
 from tinyedu.codegen.kernel import AxisKind, Kernel
+from tinyedu.codegen.opt import Opt, OptOps
 from tinyedu.helpers import prod
 from tinyedu.ops import MemBuffer
 from tinyedu.shape import NumNode, Variable
@@ -50,30 +49,6 @@ from tinyedu.shape import NumNode, Variable
 MAX_EXPANDED = 1024       # at most this many lanes in the loop body (product of UPCAST/UNROLL sizes)
 MAX_PACK_ELEMENTS = 1 << 16   # a packed tile: at most 256 KB of float32, on the stack of each thread
 MAX_THREADS = 64
-
-
-class OptOps(Enum):
-    UPCAST = auto(); UNROLL = auto(); THREAD = auto(); SWAP = auto(); TILE = auto(); PACK = auto()  # noqa: E702
-    GLOBAL = auto(); LOCAL = auto(); GROUP = auto()  # noqa: E702
-
-    def __repr__(self) -> str:
-        return self.name
-
-
-@dataclass(frozen=True)
-class Opt:
-    """One optimization: `op` on `axis` (an index into the kernel's full shape when it is applied)."""
-
-    op: OptOps
-    axis: int
-    amount: int
-
-    def __repr__(self) -> str:
-        if self.op is OptOps.GLOBAL:
-            return f"Opt(GLOBAL, axis={self.axis})"
-        names = {OptOps.SWAP: "other", OptOps.PACK: "buffer", OptOps.THREAD: "threads"}
-        second = names.get(self.op, "amount")
-        return f"Opt({self.op.name}, axis={self.axis}, {second}={self.amount})"
 
 
 class OptError(ValueError):

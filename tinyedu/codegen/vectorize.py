@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any, Union
 
 from tinyedu.codegen.uops import VECTOR_ALU_OPS, UOp, UOpBuilder, UOps, VectorDType, is_vector, scalar_of
-from tinyedu.dtype import DType, dtypes
+from tinyedu.dtype import DType
 from tinyedu.ops import BinaryOps, LazyOp, TernaryOps
 from tinyedu.shape import Node, Variable
 from tinyedu.shape.rules import base_and_coefficient, terms_and_constant
@@ -143,7 +143,3 @@ def mask_conditions(ast: LazyOp, dtype_of_node) -> set[int]:
                and vectorizable(dtype_of_node(u)) for u in users[key]):
             ok.add(key)
     return ok
-
-
-def bool_vector(width: int) -> VectorDType:
-    return VectorDType(dtypes.bool, width)

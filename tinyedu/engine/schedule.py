@@ -174,11 +174,6 @@ class _Fused:
         return sum(self.leaves.values())
 
 
-def _same_order(view: LazyBuffer) -> bool:
-    """A view that only regroups axes: element k is still element k of its base (a plain reshape)."""
-    return view.st.contiguous and view.size == view.base.size
-
-
 RULES = {
     1: "rule 1: an output",
     2: "rule 2: a load (copy, empty or contiguous)",
@@ -191,7 +186,52 @@ RULES = {
     0: "no fusion: FUSION=0 stores every op",
 }
 
+# What a rule answers: the buffers it stores, each with its rule's number (the key of RULES).
+Stores = list[tuple[LazyBuffer, int]]
+# Who reads a buffer: (the reading op, the view it reads the buffer through), one pair per read.
+Readers = list[tuple[LazyBuffer, LazyBuffer]]
 
+
+# --8<-- [start:pick]
+def pick_realized(outs: list[LazyBuffer], bases: list[LazyBuffer]) -> dict[LazyBuffer, str]:
+    """The bases that get their own buffer, with the rule that says so; all others are fused.
+
+    Rules 1 and 2 look at one op at a time. Then a walk from sources to users decides each op in
+    turn: first its sources (rules 4, 8, 9), then what the op brings into a kernel (rule 3), then its
+    own result (rules 4, 6, 7). Rule 5 walks back from users to sources, as it needs every user
+    decided. A buffer keeps the first rule that stored it.
+    """
+    plan = _Plan(_readers(bases))
+    plan.store(rule1_outputs(outs))
+    plan.store(rule2_loads(bases))
+    for b in bases:
+        if isinstance(b.op, LoadOps):
+            continue
+        parts = plan.parts(b)
+        for source_rule in (rule4_one_reduce_per_kernel, rule8_no_expensive_recompute, rule9_bounded_ops):
+            if plan.store(source_rule(b, parts)):
+                parts = plan.parts(b)  # a stored source brings only its load now
+        info = plan.fused[b] = rule3_fuse(b, parts)
+        for result_rule in (rule4_reduce_read_in_order, rule6_padding_reads_zero, rule7_bounded_depth):
+            plan.store(result_rule(b, info, plan.readers[b]))
+    plan.store(rule5_shared_buffers(bases, plan))
+    return plan.stored
+# --8<-- [end:pick]
+
+
+# --8<-- [start:readers]
+def _readers(bases: list[LazyBuffer]) -> dict[LazyBuffer, Readers]:
+    """readers[b]: (reader, the view it reads b through) for every op that reads b."""
+    readers: dict[LazyBuffer, Readers] = {b: [] for b in bases}
+    for b in bases:
+        for src in b.srcs:
+            if src.base in readers:
+                readers[src.base].append((b, src))
+    return readers
+# --8<-- [end:readers]
+
+
+# --8<-- [start:plan]
 class _Stored(dict):
     """Stored buffers, each with the first rule that stored it."""
 
@@ -199,88 +239,132 @@ class _Stored(dict):
         self.setdefault(buf, RULES[rule])
 
 
-def pick_realized(outs: list[LazyBuffer], bases: list[LazyBuffer]) -> dict[LazyBuffer, str]:
-    """The bases that get their own buffer, with the rule that says so; all others are fused."""
-    # --8<-- [start:users]
-    # users[b]: (reader, the view it reads b through) for every op that reads b
-    users: dict[LazyBuffer, list[tuple[LazyBuffer, LazyBuffer]]] = {b: [] for b in bases}
-    for b in bases:
-        for src in b.srcs:
-            if src.base in users:
-                users[src.base].append((b, src))
+@dataclass
+class _Plan:
+    """The scheduler's notes while it decides: who reads what, what is stored, what fused ops bring."""
 
-    # --8<-- [end:users]
-    realized = _Stored()
-    for out in outs:
-        realized.add(out.base, 1)
-    for b in bases:
-        if isinstance(b.op, LoadOps) and b.op is not LoadOps.CONST:
-            realized.add(b, 2)
-    fused: dict[LazyBuffer, _Fused] = {}
+    readers: dict[LazyBuffer, Readers]
+    stored: _Stored = field(default_factory=_Stored)
+    fused: dict[LazyBuffer, _Fused] = field(default_factory=dict)
 
-    def brought_in(src: LazyBuffer) -> _Fused:
+    def store(self, stores: Stores) -> bool:
+        """Store what a rule answered; True when it named any buffer."""
+        for buf, rule in stores:
+            self.stored.add(buf, rule)
+        return bool(stores)
+
+    def brought_in(self, src: LazyBuffer) -> _Fused:
         """What reading `src` brings into a kernel: itself if it is stored, else its fused graph."""
         base = src.base
-        if base.realized is not None or base in realized or base not in fused:
+        if base.realized is not None or base in self.stored or base not in self.fused:
             return _Fused(set(), {} if src.is_const() else {(id(base), src.st): src.st.max_index() + 1})
-        return fused[base]
+        return self.fused[base]
 
-    # --8<-- [start:rules-forward]
-    for b in bases:
-        if isinstance(b.op, LoadOps):
-            continue
-        parts = [brought_in(src) for src in b.srcs]
-        # One reduce per kernel (rule 4): a reduce stores sources that carry a reduce; an elementwise op
-        # that would join two different reduces stores every source that carries one but the first.
-        carriers = [src for src, p in zip(b.srcs, parts, strict=True) if p.reduces]
-        if isinstance(b.op, ReduceOps) or len(set().union(*(p.reduces for p in parts))) > 1:
-            for src in carriers[0 if isinstance(b.op, ReduceOps) else 1:]:
-                realized.add(src.base, 4)
-            parts = [brought_in(src) for src in b.srcs]
-        if isinstance(b.op, ReduceOps):  # rule 8
-            for base in _expanded_expensive(b.srcs, parts):
-                realized.add(base, 8)
-            parts = [brought_in(src) for src in b.srcs]
-        # Rule 9: while b's sources bring MAX_KERNEL_OPS ops or more (b itself would be one more than
-        # the bound), store its largest fused source.
-        while len(frozenset().union(*(p.ops for p in parts))) >= MAX_KERNEL_OPS:
-            largest = max(b.srcs, key=lambda src: len(brought_in(src).ops))
-            realized.add(largest.base, 9)
-            parts = [brought_in(src) for src in b.srcs]
-        leaves = {key: n for p in parts for key, n in p.leaves.items()}
-        ops = frozenset().union(*(p.ops for p in parts)) | {id(b)}
-        info = _Fused(set().union(*(p.reduces for p in parts)), leaves,
-                      all(p.zero_preserving for p in parts) and keeps_zero(b.op),
-                      1 + max((p.depth for p in parts), default=0),
-                      b.op in EXPENSIVE or any(p.expensive for p in parts),
-                      _expanded_expensive(b.srcs, parts), ops)
-        if isinstance(b.op, ReduceOps):
-            info.reduces.add(id(b))
-        fused[b] = info
+    def parts(self, b: LazyBuffer) -> list[_Fused]:
+        """What each of b's sources brings into b's kernel."""
+        return [self.brought_in(src) for src in b.srcs]
+# --8<-- [end:plan]
 
-        if info.reduces and any(not _same_order(v) or isinstance(r.op, ReduceOps) for r, v in users[b]):
-            realized.add(b, 4)
-        if not info.zero_preserving and any(_has_mask(v.st) for _, v in users[b]):
-            realized.add(b, 6)
-        if info.depth >= MAX_KERNEL_DEPTH:
-            realized.add(b, 7)
 
-    # --8<-- [end:rules-forward]
-    # --8<-- [start:rule5]
-    # Rule 5 needs to know which *kernels* read a buffer (two ops of one kernel reading it is fine),
-    # so it walks from users to sources: kernels[b] are the stored buffers whose kernels inline b.
+# --8<-- [start:rules-simple]
+def rule1_outputs(outs: list[LazyBuffer]) -> Stores:
+    """Rule 1: what `realize()` was called on is stored."""
+    return [(out.base, 1) for out in outs]
+
+
+def rule2_loads(bases: list[LazyBuffer]) -> Stores:
+    """Rule 2: COPY, EMPTY and `contiguous()` ask for memory (a CONST is a value, not a load)."""
+    return [(b, 2) for b in bases if isinstance(b.op, LoadOps) and b.op is not LoadOps.CONST]
+
+
+def rule3_fuse(b: LazyBuffer, parts: list[_Fused]) -> _Fused:
+    """Rule 3: an op not stored is inlined into its reader, bringing its sources' parts and itself."""
+    reduces = set().union(*(p.reduces for p in parts)) | ({id(b)} if isinstance(b.op, ReduceOps) else set())
+    return _Fused(reduces, {key: n for p in parts for key, n in p.leaves.items()},
+                  all(p.zero_preserving for p in parts) and keeps_zero(b.op),
+                  1 + max((p.depth for p in parts), default=0),
+                  b.op in EXPENSIVE or any(p.expensive for p in parts),
+                  _expanded_expensive(b.srcs, parts),
+                  frozenset().union(*(p.ops for p in parts)) | {id(b)})
+# --8<-- [end:rules-simple]
+
+
+# --8<-- [start:rules-sources]
+def rule4_one_reduce_per_kernel(b: LazyBuffer, parts: list[_Fused]) -> Stores:
+    """Rule 4, for b's sources: a kernel holds one reduce.
+
+    A reduce stores every source that carries a reduce; an elementwise op that would join two
+    different reduces stores every source that carries one but the first.
+    """
+    is_reduce = isinstance(b.op, ReduceOps)
+    if not is_reduce and len(set().union(*(p.reduces for p in parts))) <= 1:
+        return []
+    carriers = [src for src, p in zip(b.srcs, parts, strict=True) if p.reduces]
+    return [(src.base, 4) for src in carriers[0 if is_reduce else 1:]]
+
+
+def rule8_no_expensive_recompute(b: LazyBuffer, parts: list[_Fused]) -> Stores:
+    """Rule 8: a reduce stores the expensive results it reads through an expand (else recomputed per use)."""
+    if not isinstance(b.op, ReduceOps):
+        return []
+    return [(base, 8) for base in _expanded_expensive(b.srcs, parts)]
+
+
+def rule9_bounded_ops(b: LazyBuffer, parts: list[_Fused]) -> Stores:
+    """Rule 9: while b's sources bring MAX_KERNEL_OPS ops or more (b would be one more than the
+    bound), store its largest fused source (the first one, on a tie)."""
+    ops = {src.base: p.ops for src, p in zip(b.srcs, parts, strict=True)}
+    stores: Stores = []
+    while len(frozenset().union(*ops.values())) >= MAX_KERNEL_OPS:
+        largest = max(b.srcs, key=lambda src: len(ops[src.base])).base
+        stores.append((largest, 9))
+        ops[largest] = frozenset()  # stored, it brings its load and no op
+    return stores
+# --8<-- [end:rules-sources]
+
+
+# --8<-- [start:rules-result]
+def rule4_reduce_read_in_order(b: LazyBuffer, info: _Fused, readers: Readers) -> Stores:
+    """Rule 4, for b's result: a result holding a reduce is stored unless every reader is elementwise
+    and reads it in its own element order (through reshapes only)."""
+    out_of_order = any(not _same_order(v) or isinstance(r.op, ReduceOps) for r, v in readers)
+    return [(b, 4)] if info.reduces and out_of_order else []
+
+
+def rule6_padding_reads_zero(b: LazyBuffer, info: _Fused, readers: Readers) -> Stores:
+    """Rule 6: a padded view reads 0; fused below an op with f(0) != 0 it would read f(0) instead."""
+    padded = any(_has_mask(v.st) for _, v in readers)
+    return [(b, 6)] if not info.zero_preserving and padded else []
+
+
+def rule7_bounded_depth(b: LazyBuffer, info: _Fused, readers: Readers) -> Stores:
+    """Rule 7: an AST at most MAX_KERNEL_DEPTH ops deep (a longer chain stores an intermediate)."""
+    return [(b, 7)] if info.depth >= MAX_KERNEL_DEPTH else []
+# --8<-- [end:rules-result]
+
+
+# --8<-- [start:rule5]
+def rule5_shared_buffers(bases: list[LazyBuffer], plan: _Plan) -> Stores:
+    """Rule 5: a buffer read by several kernels is stored when that is cheaper than recomputing it.
+
+    It counts *kernels* (two ops of one kernel reading a buffer is fine), so it walks from users to
+    sources: kernels[b] are the stored buffers whose kernels inline b.
+    """
+    stored = set(plan.stored)
+    stores: Stores = []
     kernels: dict[LazyBuffer, set[LazyBuffer]] = {}
     for b in reversed(bases):
-        if b in realized or isinstance(b.op, LoadOps):
+        if b in stored or isinstance(b.op, LoadOps):
             continue
-        kernels[b] = set().union(*({r} if r in realized else kernels.get(r, set()) for r, _ in users[b]))
-        info = fused[b]
+        kernels[b] = set().union(*({r} if r in stored else kernels.get(r, set()) for r, _ in plan.readers[b]))
+        info = plan.fused[b]
         if store_is_cheaper(len(kernels[b]), info.leaf_elements, b.size, bool(info.reduces)):
-            realized.add(b, 5)
-    return realized
+            stored.add(b)
+            stores.append((b, 5))
+    return stores
+# --8<-- [end:rule5]
 
 
-    # --8<-- [end:rule5]
 # --8<-- [start:rule8]
 def _expanded_expensive(srcs: tuple[LazyBuffer, ...], parts: list[_Fused]) -> set[LazyBuffer]:
     """The fused expensive bases that these sources read through an expand (rule 8)."""
@@ -296,6 +380,11 @@ def _expands(st: ShapeTracker) -> bool:
     return any(stride == 0 and size > 1 for view in st.views
                for size, stride in zip(view.shape, view.strides, strict=True))
 # --8<-- [end:rule8]
+
+
+def _same_order(view: LazyBuffer) -> bool:
+    """A view that only regroups axes: element k is still element k of its base (a plain reshape)."""
+    return view.st.contiguous and view.size == view.base.size
 
 
 def _has_mask(st: ShapeTracker) -> bool:
@@ -341,16 +430,16 @@ class _KernelBuilder:
         same = st == ShapeTracker.from_shape(base.shape)
         return LazyOp(base.op, tuple(self.read(s, s.st if same else compose(s.st, st)) for s in base.srcs),
                       base.arg)
-
-
 # --8<-- [end:builder]
+
+
 # --8<-- [start:compose]
 def compose(inner: ShapeTracker, outer: ShapeTracker) -> ShapeTracker:
     """`outer` seen through `inner`: inner's views read the memory, outer's views read inner's result."""
     return ShapeTracker(inner.views + outer.views).simplify()
-
-
 # --8<-- [end:compose]
+
+
 def _reshape_leaves(ast: LazyOp, shape: tuple[int, ...]) -> LazyOp:
     """Reshape the leaves of the part of an AST above its REDUCE, so the kernel runs in one shape.
 

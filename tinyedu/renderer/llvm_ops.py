@@ -20,7 +20,6 @@ from tinyedu.ops import BinaryOps
 INT32_MIN = -(2**31)
 
 
-# --8<-- [start:types]
 def llvm_type(dtype: DType | VectorDType) -> str:
     """float32 -> `float`, float64 -> `double`, int32 -> `i32`, uint8 -> `i8`, bool -> `i1`; vectors
     `<4 x float>`. float16 and bfloat16 values are `float`s in registers (their ops compute in float32)."""
@@ -52,7 +51,6 @@ def llvm_literal(value: float | int | bool, dtype: DType) -> str:
     if "e" in text and "." not in text.split("e")[0]:
         text = text.replace("e", ".0e")
     return text
-# --8<-- [end:types]
 
 
 # --8<-- [start:ops]

@@ -243,7 +243,6 @@ class LLVMRenderer(Renderer):
         self.declares.setdefault(name, f"declare {t} {name}({', '.join([t] * arity)})")
         return name
 
-    # --8<-- [start:alu]
     def alu(self, u: UOp, *operands: str) -> str:
         """One ALU op; a few ops take several instructions (named alu3.zero, alu3.safe, ...)."""
         op = u.arg
@@ -290,7 +289,6 @@ class LLVMRenderer(Renderer):
                 raise NotImplementedError(f"LLVM renderer: no rule for {op.name} on {operand.name}")
             self.emit(f"{name} = {table[op]} {t} {a}, {b}")
         return name
-    # --8<-- [end:alu]
 
     def cast(self, u: UOp, value: str) -> str:
         src, dst = u.src[0].dtype, u.dtype

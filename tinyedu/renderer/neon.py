@@ -117,7 +117,6 @@ class NEONRenderer(CRenderer):
 
     backend = "NEON renderer"
 
-    # --8<-- [start:vectors]
     def type_name(self, dtype: DType | VectorDType) -> str:
         return neon_type(dtype) if is_vector(dtype) else c_type(dtype)  # a half value is a float
 
@@ -161,7 +160,6 @@ class NEONRenderer(CRenderer):
         if vector is not None:  # the pairwise sum of every lane: faddp, in one intrinsic
             return f"{intrinsic('addv', vector.dtype)}({_unwrap(self.value(vector))})"
         return super().alu(u, *srcs)
-    # --8<-- [end:vectors]
 
     @staticmethod
     def _mask_lane(value: str) -> str:

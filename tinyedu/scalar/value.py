@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Callable
+from typing import Callable, ClassVar
 
 # How a Value says "I am not an op result". A module constant so every leaf shares one no-op.
 _NO_BACKWARD: Callable[[float], None] = lambda out_grad: None
@@ -57,6 +57,8 @@ class Value:
     """
 
     __slots__ = ("data", "grad", "label", "_prev", "_op", "_backward")
+    # SVG of a Value's graph, or None; set by tinyedu.viz (viz reads Value, never the other way round)
+    svg_drawer: ClassVar[Callable[[Value], str | None] | None] = None
 
     def __init__(self, data: float, _children: tuple[Value, ...] = (), _op: str = "", label: str = ""):
         if not _is_number(data):
@@ -286,12 +288,9 @@ class Value:
         return f"Value(data={self.data:.4f}, grad={self.grad:.4f}{label})"
 
     def _repr_svg_(self) -> str | None:
-        """Jupyter calls this to show a Value as its graph. Never raises: None means 'use repr'."""
-        try:
-            from tinyedu.viz import value_svg  # lazy: plain scripts never import graphviz
-        except ImportError:
-            return None
-        return value_svg(self)
+        """Jupyter calls this to show a Value as its graph, drawn by `svg_drawer` (which tinyedu.viz sets
+        when it is imported, so this module needs no graphviz). Never raises: None means 'use repr'."""
+        return None if Value.svg_drawer is None else Value.svg_drawer(self)
 
 
 def _non_finite_error(op: str, result: float, inputs: tuple[Value, ...],

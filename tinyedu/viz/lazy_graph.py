@@ -169,11 +169,6 @@ def _base_label(buf: LazyBuffer, kernel: int | None) -> str:
     return label
 
 
-def _views_text(buf: LazyBuffer) -> str:
-    return "\n".join(f"strides={v.strides} offset={v.offset}" + (f" mask={v.mask}" if v.mask else "")
-                     for v in buf.st.views)
-
-
 def draw_ast(ast: LazyOp) -> graphviz.Digraph:
     """A kernel AST: STORE at the top, LOAD/CONST leaves at the bottom; a shared node is drawn once."""
     graph = graphviz.Digraph(graph_attr={"rankdir": "TB"},

@@ -71,3 +71,6 @@ def value_svg(root: Value, max_nodes: int = MAX_SVG_NODES) -> str | None:
         return draw_value(root).pipe(format="svg", encoding="utf-8")
     except (graphviz.ExecutableNotFound, graphviz.CalledProcessError, OSError):
         return None
+
+
+Value.svg_drawer = value_svg  # how Jupyter draws a Value (Value._repr_svg_), once this module is imported
