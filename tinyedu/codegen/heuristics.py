@@ -31,9 +31,12 @@ from tinyedu.codegen.opts import MAX_PACK_ELEMENTS, Opt, OptError, OptOps, apply
 from tinyedu.helpers import prod
 from tinyedu.ops import MemBuffer, UnaryOps
 
-SMALL_KERNEL = 4096          # loop iterations below which a kernel gets no opts
+SMALL_KERNEL = 4096          # loop iterations below which a kernel gets no opts (on a CPU)
 THREAD_MIN_WORK = 1 << 20    # loop iterations worth waking threads for (about 100 us on one core)
 ACCUMULATORS = 16            # vector accumulators a register block aims for (AVX-512 has 32 registers)
+WORKGROUP = 256              # GPU: threads per workgroup the heuristics aim for (8 warps of 32)
+GROUP_MIN = 256              # GPU: reduces at least this long are shared by a workgroup's threads ...
+GROUP_OUTPUTS = 1 << 16      # ... when there are fewer outputs than this (too few threads otherwise)
 
 
 # --8<-- [start:heuristics]
@@ -69,6 +72,48 @@ def hand_coded_optimizations(kernel: Kernel, vector_width: int, threads: int) ->
             try_opt(Opt(OptOps.PACK, reuse[0], packed))
     return k.applied_opts[start:]
 # --8<-- [end:heuristics]
+
+
+# --8<-- [start:gpu-heuristics]
+def gpu_optimizations(kernel: Kernel) -> list[Opt]:
+    """The opts for a GPU kernel (`kernel.gpu` holds the device's limits), chosen in this order:
+
+    1. GROUP a long reduce (at least GROUP_MIN elements) when there are too few outputs to keep the
+       GPU busy one thread each: a workgroup's threads share each output's reduce.
+    2. GLOBAL the (up to three) innermost output loops: a workgroup per index, the innermost axis on
+       the grid's dimension 0, where neighbouring workgroups read neighbouring memory.
+    3. LOCAL: threads per workgroup along the GLOBAL axes, innermost first (a 16 x 16 square for two
+       axes), up to WORKGROUP threads in all: neighbouring threads take neighbouring elements.
+    Every kernel gets them, small ones too: a GPU kernel without them is one thread.
+    """
+    k = kernel.copy()
+    limits, try_opt, start = k.gpu, _trier(k), len(k.applied_opts)
+    assert limits is not None, "gpu_optimizations: the kernel has no GPU limits (kernel.gpu)"
+    budget = min(WORKGROUP, limits.max_workgroup_size)
+    reduces = k.axes_of(AxisKind.REDUCE)
+    outputs = prod(k.full_shape[a] for a in k.axes_of(AxisKind.LOOP))
+    if reduces and k.full_shape[reduces[-1]] >= GROUP_MIN and outputs < GROUP_OUTPUTS:
+        amount = _largest_divisor(k.full_shape[reduces[-1]], budget)
+        if amount > 1 and try_opt(Opt(OptOps.GROUP, reduces[-1], amount)):
+            budget //= amount
+    for _ in range(3):
+        loops = [a for a in k.axes_of(AxisKind.LOOP) if not k.is_reduce_axis(a)]
+        candidates = loops[-3 + len(k.axes_of(AxisKind.GLOBAL)):]  # outermost of the innermost three first
+        if not candidates or not try_opt(Opt(OptOps.GLOBAL, candidates[0], 0)):
+            break
+    globals_ = k.axes_of(AxisKind.GLOBAL)
+    for axis in reversed(globals_):
+        cap = budget if len(globals_) == 1 else min(budget, 16)
+        amount = _largest_divisor(k.full_shape[axis], cap)
+        if amount > 1 and try_opt(Opt(OptOps.LOCAL, axis, amount)):
+            budget //= amount
+    return k.applied_opts[start:]
+# --8<-- [end:gpu-heuristics]
+
+
+def _largest_divisor(size: int, cap: int) -> int:
+    """The largest divisor of `size` that is at most `cap` (1 when there is none above 1)."""
+    return max((d for d in range(1, min(size, cap) + 1) if size % d == 0), default=1)
 
 
 def _has_scalar_only_ops(k: Kernel) -> bool:

@@ -22,6 +22,7 @@ from tinyedu.codegen.opts import Opt, OptError, OptOps, apply_opt
 
 UPCAST_AMOUNTS = (2, 3, 4, 8, 16)
 TILE_AMOUNTS = (8, 16, 32, 64)
+THREAD_AMOUNTS = (4, 8, 16, 32, 64, 128, 256)   # GPU: LOCAL and GROUP sizes
 MAX_ROUNDS = 8
 
 
@@ -43,6 +44,12 @@ def candidate_opts(kernel: Kernel, threads: int) -> list[Opt]:
             actions.append(Opt(OptOps.THREAD, axis, threads))  # a long sum: on its outermost level
         if kind in (AxisKind.LOOP, AxisKind.REDUCE):
             actions += [Opt(OptOps.PACK, axis, p) for p in loads]
+        if k.gpu is not None:  # GPU kernels: onto the grid, onto a workgroup's threads
+            if kind is AxisKind.LOOP:
+                actions.append(Opt(OptOps.GLOBAL, axis, 0))
+            if kind in (AxisKind.GLOBAL, AxisKind.REDUCE):
+                op = OptOps.LOCAL if kind is AxisKind.GLOBAL else OptOps.GROUP
+                actions += [Opt(op, axis, n) for n in THREAD_AMOUNTS]
     valid = []
     for opt in actions:
         try:

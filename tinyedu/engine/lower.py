@@ -110,7 +110,7 @@ def _lower_kernel(backend: Renders, ast: LazyOp, opts: list[Opt] | None, name: s
                   vector_width: int | None, threads: int | None, compile: bool, may_search: bool) -> Program:
     device, seconds, start = backend.name, {}, time.perf_counter()
     width = backend.vector_width if vector_width is None else vector_width
-    kernel = Kernel(ast)                                                    # 1. one loop shape
+    kernel = new_kernel(ast, backend)                                       # 1. one loop shape
     if opts is None:                                                        # 2. opts: chosen or given
         opts = choose_opts(kernel, device, width, backend.threads() if threads is None else threads,
                            may_search)
@@ -139,6 +139,20 @@ def choose_opts(kernel: Kernel, device: str, vector_width: int, threads: int, ma
         return []
     if mode == "beam" and may_search and prod(kernel.full_shape) >= heuristics.SMALL_KERNEL:
         return search(kernel.ast, device, int(getenv("BEAM", 0))).opts
+    return heuristic_opts(kernel, vector_width, threads)
+
+
+def new_kernel(ast: LazyOp, backend: Renders) -> Kernel:
+    """The Kernel of `ast`, carrying the device's GPU limits if it is a GPU (so GPU opts apply)."""
+    kernel = Kernel(ast)
+    kernel.gpu = getattr(backend, "limits", None)
+    return kernel
+
+
+def heuristic_opts(kernel: Kernel, vector_width: int, threads: int) -> list[Opt]:
+    """The hand-coded heuristics' opts: a GPU's for a GPU kernel, else the CPU's."""
+    if kernel.gpu is not None:
+        return heuristics.gpu_optimizations(kernel)
     return heuristics.hand_coded_optimizations(kernel, vector_width, threads)
 
 
@@ -160,8 +174,8 @@ def search(ast: LazyOp, device: str, width: int) -> SearchResult:
         except (OptError, RuntimeError):  # RuntimeError: the compiler rejected it
             return math.inf
 
-    kernel = Kernel(ast)
-    heuristic = heuristics.hand_coded_optimizations(kernel, backend.vector_width, backend.threads())
+    kernel = new_kernel(ast, backend)
+    heuristic = heuristic_opts(kernel, backend.vector_width, backend.threads())
     prefixes = [heuristic[:n] for n in range(1, len(heuristic) + 1)]  # so the search can branch off them
     result = beam_search(kernel, time_opts, width, backend.threads(), start=prefixes,
                          budget=float(getenv("BEAM_BUDGET", 60.0)))

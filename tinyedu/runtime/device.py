@@ -25,7 +25,7 @@ from typing import Any, Callable, Protocol
 
 import numpy as np
 
-from tinyedu.codegen.uops import LaunchDims
+from tinyedu.codegen.uops import GPULimits, LaunchDims
 from tinyedu.dtype import DType
 from tinyedu.helpers import GlobalCounters, getenv
 
@@ -217,9 +217,11 @@ class DeviceBackend(Protocol):
 
 
 class Backend:
-    """What every device shares: `programs`, where the engine's lowering caches what it built."""
+    """What every device shares: `programs`, where the engine's lowering caches what it built, and
+    `limits`: a GPU's (workgroup size, shared memory, ...), None on a CPU."""
 
     name = ""
+    limits: GPULimits | None = None
 
     def __init__(self) -> None:
         self.programs: dict = {}
