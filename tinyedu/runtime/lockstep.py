@@ -1,0 +1,446 @@
+"""Lockstep: the PYTHON device running a GPU-style UOp list the way a GPU does.
+
+A GPU kernel is one program run by many threads. Threads come in workgroups; a workgroup's threads
+share a small memory (DEFINE_SHARED) and wait for each other at a BARRIER. Here each workgroup of
+the grid runs on its own, and all its threads run *in lockstep*: one UOp at a time for every thread
+at once, each value a numpy array with one entry per thread (a "lane"). Loops have the same bounds
+in every thread, so all lanes iterate together; an IF narrows the set of active lanes (the mask)
+until its ENDIF; inactive lanes load, store and assign nothing.
+
+The emulator also checks what a GPU would not: a race on shared memory (two threads touch one
+element, at least one writing, with no BARRIER between), a BARRIER that only some threads of a
+workgroup reach, a loop whose bounds differ between threads, and an index outside a buffer. Each is
+an exception naming the UOp (its position and its `uops_listing` line), the workgroup and the threads.
+
+Every operation gives the same bits as the scalar interpreter (ops_python.PythonProgram): the array
+forms below follow tinyedu/runtime/python_alu.py exactly, and use its scalar functions lane by lane
+where an array form would not (64-bit integer division, MULACC that needs exact rounding, rare ops).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, Callable
+
+import numpy as np
+
+from tinyedu.codegen.uops import FusedOps, LaunchDims, UOp, UOps, is_vector, uops_listing
+from tinyedu.dtype import DType, cast_array, dtypes, from_storage, to_storage
+from tinyedu.ops import BinaryOps, TernaryOps, UnaryOps
+from tinyedu.runtime.ops_numpy import TRANSCENDENTAL, correctly_rounded
+from tinyedu.runtime.python_alu import BOOL_ALU, FLOAT_ALU, INT_ALU, fused_multiply_add, to_dtype
+
+
+class GPUEmulationError(RuntimeError):
+    """A GPU kernel did something whose result on a real GPU depends on timing, or hangs."""
+
+
+class GPURaceError(GPUEmulationError):
+    """Two threads touched one shared-memory element (at least one writing) with no BARRIER between."""
+
+
+class BarrierDivergenceError(GPUEmulationError):
+    """A BARRIER reached by some threads of a workgroup but not all: on a GPU, a hang or garbage."""
+
+
+class DivergentLoopError(GPUEmulationError):
+    """A loop whose bounds differ between the threads of a workgroup (lockstep needs them equal)."""
+
+
+class GPUOutOfBoundsError(GPUEmulationError, IndexError):
+    """A LOAD or STORE outside its buffer (global, shared or private)."""
+
+
+def lane_type(dtype: DType) -> type:
+    """The numpy type of a `dtype` value in a register: float16 and bfloat16 compute in float32."""
+    if dtype == dtypes.float64:
+        return np.float64
+    return np.float32 if dtype.is_float else dtype.np
+
+
+# ---- one ALU op on every lane at once ----
+def lanes_maximum(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """python_alu.maximum on arrays: NaN wins; when equal, b (so max(-0.0, 0.0) is 0.0)."""
+    return np.where((a > b) | (a != a), a, b)
+
+
+def lanes_trunc_div(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
+    """C's `/` on ints (x / 0 is 0), computed in int64 and wrapped; None for 64-bit ints (per lane)."""
+    a, b = np.asarray(a), np.asarray(b)
+    if max(a.dtype.itemsize, b.dtype.itemsize) == 8:
+        return None
+    a64, b64 = a.astype(np.int64), b.astype(np.int64)
+    divisor = np.where(b64 == 0, 1, b64)
+    quotient = np.abs(a64) // np.abs(divisor)
+    quotient = np.where((a64 < 0) != (divisor < 0), -quotient, quotient)
+    return np.where(b64 == 0, 0, quotient).astype(a.dtype)
+
+
+def lanes_trunc_mod(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
+    quotient = lanes_trunc_div(a, b)
+    if quotient is None:
+        return None
+    a64, b64 = np.asarray(a).astype(np.int64), np.asarray(b).astype(np.int64)
+    return np.where(b64 == 0, 0, a64 - quotient.astype(np.int64) * b64).astype(np.asarray(a).dtype)
+
+
+def lanes_fma(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray | None:
+    """python_alu.fused_multiply_add on float32 lanes: the float64 sum where it is exact, else the
+    exact rational rounding for those lanes only. None for other dtypes (per lane)."""
+    a, b, c = np.broadcast_arrays(np.asarray(a), np.asarray(b), np.asarray(c))
+    if not a.dtype == b.dtype == c.dtype == np.float32:
+        return None
+    product, addend = a.astype(np.float64) * b.astype(np.float64), c.astype(np.float64)
+    total = product + addend
+    back = total - product
+    error = (product - (total - back)) + (addend - back)
+    result = total.astype(np.float32)
+    for i in np.argwhere(np.isfinite(total) & (error != 0)):
+        result[tuple(i)] = fused_multiply_add(a[tuple(i)], b[tuple(i)], c[tuple(i)])
+    return result
+
+
+LANES_FLOAT: dict[Any, Callable[..., Any]] = {
+    UnaryOps.NEG: lambda a: -a, UnaryOps.SQRT: np.sqrt, UnaryOps.RECIP: lambda a: np.float32(1) / a,
+    **{op: lambda a, fn=fn: correctly_rounded(fn, np.asarray(a)) for op, fn in TRANSCENDENTAL.items()},
+    BinaryOps.ADD: lambda a, b: a + b, BinaryOps.SUB: lambda a, b: a - b, BinaryOps.MUL: lambda a, b: a * b,
+    BinaryOps.DIV: lambda a, b: a / b, BinaryOps.MOD: np.fmod, BinaryOps.MAX: lanes_maximum,
+    BinaryOps.CMPLT: lambda a, b: a < b, BinaryOps.CMPEQ: lambda a, b: a == b,
+    TernaryOps.WHERE: np.where, FusedOps.MULACC: lanes_fma,
+}
+LANES_INT: dict[Any, Callable[..., Any]] = {
+    UnaryOps.NEG: lambda a: -a, UnaryOps.RECIP: lambda a: lanes_trunc_div(np.ones_like(a), a),
+    BinaryOps.ADD: lambda a, b: a + b, BinaryOps.SUB: lambda a, b: a - b, BinaryOps.MUL: lambda a, b: a * b,
+    BinaryOps.DIV: lanes_trunc_div, BinaryOps.MOD: lanes_trunc_mod, BinaryOps.MAX: lanes_maximum,
+    BinaryOps.CMPLT: lambda a, b: a < b, BinaryOps.CMPEQ: lambda a, b: a == b,
+    BinaryOps.AND: lambda a, b: a & b, BinaryOps.OR: lambda a, b: a | b, BinaryOps.XOR: lambda a, b: a ^ b,
+    TernaryOps.WHERE: np.where,
+}
+LANES_BOOL: dict[Any, Callable[..., Any]] = {
+    UnaryOps.NEG: np.logical_not, BinaryOps.ADD: lambda a, b: a | b, BinaryOps.MUL: lambda a, b: a & b,
+    BinaryOps.MAX: lanes_maximum, BinaryOps.CMPLT: lambda a, b: a < b, BinaryOps.CMPEQ: lambda a, b: a == b,
+    BinaryOps.AND: lambda a, b: a & b, BinaryOps.OR: lambda a, b: a | b, BinaryOps.XOR: lambda a, b: a ^ b,
+    TernaryOps.WHERE: np.where,
+}
+
+
+def lanes_alu(op: Any, args: list[np.ndarray], operand: DType, out: DType, lanes: int) -> np.ndarray:
+    """One ALU op on all lanes: the array form when there is an exact one, else the scalar rule of
+    python_alu applied lane by lane."""
+    kind = "f" if operand.is_float else "b" if operand == dtypes.bool else "i"
+    array_form = {"f": LANES_FLOAT, "i": LANES_INT, "b": LANES_BOOL}[kind].get(op)
+    result = array_form(*args) if array_form is not None else None
+    if result is None:
+        scalar_rule = {"f": FLOAT_ALU, "i": INT_ALU, "b": BOOL_ALU}[kind][op]
+        columns = [np.broadcast_to(a, (lanes,)) for a in args]
+        result = [to_dtype(scalar_rule(*(as_scalar(c[i]) for c in columns)), out) for i in range(lanes)]
+    return np.asarray(result).astype(lane_type(out), copy=False)
+
+
+def as_scalar(value: np.generic) -> Any:
+    """A lane's value as the scalar interpreter keeps it: Python int or bool, numpy float."""
+    kind = np.asarray(value).dtype.kind
+    return bool(value) if kind == "b" else int(value) if kind in "iu" else value
+
+
+# ---- race detection on shared memory ----
+@dataclass(frozen=True)
+class Race:
+    """Thread `thread` at UOp `at` touches `element`, which thread `other` touched at UOp `other_at`."""
+
+    kind: str  # "read-after-write", "write-write" or "write-after-read"
+    element: int
+    thread: int
+    other: int
+    other_at: int
+
+
+# --8<-- [start:race-check]
+class SharedAccess:
+    """Who touched each element of one shared array since the last BARRIER (-1: no thread).
+
+    A race is two threads touching one element, at least one of them writing, with no BARRIER
+    between: on a GPU the result then depends on which thread happens to run first. Per element we
+    keep its last writer and up to two of its readers (two distinct ones are enough to tell whether
+    a thread other than the writer read it)."""
+
+    def __init__(self, size: int):
+        self.writer, self.written_at = np.full(size, -1), np.zeros(size, dtype=np.int64)
+        self.reader, self.read_at = np.full(size, -1), np.zeros(size, dtype=np.int64)
+        self.reader2, self.read2_at = np.full(size, -1), np.zeros(size, dtype=np.int64)
+
+    def barrier(self) -> None:
+        """Every write before a BARRIER is seen by every thread after it: start afresh."""
+        for who in (self.writer, self.reader, self.reader2):
+            who.fill(-1)
+
+    def read(self, threads: np.ndarray, at: np.ndarray, pc: int) -> Race | None:
+        """`threads` read elements `at` at UOp pc: a race if another thread wrote one of them."""
+        writer = self.writer[at]
+        clash = (writer >= 0) & (writer != threads)
+        if clash.any():
+            i = int(np.argmax(clash))
+            return Race("read-after-write", int(at[i]), int(threads[i]), int(writer[i]),
+                        int(self.written_at[at[i]]))
+        first = self.reader[at] < 0
+        self.reader[at[first]], self.read_at[at[first]] = threads[first], pc
+        second = (self.reader[at] != threads) & (self.reader2[at] < 0)
+        self.reader2[at[second]], self.read2_at[at[second]] = threads[second], pc
+        return None
+
+    def write(self, threads: np.ndarray, at: np.ndarray, pc: int) -> Race | None:
+        """`threads` write elements `at` at UOp pc: a race if another thread wrote or read one of them
+        (or two of these threads write the same element)."""
+        order = np.argsort(at, kind="stable")
+        same = at[order][1:] == at[order][:-1]
+        if same.any():
+            j = int(np.argmax(same))
+            first, second = threads[order][j], threads[order][j + 1]
+            return Race("write-write", int(at[order][j]), int(second), int(first), pc)
+        writer, reader, reader2 = self.writer[at], self.reader[at], self.reader2[at]
+        for kind, who, when in (("write-write", writer, self.written_at), ("write-after-read", reader,
+                                self.read_at), ("write-after-read", reader2, self.read2_at)):
+            clash = (who >= 0) & (who != threads)
+            if clash.any():
+                i = int(np.argmax(clash))
+                return Race(kind, int(at[i]), int(threads[i]), int(who[i]), int(when[at[i]]))
+        self.writer[at], self.written_at[at] = threads, pc
+        return None
+# --8<-- [end:race-check]
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where something happened, for error messages: a program, a workgroup, and how to name threads."""
+
+    program: LockstepProgram
+    group: tuple[int, int, int]
+
+    def uop(self, pc: int) -> str:
+        words = [w for w in self.program.listing[pc].split()[1:] if w != "[]"]  # as uops_listing shows it
+        return f"UOp {pc} ({' '.join(words)})"
+
+    def thread(self, lane: int) -> str:
+        local = self.program.launch.local
+        if local[1] == local[2] == 1:
+            return f"thread {lane}"
+        return f"thread ({lane % local[0]}, {lane // local[0] % local[1]}, {lane // (local[0] * local[1])})"
+
+    def threads(self, lanes: np.ndarray) -> str:
+        names = [self.thread(int(lane)).removeprefix("thread ") for lane in lanes[:6]]
+        more = f", ... ({len(lanes)} threads)" if len(lanes) > 6 else ""
+        return ("thread " if len(lanes) == 1 else "threads ") + ", ".join(names) + more
+
+    def race_error(self, race: Race, pc: int, shared: UOp) -> GPURaceError:
+        t, o = self.thread(race.thread), self.thread(race.other)
+        head = f"PYTHON: race on shared{shared.arg[0]}[{race.element}] in workgroup {self.group}: "
+        if race.kind == "read-after-write":
+            body = (f"{t} reads it at {self.uop(pc)}, {o} wrote it at {self.uop(race.other_at)} with no "
+                    "BARRIER between; put a BARRIER after the write")
+            if race.other_at > pc:  # the write comes later in the list: an earlier loop iteration made it
+                body += " (the write was made in an earlier iteration of the loop: put it at the loop's end)"
+        elif race.kind == "write-after-read":
+            body = (f"{t} writes it at {self.uop(pc)}, {o} read it at {self.uop(race.other_at)} with no "
+                    f"BARRIER between, so {o} may read the new value instead of the old one; put a BARRIER "
+                    "between the read and the write")
+        elif race.other_at == pc:
+            body = (f"{o} and {t} both write it at {self.uop(pc)}: which value stays depends on which "
+                    "thread runs last; let one thread write each element")
+        else:
+            body = (f"{t} writes it at {self.uop(pc)}, {o} wrote it at {self.uop(race.other_at)} with no "
+                    "BARRIER between: which value stays depends on timing; put a BARRIER between the writes")
+        return GPURaceError(head + body)
+
+
+class LockstepProgram:
+    """A GPU-style UOp list, ready to run: `program([out, *inputs])` runs every workgroup of the grid."""
+
+    def __init__(self, uops: list[UOp], launch: LaunchDims):
+        vectors = [i for i, u in enumerate(uops) if is_vector(u.dtype)]
+        if vectors:
+            raise NotImplementedError(f"PYTHON: UOp {vectors[0]} has the vector dtype "
+                                      f"{uops[vectors[0]].dtype}; GPU-style kernels run here with scalar "
+                                      "UOps only (vector_width = 1)")
+        self.uops, self.launch, self.lanes = uops, launch, launch.threads_per_group
+        position = {u: i for i, u in enumerate(uops)}
+        # as in PythonProgram: reading an ASSIGN reads its accumulator's register
+        register = {u: position[u.src[0]] if u.op is UOps.ASSIGN else position[u] for u in uops}
+        self.srcs = [[register[s] for s in u.src] for u in uops]
+        # ENDRANGE jumps back after its RANGE; an empty loop, or an IF no thread enters, jumps past its end
+        self.block_end = {position[u.src[0]]: i for i, u in enumerate(uops)
+                          if u.op in (UOps.ENDRANGE, UOps.ENDIF)}
+        lane = np.arange(self.lanes)
+        l0, l1, _ = launch.local
+        self.lid = (lane % l0, lane // l0 % l1, lane // (l0 * l1))  # thread x varies fastest, as in CUDA
+
+    @cached_property
+    def listing(self) -> list[str]:
+        return uops_listing(self.uops).splitlines()
+
+    def __call__(self, buffers: list[Any]) -> None:
+        memory = [b.as_numpy() for b in buffers]
+        g0, g1, g2 = self.launch.groups
+        with np.errstate(all="ignore"):  # inf and nan are values here, as in C and numpy
+            for z, y, x in itertools.product(range(g2), range(g1), range(g0)):
+                Workgroup(self, memory, (x, y, z)).run()
+
+
+class Workgroup:
+    """One workgroup's run: its registers (an array over the lanes per UOp), shared memory, and the
+    stack of active-lane masks of the IFs it is inside."""
+
+    def __init__(self, program: LockstepProgram, memory: list[np.ndarray], group: tuple[int, int, int]):
+        self.program, self.memory, self.group = program, memory, group
+        self.place = Place(program, group)
+        self.values: list[Any] = [None] * len(program.uops)
+        self.masks: list[tuple[int, np.ndarray]] = []  # (position of the IF, lanes that run its body)
+        self.everyone = np.ones(program.lanes, dtype=bool)
+        self.shared: dict[int, SharedAccess] = {}  # position of a DEFINE_SHARED -> its access record
+
+    @property
+    def active(self) -> np.ndarray:
+        return self.masks[-1][1] if self.masks else self.everyone
+
+    # --8<-- [start:lockstep]
+    def run(self) -> None:
+        """The UOps in order, each for all active lanes at once; jumps for loops and IFs."""
+        uops, srcs, values, lanes = self.program.uops, self.program.srcs, self.values, self.program.lanes
+        pc = 0
+        while pc < len(uops):
+            u, args = uops[pc], [values[i] for i in srcs[pc]]
+            if u.op is UOps.RANGE:
+                pc = self.start_loop(pc, args)
+                continue
+            if u.op is UOps.ENDRANGE:
+                pc = self.end_loop(pc)
+                continue
+            if u.op is UOps.IF:
+                pc = self.start_if(pc, args[0])
+                continue
+            if u.op is UOps.ENDIF:
+                self.masks.pop()
+            elif u.op is UOps.BARRIER:
+                self.barrier(pc)
+            elif u.op is UOps.SPECIAL:
+                name, dim = u.arg[0][:3], int(u.arg[0][3:])
+                index = self.group[dim] if name == "gid" else self.program.lid[dim]
+                values[pc] = np.asarray(index, dtype=lane_type(u.dtype))
+            elif u.op is UOps.DEFINE_GLOBAL:
+                values[pc] = self.memory[u.arg]
+            elif u.op is UOps.DEFINE_SHARED:  # one array for the whole workgroup
+                values[pc] = np.zeros(u.arg[1], dtype=u.dtype.np)
+                self.shared[pc] = SharedAccess(u.arg[1])
+            elif u.op is UOps.DEFINE_LOCAL:  # private: one array per thread
+                values[pc] = np.zeros((lanes, u.arg), dtype=u.dtype.np)
+            elif u.op in (UOps.CONST, UOps.DEFINE_ACC):
+                values[pc] = np.asarray(to_dtype(u.arg, u.dtype), dtype=lane_type(u.dtype))
+            elif u.op is UOps.LOAD:
+                values[pc] = self.load(pc, args)
+            elif u.op is UOps.STORE:
+                self.store(pc, args)
+            elif u.op is UOps.ALU:
+                values[pc] = lanes_alu(u.arg, args, u.src[-1].dtype, u.dtype, lanes)
+            elif u.op is UOps.CAST:
+                exact = cast_array(np.asarray(args[0], dtype=u.src[0].dtype.value_np), u.dtype)
+                values[pc] = np.asarray(exact).astype(lane_type(u.dtype))
+            elif u.op is UOps.ASSIGN:  # only active lanes change their accumulator
+                values[srcs[pc][0]] = args[1] if not self.masks else np.where(self.active, args[1], args[0])
+            else:
+                raise NotImplementedError(f"PYTHON: no lockstep rule for UOp {pc} ({u.op.name})")
+            pc += 1
+    # --8<-- [end:lockstep]
+
+    def start_loop(self, pc: int, args: list[Any]) -> int:
+        start, end = self.uniform(pc, args[0], "start"), self.uniform(pc, args[1], "end")
+        self.values[pc] = np.asarray(start, dtype=lane_type(self.program.uops[pc].dtype))
+        return pc + 1 if start < end else self.program.block_end[pc] + 1
+
+    def end_loop(self, pc: int) -> int:
+        start = self.program.srcs[pc][0]
+        self.values[start] = self.values[start] + 1
+        end = self.uniform(start, self.values[self.program.srcs[start][1]], "end")
+        return start + 1 if int(self.values[start]) < end else pc + 1
+
+    def uniform(self, pc: int, value: Any, what: str) -> int:
+        """A loop bound, which must be the same in every active thread."""
+        seen = np.broadcast_to(value, (self.program.lanes,))[self.active]
+        differ = np.flatnonzero(seen != seen[0])
+        if differ.size:
+            lanes = np.flatnonzero(self.active)
+            a, b = self.place.thread(int(lanes[0])), self.place.thread(int(lanes[differ[0]]))
+            raise DivergentLoopError(
+                f"PYTHON: the loop at {self.place.uop(pc)} in workgroup {self.group} has a different {what} "
+                f"in {a} ({seen[0]}) and {b} ({seen[differ[0]]}); loop bounds must be the same in every "
+                "thread of a workgroup")
+        return int(seen[0])
+
+    def start_if(self, pc: int, condition: np.ndarray) -> int:
+        """Narrow the active lanes to those where the condition holds; skip the body if none does."""
+        inside = self.active & np.broadcast_to(condition, (self.program.lanes,))
+        if not inside.any():
+            return self.program.block_end[pc] + 1
+        self.masks.append((pc, inside))
+        return pc + 1
+
+    def barrier(self, pc: int) -> None:
+        if not self.active.all():
+            branch = next(at for at, mask in self.masks if not mask.all())
+            raise BarrierDivergenceError(
+                f"PYTHON: the BARRIER at {self.place.uop(pc)} in workgroup {self.group} is reached by "
+                f"{self.place.threads(np.flatnonzero(self.active))} but not by "
+                f"{self.place.threads(np.flatnonzero(~self.active))}: the IF at {self.place.uop(branch)} is "
+                "true in some threads of the workgroup only. A barrier waits for every thread of the "
+                "workgroup, so on a GPU this hangs or goes wrong; move the BARRIER out of the IF")
+        for record in self.shared.values():
+            record.barrier()
+
+    def access(self, pc: int, args: list[Any], gate: Any = None) -> tuple[np.ndarray, np.ndarray, UOp]:
+        """The lanes that perform a LOAD/STORE (active, gate true) and their indices, bounds checked."""
+        lanes = self.program.lanes
+        active = self.active if gate is None else self.active & np.broadcast_to(gate, (lanes,))
+        threads = np.flatnonzero(active)
+        at = np.broadcast_to(args[1], (lanes,))[threads].astype(np.int64)
+        buffer, source = args[0], self.program.uops[self.program.srcs[pc][0]]
+        size = buffer.shape[-1]
+        outside = (at < 0) | (at >= size)
+        if outside.any():
+            i = int(np.argmax(outside))
+            name = (f"data{source.arg}" if source.op is UOps.DEFINE_GLOBAL else "a private array"
+                    if source.op is UOps.DEFINE_LOCAL else f"shared{source.arg[0]}")
+            verb = "reads" if self.program.uops[pc].op is UOps.LOAD else "writes"
+            raise GPUOutOfBoundsError(
+                f"PYTHON: out of bounds at {self.place.uop(pc)} in workgroup {self.group}: "
+                f"{self.place.thread(int(threads[i]))} {verb} index {at[i]} of {name}, which has {size} "
+                f"elements (valid: 0 to {size - 1})")
+        return threads, at, source
+
+    def load(self, pc: int, args: list[Any]) -> np.ndarray:
+        """buffer[index] in every lane that is active and whose gate holds; 0 in the others."""
+        u = self.program.uops[pc]
+        threads, at, source = self.access(pc, args, args[2] if len(args) == 3 else None)
+        if source.op is UOps.DEFINE_SHARED:
+            self.check_race(pc, source, self.shared[self.program.srcs[pc][0]].read(threads, at, pc))
+        stored = args[0][threads, at] if source.op is UOps.DEFINE_LOCAL else args[0][at]
+        result = np.zeros(self.program.lanes, dtype=lane_type(u.dtype))
+        result[threads] = from_storage(stored, u.dtype)  # bfloat16: bits to float32
+        return result
+
+    def store(self, pc: int, args: list[Any]) -> None:
+        """buffer[index] = value in every active lane."""
+        u = self.program.uops[pc]
+        threads, at, source = self.access(pc, args)
+        value = np.broadcast_to(args[2], (self.program.lanes,))[threads]
+        if u.src[2].dtype == dtypes.bfloat16:
+            value = to_storage(value.astype(np.float32), dtypes.bfloat16)
+        if source.op is UOps.DEFINE_SHARED:
+            self.check_race(pc, source, self.shared[self.program.srcs[pc][0]].write(threads, at, pc))
+        if source.op is UOps.DEFINE_LOCAL:
+            args[0][threads, at] = value
+        else:
+            args[0][at] = value  # global memory: threads that collide race; one of their values stays
+
+    def check_race(self, pc: int, shared: UOp, race: Race | None) -> None:
+        if race is not None:
+            raise self.place.race_error(race, pc, shared)
