@@ -126,17 +126,36 @@ LANES_BOOL: dict[Any, Callable[..., Any]] = {
 }
 
 
-def lanes_alu(op: Any, args: list[np.ndarray], operand: DType, out: DType, lanes: int) -> np.ndarray:
-    """One ALU op on all lanes: the array form when there is an exact one, else the scalar rule of
-    python_alu applied lane by lane."""
-    kind = "f" if operand.is_float else "b" if operand == dtypes.bool else "i"
-    array_form = {"f": LANES_FLOAT, "i": LANES_INT, "b": LANES_BOOL}[kind].get(op)
-    result = array_form(*args) if array_form is not None else None
-    if result is None:
-        scalar_rule = {"f": FLOAT_ALU, "i": INT_ALU, "b": BOOL_ALU}[kind][op]
-        columns = [np.broadcast_to(a, (lanes,)) for a in args]
-        result = [to_dtype(scalar_rule(*(as_scalar(c[i]) for c in columns)), out) for i in range(lanes)]
-    return np.asarray(result).astype(lane_type(out), copy=False)
+@dataclass(frozen=True)
+class LanesALU:
+    """One ALU UOp's rules: the array form when there is an exact one, and python_alu's scalar rule,
+    applied lane by lane where the array form is missing or declines (returns None)."""
+
+    array_form: Callable[..., Any] | None
+    scalar_rule: Callable[..., Any]
+    out: DType
+    out_type: type
+
+    @staticmethod
+    def of(u: UOp) -> LanesALU:
+        operand = u.src[-1].dtype
+        kind = "f" if operand.is_float else "b" if operand == dtypes.bool else "i"
+        array_form = {"f": LANES_FLOAT, "i": LANES_INT, "b": LANES_BOOL}[kind].get(u.arg)
+        scalar_rule = {"f": FLOAT_ALU, "i": INT_ALU, "b": BOOL_ALU}[kind][u.arg]
+        return LanesALU(array_form, scalar_rule, u.dtype, lane_type(u.dtype))
+
+    def __call__(self, args: list[Any], lanes: int) -> np.ndarray:
+        result = self.array_form(*args) if self.array_form is not None else None
+        if result is None:
+            columns = [spread(a, lanes) for a in args]
+            result = [to_dtype(self.scalar_rule(*(as_scalar(c[i]) for c in columns)), self.out)
+                      for i in range(lanes)]
+        return np.asarray(result).astype(self.out_type, copy=False)
+
+
+def spread(value: Any, lanes: int) -> np.ndarray:
+    """A value as one entry per lane (a value the same in every lane is kept as a 0-d array)."""
+    return value if getattr(value, "shape", ()) else np.full(lanes, value)
 
 
 def as_scalar(value: np.generic) -> Any:
@@ -271,9 +290,12 @@ class LockstepProgram:
         # ENDRANGE jumps back after its RANGE; an empty loop, or an IF no thread enters, jumps past its end
         self.block_end = {position[u.src[0]]: i for i, u in enumerate(uops)
                           if u.op in (UOps.ENDRANGE, UOps.ENDIF)}
-        lane = np.arange(self.lanes)
+        self.types = [lane_type(u.dtype) if isinstance(u.dtype, DType) else None for u in uops]
+        self.alu = {pc: LanesALU.of(u) for pc, u in enumerate(uops) if u.op is UOps.ALU}
+        self.threads = np.arange(self.lanes)
         l0, l1, _ = launch.local
-        self.lid = (lane % l0, lane // l0 % l1, lane // (l0 * l1))  # thread x varies fastest, as in CUDA
+        lane = self.threads  # thread x varies fastest, as in CUDA
+        self.lid = (lane % l0, lane // l0 % l1, lane // (l0 * l1))
 
     @cached_property
     def listing(self) -> list[str]:
@@ -296,12 +318,8 @@ class Workgroup:
         self.place = Place(program, group)
         self.values: list[Any] = [None] * len(program.uops)
         self.masks: list[tuple[int, np.ndarray]] = []  # (position of the IF, lanes that run its body)
-        self.everyone = np.ones(program.lanes, dtype=bool)
+        self.active = np.ones(program.lanes, dtype=bool)  # the lanes that run the current UOp
         self.shared: dict[int, SharedAccess] = {}  # position of a DEFINE_SHARED -> its access record
-
-    @property
-    def active(self) -> np.ndarray:
-        return self.masks[-1][1] if self.masks else self.everyone
 
     # --8<-- [start:lockstep]
     def run(self) -> None:
@@ -321,12 +339,13 @@ class Workgroup:
                 continue
             if u.op is UOps.ENDIF:
                 self.masks.pop()
+                self.active = self.masks[-1][1] if self.masks else np.ones(lanes, dtype=bool)
             elif u.op is UOps.BARRIER:
                 self.barrier(pc)
             elif u.op is UOps.SPECIAL:
                 name, dim = u.arg[0][:3], int(u.arg[0][3:])
                 index = self.group[dim] if name == "gid" else self.program.lid[dim]
-                values[pc] = np.asarray(index, dtype=lane_type(u.dtype))
+                values[pc] = np.asarray(index, dtype=self.program.types[pc])
             elif u.op is UOps.DEFINE_GLOBAL:
                 values[pc] = self.memory[u.arg]
             elif u.op is UOps.DEFINE_SHARED:  # one array for the whole workgroup
@@ -335,16 +354,16 @@ class Workgroup:
             elif u.op is UOps.DEFINE_LOCAL:  # private: one array per thread
                 values[pc] = np.zeros((lanes, u.arg), dtype=u.dtype.np)
             elif u.op in (UOps.CONST, UOps.DEFINE_ACC):
-                values[pc] = np.asarray(to_dtype(u.arg, u.dtype), dtype=lane_type(u.dtype))
+                values[pc] = np.asarray(to_dtype(u.arg, u.dtype), dtype=self.program.types[pc])
             elif u.op is UOps.LOAD:
                 values[pc] = self.load(pc, args)
             elif u.op is UOps.STORE:
                 self.store(pc, args)
             elif u.op is UOps.ALU:
-                values[pc] = lanes_alu(u.arg, args, u.src[-1].dtype, u.dtype, lanes)
+                values[pc] = self.program.alu[pc](args, lanes)
             elif u.op is UOps.CAST:
                 exact = cast_array(np.asarray(args[0], dtype=u.src[0].dtype.value_np), u.dtype)
-                values[pc] = np.asarray(exact).astype(lane_type(u.dtype))
+                values[pc] = np.asarray(exact).astype(self.program.types[pc])
             elif u.op is UOps.ASSIGN:  # only active lanes change their accumulator
                 values[srcs[pc][0]] = args[1] if not self.masks else np.where(self.active, args[1], args[0])
             else:
@@ -354,7 +373,7 @@ class Workgroup:
 
     def start_loop(self, pc: int, args: list[Any]) -> int:
         start, end = self.uniform(pc, args[0], "start"), self.uniform(pc, args[1], "end")
-        self.values[pc] = np.asarray(start, dtype=lane_type(self.program.uops[pc].dtype))
+        self.values[pc] = np.asarray(start, dtype=self.program.types[pc])
         return pc + 1 if start < end else self.program.block_end[pc] + 1
 
     def end_loop(self, pc: int) -> int:
@@ -365,7 +384,9 @@ class Workgroup:
 
     def uniform(self, pc: int, value: Any, what: str) -> int:
         """A loop bound, which must be the same in every active thread."""
-        seen = np.broadcast_to(value, (self.program.lanes,))[self.active]
+        if not getattr(value, "shape", ()):  # one value for all lanes (a constant, usually)
+            return int(value)
+        seen = value[self.active]
         differ = np.flatnonzero(seen != seen[0])
         if differ.size:
             lanes = np.flatnonzero(self.active)
@@ -378,10 +399,11 @@ class Workgroup:
 
     def start_if(self, pc: int, condition: np.ndarray) -> int:
         """Narrow the active lanes to those where the condition holds; skip the body if none does."""
-        inside = self.active & np.broadcast_to(condition, (self.program.lanes,))
+        inside = self.active & condition
         if not inside.any():
             return self.program.block_end[pc] + 1
         self.masks.append((pc, inside))
+        self.active = inside
         return pc + 1
 
     def barrier(self, pc: int) -> None:
@@ -399,9 +421,12 @@ class Workgroup:
     def access(self, pc: int, args: list[Any], gate: Any = None) -> tuple[np.ndarray, np.ndarray, UOp]:
         """The lanes that perform a LOAD/STORE (active, gate true) and their indices, bounds checked."""
         lanes = self.program.lanes
-        active = self.active if gate is None else self.active & np.broadcast_to(gate, (lanes,))
-        threads = np.flatnonzero(active)
-        at = np.broadcast_to(args[1], (lanes,))[threads].astype(np.int64)
+        if gate is None and not self.masks:  # every thread
+            threads, at = self.program.threads, spread(args[1], lanes)
+        else:
+            active = self.active if gate is None else self.active & gate
+            threads = np.flatnonzero(active)
+            at = spread(args[1], lanes)[threads]
         buffer, source = args[0], self.program.uops[self.program.srcs[pc][0]]
         size = buffer.shape[-1]
         outside = (at < 0) | (at >= size)
@@ -423,15 +448,18 @@ class Workgroup:
         if source.op is UOps.DEFINE_SHARED:
             self.check_race(pc, source, self.shared[self.program.srcs[pc][0]].read(threads, at, pc))
         stored = args[0][threads, at] if source.op is UOps.DEFINE_LOCAL else args[0][at]
-        result = np.zeros(self.program.lanes, dtype=lane_type(u.dtype))
-        result[threads] = from_storage(stored, u.dtype)  # bfloat16: bits to float32
+        stored = from_storage(stored, u.dtype)  # bfloat16: bits to float32
+        if len(threads) == self.program.lanes:
+            return stored.astype(self.program.types[pc])
+        result = np.zeros(self.program.lanes, dtype=self.program.types[pc])
+        result[threads] = stored
         return result
 
     def store(self, pc: int, args: list[Any]) -> None:
         """buffer[index] = value in every active lane."""
         u = self.program.uops[pc]
         threads, at, source = self.access(pc, args)
-        value = np.broadcast_to(args[2], (self.program.lanes,))[threads]
+        value = spread(args[2], self.program.lanes)[threads]
         if u.src[2].dtype == dtypes.bfloat16:
             value = to_storage(value.astype(np.float32), dtypes.bfloat16)
         if source.op is UOps.DEFINE_SHARED:
