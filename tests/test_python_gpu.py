@@ -458,3 +458,52 @@ def test_a_launch_that_does_not_match_the_specials_is_refused():
     assert PythonProgram(uops, LaunchDims((2, 1, 1), (8, 1, 1))).lockstep is not None
     with pytest.raises(ValueError, match=re.escape("does not match the kernel's SPECIALs")):
         PythonProgram(uops, LaunchDims((4, 1, 1), (8, 1, 1)))
+
+
+def test_a_thread_reading_back_its_own_shared_write_needs_no_barrier():
+    b = UOpBuilder()
+    out, a = globals_(b, F32, F32)
+    _, lid, i = thread_index(b, 2, 8)
+    shared = b.define_shared(8, F32)
+    b.emit(UOps.STORE, None, (shared, lid, b.emit(UOps.LOAD, F32, (a, i))), hoist=False)
+    mine = b.load_shared(shared, lid, F32)
+    b.emit(UOps.STORE, None, (shared, lid, b.alu(BinaryOps.ADD, mine, mine)), hoist=False)
+    b.emit(UOps.STORE, None, (out, i, b.load_shared(shared, lid, F32)), hoist=False)
+    xs = np.arange(16, dtype=np.float32)
+    np.testing.assert_array_equal(run(b.uops, (16, F32), xs), xs + xs)
+
+
+def test_threads_of_a_two_dimensional_workgroup_are_named_by_their_lid_triple():
+    """A 4 x 2 workgroup where each thread reads its right-hand neighbour's element unsynchronized."""
+    b = UOpBuilder()
+    (out,) = globals_(b, F32)
+    l0, l1 = b.special("lid0", 4), b.special("lid1", 2)
+    shared = b.define_shared(8, F32)
+    mine = b.alu(BinaryOps.ADD, b.alu(BinaryOps.MUL, l1, b.const(4, I32)), l0)
+    b.emit(UOps.STORE, None, (shared, mine, b.const(1.0, F32)), hoist=False)
+    right = b.alu(BinaryOps.MOD, b.alu(BinaryOps.ADD, mine, b.const(1, I32)), b.const(8, I32))
+    b.emit(UOps.STORE, None, (out, mine, b.load_shared(shared, right, F32)), hoist=False)
+    expected = re.escape("race on shared0[1] in workgroup (0, 0, 0): thread (0, 0, 0) reads it")
+    with pytest.raises(GPURaceError, match=expected + r".*thread \(1, 0, 0\) wrote it"):
+        run(b.uops, (8, F32))
+
+
+def test_a_write_after_the_writer_and_others_read_the_element_is_a_race():
+    """Thread 0 reads shared[0] first, then every thread reads it, then thread 0 overwrites it: the
+    race is with the other readers (the record keeps a second reader for this)."""
+    b = UOpBuilder()
+    out, a = globals_(b, F32, F32)
+    _, lid, i = thread_index(b, 1, 4)
+    shared = b.define_shared(4, F32)
+    b.emit(UOps.STORE, None, (shared, lid, b.emit(UOps.LOAD, F32, (a, i))), hoist=False)
+    b.barrier()
+    zero = b.const(0, I32)
+    b.open_if(b.alu(BinaryOps.CMPEQ, lid, zero))
+    b.load_shared(shared, zero, F32)
+    b.close_if()
+    b.emit(UOps.STORE, None, (out, i, b.load_shared(shared, zero, F32)), hoist=False)
+    b.open_if(b.alu(BinaryOps.CMPEQ, lid, zero))
+    b.emit(UOps.STORE, None, (shared, zero, b.const(5.0, F32)), hoist=False)
+    b.close_if()
+    with pytest.raises(GPURaceError, match=r"shared0\[0\].*thread 0 writes it at .*thread [123] read it at"):
+        run(b.uops, (4, F32), np.arange(4, dtype=np.float32))
