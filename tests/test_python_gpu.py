@@ -507,3 +507,17 @@ def test_a_write_after_the_writer_and_others_read_the_element_is_a_race():
     b.close_if()
     with pytest.raises(GPURaceError, match=r"shared0\[0\].*thread 0 writes it at .*thread [123] read it at"):
         run(b.uops, (4, F32), np.arange(4, dtype=np.float32))
+
+
+def test_an_assign_inside_a_divergent_if_changes_only_the_threads_inside():
+    b = UOpBuilder()
+    out, a = globals_(b, F32, F32)
+    _, lid, i = thread_index(b, 2, 8)
+    acc = b.define_acc(-1.0, F32)
+    x = b.emit(UOps.LOAD, F32, (a, i))
+    b.open_if(b.alu(BinaryOps.CMPLT, lid, b.const(3, I32)))
+    total = b.assign(acc, b.alu(BinaryOps.ADD, acc, x))
+    b.close_if()
+    b.emit(UOps.STORE, None, (out, i, total), hoist=False)
+    xs = np.arange(16, dtype=np.float32)
+    np.testing.assert_array_equal(run(b.uops, (16, F32), xs), np.where(np.arange(16) % 8 < 3, xs - 1, -1))
