@@ -14,7 +14,7 @@ from typing import Callable
 import numpy as np
 import pytest
 
-from tinyedu.codegen.uops import FusedOps, LaunchDims, Loop, UOp, UOpBuilder, UOps
+from tinyedu.codegen.uops import FusedOps, LaunchDims, Loop, UOp, UOpBuilder, UOps, VectorDType
 from tinyedu.dtype import DType, dtypes, to_storage
 from tinyedu.ops import BinaryOps, TernaryOps, UnaryOps
 from tinyedu.runtime.device import Buffer
@@ -202,7 +202,7 @@ def test_private_arrays_are_per_thread_and_gated_loads_skip_bad_indices():
 # ---- bit for bit the scalar interpreter's semantics ----
 def twins(compute: Callable[..., UOp], inputs: list[np.ndarray], in_dtypes: list[DType], out_dtype: DType):
     """The same per-element computation as a CPU-style loop (scalar interpreter) and with one GPU
-    thread per element (lockstep, 2 workgroups); both outputs, as raw bytes."""
+    thread per element (lockstep, 2 workgroups); both outputs (compare them with same_bits)."""
     n = inputs[0].size
     results = []
     for gpu in (False, True):
@@ -213,8 +213,18 @@ def twins(compute: Callable[..., UOp], inputs: list[np.ndarray], in_dtypes: list
         b.emit(UOps.STORE, None, (out, i, value), hoist=False)
         if not gpu:
             b.close_range()
-        results.append(run(b.uops, (n, out_dtype), *inputs, dtypes_in=in_dtypes).view(np.uint8))
+        results.append(run(b.uops, (n, out_dtype), *inputs, dtypes_in=in_dtypes))
     return results
+
+
+def same_bits(got: np.ndarray, expected: np.ndarray) -> None:
+    """Equal bit for bit (so -0.0 differs from 0.0), except that a NaN's sign and payload are free:
+    IEEE 754 leaves open which NaN an op with two NaN operands returns, and numpy's scalar ADD keeps
+    the second operand's where its array ADD keeps the first's."""
+    got_nan = np.isnan(got) if got.dtype.kind == "f" else np.zeros(got.shape, dtype=bool)
+    expected_nan = np.isnan(expected) if expected.dtype.kind == "f" else got_nan
+    np.testing.assert_array_equal(got_nan, expected_nan)
+    np.testing.assert_array_equal(got[~got_nan].view(np.uint8), expected[~got_nan].view(np.uint8))
 
 
 F32_EDGES = np.array([0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.nan, 1e-45, -3e-39, 1e4, -1e4, 3.4e38, 0.1,
@@ -234,7 +244,7 @@ def test_binary_ops_match_the_scalar_interpreter_bit_for_bit(op, dtype, edges):
     b = np.tile(edges, len(edges))
     out = dtypes.bool if op in (BinaryOps.CMPLT, BinaryOps.CMPEQ) else dtype
     scalar, lockstep = twins(lambda bld, x, y: bld.alu(op, x, y), [a, b], [dtype, dtype], out)
-    np.testing.assert_array_equal(lockstep, scalar)
+    same_bits(lockstep, scalar)
 
 
 @pytest.mark.parametrize("op", [UnaryOps.NEG, UnaryOps.RECIP, UnaryOps.SQRT, UnaryOps.EXP2, UnaryOps.LOG2,
@@ -242,7 +252,7 @@ def test_binary_ops_match_the_scalar_interpreter_bit_for_bit(op, dtype, edges):
 def test_float_unary_ops_match_the_scalar_interpreter_bit_for_bit(op):
     xs = np.concatenate([F32_EDGES, np.random.default_rng(4).standard_normal(48, dtype=np.float32) * 30])
     scalar, lockstep = twins(lambda b, x: b.alu(op, x), [xs], [F32], F32)
-    np.testing.assert_array_equal(lockstep, scalar)
+    same_bits(lockstep, scalar)
 
 
 @pytest.mark.parametrize("dtype, edges", [(I32, I32_EDGES), (dtypes.bool, I32_EDGES % 2 == 0)])
@@ -255,7 +265,7 @@ def test_int_and_bool_ops_match_the_scalar_interpreter(op, dtype, edges):
         scalar, lockstep = twins(lambda bld, x: bld.alu(op, x), [a], [dtype], out)
     else:
         scalar, lockstep = twins(lambda bld, x, y: bld.alu(op, x, y), [a, b], [dtype, dtype], out)
-    np.testing.assert_array_equal(lockstep, scalar)
+    same_bits(lockstep, scalar)
 
 
 def test_mulacc_and_where_match_the_scalar_interpreter():
@@ -269,7 +279,7 @@ def test_mulacc_and_where_match_the_scalar_interpreter():
         fused = bld.emit(UOps.ALU, dtype, (x, y, z), FusedOps.MULACC)
         return bld.alu(TernaryOps.WHERE, bld.alu(BinaryOps.CMPLT, x, y), fused, bld.alu(UnaryOps.NEG, z))
     scalar, lockstep = twins(mulacc_or_neg, [a, b, c], [dtype] * 3, dtype)
-    np.testing.assert_array_equal(lockstep, scalar)
+    same_bits(lockstep, scalar)
 
 
 @pytest.mark.parametrize("src, dst", [(F32, I32), (F32, dtypes.uint8), (F32, dtypes.bool),
@@ -280,7 +290,7 @@ def test_casts_match_the_scalar_interpreter(src, dst):
     with np.errstate(over="ignore"):
         xs = np.concatenate([edges, edges * 3.5 if src.is_float else edges // 3]).astype(src.np)
     scalar, lockstep = twins(lambda b, x: b.emit(UOps.CAST, dst, (x,)), [xs], [src], dst)
-    np.testing.assert_array_equal(lockstep, scalar)
+    same_bits(lockstep, scalar)
 
 
 @pytest.mark.parametrize("dtype", [dtypes.float16, dtypes.bfloat16])
@@ -291,7 +301,65 @@ def test_half_precision_loads_compute_in_float32_and_store_rounded(dtype):
     def mul_div(b, x, y):
         return b.alu(BinaryOps.DIV, b.alu(BinaryOps.MUL, x, y), b.alu(BinaryOps.ADD, x, b.const(3.0, dtype)))
     scalar, lockstep = twins(mul_div, stored, [dtype, dtype], dtype)
-    np.testing.assert_array_equal(lockstep, scalar)
+    same_bits(lockstep, scalar)
+
+
+def vector_twins(compute: Callable[..., UOp], inputs: list[np.ndarray], dtype: DType, width: int = 4):
+    """As `twins`, each thread (or loop iteration) handling `width` consecutive elements as one vector."""
+    rows = inputs[0].size // width
+    results = []
+    for gpu in (False, True):
+        b = UOpBuilder()
+        out, *ins = globals_(b, dtype, *[dtype] * len(inputs))
+        i = thread_index(b, 2, rows // 2)[2] if gpu else b.open_range("i", rows)
+        start = b.alu(BinaryOps.MUL, i, b.const(width, I32))
+        vectors = [b.emit(UOps.LOAD, VectorDType(dtype, width), (buf, start)) for buf in ins]
+        b.emit(UOps.STORE, None, (out, start, compute(b, *vectors)), hoist=False)
+        if not gpu:
+            b.close_range()
+        results.append(run(b.uops, (inputs[0].size, dtype), *inputs))
+    return results
+
+
+def vector_mix(b: UOpBuilder, x: UOp, y: UOp) -> UOp:
+    """Vector ALU ops, a WHERE on a vector mask, lanes taken apart (GEP) and put back reversed
+    (VECTORIZE), a BROADCAST, and a vector accumulator in a loop inside each thread."""
+    vec = x.dtype
+    mixed = b.alu(TernaryOps.WHERE, b.alu(BinaryOps.CMPLT, x, y), b.alu(BinaryOps.DIV, x, y),
+                  b.alu(BinaryOps.MAX, b.alu(UnaryOps.NEG, x), y))
+    lanes = tuple(b.emit(UOps.GEP, vec.scalar, (mixed,), k) for k in (3, 2, 1, 0))
+    reverse = b.emit(UOps.VECTORIZE, vec, lanes)
+    first = b.emit(UOps.BROADCAST, vec, (b.emit(UOps.GEP, vec.scalar, (x,), 0),))
+    acc = b.define_acc(0, vec)
+    b.open_range("k", 3)
+    fused = b.emit(UOps.ALU, vec, (x, y, acc), FusedOps.MULACC) if vec.is_float else None
+    added = fused if fused is not None else b.alu(BinaryOps.ADD, acc, b.alu(BinaryOps.MUL, x, y))
+    total = b.assign(acc, added)
+    b.close_range()
+    return b.alu(BinaryOps.ADD, b.alu(BinaryOps.ADD, reverse, first), total)
+
+
+@pytest.mark.parametrize("dtype", [F32, I32])
+def test_vector_uops_match_the_scalar_interpreter_bit_for_bit(dtype):
+    rng = np.random.default_rng(7)
+    if dtype == F32:
+        a = np.concatenate([F32_EDGES, rng.standard_normal(48, dtype=np.float32) * 1e3])
+    else:
+        a = np.concatenate([I32_EDGES, rng.integers(-1000, 1000, 48, dtype=np.int32)])
+    scalar, lockstep = vector_twins(vector_mix, [a, np.roll(a, 5)], dtype)
+    same_bits(lockstep, scalar)
+
+
+def test_overlapping_vector_stores_to_shared_memory_are_a_race():
+    """Thread t stores a 4-wide vector at shared[2t]: threads 0 and 1 both write shared[2]."""
+    b = UOpBuilder()
+    (out,) = globals_(b, F32)
+    _, lid, _ = thread_index(b, 1, 4)
+    shared = b.define_shared(16, F32)
+    ones = b.emit(UOps.BROADCAST, VectorDType(F32, 4), (b.const(1.0, F32),))
+    b.emit(UOps.STORE, None, (shared, b.alu(BinaryOps.MUL, lid, b.const(2, I32)), ones), hoist=False)
+    with pytest.raises(GPURaceError, match=r"race on shared0\[2\].*thread 0 and thread 1 both write it"):
+        run(b.uops, (4, F32))
 
 
 def test_a_cpu_style_list_still_runs_on_the_scalar_interpreter():

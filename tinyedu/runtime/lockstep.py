@@ -15,7 +15,8 @@ an exception naming the UOp (its position and its `uops_listing` line), the work
 Every operation gives the same bits as the scalar interpreter (ops_python.PythonProgram): the ALU's
 array forms (lockstep_alu.py) follow tinyedu/runtime/python_alu.py exactly, and use its scalar
 functions lane by lane where an array form would not (64-bit integer division, MULACC that needs
-exact rounding, rare ops).
+exact rounding, rare ops). The one freedom: when two NaNs meet, which one's sign and payload the
+result keeps (IEEE 754 leaves it open; numpy's scalar and array ADD choose differently).
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from tinyedu.codegen.uops import LaunchDims, UOp, UOps, is_vector, uops_listing
-from tinyedu.dtype import DType, cast_array, dtypes, from_storage, to_storage
+from tinyedu.codegen.uops import LaunchDims, UOp, UOps, is_vector, scalar_of, uops_listing
+from tinyedu.dtype import cast_array, dtypes, from_storage, to_storage
 from tinyedu.runtime.lockstep_alu import LanesALU, lane_type, spread
 from tinyedu.runtime.python_alu import to_dtype
 
@@ -162,15 +163,15 @@ class Place:
         return GPURaceError(head + body)
 
 
+def vector_count(dtype: Any) -> int:
+    """The number of elements of a value of `dtype`: a vector's count, else 1."""
+    return dtype.count if is_vector(dtype) else 1
+
+
 class LockstepProgram:
     """A GPU-style UOp list, ready to run: `program([out, *inputs])` runs every workgroup of the grid."""
 
     def __init__(self, uops: list[UOp], launch: LaunchDims):
-        vectors = [i for i, u in enumerate(uops) if is_vector(u.dtype)]
-        if vectors:
-            raise NotImplementedError(f"PYTHON: UOp {vectors[0]} has the vector dtype "
-                                      f"{uops[vectors[0]].dtype}; GPU-style kernels run here with scalar "
-                                      "UOps only (vector_width = 1)")
         self.uops, self.launch, self.lanes = uops, launch, launch.threads_per_group
         position = {u: i for i, u in enumerate(uops)}
         # as in PythonProgram: reading an ASSIGN reads its accumulator's register
@@ -179,7 +180,9 @@ class LockstepProgram:
         # ENDRANGE jumps back after its RANGE; an empty loop, or an IF no thread enters, jumps past its end
         self.block_end = {position[u.src[0]]: i for i, u in enumerate(uops)
                           if u.op in (UOps.ENDRANGE, UOps.ENDIF)}
-        self.types = [lane_type(u.dtype) if isinstance(u.dtype, DType) else None for u in uops]
+        self.types = [None if u.dtype is None else lane_type(scalar_of(u.dtype)) for u in uops]
+        # how many elements a value (a LOAD) or a STORE's value has: a vector's count, else 1
+        self.counts = [vector_count(u.src[2].dtype if u.op is UOps.STORE else u.dtype) for u in uops]
         self.alu = {pc: LanesALU.of(u) for pc, u in enumerate(uops) if u.op is UOps.ALU}
         self.threads = np.arange(self.lanes)
         l0, l1, _ = launch.local
@@ -213,7 +216,7 @@ class Workgroup:
     # --8<-- [start:lockstep]
     def run(self) -> None:
         """The UOps in order, each for all active lanes at once; jumps for loops and IFs."""
-        uops, srcs, values, lanes = self.program.uops, self.program.srcs, self.values, self.program.lanes
+        uops, srcs, values = self.program.uops, self.program.srcs, self.values
         pc = 0
         while pc < len(uops):
             u, args = uops[pc], [values[i] for i in srcs[pc]]
@@ -228,37 +231,48 @@ class Workgroup:
                 continue
             if u.op is UOps.ENDIF:
                 self.masks.pop()
-                self.active = self.masks[-1][1] if self.masks else np.ones(lanes, dtype=bool)
+                self.active = self.masks[-1][1] if self.masks else np.ones(self.program.lanes, dtype=bool)
             elif u.op is UOps.BARRIER:
                 self.barrier(pc)
-            elif u.op is UOps.SPECIAL:
-                name, dim = u.arg[0][:3], int(u.arg[0][3:])
-                index = self.group[dim] if name == "gid" else self.program.lid[dim]
-                values[pc] = np.asarray(index, dtype=self.program.types[pc])
-            elif u.op is UOps.DEFINE_GLOBAL:
-                values[pc] = self.memory[u.arg]
-            elif u.op is UOps.DEFINE_SHARED:  # one array for the whole workgroup
-                values[pc] = np.zeros(u.arg[1], dtype=u.dtype.np)
-                self.shared[pc] = SharedAccess(u.arg[1])
-            elif u.op is UOps.DEFINE_LOCAL:  # private: one array per thread
-                values[pc] = np.zeros((lanes, u.arg), dtype=u.dtype.np)
-            elif u.op in (UOps.CONST, UOps.DEFINE_ACC):
-                values[pc] = np.asarray(to_dtype(u.arg, u.dtype), dtype=self.program.types[pc])
             elif u.op is UOps.LOAD:
                 values[pc] = self.load(pc, args)
             elif u.op is UOps.STORE:
                 self.store(pc, args)
             elif u.op is UOps.ALU:
-                values[pc] = self.program.alu[pc](args, lanes)
-            elif u.op is UOps.CAST:
-                exact = cast_array(np.asarray(args[0], dtype=u.src[0].dtype.value_np), u.dtype)
-                values[pc] = np.asarray(exact).astype(self.program.types[pc])
+                values[pc] = self.program.alu[pc](args)
             elif u.op is UOps.ASSIGN:  # only active lanes change their accumulator
-                values[srcs[pc][0]] = args[1] if not self.masks else np.where(self.active, args[1], args[0])
+                values[srcs[pc][0]] = np.where(self.lanes_of(pc), args[1], args[0]) if self.masks else args[1]
             else:
-                raise NotImplementedError(f"PYTHON: no lockstep rule for UOp {pc} ({u.op.name})")
+                values[pc] = self.value(pc, u, args)
             pc += 1
     # --8<-- [end:lockstep]
+
+    def value(self, pc: int, u: UOp, args: list[Any]) -> Any:
+        """The value of a UOp that reads no memory: indices, arrays, constants, casts, vector lanes."""
+        count, kind = self.program.counts[pc], self.program.types[pc]
+        if u.op is UOps.SPECIAL:
+            name, dim = u.arg[0][:3], int(u.arg[0][3:])
+            return np.asarray(self.group[dim] if name == "gid" else self.program.lid[dim], dtype=kind)
+        if u.op is UOps.DEFINE_GLOBAL:
+            return self.memory[u.arg]
+        if u.op is UOps.DEFINE_SHARED:  # one array for the whole workgroup
+            self.shared[pc] = SharedAccess(u.arg[1])
+            return np.zeros(u.arg[1], dtype=u.dtype.np)
+        if u.op is UOps.DEFINE_LOCAL:  # private: one array per thread
+            return np.zeros((self.program.lanes, u.arg), dtype=u.dtype.np)
+        if u.op in (UOps.CONST, UOps.DEFINE_ACC):
+            value = np.asarray(to_dtype(u.arg, scalar_of(u.dtype)), dtype=kind)
+            return value if count == 1 else np.full(count, value)
+        if u.op is UOps.CAST:
+            source, target = scalar_of(u.src[0].dtype), scalar_of(u.dtype)
+            return np.asarray(cast_array(np.asarray(args[0], dtype=source.value_np), target)).astype(kind)
+        if u.op is UOps.VECTORIZE:  # a vector's elements are the last axis
+            return np.stack(np.broadcast_arrays(*args), axis=-1)
+        if u.op is UOps.BROADCAST:
+            return np.repeat(np.asarray(args[0])[..., None], count, axis=-1)
+        if u.op is UOps.GEP:
+            return args[0][..., u.arg]
+        raise NotImplementedError(f"PYTHON: no lockstep rule for UOp {pc} ({u.op.name})")
 
     def start_loop(self, pc: int, args: list[Any]) -> int:
         start, end = self.uniform(pc, args[0], "start"), self.uniform(pc, args[1], "end")
@@ -307,8 +321,14 @@ class Workgroup:
         for record in self.shared.values():
             record.barrier()
 
+    def lanes_of(self, pc: int) -> np.ndarray:
+        """The active-lane mask, shaped to select whole vectors when UOp pc's value is one."""
+        return self.active if self.program.counts[pc] == 1 else self.active[:, None]
+
     def access(self, pc: int, args: list[Any], gate: Any = None) -> tuple[np.ndarray, np.ndarray, UOp]:
-        """The lanes that perform a LOAD/STORE (active, gate true) and their indices, bounds checked."""
+        """The lanes that perform a LOAD/STORE (active, gate true) and the elements each touches (one
+        index per lane, or a row of `count` consecutive ones for a vector), bounds checked."""
+        count = self.program.counts[pc]
         lanes = self.program.lanes
         if gate is None and not self.masks:  # every thread
             threads, at = self.program.threads, spread(args[1], lanes)
@@ -318,7 +338,7 @@ class Workgroup:
             at = spread(args[1], lanes)[threads]
         buffer, source = args[0], self.program.uops[self.program.srcs[pc][0]]
         size = buffer.shape[-1]
-        outside = (at < 0) | (at >= size)
+        outside = (at < 0) | (at + count > size)
         if outside.any():
             i = int(np.argmax(outside))
             name = (f"data{source.arg}" if source.op is UOps.DEFINE_GLOBAL else "a private array"
@@ -326,21 +346,24 @@ class Workgroup:
             verb = "reads" if self.program.uops[pc].op is UOps.LOAD else "writes"
             raise GPUOutOfBoundsError(
                 f"PYTHON: out of bounds at {self.place.uop(pc)} in workgroup {self.group}: "
-                f"{self.place.thread(int(threads[i]))} {verb} index {at[i]} of {name}, which has {size} "
-                f"elements (valid: 0 to {size - 1})")
-        return threads, at, source
+                f"{self.place.thread(int(threads[i]))} {verb} "
+                + (f"index {at[i]}" if count == 1 else f"{count} elements from index {at[i]}")
+                + f" of {name}, which has {size} elements (valid: 0 to {size - 1})")
+        return threads, at if count == 1 else at[:, None] + np.arange(count), source
 
     def load(self, pc: int, args: list[Any]) -> np.ndarray:
         """buffer[index] in every lane that is active and whose gate holds; 0 in the others."""
         u = self.program.uops[pc]
         threads, at, source = self.access(pc, args, args[2] if len(args) == 3 else None)
         if source.op is UOps.DEFINE_SHARED:
-            self.check_race(pc, source, self.shared[self.program.srcs[pc][0]].read(threads, at, pc))
-        stored = args[0][threads, at] if source.op is UOps.DEFINE_LOCAL else args[0][at]
-        stored = from_storage(stored, u.dtype)  # bfloat16: bits to float32
+            record = self.shared[self.program.srcs[pc][0]]
+            self.check_race(pc, source, record.read(*self.flat(threads, at), pc))
+        private = source.op is UOps.DEFINE_LOCAL
+        stored = args[0][self.private_rows(threads, at), at] if private else args[0][at]
+        stored = from_storage(stored, scalar_of(u.dtype))  # bfloat16: bits to float32
         if len(threads) == self.program.lanes:
             return stored.astype(self.program.types[pc])
-        result = np.zeros(self.program.lanes, dtype=self.program.types[pc])
+        result = np.zeros(self.shape(pc), dtype=self.program.types[pc])
         result[threads] = stored
         return result
 
@@ -348,15 +371,31 @@ class Workgroup:
         """buffer[index] = value in every active lane."""
         u = self.program.uops[pc]
         threads, at, source = self.access(pc, args)
-        value = spread(args[2], self.program.lanes)[threads]
-        if u.src[2].dtype == dtypes.bfloat16:
+        value = np.broadcast_to(args[2], self.shape(pc))[threads]
+        if scalar_of(u.src[2].dtype) == dtypes.bfloat16:
             value = to_storage(value.astype(np.float32), dtypes.bfloat16)
         if source.op is UOps.DEFINE_SHARED:
-            self.check_race(pc, source, self.shared[self.program.srcs[pc][0]].write(threads, at, pc))
+            record = self.shared[self.program.srcs[pc][0]]
+            self.check_race(pc, source, record.write(*self.flat(threads, at), pc))
         if source.op is UOps.DEFINE_LOCAL:
-            args[0][threads, at] = value
+            args[0][self.private_rows(threads, at), at] = value
         else:
             args[0][at] = value  # global memory: threads that collide race; one of their values stays
+
+    def shape(self, pc: int) -> tuple[int, ...]:
+        """A LOAD's or a STORE's value for every lane: (lanes,), or (lanes, count) for vectors."""
+        count = self.program.counts[pc]
+        return (self.program.lanes,) if count == 1 else (self.program.lanes, count)
+
+    @staticmethod
+    def private_rows(threads: np.ndarray, at: np.ndarray) -> np.ndarray:
+        """Each thread's row of a private (per-thread) array, shaped like the indices `at`."""
+        return threads if at.ndim == 1 else threads[:, None]
+
+    @staticmethod
+    def flat(threads: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(thread, element) pairs, one per element touched: a vector access touches several."""
+        return (threads, at) if at.ndim == 1 else (np.repeat(threads, at.shape[1]), at.reshape(-1))
 
     def check_race(self, pc: int, shared: UOp, race: Race | None) -> None:
         if race is not None:

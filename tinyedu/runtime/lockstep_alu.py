@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from tinyedu.codegen.uops import FusedOps, UOp
+from tinyedu.codegen.uops import FusedOps, UOp, scalar_of
 from tinyedu.dtype import DType, dtypes
 from tinyedu.ops import BinaryOps, TernaryOps, UnaryOps
 from tinyedu.runtime.ops_numpy import TRANSCENDENTAL, correctly_rounded
@@ -104,20 +104,23 @@ class LanesALU:
 
     @staticmethod
     def of(u: UOp) -> LanesALU:
-        operand = u.src[-1].dtype
+        operand, out = scalar_of(u.src[-1].dtype), scalar_of(u.dtype)
         kind = "f" if operand.is_float else "b" if operand == dtypes.bool else "i"
         array_form = {"f": LANES_FLOAT, "i": LANES_INT, "b": LANES_BOOL}[kind].get(u.arg)
         scalar_rule = {"f": FLOAT_ALU, "i": INT_ALU, "b": BOOL_ALU}[kind].get(u.arg)
         if scalar_rule is None:
             raise NotImplementedError(f"PYTHON: no rule for ALU {u.arg} on {operand.name} values")
-        return LanesALU(array_form, scalar_rule, u.dtype, lane_type(u.dtype))
+        return LanesALU(array_form, scalar_rule, out, lane_type(out))
 
-    def __call__(self, args: list[Any], lanes: int) -> np.ndarray:
+    def __call__(self, args: list[Any]) -> np.ndarray:
+        """The op on arrays of any shape (lanes, lanes x vector lanes, or 0-d for a uniform value)."""
         result = self.array_form(*args) if self.array_form is not None else None
         if result is None:
-            columns = [spread(a, lanes) for a in args]
-            result = [to_dtype(self.scalar_rule(*(as_scalar(c[i]) for c in columns)), self.out)
-                      for i in range(lanes)]
+            columns = np.broadcast_arrays(*(np.asarray(a) for a in args))
+            shape = columns[0].shape
+            values = [to_dtype(self.scalar_rule(*(as_scalar(c[i]) for c in columns)), self.out)
+                      for i in np.ndindex(shape)]
+            result = np.array(values, dtype=self.out_type).reshape(shape)
         return np.asarray(result).astype(self.out_type, copy=False)
 
 
