@@ -57,7 +57,8 @@ class GPUOutOfBoundsError(GPUEmulationError, IndexError):
 # ---- race detection on shared memory ----
 @dataclass(frozen=True)
 class Race:
-    """Thread `thread` at UOp `at` touches `element`, which thread `other` touched at UOp `other_at`."""
+    """Thread `thread`, at the UOp running now, touches `element`, which thread `other` touched at UOp
+    `other_at` since the last BARRIER."""
 
     kind: str  # "read-after-write", "write-write" or "write-after-read"
     element: int
@@ -149,7 +150,8 @@ class Place:
             body = (f"{t} reads it at {self.uop(pc)}, {o} wrote it at {self.uop(race.other_at)} with no "
                     "BARRIER between; put a BARRIER after the write")
             if race.other_at > pc:  # the write comes later in the list: an earlier loop iteration made it
-                body += " (the write was made in an earlier iteration of the loop: put it at the loop's end)"
+                body += (" (the write was made in an earlier iteration of the loop: put the BARRIER at the "
+                         "end of the loop's body)")
         elif race.kind == "write-after-read":
             body = (f"{t} writes it at {self.uop(pc)}, {o} read it at {self.uop(race.other_at)} with no "
                     f"BARRIER between, so {o} may read the new value instead of the old one; put a BARRIER "
