@@ -589,3 +589,57 @@ def test_an_assign_inside_a_divergent_if_changes_only_the_threads_inside():
     b.emit(UOps.STORE, None, (out, i, total), hoist=False)
     xs = np.arange(16, dtype=np.float32)
     np.testing.assert_array_equal(run(b.uops, (16, F32), xs), np.where(np.arange(16) % 8 < 3, xs - 1, -1))
+
+
+def tiled_matmul(n: int, tile: int, barriers: tuple[bool, bool] = (True, True)) -> list[UOp]:
+    """C = A @ B (n x n), one thread per element of C, in tile x tile workgroups: for each tile step,
+    the workgroup copies a tile of A and of B into shared memory, BARRIER, each thread adds its row of
+    the A tile times its column of the B tile, BARRIER (before the next step overwrites the tiles)."""
+    b = UOpBuilder()
+    out, a, bm = globals_(b, F32, F32, F32)
+    tx, ty = b.special("lid0", tile), b.special("lid1", tile)
+    col = b.alu(BinaryOps.ADD, b.alu(BinaryOps.MUL, b.special("gid0", n // tile), b.const(tile, I32)), tx)
+    row = b.alu(BinaryOps.ADD, b.alu(BinaryOps.MUL, b.special("gid1", n // tile), b.const(tile, I32)), ty)
+    a_tile, b_tile = b.define_shared(tile * tile, F32), b.define_shared(tile * tile, F32)
+
+    def at(r: UOp, c: UOp, width: int) -> UOp:
+        return b.alu(BinaryOps.ADD, b.alu(BinaryOps.MUL, r, b.const(width, I32)), c)
+    acc = b.define_acc(0.0, F32)
+    step = b.open_range("t", n // tile)
+    offset = b.alu(BinaryOps.MUL, step, b.const(tile, I32))
+    b.emit(UOps.STORE, None, (a_tile, at(ty, tx, tile), b.emit(UOps.LOAD, F32, (a, at(row, b.alu(
+        BinaryOps.ADD, offset, tx), n)))), hoist=False)
+    b.emit(UOps.STORE, None, (b_tile, at(ty, tx, tile), b.emit(UOps.LOAD, F32, (bm, at(b.alu(
+        BinaryOps.ADD, offset, ty), col, n)))), hoist=False)
+    if barriers[0]:
+        b.barrier()
+    k = b.open_range("k", tile)
+    a_k, b_k = b.load_shared(a_tile, at(ty, k, tile), F32), b.load_shared(b_tile, at(k, tx, tile), F32)
+    product = b.alu(BinaryOps.MUL, a_k, b_k)
+    total = b.assign(acc, b.alu(BinaryOps.ADD, acc, product))
+    b.close_range()
+    if barriers[1]:
+        b.barrier()
+    b.close_range()
+    b.emit(UOps.STORE, None, (out, at(row, col, n), total), hoist=False)
+    return b.uops
+
+
+def test_tiled_matmul_through_shared_memory_matches_numpy_and_needs_both_barriers():
+    n, tile = 8, 4
+    rng = np.random.default_rng(8)
+    a, bm = rng.standard_normal((2, n, n), dtype=np.float32)
+    expected = np.zeros((n, n), dtype=np.float32)
+    for k in range(n):  # the kernel's order of additions, so the comparison is exact
+        expected = expected + a[:, k:k + 1] * bm[k:k + 1, :]
+    got = run(tiled_matmul(n, tile), (n * n, F32), a.reshape(-1), bm.reshape(-1)).reshape(n, n)
+    np.testing.assert_array_equal(got, expected)
+    np.testing.assert_allclose(got, a.astype(np.float64) @ bm.astype(np.float64), rtol=1e-5, atol=1e-5)
+    # thread (1, 0, 0) multiplies A-tile element 0, which thread (0, 0, 0) copied in
+    read_early = re.escape("race on shared0[0] in workgroup (0, 0, 0): thread (1, 0, 0) reads it")
+    with pytest.raises(GPURaceError, match=read_early + r" at UOp \d+ \(LOAD.* thread \(0, 0, 0\) wrote it"):
+        run(tiled_matmul(n, tile, (False, True)), (n * n, F32), a.reshape(-1), bm.reshape(-1))
+    # the next step's copy overwrites element 0, which thread (3, 0, 0) read in the step before
+    write_early = re.escape("race on shared0[0] in workgroup (0, 0, 0): thread (0, 0, 0) writes it")
+    with pytest.raises(GPURaceError, match=write_early + r".*thread \(3, 0, 0\) read it.*earlier iteration"):
+        run(tiled_matmul(n, tile, (True, False)), (n * n, F32), a.reshape(-1), bm.reshape(-1))

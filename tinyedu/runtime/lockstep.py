@@ -149,9 +149,6 @@ class Place:
         if race.kind == "read-after-write":
             body = (f"{t} reads it at {self.uop(pc)}, {o} wrote it at {self.uop(race.other_at)} with no "
                     "BARRIER between; put a BARRIER after the write")
-            if race.other_at > pc:  # the write comes later in the list: an earlier loop iteration made it
-                body += (" (the write was made in an earlier iteration of the loop: put the BARRIER at the "
-                         "end of the loop's body)")
         elif race.kind == "write-after-read":
             body = (f"{t} writes it at {self.uop(pc)}, {o} read it at {self.uop(race.other_at)} with no "
                     f"BARRIER between, so {o} may read the new value instead of the old one; put a BARRIER "
@@ -162,6 +159,8 @@ class Place:
         else:
             body = (f"{t} writes it at {self.uop(pc)}, {o} wrote it at {self.uop(race.other_at)} with no "
                     "BARRIER between: which value stays depends on timing; put a BARRIER between the writes")
+        if race.other_at > pc:  # the other access comes later in the list: an earlier loop iteration made it
+            body += " (the other access was in an earlier iteration of the loop: the BARRIER goes at its end)"
         return GPURaceError(head + body)
 
 
