@@ -643,3 +643,13 @@ def test_tiled_matmul_through_shared_memory_matches_numpy_and_needs_both_barrier
     write_early = re.escape("race on shared0[0] in workgroup (0, 0, 0): thread (0, 0, 0) writes it")
     with pytest.raises(GPURaceError, match=write_early + r".*thread \(3, 0, 0\) read it.*earlier iteration"):
         run(tiled_matmul(n, tile, (True, False)), (n * n, F32), a.reshape(-1), bm.reshape(-1))
+
+
+def test_an_if_without_its_endif_is_refused_when_the_program_is_made():
+    b = UOpBuilder()
+    (out,) = globals_(b, F32)
+    _, lid, i = thread_index(b, 1, 4)
+    condition = b.alu(BinaryOps.CMPLT, lid, b.const(2, I32))
+    uops = [*b.uops, UOp(UOps.IF, None, (condition,))]
+    with pytest.raises(ValueError, match=r"the IF at UOp \d+ has no ENDIF"):
+        PythonProgram(uops)

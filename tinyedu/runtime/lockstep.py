@@ -181,6 +181,11 @@ class LockstepProgram:
         # ENDRANGE jumps back after its RANGE; an empty loop, or an IF no thread enters, jumps past its end
         self.block_end = {position[u.src[0]]: i for i, u in enumerate(uops)
                           if u.op in (UOps.ENDRANGE, UOps.ENDIF)}
+        opened = [i for i, u in enumerate(uops) if u.op in (UOps.RANGE, UOps.IF)]
+        unclosed = [i for i in opened if i not in self.block_end]
+        if unclosed:
+            raise ValueError(f"PYTHON: the {uops[unclosed[0]].op.name} at UOp {unclosed[0]} has no "
+                             f"{'ENDRANGE' if uops[unclosed[0]].op is UOps.RANGE else 'ENDIF'}")
         self.types = [None if u.dtype is None else lane_type(scalar_of(u.dtype)) for u in uops]
         # how many elements a value (a LOAD) or a STORE's value has: a vector's count, else 1
         self.counts = [vector_count(u.src[2].dtype if u.op is UOps.STORE else u.dtype) for u in uops]
