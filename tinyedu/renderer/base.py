@@ -11,6 +11,7 @@ of writing it: a C expression or statement, an LLVM IR instruction. The walk is 
 | memory  | define_global, define_local, load, store      | data1[i], vld1q_f32(p)  | getelementptr, load|
 | loops   | open_loop, close_loop, define_acc, assign     | for (...) {, acc0 = ... | blocks, phi nodes  |
 | vectors | vectorize, broadcast, gep                     | (float32x4_t){...}, ... | insertelement, ... |
+| GPU     | special, define_shared, barrier, open_if, close_if | (GPU renderers only: renderer/gpu.py)   |
 | output  | finish()                                      | the whole C file        | the whole function |
 
 Each method gets the UOp and its sources as the backend wrote them (`self.value(src)`), and returns
@@ -34,6 +35,8 @@ RULES = {
     UOps.RANGE: "open_loop", UOps.ENDRANGE: "close_loop", UOps.DEFINE_ACC: "define_acc",
     UOps.ASSIGN: "assign", UOps.LOAD: "load", UOps.STORE: "store", UOps.ALU: "alu", UOps.CAST: "cast",
     UOps.VECTORIZE: "vectorize", UOps.BROADCAST: "broadcast", UOps.GEP: "gep",
+    UOps.SPECIAL: "special", UOps.DEFINE_SHARED: "define_shared", UOps.BARRIER: "barrier",
+    UOps.IF: "open_if", UOps.ENDIF: "close_if",
 }
 VALUES = (UOps.ALU, UOps.CAST, UOps.VECTORIZE, UOps.BROADCAST, UOps.GEP)  # computed values: go through bind
 
@@ -140,3 +143,28 @@ class Renderer(ABC):
     @abstractmethod
     def finish(self) -> str:
         """The whole source, once every UOp is rendered."""
+
+    # ---- GPU UOps: only a GPU renderer (renderer/gpu.py) writes them; a CPU renderer says so ----
+    def gpu_only(self, u: UOp) -> None:
+        raise NotImplementedError(f"{self.backend}: {u.op.name} is a GPU UOp, and this renderer writes CPU "
+                                  "kernels; lower the kernel for a CPU device, or render it for GPU or CUDA")
+
+    def special(self, u: UOp) -> str:
+        """The workgroup index gidN or thread index lidN named by u.arg."""
+        self.gpu_only(u)
+
+    def define_shared(self, u: UOp) -> str:
+        """An array of u.arg[1] elements in the workgroup's shared memory."""
+        self.gpu_only(u)
+
+    def barrier(self, u: UOp) -> None:
+        """Every thread of the workgroup waits here."""
+        self.gpu_only(u)
+
+    def open_if(self, u: UOp, condition: str) -> None:
+        """`if (condition) {`."""
+        self.gpu_only(u)
+
+    def close_if(self, u: UOp, branch: None) -> None:
+        """The end of the IF block."""
+        self.gpu_only(u)

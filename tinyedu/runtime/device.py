@@ -1,8 +1,9 @@
 """Devices, and the buffers that live on them.
 
-A device is registered by name (NUMPY, PYTHON, C, NEON, LLVM). All devices keep their memory in
-host numpy arrays (which the compiled backends pass to kernels as pointers), aligned to 64 bytes,
-a cache line, so that vector loads do not straddle two lines. The memory of large buffers that die
+A device is registered by name (NUMPY, PYTHON, C, NEON, LLVM, and the GPU devices GPU (OpenCL; alias
+CL) and CUDA). All devices keep their memory in host numpy arrays (which the compiled backends pass
+to kernels as pointers; a GPU device keeps a second copy in its own memory), aligned to 64 bytes, a
+cache line, so that vector loads do not straddle two lines. The memory of large buffers that die
 is kept in a pool and handed to the next buffer of the same size (see MemoryPool). Each device
 supplies what the engine's lowering (tinyedu/engine/lower.py) needs to turn a kernel AST into a
 program:
@@ -230,7 +231,8 @@ class Backend:
 class _DeviceRegistry:
     """`Device["C"]` gives the C backend; `Device.DEFAULT` is $DEVICE or the default device."""
 
-    known = ("NUMPY", "PYTHON", "C", "NEON", "LLVM")
+    known = ("NUMPY", "PYTHON", "C", "NEON", "LLVM", "GPU", "CUDA")
+    aliases = {"CL": "GPU"}  # OpenCL's usual name
     fallback = "C"  # the default device: kernels compiled from generated C (set DEVICE= to change)
 
     def __init__(self) -> None:
@@ -243,7 +245,7 @@ class _DeviceRegistry:
             raise TypeError(f"device: expected a device name string, got {type(name).__name__}; "
                             f"valid devices are {', '.join(self.known)}")
         kind, colon, index = name.partition(":")
-        upper = kind.upper()
+        upper = self.aliases.get(kind.upper(), kind.upper())
         if upper not in self.known:
             raise ValueError(f"device: unknown device {name!r}; valid devices are {', '.join(self.known)}")
         if colon and index != "0":  # (one device of each kind: "C" and "C:0" name the same)
@@ -258,7 +260,13 @@ class _DeviceRegistry:
     def __getitem__(self, name: str) -> DeviceBackend:
         name = self.canonicalize(name)
         if name not in self._backends:
-            module = importlib.import_module(f"tinyedu.runtime.ops_{name.lower()}")
+            module_name = f"tinyedu.runtime.ops_{name.lower()}"
+            try:
+                module = importlib.import_module(module_name)
+            except ModuleNotFoundError as missing:  # this tinyedu has no module for the device
+                if missing.name != module_name:
+                    raise
+                raise DeviceUnavailable(f"{name} device: this tinyedu has no {module_name}") from None
             self._backends[name] = module.create_device()
         return self._backends[name]
 

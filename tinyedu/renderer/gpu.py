@@ -1,0 +1,145 @@
+"""UOps -> GPU C (OpenCL C or CUDA C++): the C renderer, with what a GPU kernel adds.
+
+A GPU kernel is the C kernel's body run by many threads at once. The scalar part is the C
+renderer's (tinyedu/renderer/cstyle.py): same names, same helpers, same numerics. What changes:
+
+- the function is a kernel: its buffer arguments are pointers into the GPU's global memory;
+- SPECIAL values say which thread this is: `int gid0 = get_group_id(0);` (the workgroup's index)
+  and `int lid0 = get_local_id(0);` (the thread's index in its workgroup);
+- DEFINE_SHARED is an array in the workgroup's shared memory, seen by all its threads;
+- BARRIER waits for every thread of the workgroup (shared-memory writes before it are seen after);
+- IF/ENDIF is `if (cond) { ... }`: only the threads where the condition holds run the block;
+- DEFINE_LOCAL is a plain array (private to one thread), without C's cache-line alignment;
+- float16 is stored as 16 bits and computed as float, like the C device; each language has its own
+  way of converting (the subclasses' `load_half` / `store_half` and the `round_float16` helper).
+
+OpenCL (renderer/opencl.py) and CUDA (renderer/cuda.py) differ only in spellings, each a class
+attribute or a small method there. GPU devices declare vector_width 1, so no vector UOp reaches
+this renderer.
+"""
+
+from __future__ import annotations
+
+from tinyedu.codegen.uops import FusedOps, UOp, is_vector
+from tinyedu.dtype import DType, dtypes
+from tinyedu.renderer.cstyle import CRenderer, _unwrap, _wrap
+
+
+class GPURenderer(CRenderer):
+    """A C renderer for GPU kernels; a subclass fills in one language's spellings."""
+
+    backend = "GPU renderer"
+    kernel_prefix = ""           # before `void name(...)`
+    pointer_prefix = ""          # before a buffer argument's element type
+    restrict = ""                # the no-aliasing qualifier
+    shared_prefix = ""           # before a shared-memory array
+    barrier_statement = ""
+    specials: dict[str, str] = {}  # "gid" / "lid" -> the expression, formatted with {dim} and {type}
+    dimension_names = "012"      # how dimension 0, 1, 2 is written there
+    function_prefix = ""         # before a helper function
+    math: dict[str, str] = {}    # C math function -> this language's (if it differs)
+    half_storage = ""            # the element type of a float16 buffer
+
+    # ---- what a subclass supplies ----
+    def load_half(self, buffer: str, index: str) -> str:
+        """float16 element `index` of `buffer`, as a float."""
+        raise NotImplementedError(f"{self.backend}: no float16 load")
+
+    def store_half(self, buffer: str, index: str, value: str) -> str:
+        """The statement that stores float `value` into float16 element `index`, rounded to nearest even."""
+        raise NotImplementedError(f"{self.backend}: no float16 store")
+
+    def prelude(self, body: str) -> list[str]:
+        """Lines the source starts with (pragmas, defines), given the rest of the source."""
+        return []
+
+    # ---- the kernel function ----
+    def storage_type(self, dtype: DType) -> str:
+        return self.half_storage if dtype == dtypes.float16 else dtype.c_name
+
+    def type_name(self, dtype) -> str:
+        if is_vector(dtype):
+            raise NotImplementedError(f"{self.backend}: a vector of {dtype.count} {dtype.scalar.name} came "
+                                      "a GPU renderer; GPU devices linearize with vector_width 1")
+        return super().type_name(dtype)
+
+    def define_global(self, u: UOp) -> str:
+        const = "" if u.arg == 0 else "const "
+        element = self.storage_type(u.dtype)
+        self.params.append(f"{self.pointer_prefix}{const}{element}* {self.restrict} data{u.arg}")
+        return f"data{u.arg}"
+
+    def define_local(self, u: UOp) -> str:  # private to the thread: in its registers or stack
+        name = self.new_name("local")
+        self.emit(f"{self.storage_type(u.dtype)} {name}[{u.arg}];")
+        return name
+
+    def open_loop(self, u: UOp, start: str, end: str) -> str:  # threads come from the launch, not OpenMP
+        name = u.arg.name
+        self.emit(f"for ({u.dtype.c_name} {name} = {start}; {name} < {end}; {name}++) {{")
+        self.indent += 1
+        return name
+
+    def finish(self) -> str:
+        signature = f"{self.kernel_prefix}void {self.function_name}({', '.join(self.params)}) {{"
+        body = "\n".join([*self.helpers.values(), signature, *self.lines, "}"])
+        return "\n".join([*self.prelude(body), body]) + "\n"
+
+    # ---- the GPU UOps ----
+    def special(self, u: UOp) -> str:
+        name, _size = u.arg
+        kind, dimension = name[:3], int(name[3:])
+        expression = self.specials[kind].format(dim=self.dimension_names[dimension], type=u.dtype.c_name)
+        self.emit(f"{u.dtype.c_name} {name} = {expression};")
+        return name
+
+    def define_shared(self, u: UOp) -> str:
+        number, size = u.arg
+        self.emit(f"{self.shared_prefix} {self.storage_type(u.dtype)} shared{number}[{size}];")
+        return f"shared{number}"
+
+    def barrier(self, u: UOp) -> None:
+        self.emit(self.barrier_statement)
+
+    def open_if(self, u: UOp, condition: str) -> None:
+        self.emit(f"if ({_unwrap(condition)}) {{")
+        self.indent += 1
+
+    def close_if(self, u: UOp, branch: None) -> None:
+        self.indent -= 1
+        self.emit("}")
+
+    # ---- memory and math: float16 conversions, the language's math functions ----
+    def load_expression(self, u: UOp, buffer: str, index: str, gate: str | None) -> str:
+        if u.dtype != dtypes.float16:
+            return super().load_expression(u, buffer, index, gate)
+        read = self.load_half(buffer, _unwrap(index))
+        return read if gate is None else f"{_wrap(gate)} ? {read} : 0.0f"
+
+    def store(self, u: UOp, buffer: str, index: str, value: str) -> None:
+        if u.src[2].dtype == dtypes.float16:
+            self.emit(self.store_half(buffer, _unwrap(index), _unwrap(value)))
+        else:
+            super().store(u, buffer, index, value)
+
+    def use_helper(self, name: str, dtype) -> str:
+        """C's helpers, as this language declares a function (its own round_float16)."""
+        if name == "round_float16":
+            self.helpers.setdefault(name, self.round_float16_helper())
+            return name
+        super().use_helper(name, dtype)
+        self.helpers[name] = self.helpers[name].replace("static inline ", self.function_prefix, 1)
+        return name
+
+    def round_float16_helper(self) -> str:
+        """x rounded to the nearest float16 (ties to even), as a float."""
+        raise NotImplementedError(f"{self.backend}: no float16 rounding")
+
+    def alu(self, u: UOp, *srcs: str) -> str:
+        """C's expression, with the language's name for a math function; MULACC is fma in double for
+        float64 (C's fmaf would round to float)."""
+        if u.arg is FusedOps.MULACC and u.dtype == dtypes.float64:
+            return f"fma({', '.join(_unwrap(s) for s in srcs)})"
+        expression = super().alu(u, *srcs)
+        function, paren, rest = expression.partition("(")
+        return self.math[function] + paren + rest if function in self.math else expression
