@@ -36,7 +36,7 @@ THREAD_MIN_WORK = 1 << 20    # loop iterations worth waking threads for (about 1
 ACCUMULATORS = 16            # vector accumulators a register block aims for (AVX-512 has 32 registers)
 WORKGROUP = 256              # GPU: threads per workgroup the heuristics aim for (8 warps of 32)
 GROUP_MIN = 256              # GPU: reduces at least this long are shared by a workgroup's threads ...
-GROUP_OUTPUTS = 1 << 16      # ... when there are fewer outputs than this (too few threads otherwise)
+GROUP_OUTPUTS = 1 << 13      # ... when there are fewer outputs than this (too few threads otherwise)
 
 
 # --8<-- [start:heuristics]

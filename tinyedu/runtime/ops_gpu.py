@@ -30,10 +30,10 @@ from typing import Any
 
 import numpy as np
 
-from tinyedu.codegen.uops import LaunchDims
+from tinyedu.codegen.uops import GPULimits, LaunchDims
 from tinyedu.renderer.opencl import render_opencl
 from tinyedu.runtime.device import Backend, Buffer, DeviceUnavailable
-from tinyedu.runtime.ops_c import CompileError, numbered
+from tinyedu.runtime.toolchain import CompileError, numbered
 
 INSTALL_HINT = ("pip install pyopencl (or: pip install 'tinyedu[gpu]'), and an OpenCL platform: on "
                 "Debian/Ubuntu sudo apt-get install pocl-opencl-icd ocl-icd-libopencl1 (PoCL runs OpenCL "
@@ -142,6 +142,9 @@ class GPUDevice(Backend):
         # the threads that run in lockstep: NVIDIA's warp, AMD's wavefront, else what the device prefers
         self.warp_size = _device_info(self.device, "warp_size_nv", "wavefront_width_amd",
                                       "preferred_work_group_size_multiple")
+        # what the GPU opts are checked against (OpenCL's grid has no per-dimension group limit of its own)
+        self.limits = GPULimits(self.max_workgroup_size, self.max_local_sizes, (2**31 - 1,) * 3,
+                                self.local_memory_bytes, self.warp_size)
 
     def allocate(self, nbytes: int) -> CLMemory:
         return CLMemory(self, nbytes)
