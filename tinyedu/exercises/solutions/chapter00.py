@@ -23,15 +23,7 @@ def sigmoid_grad(x: float) -> float:
 
 
 # --8<-- [start:tanh]
-def tanh(self: Value) -> Value:
-    t = math.tanh(self.data)
-    out = Value(t, (self,), "tanh")
-
-    def _backward(out_grad: float) -> None:
-        self.grad += (1.0 - t * t) * out_grad  # d tanh(x)/dx = 1 - tanh(x)^2, times what arrives
-
-    out._backward = _backward
-    return out
+tanh = Value.tanh
 # --8<-- [end:tanh]
 
 
@@ -48,19 +40,7 @@ def cube(x: Value) -> Value:
 
 
 # --8<-- [start:topological_order]
-def topological_order(root: Value) -> list[Value]:
-    order: list[Value] = []
-    visited: set[Value] = set()
-    stack: list[tuple[Value, bool]] = [(root, False)]  # (node, are its inputs already in `order`?)
-    while stack:
-        node, inputs_done = stack.pop()
-        if inputs_done:
-            order.append(node)
-        elif node not in visited:
-            visited.add(node)
-            stack.append((node, True))  # comes back once everything pushed after it is done
-            stack.extend((child, False) for child in reversed(node._prev))
-    return order
+topological_order = Value._topological_order
 # --8<-- [end:topological_order]
 
 

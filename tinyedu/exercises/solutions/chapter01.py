@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
+from tinyedu import function
 from tinyedu.exercises.registry import Mistake
-from tinyedu.function import Function
-from tinyedu.lazy import LazyBuffer
 from tinyedu.ops import BinaryOps, ReduceOps
 
 # --8<-- [start:broadcast_shapes]
@@ -24,28 +23,13 @@ def mish(x):
 
 
 # --8<-- [start:Mul]
-class Mul(Function):
-    def forward(self, x: LazyBuffer, y: LazyBuffer) -> LazyBuffer:
-        self.x, self.y = x, y  # each input's gradient needs the other input
-        return x.e(BinaryOps.MUL, y)
-
-    def backward(self, grad: LazyBuffer) -> tuple[LazyBuffer | None, LazyBuffer | None]:
-        return (self.y.e(BinaryOps.MUL, grad) if self.needs_input_grad[0] else None,
-                self.x.e(BinaryOps.MUL, grad) if self.needs_input_grad[1] else None)
+Mul = function.Mul
 # --8<-- [end:Mul]
 
 
 # --8<-- [start:Expand]
-class Expand(Function):
-    def forward(self, x: LazyBuffer, shape: tuple[int, ...]) -> LazyBuffer:
-        self.input_shape = x.shape
-        return x.expand(shape)
-
-    def backward(self, grad: LazyBuffer) -> LazyBuffer:
-        # every copy made by the expand sends its gradient back: sum over the stretched axes
-        pairs = zip(self.input_shape, grad.shape, strict=True)
-        axes = tuple(i for i, (before, after) in enumerate(pairs) if before != after)
-        return grad.r(ReduceOps.SUM, axes)
+# every copy made by the expand sends its gradient back: sum over the stretched axes
+Expand = function.Expand
 # --8<-- [end:Expand]
 
 

@@ -4,46 +4,18 @@ from __future__ import annotations
 
 import math
 
+from tinyedu import function_composite
 from tinyedu.exercises.registry import Mistake
 from tinyedu.function_composite import Expr, UnaryFunction
 from tinyedu.ops import LazyOp
 
-
 # --8<-- [start:Softplus]
-class Softplus(UnaryFunction):
-    """log(1 + exp(beta x)) / beta, and x where beta x > threshold."""
-
-    def value(self, x: Expr) -> Expr:
-        beta, threshold = self.params["beta"], self.params["threshold"]
-        z = x * beta
-        return (z > threshold).where(x, z.exp().log1p() * (1 / beta))  # log1p: exact for tiny exp(z)
-
-    def derivative(self, x: Expr, ret: Expr) -> Expr:
-        beta, threshold = self.params["beta"], self.params["threshold"]
-        z = x * beta
-        e = (-z.abs()).exp()  # <= 1: never overflows
-        sigmoid = (z >= 0).where(1 / (1 + e), e / (1 + e))
-        return (z > threshold).where(1.0, sigmoid)
+Softplus = function_composite.Softplus
 # --8<-- [end:Softplus]
 
 
 # --8<-- [start:toposort]
-def toposort(root: LazyOp) -> list[LazyOp]:
-    """Every distinct node once, each after its sources: a post-order with a visited set."""
-    order: list[LazyOp] = []
-    done: set[int] = set()
-    stack: list[tuple[LazyOp, bool]] = [(root, False)]
-    while stack:
-        node, sources_done = stack.pop()
-        if id(node) in done:
-            continue
-        if sources_done:
-            done.add(id(node))
-            order.append(node)
-        else:
-            stack.append((node, True))
-            stack.extend((s, False) for s in reversed(node.src) if id(s) not in done)
-    return order
+toposort = LazyOp.toposort
 # --8<-- [end:toposort]
 
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Sequence
-
 from tinyedu.exercises.registry import Mistake
 from tinyedu.shape.view import View
 
@@ -20,23 +18,14 @@ flip_index = "8 - 4*idx0 + idx1"  # the ShapeTracker renders it as ((idx0*-4)+id
 
 
 # --8<-- [start:permute]
-def permute(self: View, order: Sequence[int]) -> View:
-    # new axis k is old axis order[k]: its size, its stride and its valid range move together
-    mask = None if self.mask is None else tuple(self.mask[a] for a in order)
-    return View.create(tuple(self.shape[a] for a in order), tuple(self.strides[a] for a in order),
-                       self.offset, mask)
+# new axis k is old axis order[k]: its size, its stride and its valid range move together
+permute = View.permute
 # --8<-- [end:permute]
 
 
 # --8<-- [start:pad]
-def pad(self: View, padding: Sequence[tuple[int, int]]) -> View:
-    offset, shape, mask = self.offset, [], []
-    axes = zip(self.shape, self.strides, self.valid_ranges(), padding, strict=True)
-    for size, stride, (lo, hi), (before, after) in axes:
-        offset -= before * stride           # the new first element lies `before` steps before the old one
-        shape.append(size + before + after)
-        mask.append((lo + before, hi + before))  # the old valid range, shifted
-    return View.create(shape, self.strides, offset, mask)
+# the new first element lies `before` steps before the old one; the old valid range, shifted
+pad = View.pad
 # --8<-- [end:pad]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tinyedu.engine import schedule
 from tinyedu.exercises.registry import Mistake
 from tinyedu.ops import BinaryOps, TernaryOps, UnaryOps
 
@@ -28,14 +29,9 @@ def keeps_zero(op) -> bool:
 
 
 # --8<-- [start:store_is_cheaper]
-def store_is_cheaper(kernels: int, leaf_elements: int, size: int, has_reduce: bool) -> bool:
-    if kernels < 2:
-        return False            # read by one kernel: inline it there
-    if has_reduce:
-        return True             # never redo a reduction (and a kernel holds only one)
-    store = size + kernels * size        # write it once, read it in every kernel
-    recompute = kernels * leaf_elements  # read its inputs again in every kernel
-    return recompute > store
+# store: write it once, read it in every kernel (size + kernels * size); recompute: read its inputs
+# again in every kernel (kernels * leaf_elements). Read by one kernel: inline it; a reduce: store it
+store_is_cheaper = schedule.store_is_cheaper
 # --8<-- [end:store_is_cheaper]
 
 

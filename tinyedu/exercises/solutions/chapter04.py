@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from tinyedu.codegen.linearizer import Linearizer
-from tinyedu.codegen.uops import INT_FOLD, UOp, UOpBuilder, UOps, lowest_value
-from tinyedu.dtype import DType, dtypes
+from tinyedu.codegen.uops import UOpBuilder, UOps, lowest_value
+from tinyedu.dtype import dtypes
 from tinyedu.exercises.registry import Mistake
-from tinyedu.ops import BinaryOps, LazyOp, ReduceOps
+from tinyedu.ops import BinaryOps, ReduceOps
 
 # --8<-- [start:loop_bounds]
 loop_bounds = {
@@ -28,45 +26,12 @@ load_counts = {
 
 
 # --8<-- [start:simplify]
-def simplify(self: UOpBuilder, op: Any, src: tuple[UOp, ...], dtype: DType) -> UOp | None:
-    if any(s.dtype is not None and s.dtype.is_float for s in src) or len(src) != 2:
-        return None  # floats are never simplified: x+0.0 is not x for x = -0.0
-    a, b = src
-    if a.op is UOps.CONST and b.op is UOps.CONST and op in INT_FOLD:
-        if dtype == dtypes.bool and op in (BinaryOps.ADD, BinaryOps.MUL):  # OR and AND
-            return self.const((a.arg or b.arg) if op is BinaryOps.ADD else (a.arg and b.arg), dtype)
-        return self.const(INT_FOLD[op](a.arg, b.arg), dtype)  # C semantics: / rounds toward zero
-    if op is BinaryOps.ADD and a.op is UOps.CONST and a.arg == 0:
-        return b
-    if op in (BinaryOps.ADD, BinaryOps.SUB) and b.op is UOps.CONST and b.arg == 0:
-        return a
-    for x, y in ((a, b), (b, a)):
-        if op is BinaryOps.MUL and y.op is UOps.CONST and y.arg == 1:
-            return x  # x*1, and x AND true
-        if op is BinaryOps.MUL and y.op is UOps.CONST and y.arg == 0:
-            return y  # x*0, and x AND false
-    if op is BinaryOps.DIV and b.op is UOps.CONST and b.arg == 1:
-        return a
-    return None
+simplify = UOpBuilder._simplify
 # --8<-- [end:simplify]
 
 
 # --8<-- [start:lower_plain_reduce]
-def lower_plain_reduce(self: Linearizer, reduce: LazyOp) -> UOp:
-    k, b = self.kernel, self.b
-    dtype = self._dtype(reduce.src[0])
-    identity = 0 if reduce.op is ReduceOps.SUM else lowest_value(dtype)
-    if 0 in k.full_shape[k.first_reduce:]:
-        return b.const(identity, dtype)  # nothing to reduce: no loops at all
-    acc = b.define_acc(identity, dtype)  # before the loops: one running total per output element
-    names, sizes = k.loop_names[k.first_reduce:], k.full_shape[k.first_reduce:]
-    for name, size in zip(names, sizes, strict=True):
-        self.loops[name] = b.open_range(name, size)
-    x = self.lower(reduce.src[0])  # everything below the REDUCE, inside the reduce loops
-    result = b.assign(acc, b.alu(BinaryOps.ADD if reduce.op is ReduceOps.SUM else BinaryOps.MAX, acc, x))
-    for _ in names:
-        b.close_range()
-    return result  # after the loops, the ASSIGN is the reduced value
+lower_plain_reduce = Linearizer.lower_plain_reduce
 # --8<-- [end:lower_plain_reduce]
 
 

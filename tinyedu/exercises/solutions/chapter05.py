@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import math
-import struct
 
-from tinyedu.dtype import DType, dtypes
+from tinyedu.dtype import dtypes
 from tinyedu.exercises.registry import Mistake
+from tinyedu.renderer import cstyle
 
 # --8<-- [start:c_expressions]
 c_expressions = {
@@ -32,31 +32,13 @@ compiles = 3
 
 
 # --8<-- [start:c_literal]
-def c_literal(value: float | int | bool, dtype: DType) -> str:
-    if dtype == dtypes.bool:
-        return "true" if value else "false"
-    if dtype.is_float:
-        if math.isnan(value):
-            return "NAN"
-        if math.isinf(value):
-            return "INFINITY" if value > 0 else "(-INFINITY)"
-        for digits in range(1, 10):  # the shortest decimal that reads back as the same float32
-            text = f"{value:.{digits}g}"
-            if struct.unpack("f", struct.pack("f", float(text)))[0] == value:
-                break
-        if "e" not in text and "." not in text:
-            text += ".0"
-        text += "f"  # a float literal; without the suffix C reads a double
-        return f"({text})" if text.startswith("-") else text  # x-(-2.5f), never x--2.5f
-    if value == -2**31:
-        return "(-2147483647-1)"  # 2147483648 does not fit in an int
-    return f"({value})" if value < 0 else str(value)
+c_literal = cstyle.c_literal
 # --8<-- [end:c_literal]
 
 # --8<-- [start:max_float32]
 # NaN wins, as in np.maximum (a != a only for NaN; if b is NaN, a > b is false and b is returned);
 # when a == b (0.0 and -0.0 are equal) the result is b, as np.maximum(0.0, -0.0) is -0.0.
-max_float32 = "static inline float max_float32(float a, float b) { return (a > b || a != a) ? a : b; }"
+max_float32 = cstyle.HELPERS["max_float32"]
 # --8<-- [end:max_float32]
 
 

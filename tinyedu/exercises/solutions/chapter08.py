@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tinyedu import Tensor
+from tinyedu.engine import jit
 from tinyedu.engine.jit import ItemFacts, JitItem
 from tinyedu.engine.realize import Fill, HostCopy
 from tinyedu.exercises.registry import Mistake
@@ -35,10 +36,9 @@ class MomentumSGD(Optimizer):
 
 
 # --8<-- [start:replay_can_skip]
-def replay_can_skip(item: JitItem, facts: ItemFacts) -> bool:
-    # the same data (constant), into memory nobody outside the step sees (made_in_step), that no other
-    # program overwrites (writers == 1) and that is not handed back as fresh memory (not returned)
-    return facts.constant and facts.made_in_step and facts.writers == 1 and not facts.returned
+# the same data (constant), into memory nobody outside the step sees (made_in_step), that no other
+# program overwrites (writers == 1) and that is not handed back as fresh memory (not returned)
+replay_can_skip = jit.replay_can_skip
 # --8<-- [end:replay_can_skip]
 
 

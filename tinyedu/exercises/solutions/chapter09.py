@@ -5,15 +5,13 @@ from __future__ import annotations
 import numpy as np
 
 from tinyedu.exercises.registry import Mistake
+from tinyedu.models import transformer
 from tinyedu.nn import LayerNorm
 from tinyedu.tensor import Tensor
 
-
 # --8<-- [start:causal_mask]
-def causal_mask(length: int, device: str | None = None) -> Tensor:
-    query = Tensor.arange(length, device=device).reshape(length, 1)  # a column: one row per query i
-    key = Tensor.arange(length, device=device).reshape(1, length)    # a row: one column per key j
-    return key <= query                                              # broadcast to (length, length)
+# a column of query positions i compared with a row of key positions j: True where j <= i
+causal_mask = transformer.causal_mask
 # --8<-- [end:causal_mask]
 
 

@@ -3,40 +3,15 @@
 from __future__ import annotations
 
 from tinyedu.exercises.registry import Mistake
-
+from tinyedu.export import memory, program
 
 # --8<-- [start:place_buffers]
-def place_buffers(buffers: dict) -> dict:
-    def aligned(n: int) -> int:
-        return -(-n // 64) * 64
-
-    placed: dict = {}  # key -> (offset, bytes, first, last)
-    for key in sorted(buffers, key=lambda k: -buffers[k][1]):  # the largest first
-        (first, last), nbytes = buffers[key]
-        # the buffers alive during some call of this one's lifetime, by offset
-        alive_together = [p for p in placed.values() if p[2] <= last and first <= p[3]]
-        in_the_way = sorted(alive_together, key=lambda p: p[0])
-        offset = 0
-        for other_offset, other_bytes, _, _ in in_the_way:
-            if offset + nbytes <= other_offset:  # it fits in the gap before this one
-                break
-            offset = max(offset, aligned(other_offset + other_bytes))
-        placed[key] = (offset, nbytes, first, last)
-    return {key: p[0] for key, p in placed.items()}
+place_buffers = memory.place_buffers
 # --8<-- [end:place_buffers]
 
 
 # --8<-- [start:buffer_lifetimes]
-def buffer_lifetimes(calls: list) -> dict:
-    spans: dict = {}
-    for k, call in enumerate(calls):
-        out, *inputs = call.buffers
-        if out.role == "scratch":
-            spans[out] = (k, k)                    # written by call k...
-        for b in inputs:
-            if b.role == "scratch":
-                spans[b] = (spans[b][0], k)        # ...and alive up to the last call that reads it
-    return spans
+buffer_lifetimes = program.buffer_lifetimes
 # --8<-- [end:buffer_lifetimes]
 
 
