@@ -61,7 +61,7 @@ notebooks: venv system
 # only the exercise checkers, not the test suite; stubs count as "not done yet", not as failures.
 # `pytest -m chapter3` checks the same answers as pytest tests.
 check-exercises: venv system
-	$(BIN)/python -m tinyedu.testing $(CHAPTER)
+	$(BIN)/python -m tinyedu.exercises $(CHAPTER)
 
 lint: venv
 	$(BIN)/ruff check tinyedu tests bench

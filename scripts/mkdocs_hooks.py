@@ -9,6 +9,9 @@
 - Offline: mkdocs-jupyter's notebook template ends with a module script that imports mermaid from a
   CDN when a page has a mermaid diagram. The notebooks have none, so the script is removed (a notebook
   that gains a mermaid cell fails the build rather than render it from the internet).
+- Solutions: a solutions page includes each answer's section of tinyedu/exercises/solutions/; where
+  that section only names the library's own piece (`tanh = Value.tanh`), the page shows the piece's
+  source instead (tinyedu.exercises.solutions.solution_source), so it is the code the library runs.
 - Exercise answers stay on the solutions pages: where a walkthrough page includes library source that
   an implement-this exercise asks the learner to write (EXERCISE_ANSWERS), the page shows that
   definition's signature and docstring and, in place of its body, a line naming the exercise.
@@ -202,6 +205,7 @@ def hide_answers(text: str, answers: dict[str, str], where: str) -> str:
 
 
 API_MARKER = "<!-- api-tables -->"
+SOLUTIONS_DIR = "tinyedu/exercises/solutions/"
 
 
 def api_tables() -> str:
@@ -234,8 +238,10 @@ def api_tables() -> str:
 
 
 def on_page_markdown(markdown: str, page, config, files: Files) -> str:
-    """Include the sections that hold an exercise's answer here, with the answer hidden; write the API
-    page's tables."""
+    """Include the sections that hold an exercise's answer here, with the answer hidden, and the
+    solutions' sections (a library piece as its source); write the API page's tables."""
+    from tinyedu.exercises.solutions import solution_source  # imported when a page needs it
+
     if API_MARKER in markdown:
         markdown = markdown.replace(API_MARKER, api_tables())
     by_file: dict[str, dict[str, str]] = {}
@@ -244,6 +250,9 @@ def on_page_markdown(markdown: str, page, config, files: Files) -> str:
 
     def expand(match: re.Match) -> str:
         path, section = match["path"], match["section"]
+        if path.startswith(SOLUTIONS_DIR):  # a solution that is the library's own piece shows its source
+            return textwrap.indent(solution_source(Path(path).stem.removeprefix("chapter"), section),
+                                   match["indent"])
         if not by_file.get(path):
             return match.group(0)
         text = section_text(path, section)

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tinyedu.testing import exercises
-from tinyedu.testing.exercise import chapter_marker
+from tinyedu.exercises import chapter_marker, exercises
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -34,8 +34,8 @@ import numpy as np
 import pytest
 
 from tinyedu import Device, Tensor, dtypes, no_grad
+from tinyedu.exercises.gradcheck import check_tensor_grads
 from tinyedu.runtime.device import DeviceUnavailable
-from tinyedu.testing import check_tensor_grads
 
 try:
     import torch

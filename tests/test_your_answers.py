@@ -11,8 +11,7 @@ import functools
 
 import pytest
 
-from tinyedu.testing import NOT_DONE, exercises, load_answers, run
-from tinyedu.testing.exercise import chapter_marker
+from tinyedu.exercises import NOT_DONE, chapter_marker, exercises, load_answers, run
 
 
 @functools.cache

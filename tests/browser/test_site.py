@@ -211,7 +211,7 @@ def answer_bodies(path: str, names: tuple[str, ...]) -> dict[str, list[str]]:
 
 
 def test_every_implement_this_exercise_lists_its_answer_for_the_site() -> None:
-    from tinyedu.testing import exercises
+    from tinyedu.exercises import exercises
 
     answers = site_hooks().EXERCISE_ANSWERS
     assert set(answers) == {e.name for e in exercises() if e.hook}
@@ -315,7 +315,7 @@ def test_notebook_pages_hide_nbval_markers_and_link_to_real_pages(notebook: str,
 
 def test_solutions_are_collapsed(site_url: str, browser) -> None:
     """Every solution sits in a closed <details>; the notebook pages show stubs, never a solution."""
-    from tinyedu.testing import exercises
+    from tinyedu.exercises import exercises
 
     for chapter in sorted({e.chapter for e in exercises()}):
         dom = browser("--dump-dom", urljoin(site_url, f"solutions/chapter{chapter}/"))

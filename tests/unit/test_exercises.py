@@ -1,7 +1,7 @@
 """Every exercise is solvable, every checker can fail, and every notebook ships stubs.
 
-For each registered exercise (tinyedu/testing/chapterNN.py): its reference solution
-(tinyedu/testing/solutions/chapterNN.py) is checked "correct"; each typical mistake listed there
+For each registered exercise (tinyedu/exercises/chapterNN.py): its reference solution
+(tinyedu/exercises/solutions/chapterNN.py) is checked "correct"; each typical mistake listed there
 is "not yet right" with the hint it is meant to get; and the stub in its chapter's notebook, run
 from the committed notebook exactly as a learner gets it, is "not done yet". The framework itself
 (hooks restore what they replace, answers are read from notebooks) is tested at the end.
@@ -15,9 +15,20 @@ from pathlib import Path
 
 import pytest
 
+from tinyedu.exercises import (
+    CORRECT,
+    NOT_DONE,
+    NOTEBOOKS_DIR,
+    WRONG,
+    answer_cells,
+    exercises,
+    load_answers,
+    notebook_for,
+    plug,
+    run,
+)
+from tinyedu.exercises.solutions import solution_source
 from tinyedu.scalar import Value
-from tinyedu.testing import CORRECT, NOT_DONE, WRONG, exercises, load_answers, plug, run
-from tinyedu.testing.exercise import NOTEBOOKS_DIR, answer_cells, notebook_for
 
 ROOT = Path(__file__).resolve().parents[2]
 ALL = exercises()
@@ -27,7 +38,7 @@ NOTEBOOK_CHAPTERS = sorted(p.name.split("_")[0] for p in NOTEBOOKS_DIR.glob("[0-
 
 
 def solutions(chapter: str):
-    return importlib.import_module(f"tinyedu.testing.solutions.chapter{chapter}")
+    return importlib.import_module(f"tinyedu.exercises.solutions.chapter{chapter}")
 
 
 def mistakes() -> list:
@@ -89,7 +100,7 @@ def test_every_chapter_has_two_implement_this_exercises(chapter):
 def test_solutions_page_includes_every_solution(chapter):
     page = (ROOT / "docs" / "solutions" / f"chapter{chapter}.md").read_text()
     for ex in exercises(chapter):
-        include = f"tinyedu/testing/solutions/chapter{chapter}.py:{ex.answer}"
+        include = f"tinyedu/exercises/solutions/chapter{chapter}.py:{ex.answer}"
         assert include in page, f"docs/solutions/chapter{chapter}.md does not include {include}"
         assert ex.name in page
 
@@ -99,9 +110,8 @@ def test_notebooks_show_no_solution(chapter):
     """No reference solution's body appears in a notebook (they are stubs there)."""
     notebook = json.loads(notebook_for(chapter).read_text())
     text = "\n".join("".join(c["source"]) for c in notebook["cells"])
-    source = (ROOT / "tinyedu" / "testing" / "solutions" / f"chapter{chapter}.py").read_text()
     for ex in exercises(chapter):
-        section = source.split(f"# --8<-- [start:{ex.answer}]")[1].split(f"# --8<-- [end:{ex.answer}]")[0]
+        section = solution_source(chapter, ex.answer)  # what the solutions page shows
         # the scaffolding a stub ships (signatures, a class line, its super().__init__ call) is no solution
         generic = ("#", "def ", "class ", "super().__init__(", '"""', "return out", "out._backward")
         lines = [line.strip() for line in section.splitlines()]
@@ -191,7 +201,7 @@ def test_clear_caches_empties_memoized_functions_of_tinyedu():
     import sys
     import types
 
-    from tinyedu.testing.hooks import clear_caches
+    from tinyedu.exercises.hooks import clear_caches
 
     module = types.ModuleType("tinyedu._memo_probe")
     module.square = functools.cache(lambda x: x * x)

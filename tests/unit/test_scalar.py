@@ -18,7 +18,7 @@ from tinyedu.scalar import Value
 
 
 def central_diff(f: Callable[..., float], xs: list[float], eps: float = 1e-6) -> list[float]:
-    """Slopes of f by central differences; written here so the tests do not trust tinyedu.testing."""
+    """Slopes of f by central differences; written here so the tests do not trust exercises.gradcheck."""
     grads = []
     for i in range(len(xs)):
         up, down = list(xs), list(xs)
