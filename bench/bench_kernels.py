@@ -265,7 +265,8 @@ def optimizer_cost(rng: np.random.Generator) -> None:
 def beam(rng: np.random.Generator) -> None:
     from tinyedu.codegen.heuristics import hand_coded_optimizations
     from tinyedu.codegen.kernel import Kernel
-    from tinyedu.engine.beam import build, scratch_buffers, search, time_runner
+    from tinyedu.engine.beam import scratch_buffers, time_runner
+    from tinyedu.engine.lower import lower, search
     from tinyedu.runtime.device import Device
 
     print("\nBEAM=2 (a fresh cache: the search runs; then again: read from the cache)")
@@ -284,7 +285,7 @@ def beam(rng: np.random.Generator) -> None:
                 device = Device["C"]
                 heuristic = hand_coded_optimizations(Kernel(ast), device.vector_width, device.threads())
                 buffers = scratch_buffers(ast, "C")
-                heuristic_time = time_runner(build(ast, "C", heuristic), buffers)
+                heuristic_time = time_runner(lower("C", ast, heuristic).runner, buffers)
                 print(f"  {name}: searched {result.tried} kernels in {result.search_seconds:.1f} s (from the "
                       f"cache: {cached * 1e3:.1f} ms); {result.seconds * 1e3:.3f} ms vs heuristics "
                       f"{heuristic_time * 1e3:.3f} ms vs as written {result.baseline * 1e3:.3f} ms\n"

@@ -22,7 +22,7 @@ from tinyedu.renderer.cuda import render_cuda
 from tinyedu.renderer.opencl import render_opencl
 from tinyedu.runtime import ops_gpu
 from tinyedu.runtime.device import Buffer, DeviceUnavailable
-from tinyedu.runtime.ops_c import CompileError
+from tinyedu.runtime.toolchain import CompileError
 
 
 @pytest.fixture(scope="module")

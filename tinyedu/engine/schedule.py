@@ -75,7 +75,7 @@ ZERO_PRESERVING = {UnaryOps.NEG, UnaryOps.SIN, UnaryOps.SQRT, UnaryOps.CAST, Bin
 
 # --8<-- [start:rule-questions]
 # The two questions the rules ask about costs and values, as functions: the scheduler calls them by
-# name, so chapter 03's exercises can plug a learner's answer in (tinyedu/testing/hooks.py).
+# name, so chapter 03's exercises can plug a learner's answer in (tinyedu/exercises/hooks.py).
 def keeps_zero(op: object) -> bool:
     """Rule 6: is f(0, ..., 0) == 0 for this op? Then padding may be read before the op runs."""
     return op in ZERO_PRESERVING

@@ -19,6 +19,7 @@ from tinyedu.codegen.kernel import Kernel
 from tinyedu.codegen.linearizer import linearize
 from tinyedu.codegen.uops import UOps
 from tinyedu.dtype import DType, dtypes
+from tinyedu.engine.lower import lower
 from tinyedu.exercises.chapter04 import check_loop_bounds
 from tinyedu.exercises.checking import compute_items, is_count, one_kernel
 from tinyedu.exercises.hooks import plug
@@ -26,8 +27,9 @@ from tinyedu.exercises.registry import exercise
 from tinyedu.ops import MemBuffer
 from tinyedu.renderer import cstyle
 from tinyedu.renderer.cstyle import HELPERS, render_c
-from tinyedu.runtime.device import Buffer, Device
-from tinyedu.runtime.ops_c import CompileError, Compiler
+from tinyedu.runtime.device import Buffer
+from tinyedu.runtime.ops_c import Compiler
+from tinyedu.runtime.toolchain import CompileError
 from tinyedu.shape import ShapeTracker
 
 # -- exercise: the C expression of a UOp list ------------------------------------------------------
@@ -75,7 +77,7 @@ def check_c_expression(build: Callable[[], Any], answer: str) -> str:
     total = len(next(iter(inputs.values()))) if inputs else size
 
     # the kernel's own result: its generated C, compiled and run as the C device runs it (in chunks)
-    program, expected = Device["C"].get_runner(kernel.ast), np.zeros(total, np.float32)
+    program, expected = lower("C", kernel.ast).runner, np.zeros(total, np.float32)
     for start in range(0, total, size):
         out = Buffer("C", size, dtypes.float32)
         program([out, *(Buffer("C", size, dtypes.float32).copyin(inputs[i][start:start + size])

@@ -13,7 +13,8 @@ from tinyedu.codegen.kernel import AxisKind, Kernel
 from tinyedu.codegen.linearizer import linearize
 from tinyedu.codegen.opts import MOVES, Opt, OptError, OptOps, apply_opts
 from tinyedu.codegen.uops import UOps
-from tinyedu.engine.beam import build, scratch_buffers, time_runner
+from tinyedu.engine.beam import scratch_buffers, time_runner
+from tinyedu.engine.lower import lower
 from tinyedu.exercises.checking import compute_items
 from tinyedu.exercises.hooks import plug
 from tinyedu.exercises.registry import exercise
@@ -128,7 +129,7 @@ def check_fast_matmul(matmul_opts: Callable) -> str:
     ast = kernel.ast
     buffers = scratch_buffers(ast, "C")
     theirs = heuristics.hand_coded_optimizations(kernel.copy(), 16, 1)
-    programs = {"yours": build(ast, "C", opts), "heuristics": build(ast, "C", theirs)}
+    programs = {"yours": lower("C", ast, opts).runner, "heuristics": lower("C", ast, theirs).runner}
     best = {name: min(time_runner(p, buffers) for _ in range(3)) for name, p in programs.items()}
     for _ in range(2):  # measured side by side: a busy machine slows both
         best = {name: min(best[name], time_runner(p, buffers)) for name, p in programs.items()}

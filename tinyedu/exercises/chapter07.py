@@ -28,8 +28,8 @@ from tinyedu.exercises.registry import exercise
 from tinyedu.ops import BinaryOps, BufferOps, LazyOp, MemBuffer, ReduceOps, TernaryOps, UnaryOps
 from tinyedu.renderer import llvmir, neon
 from tinyedu.runtime.device import Buffer, DeviceUnavailable
-from tinyedu.runtime.ops_c import CompileError
 from tinyedu.runtime.ops_numpy import NumpyProgram
+from tinyedu.runtime.toolchain import CompileError
 from tinyedu.shape import ShapeTracker
 
 REFERENCE_VECTOR_OP = neon.vector_op

@@ -56,7 +56,6 @@ from tinyedu.runtime.toolchain import (
     native_vector_width,
     openmp_available,
 )
-from tinyedu.runtime.toolchain import CompileError as CompileError  # (what Compiler.build raises)
 
 SANITIZE_FLAGS = ("-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer",
                   "-g")
