@@ -44,7 +44,8 @@ def _tensors(first: Any, others: tuple, op: str) -> list[TensorLike]:
 
 
 class CombineMixin:
-    def cat(self: TensorLike, *others: TensorLike, dim: int | None = None) -> TensorLike:
+    def cat(self: TensorLike | Sequence[TensorLike], *others: TensorLike,
+            dim: int | None = None) -> TensorLike:
         """Join tensors along an existing axis (dim, 0 by default); every other axis must match (dtypes
         promote, as in PyTorch). As in PyTorch, a 1-d empty tensor (shape (0,)) is skipped whatever the
         others' shape.
@@ -78,7 +79,8 @@ class CombineMixin:
             start += t.shape[d]
         return out
 
-    def stack(self: TensorLike, *others: TensorLike, dim: int | None = None) -> TensorLike:
+    def stack(self: TensorLike | Sequence[TensorLike], *others: TensorLike,
+              dim: int | None = None) -> TensorLike:
         """Join same-shaped tensors along a new axis `dim` (0 by default): a size-1 axis on each, then
         cat. Tensor.stack([a, b], 1) as in PyTorch."""
         tensors, dim = _tensors_and_dim(self, others, dim, "stack")

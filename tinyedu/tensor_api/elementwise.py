@@ -365,35 +365,35 @@ class ElementwiseMixin:
         return bits
 
     # ---- Python operators ----
-    def __neg__(self) -> TensorLike: return self.neg()  # noqa: E704
-    def __add__(self, o: Operand) -> TensorLike: return self.add(o)  # noqa: E704
-    def __radd__(self, o: Operand) -> TensorLike: return self.add(o, reverse=True)  # noqa: E704
-    def __sub__(self, o: Operand) -> TensorLike: return self.sub(o)  # noqa: E704
-    def __rsub__(self, o: Operand) -> TensorLike: return self.sub(o, reverse=True)  # noqa: E704
-    def __mul__(self, o: Operand) -> TensorLike: return self.mul(o)  # noqa: E704
-    def __rmul__(self, o: Operand) -> TensorLike: return self.mul(o, reverse=True)  # noqa: E704
-    def __truediv__(self, o: Operand) -> TensorLike: return self.div(o)  # noqa: E704
-    def __rtruediv__(self, o: Operand) -> TensorLike: return self.div(o, reverse=True)  # noqa: E704
-    def __floordiv__(self, o: Operand) -> TensorLike: return self.floor_divide(o)  # noqa: E704
-    def __rfloordiv__(self, o: Operand) -> TensorLike: return self.floor_divide(o, reverse=True)  # noqa: E704
-    def __pow__(self, o: Operand) -> TensorLike: return self.pow(o)  # noqa: E704
-    def __rpow__(self, o: Operand) -> TensorLike: return self.pow(o, reverse=True)  # noqa: E704
-    def __mod__(self, o: Operand) -> TensorLike: return self.mod(o)  # noqa: E704
-    def __rmod__(self, o: Operand) -> TensorLike: return self.mod(o, reverse=True)  # noqa: E704
-    def __lt__(self, o: Operand) -> TensorLike: return self.lt(o)  # noqa: E704
-    def __gt__(self, o: Operand) -> TensorLike: return self.gt(o)  # noqa: E704
-    def __le__(self, o: Operand) -> TensorLike: return self.le(o)  # noqa: E704
-    def __ge__(self, o: Operand) -> TensorLike: return self.ge(o)  # noqa: E704
-    def __eq__(self, o: Operand) -> TensorLike: return self.eq(o)  # type: ignore[override]  # noqa: E704
-    def __ne__(self, o: Operand) -> TensorLike: return self.ne(o)  # type: ignore[override]  # noqa: E704
-    def __and__(self, o: Operand) -> TensorLike: return self.bitwise_and(o)  # noqa: E704
-    def __rand__(self, o: Operand) -> TensorLike: return self.bitwise_and(o, reverse=True)  # noqa: E704
-    def __or__(self, o: Operand) -> TensorLike: return self.bitwise_or(o)  # noqa: E704
-    def __ror__(self, o: Operand) -> TensorLike: return self.bitwise_or(o, reverse=True)  # noqa: E704
-    def __xor__(self, o: Operand) -> TensorLike: return self.bitwise_xor(o)  # noqa: E704
-    def __rxor__(self, o: Operand) -> TensorLike: return self.bitwise_xor(o, reverse=True)  # noqa: E704
-    def __invert__(self) -> TensorLike: return self.bitwise_not()  # noqa: E704
-    def __lshift__(self, o: int) -> TensorLike: return self.lshift(o)  # noqa: E704
-    def __rshift__(self, o: int) -> TensorLike: return self.rshift(o)  # noqa: E704
-    def __matmul__(self, o: TensorLike) -> TensorLike: return self.matmul(o)  # noqa: E704
-    def __rmatmul__(self, o: TensorLike) -> TensorLike: return o.matmul(self)  # noqa: E704
+    def __neg__(self: TensorLike) -> TensorLike: return self.neg()  # noqa: E704
+    def __add__(self: TensorLike, o: Operand) -> TensorLike: return self.add(o)  # noqa: E704
+    def __radd__(self: TensorLike, o: Operand) -> TensorLike: return self.add(o, reverse=True)  # noqa: E704
+    def __sub__(self: TensorLike, o: Operand) -> TensorLike: return self.sub(o)  # noqa: E704
+    def __rsub__(self: TensorLike, o: Operand) -> TensorLike: return self.sub(o, reverse=True)  # noqa: E704
+    def __mul__(self: TensorLike, o: Operand) -> TensorLike: return self.mul(o)  # noqa: E704
+    def __rmul__(self: TensorLike, o: Operand) -> TensorLike: return self.mul(o, reverse=True)  # noqa: E704
+    def __truediv__(self: TensorLike, o: Operand) -> TensorLike: return self.div(o)  # noqa: E704
+    def __rtruediv__(self: TensorLike, o: Operand) -> TensorLike: return self.div(o, reverse=True)  # noqa: E704
+    def __floordiv__(self: TensorLike, o: Operand) -> TensorLike: return self.floor_divide(o)  # noqa: E704
+    def __rfloordiv__(self: TensorLike, o: Operand) -> TensorLike: return self.floor_divide(o, reverse=True)  # noqa: E704
+    def __pow__(self: TensorLike, o: Operand) -> TensorLike: return self.pow(o)  # noqa: E704
+    def __rpow__(self: TensorLike, o: Operand) -> TensorLike: return self.pow(o, reverse=True)  # noqa: E704
+    def __mod__(self: TensorLike, o: Operand) -> TensorLike: return self.mod(o)  # noqa: E704
+    def __rmod__(self: TensorLike, o: Operand) -> TensorLike: return self.mod(o, reverse=True)  # noqa: E704
+    def __lt__(self: TensorLike, o: Operand) -> TensorLike: return self.lt(o)  # noqa: E704
+    def __gt__(self: TensorLike, o: Operand) -> TensorLike: return self.gt(o)  # noqa: E704
+    def __le__(self: TensorLike, o: Operand) -> TensorLike: return self.le(o)  # noqa: E704
+    def __ge__(self: TensorLike, o: Operand) -> TensorLike: return self.ge(o)  # noqa: E704
+    def __eq__(self: TensorLike, o: Operand) -> TensorLike: return self.eq(o)  # type: ignore[override]  # noqa: E704
+    def __ne__(self: TensorLike, o: Operand) -> TensorLike: return self.ne(o)  # type: ignore[override]  # noqa: E704
+    def __and__(self: TensorLike, o: Operand) -> TensorLike: return self.bitwise_and(o)  # noqa: E704
+    def __rand__(self: TensorLike, o: Operand) -> TensorLike: return self.bitwise_and(o, reverse=True)  # noqa: E704
+    def __or__(self: TensorLike, o: Operand) -> TensorLike: return self.bitwise_or(o)  # noqa: E704
+    def __ror__(self: TensorLike, o: Operand) -> TensorLike: return self.bitwise_or(o, reverse=True)  # noqa: E704
+    def __xor__(self: TensorLike, o: Operand) -> TensorLike: return self.bitwise_xor(o)  # noqa: E704
+    def __rxor__(self: TensorLike, o: Operand) -> TensorLike: return self.bitwise_xor(o, reverse=True)  # noqa: E704
+    def __invert__(self: TensorLike) -> TensorLike: return self.bitwise_not()  # noqa: E704
+    def __lshift__(self: TensorLike, o: int) -> TensorLike: return self.lshift(o)  # noqa: E704
+    def __rshift__(self: TensorLike, o: int) -> TensorLike: return self.rshift(o)  # noqa: E704
+    def __matmul__(self: TensorLike, o: TensorLike) -> TensorLike: return self.matmul(o)  # noqa: E704
+    def __rmatmul__(self: TensorLike, o: TensorLike) -> TensorLike: return o.matmul(self)  # noqa: E704
