@@ -22,8 +22,10 @@ def module_name(path: Path, root: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def imported_modules(node: ast.AST, current: str, is_package: bool, known: set[str]) -> list[str]:
-    """The package's modules an import statement names (`from a import b` names a.b if that is a module)."""
+def imported_modules(node: ast.AST, current: str, is_package: bool, known: set[str],
+                     reexports: dict[str, dict[str, str]]) -> list[str]:
+    """The package's modules an import statement names: `from a import b` names a.b if that is a module,
+    else the module a's __init__ took b from (`from tinyedu import Tensor` names tinyedu.tensor), else a."""
     if isinstance(node, ast.Import):
         return [a.name for a in node.names if a.name in known]
     assert isinstance(node, ast.ImportFrom)
@@ -32,14 +34,30 @@ def imported_modules(node: ast.AST, current: str, is_package: bool, known: set[s
         package = current.split(".") if is_package else current.split(".")[:-1]
         package = package[:len(package) - node.level + 1]
         base = ".".join(package + ([base] if base else []))
-    found = [f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in known]
-    return found or ([base] if base in known else [])
+    found = []
+    for alias in node.names:
+        full = f"{base}.{alias.name}"
+        found.append(full if full in known else reexports.get(base, {}).get(alias.name, base))
+    return [m for m in dict.fromkeys(found) if m in known]
+
+
+def reexported_names(files: dict[str, Path], known: set[str]) -> dict[str, dict[str, str]]:
+    """For each package, the names its __init__.py imports from a module of the package: name -> module."""
+    names: dict[str, dict[str, str]] = {}
+    for package, path in files.items():
+        if path.name != "__init__.py":
+            continue
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.ImportFrom) and node.module in known and not node.level:
+                names.setdefault(package, {}).update({a.asname or a.name: node.module for a in node.names})
+    return names
 
 
 def import_edges(root: Path) -> list[tuple[str, str, int, bool]]:
     """(importer, imported, line, inside a function) for every import of a module of the package."""
     files = {module_name(p, root): p for p in root.rglob("*.py")}
     known = set(files)
+    reexports = reexported_names(files, known)
     edges = []
     for name, path in files.items():
         tree = ast.parse(path.read_text(), str(path))
@@ -47,7 +65,7 @@ def import_edges(root: Path) -> list[tuple[str, str, int, bool]]:
         inner = {id(n) for f in functions for n in ast.walk(f)}
         for node in ast.walk(tree):
             if isinstance(node, (ast.Import, ast.ImportFrom)):
-                for target in imported_modules(node, name, path.name == "__init__.py", known):
+                for target in imported_modules(node, name, path.name == "__init__.py", known, reexports):
                     if target != name and not name.startswith(target + "."):  # a package's own parents
                         edges.append((name, target, node.lineno, id(node) in inner))
     return edges

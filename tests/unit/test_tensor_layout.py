@@ -12,6 +12,7 @@ from tinyedu import Tensor
 from tinyedu.tensor_api import grad_mode
 from tinyedu.tensor_api.base import TensorLike, broadcast_shape
 from tinyedu.tensor_api.elementwise import ElementwiseMixin
+from tinyedu.tensor_api.scans import ScanMixin
 
 TENSOR_API = Path(tinyedu.__file__).parent / "tensor_api"
 
@@ -58,6 +59,7 @@ def test_ops_sit_with_their_kind() -> None:
     for name in ("pow", "__pow__", "asin", "acos", "atan", "erf"):
         assert name in vars(ElementwiseMixin), f"{name} is not in elementwise.py"
     assert Tensor.pow is ElementwiseMixin.pow
+    assert "cumsum" in vars(ScanMixin), "cumsum is not with the other running ops in scans.py"
 
 
 def test_shared_helpers_live_below_tensor() -> None:

@@ -277,36 +277,6 @@ class ReduceMixin:
         """True if every element isclose, as torch.allclose."""
         return bool(self.isclose(other, rtol, atol, equal_nan).all().item())
 
-    # ---- running sums ----
-    @dim_or_axis
-    def cumsum(self: TensorLike, axis: int = 0) -> TensorLike:
-        """Running sum along an axis: out[i] = x[0] + ... + x[i]. bool and ints sum as int64 (as sum does).
-
-        With movement ops only: pad n-1 zeros in front and cut windows of n (out[i] is the sum of
-        window i), which costs n^2 additions. Long axes go in blocks of 32: a running sum inside
-        each block, plus the running sum of the block totals (recursively), so about 32 n.
-        """
-        if self.ndim == 0:
-            self._axis(axis, "cumsum")
-            return self.sum()
-        a = self._axis(axis, "cumsum")
-        x = self if self.dtype.is_float else self.cast(dtypes.int64)
-        return x.transpose(a, -1)._cumsum_last().transpose(a, -1)
-
-    def _cumsum_last(self: TensorLike, block: int = 32) -> TensorLike:
-        n = self.shape[-1]
-        if n <= block:
-            padded = self.pad(((0, 0),) * (self.ndim - 1) + ((n - 1, 0),)) if n else self
-            return padded._windows(n, 1).sum(-2) if n else self
-        blocks = -(-n // block)
-        x = self.pad(((0, 0),) * (self.ndim - 1) + ((0, blocks * block - n),))
-        x = x.reshape(*self.shape[:-1], blocks, block)
-        inside = x._cumsum_last(block)                       # running sum within each block
-        totals = inside[..., -1]                              # (..., blocks)
-        before = totals._cumsum_last(block) - totals          # what all earlier blocks add up to
-        out = (inside + before.unsqueeze(-1)).reshape(*self.shape[:-1], blocks * block)
-        return out[..., :n]
-
     @dim_or_axis
     def prod(self: TensorLike, axis: Axis = None, keepdim: bool = False, dtype: Any = None) -> TensorLike:
         """The product over axes: pairs multiplied in a tree (log2 n rounds of multiplies); bool and

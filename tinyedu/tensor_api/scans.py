@@ -1,10 +1,10 @@
-"""Running (cumulative) ops along an axis: cumprod, cummax, cummin, logcumsumexp.
+"""Running (cumulative) ops along an axis: cumsum, cumprod, cummax, cummin, logcumsumexp.
 
 Each is a *scan*: out[i] combines x[0], ..., x[i] with an associative op (times, max, log-add-exp).
 tinyedu has no loop primitive, so a scan is built from movement ops in log2(n) rounds (Hillis and
 Steele): round r combines each element with the one 2^r places before it. After round r each
 element holds the combination of the 2^(r+1) elements ending at it, so ceil(log2 n) rounds cover
-the whole axis: n log2 n work, one kernel per round (cumsum, in reduce.py, sums windows instead).
+the whole axis: n log2 n work, one kernel per round (cumsum sums windows instead, in blocks).
 The gradient is the chain rule through these primitives, which is exact where a division-based
 formula is not (a product with zeros in it, for one).
 """
@@ -74,6 +74,36 @@ class ScanMixin:
             return self
         a = self._axis(axis, op)
         return doubling_scan(self.transpose(a, -1), combine, identity).transpose(a, -1)
+
+    # ---- running sums ----
+    @dim_or_axis
+    def cumsum(self: TensorLike, axis: int = 0) -> TensorLike:
+        """Running sum along an axis: out[i] = x[0] + ... + x[i]. bool and ints sum as int64 (as sum does).
+
+        With movement ops only: pad n-1 zeros in front and cut windows of n (out[i] is the sum of
+        window i), which costs n^2 additions. Long axes go in blocks of 32: a running sum inside
+        each block, plus the running sum of the block totals (recursively), so about 32 n.
+        """
+        if self.ndim == 0:
+            self._axis(axis, "cumsum")
+            return self.sum()
+        a = self._axis(axis, "cumsum")
+        x = self if self.dtype.is_float else self.cast(dtypes.int64)
+        return x.transpose(a, -1)._cumsum_last().transpose(a, -1)
+
+    def _cumsum_last(self: TensorLike, block: int = 32) -> TensorLike:
+        n = self.shape[-1]
+        if n <= block:
+            padded = self.pad(((0, 0),) * (self.ndim - 1) + ((n - 1, 0),)) if n else self
+            return padded._windows(n, 1).sum(-2) if n else self
+        blocks = -(-n // block)
+        x = self.pad(((0, 0),) * (self.ndim - 1) + ((0, blocks * block - n),))
+        x = x.reshape(*self.shape[:-1], blocks, block)
+        inside = x._cumsum_last(block)                       # running sum within each block
+        totals = inside[..., -1]                              # (..., blocks)
+        before = totals._cumsum_last(block) - totals          # what all earlier blocks add up to
+        out = (inside + before.unsqueeze(-1)).reshape(*self.shape[:-1], blocks * block)
+        return out[..., :n]
 
     @dim_or_axis
     def cumprod(self: TensorLike, axis: int = 0, dtype: Any = None) -> TensorLike:
