@@ -223,7 +223,8 @@ def api_tables() -> str:
         module = function.__module__.replace("tinyedu.", "").replace(".", "/") + ".py"
         doc = (inspect.getdoc(function) or "").split("\n\n")[0].replace("\n", " ").replace("|", "\\|")
         try:
-            signature = str(inspect.signature(function)).replace("self, ", "").replace("(self)", "()")
+            signature = str(inspect.signature(function))
+            signature = re.sub(r"^\((?:self|cls)(?:: [^,)]+)?(?:, |(?=\)))", "(", signature)  # no self, cls
         except (TypeError, ValueError):
             signature = "(...)"
         if is_property:  # read as an attribute: x.shape

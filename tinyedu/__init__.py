@@ -10,7 +10,8 @@ from tinyedu.dtype import dtypes
 from tinyedu.engine.jit import JitError, TinyJit
 from tinyedu.runtime.device import Device
 from tinyedu.scalar import MLP, Layer, Neuron, Value
-from tinyedu.tensor import Tensor, count_primitives, no_grad
+from tinyedu.tensor import Tensor, count_primitives
+from tinyedu.tensor_api.grad_mode import no_grad
 
 __all__ = ["Value", "Neuron", "Layer", "MLP", "Tensor", "no_grad", "count_primitives", "dtypes", "Device",
            "TinyJit", "JitError"]

@@ -5,6 +5,10 @@ A Tensor is a LazyBuffer (`.lazydata`) plus autograd bookkeeping: `requires_grad
 and the methods that map one-to-one onto primitive Functions. Everything else (softmax, conv2d,
 indexing...) is composed from these in the mixins under tinyedu/tensor_api/, which is how you can
 see that a whole framework rests on about twenty primitives and six movement ops.
+
+The imports go one way: this file imports the mixins; they never import it. What they share with
+it (broadcast_shape, the type of `self`, grad mode) sits below, in tensor_api/base.py and
+tensor_api/grad_mode.py.
 """
 
 from __future__ import annotations
@@ -21,10 +25,12 @@ from tinyedu.helpers import prod
 from tinyedu.lazy import LazyBuffer, engine
 from tinyedu.tensor_api.activations import ActivationMixin
 from tinyedu.tensor_api.assign import AssignMixin
+from tinyedu.tensor_api.base import Scalar, broadcast_shape
 from tinyedu.tensor_api.combine import CombineMixin
 from tinyedu.tensor_api.conv import ConvMixin
 from tinyedu.tensor_api.creation import CreationMixin
 from tinyedu.tensor_api.elementwise import ElementwiseMixin
+from tinyedu.tensor_api.grad_mode import GradMode, no_grad  # noqa: F401 (no_grad: export/program.py's import)
 from tinyedu.tensor_api.indexing import IndexingMixin
 from tinyedu.tensor_api.losses import LossMixin
 from tinyedu.tensor_api.movement import MovementMixin
@@ -35,19 +41,6 @@ from tinyedu.tensor_api.repr import format_tensor
 from tinyedu.tensor_api.rounding import RoundingMixin
 from tinyedu.tensor_api.scans import ScanMixin
 from tinyedu.tensor_api.sorting import SortingMixin
-
-Scalar = float | int | bool
-
-
-class no_grad:  # noqa: N801 - used like torch.no_grad
-    """`with no_grad():` builds no autograd graph (for inference and parameter updates)."""
-
-    def __enter__(self) -> None:
-        self.previous = Tensor.grad_enabled
-        Tensor.grad_enabled = False
-
-    def __exit__(self, *exc: object) -> None:
-        Tensor.grad_enabled = self.previous
 
 
 class count_primitives:  # noqa: N801 - used like no_grad
@@ -71,9 +64,6 @@ class count_primitives:  # noqa: N801 - used like no_grad
 class Tensor(CreationMixin, ElementwiseMixin, RoundingMixin, ActivationMixin, ReduceMixin, MovementMixin,
              IndexingMixin, CombineMixin, NNMixin, ConvMixin, NormalizationMixin, LossMixin, AssignMixin,
              ScanMixin, SortingMixin):
-    grad_enabled: ClassVar[bool] = True
-    training: ClassVar[bool] = False  # dropout is active only while training (see Tensor.train)
-
     def __init__(self, data: Any, device: str | None = None, dtype: DType | str | type | None = None,
                  requires_grad: bool | None = None):
         device = engine().canonical_device(device)
@@ -196,7 +186,7 @@ class Tensor(CreationMixin, ElementwiseMixin, RoundingMixin, ActivationMixin, Re
     def _apply(self, function: type[F.Function], *others: "Tensor", **kwargs: Any) -> "Tensor":
         """Run a Function's forward on the LazyBuffers and, if any input needs it, record it for backward."""
         inputs = (self, *others)
-        needs = tuple(bool(t.requires_grad) and Tensor.grad_enabled for t in inputs)
+        needs = tuple(bool(t.requires_grad) and GradMode.enabled for t in inputs)
         ctx = function(needs)
         for counts in count_primitives.active:
             counts[function.__name__] += 1
@@ -339,21 +329,6 @@ class Tensor(CreationMixin, ElementwiseMixin, RoundingMixin, ActivationMixin, Re
         for layer in layers:
             out = layer(out)
         return out
-
-
-def broadcast_shape(*shapes: tuple[int, ...], op: str = "broadcast") -> tuple[int, ...]:
-    """numpy broadcasting: align on the right; each axis must match or be 1."""
-    ndim = max(len(s) for s in shapes)
-    padded = [(1,) * (ndim - len(s)) + tuple(s) for s in shapes]
-    out = []
-    for sizes in zip(*padded, strict=True):
-        real = {s for s in sizes if s != 1}
-        if len(real) > 1:
-            listed = " and ".join(str(tuple(s)) for s in shapes)
-            raise ShapeError(f"{op}: shapes {listed} cannot be broadcast "
-                             "together; each axis (aligned from the right) must be equal or 1")
-        out.append(real.pop() if real else 1)
-    return tuple(out)
 
 
 def _memory_versions(inputs: tuple[Tensor, ...]) -> tuple:

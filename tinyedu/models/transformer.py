@@ -22,7 +22,8 @@ import numpy as np
 
 from tinyedu.dtype import dtypes
 from tinyedu.nn import Embedding, LayerNorm, Linear
-from tinyedu.tensor import Tensor, no_grad
+from tinyedu.tensor import Tensor
+from tinyedu.tensor_api.grad_mode import no_grad
 
 
 # --8<-- [start:attention]

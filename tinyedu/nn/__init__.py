@@ -17,8 +17,9 @@ import math
 from typing import Sequence
 
 from tinyedu.dtype import dtypes
-from tinyedu.tensor import Tensor, no_grad
+from tinyedu.tensor import Tensor
 from tinyedu.tensor_api.conv import Ints, _ints
+from tinyedu.tensor_api.grad_mode import no_grad
 
 
 # --8<-- [start:linear]

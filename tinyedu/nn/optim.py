@@ -21,7 +21,8 @@ from typing import Iterable
 import numpy as np
 
 from tinyedu.dtype import dtypes
-from tinyedu.tensor import Tensor, no_grad
+from tinyedu.tensor import Tensor
+from tinyedu.tensor_api.grad_mode import no_grad
 
 
 # --8<-- [start:optimizer]

@@ -1,5 +1,8 @@
-"""The Tensor API, grouped by kind. Each file is a mixin class that Tensor inherits from.
+"""The Tensor API, grouped by kind. Each file is a mixin class that Tensor inherits from, except the two
+that all of them share: base.py (TensorLike, the type of a mixin's `self`, and broadcast_shape) and
+grad_mode.py (no_grad).
 
 Everything here is composed from the primitive Functions that tinyedu/tensor.py applies, so each
 method is a small recipe: read one to see how, say, softmax or conv2d reduces to a handful of the primitives.
+The imports go one way: tensor.py imports these files, and none of them imports tensor.py.
 """

@@ -11,15 +11,13 @@ an infinite local derivative is NaN. So the picked-against branch is fed a harml
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import tinyedu.function_composite as FC
 import tinyedu.function_math as FM
 from tinyedu.dtype import dtypes, promote_with_scalar
 from tinyedu.errors import ArgumentError
-
-if TYPE_CHECKING:
-    from tinyedu.tensor import Tensor
+from tinyedu.tensor_api.base import TensorLike
 
 
 def _number(value: Any, name: str, op: str) -> float:
@@ -30,24 +28,22 @@ def _number(value: Any, name: str, op: str) -> float:
 
 class ActivationMixin:
     # ---- piecewise linear ----
-    def relu(self) -> "Tensor":
+    def relu(self: TensorLike) -> TensorLike:
         """max(x, 0); NaN stays NaN and the gradient at 0 is 0, as in PyTorch."""
         return self._apply(FC.Relu) if self.dtype.is_float else (self < 0).where(0, self).cast(self.dtype)
 
-    def abs(self) -> "Tensor":
+    def abs(self: TensorLike) -> TensorLike:
         """|x|; the gradient is sign(x), 0 at 0 (as in PyTorch)."""
         if self.dtype in (dtypes.bool, dtypes.uint8):
             return self
         return self._apply(FC.Abs) if self.dtype.is_float else (self < 0).where(-self, self)
 
-    def clamp(self, min: Any = None, max: Any = None) -> "Tensor":  # noqa: A002 - PyTorch's names
+    def clamp(self: TensorLike, min: Any = None, max: Any = None) -> TensorLike:  # noqa: A002 - torch's
         """Limit to [min, max] (numbers or tensors; either may be None). NaN stays NaN; at a bound
         the gradient goes through, as PyTorch's clamp does."""
-        from tinyedu.tensor import Tensor
-
         if min is None and max is None:
             raise ArgumentError("clamp: give at least one of min and max")
-        if isinstance(min, Tensor) or isinstance(max, Tensor):
+        if isinstance(min, type(self)) or isinstance(max, type(self)):
             return self._clamp_tensors(min, max)
         low, high = (None if v is None else _number(v, name, "clamp")
                      for v, name in ((min, "min"), (max, "max")))
@@ -62,7 +58,7 @@ class ActivationMixin:
 
     clip = clamp
 
-    def _clamp_tensors(self, low: Any, high: Any) -> "Tensor":
+    def _clamp_tensors(self: TensorLike, low: Any, high: Any) -> TensorLike:
         """clamp with a tensor among the bounds: everything broadcast to one shape and dtype; floats
         take PyTorch's gradient rule (FC.ClampTensors), integers min(max(x, low), high)."""
         given = {side: b for side, b in (("low", low), ("high", high)) if b is not None}
@@ -77,62 +73,62 @@ class ActivationMixin:
             return out
         return x._apply(FC.ClampTensors, *bounds, sides=tuple(given))
 
-    def hardtanh(self, min_val: float = -1.0, max_val: float = 1.0) -> "Tensor":
+    def hardtanh(self: TensorLike, min_val: float = -1.0, max_val: float = 1.0) -> TensorLike:
         """clamp(x, min_val, max_val) with PyTorch's hardtanh gradient: 0 at the bounds themselves."""
         low, high = _number(min_val, "min_val", "hardtanh"), _number(max_val, "max_val", "hardtanh")
         if low > high:
             raise ValueError(f"hardtanh: min_val ({low}) must not be greater than max_val ({high})")
         return self._float()._apply(FC.Clamp, low=low, high=high, inclusive=False)
 
-    def relu6(self) -> "Tensor":
+    def relu6(self: TensorLike) -> TensorLike:
         return self.hardtanh(0.0, 6.0)
 
-    def leaky_relu(self, negative_slope: float = 0.01) -> "Tensor":
+    def leaky_relu(self: TensorLike, negative_slope: float = 0.01) -> TensorLike:
         _number(negative_slope, "negative_slope", "leaky_relu")
         return (self > 0).where(self, self * negative_slope)
 
-    def leakyrelu(self, neg_slope: float = 0.01) -> "Tensor":  # tinygrad's name
+    def leakyrelu(self: TensorLike, neg_slope: float = 0.01) -> TensorLike:  # tinygrad's name
         return self.leaky_relu(neg_slope)
 
-    def hardsigmoid(self) -> "Tensor":
+    def hardsigmoid(self: TensorLike) -> TensorLike:
         """relu6(x + 3) / 6; gradient 1/6 strictly between -3 and 3, as in PyTorch."""
         return self._float()._apply(FC.Hardsigmoid)
 
-    def hardswish(self) -> "Tensor":
+    def hardswish(self: TensorLike) -> TensorLike:
         """x * relu6(x + 3) / 6, with PyTorch's gradient: x/3 + 1/2 strictly between -3 and 3, 0 at -3
         and below, 1 at 3 and above."""
         return self._float()._apply(FC.Hardswish)
 
     # ---- smooth ----
-    def sigmoid(self) -> "Tensor":
+    def sigmoid(self: TensorLike) -> TensorLike:
         return self._float()._apply(FC.Sigmoid)
 
-    def logsigmoid(self) -> "Tensor":
+    def logsigmoid(self: TensorLike) -> TensorLike:
         """-softplus(-x). Softplus returns its input past its threshold (20), which is exact only to
         float32's precision (log(1 + e^-20) is 2e-9); float64 takes 40 (4e-18 is below its ulp)."""
         x = self._float()
         return -(-x).softplus(threshold=40.0 if x.dtype == dtypes.float64 else 20.0)
 
-    def tanh(self) -> "Tensor":
+    def tanh(self: TensorLike) -> TensorLike:
         return self._float()._apply(FC.Tanh)
 
-    def softplus(self, beta: float = 1.0, threshold: float = 20.0) -> "Tensor":
+    def softplus(self: TensorLike, beta: float = 1.0, threshold: float = 20.0) -> TensorLike:
         """log(1 + exp(beta x)) / beta, and x where beta x > threshold (PyTorch's defaults)."""
         beta, threshold = _number(beta, "beta", "softplus"), _number(threshold, "threshold", "softplus")
         if beta == 0:
             raise ValueError("softplus: beta must not be 0")
         return self._float()._apply(FC.Softplus, beta=beta, threshold=threshold)
 
-    def softsign(self) -> "Tensor":
+    def softsign(self: TensorLike) -> TensorLike:
         return self / (1 + self.abs())
 
-    def silu(self) -> "Tensor":
+    def silu(self: TensorLike) -> TensorLike:
         """x * sigmoid(x), also called swish (a Function for PyTorch's gradient, see Silu)."""
         return self._float()._apply(FC.Silu)
 
     swish = silu
 
-    def gelu(self, approximate: str = "none") -> "Tensor":
+    def gelu(self: TensorLike, approximate: str = "none") -> TensorLike:
         """x * Phi(x) with Phi the normal CDF (PyTorch's default; tinygrad's gelu is the 'tanh' one).
 
         approximate='tanh' is 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3), computed as
@@ -145,21 +141,21 @@ class ActivationMixin:
             raise ArgumentError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
         return x._apply(FC.GeluTanh)
 
-    def quick_gelu(self) -> "Tensor":
+    def quick_gelu(self: TensorLike) -> TensorLike:
         return self * (1.702 * self).sigmoid()
 
-    def mish(self) -> "Tensor":
+    def mish(self: TensorLike) -> TensorLike:
         """x * tanh(softplus(x)) (a Function for PyTorch's gradient, see Mish)."""
         return self._float()._apply(FC.Mish)
 
-    def elu(self, alpha: float = 1.0) -> "Tensor":
+    def elu(self: TensorLike, alpha: float = 1.0) -> TensorLike:
         """x for x > 0, alpha (exp(x) - 1) below (expm1, accurate near 0)."""
         alpha = _number(alpha, "alpha", "elu")
         x = self._float()
         negative = x <= 0
         return negative.where(alpha * negative.where(x, 0.0).expm1(), x)
 
-    def celu(self, alpha: float = 1.0) -> "Tensor":
+    def celu(self: TensorLike, alpha: float = 1.0) -> TensorLike:
         alpha = _number(alpha, "alpha", "celu")
         if alpha == 0:
             raise ArgumentError("celu: alpha must not be 0")
@@ -167,40 +163,22 @@ class ActivationMixin:
         negative = x <= 0
         return negative.where(alpha * (negative.where(x, 0.0) / alpha).expm1(), x)
 
-    def selu(self) -> "Tensor":
+    def selu(self: TensorLike) -> TensorLike:
         alpha, scale = 1.6732632423543772, 1.0507009873554805
         return scale * self.elu(alpha)
 
     # ---- hyperbolic ----
-    def sinh(self) -> "Tensor":
+    def sinh(self: TensorLike) -> TensorLike:
         return self._float()._apply(FM.Sinh)
 
-    def cosh(self) -> "Tensor":
+    def cosh(self: TensorLike) -> TensorLike:
         return self._float()._apply(FM.Cosh)
 
-    def asinh(self) -> "Tensor":
+    def asinh(self: TensorLike) -> TensorLike:
         return self._float()._apply(FM.Asinh)
 
-    def acosh(self) -> "Tensor":
+    def acosh(self: TensorLike) -> TensorLike:
         return self._float()._apply(FM.Acosh)
 
-    def atanh(self) -> "Tensor":
+    def atanh(self: TensorLike) -> TensorLike:
         return self._float()._apply(FM.Atanh)
-
-    # ---- inverse trigonometric, erf ----
-    def asin(self) -> "Tensor":
-        """arcsin, NaN outside [-1, 1]; the gradient is inf at +-1, as in PyTorch."""
-        return self._float()._apply(FM.Asin)
-
-    def acos(self) -> "Tensor":
-        """arccos, NaN outside [-1, 1]; the gradient is -inf at +-1, as in PyTorch."""
-        return self._float()._apply(FM.Acos)
-
-    def atan(self) -> "Tensor":
-        return self._float()._apply(FM.Atan)
-
-    arcsin, arccos, arctan = asin, acos, atan  # numpy's (and PyTorch's aliases) names
-
-    def erf(self) -> "Tensor":
-        """The error function 2/sqrt(pi) * integral of e^(-t^2) from 0 to x."""
-        return self._float()._apply(FM.Erf)

@@ -14,54 +14,50 @@ computation planned before the write that runs after it is refused rather than s
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from tinyedu.errors import DeviceError, ShapeError
 from tinyedu.lazy import engine
-
-if TYPE_CHECKING:
-    from tinyedu.tensor import Tensor
+from tinyedu.tensor_api.base import TensorLike
 
 
 class AssignMixin:
     # --8<-- [start:assign]
-    def assign(self, value: Any) -> "Tensor":
+    def assign(self: TensorLike, value: Any) -> TensorLike:
         """Write `value` into this tensor's memory (in place) and return this tensor."""
         type(self).assign_all([self], [value])
         return self
 
-    @staticmethod
-    def assign_all(targets: Sequence["Tensor"], values: Sequence[Any]) -> None:
+    @classmethod
+    def assign_all(cls, targets: Sequence[TensorLike], values: Sequence[Any]) -> None:
         """Assign several tensors at once: every value is computed from the *old* contents of all targets
         before any is written (what an optimizer needs: one weight's gradient may read another weight)."""
         if len(targets) != len(values):
             raise ValueError(f"assign_all: {len(targets)} targets but {len(values)} values; give one value "
                              "per target")
-        checked = [_checked_value(t, v) for t, v in zip(targets, values, strict=True)]
+        checked = [_checked_value(cls, t, v) for t, v in zip(targets, values, strict=True)]
         for target in targets:
             target.lazydata = target.lazydata.writable()  # memory of its own, if it had none yet
         engine().assign([(t.lazydata, v.lazydata) for t, v in zip(targets, checked, strict=True)])
     # --8<-- [end:assign]
 
 
-def _checked_value(target: "Tensor", value: Any) -> "Tensor":
-    """`value` as a Tensor that can be written into `target`, or a clear error."""
-    from tinyedu.tensor import Tensor
-
-    if not isinstance(target, Tensor):
+def _checked_value(tensor_class: type, target: TensorLike, value: Any) -> TensorLike:
+    """`value` as a tensor (of `tensor_class`) that can be written into `target`, or a clear error."""
+    if not isinstance(target, tensor_class):
         raise TypeError(f"assign: the target must be a Tensor, got {type(target).__name__}")
     if target._ctx is not None:
         raise RuntimeError(f"assign: this tensor (shape {target.shape}) was computed by an operation that "
                            "backward() may still need; assign into leaf tensors only (parameters, buffers, "
                            "optimizer state), or into .detach() of a new tensor")
     if isinstance(value, (bool, int, float, np.generic)):
-        return Tensor.full(target.shape, value.item() if isinstance(value, np.generic) else value,
+        return tensor_class.full(target.shape, value.item() if isinstance(value, np.generic) else value,
                            dtype=target.dtype, device=target.device)
     if isinstance(value, (list, tuple, np.ndarray)):
-        value = Tensor(value, dtype=target.dtype, device=target.device)
-    if not isinstance(value, Tensor):
+        value = tensor_class(value, dtype=target.dtype, device=target.device)
+    if not isinstance(value, tensor_class):
         raise TypeError(f"assign: the new value must be a Tensor, a number, a list or a numpy array, got "
                         f"{type(value).__name__}")
     if value.shape != target.shape:

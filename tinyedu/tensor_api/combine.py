@@ -11,16 +11,14 @@ split is the opposite: one shrink per piece, all views of the same buffer.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Sequence
 
 from tinyedu.dtype import least_upper_dtype
 from tinyedu.errors import ArgumentError, DeviceError, ShapeError
-
-if TYPE_CHECKING:
-    from tinyedu.tensor import Tensor
+from tinyedu.tensor_api.base import TensorLike
 
 
-def _tensors_and_dim(first: Any, others: tuple, dim: int | None, op: str) -> tuple[list["Tensor"], int]:
+def _tensors_and_dim(first: Any, others: tuple, dim: int | None, op: str) -> tuple[list[TensorLike], int]:
     """Accept `a.cat(b, c)` / `Tensor.cat(a, b, c)` and PyTorch's `Tensor.cat([a, b, c], 1)` (dim
     positional after a list) or `Tensor.cat([a, b, c], dim=1)`."""
     if isinstance(first, (list, tuple)) and len(others) == 1 and isinstance(others[0], int):
@@ -30,14 +28,14 @@ def _tensors_and_dim(first: Any, others: tuple, dim: int | None, op: str) -> tup
     return _tensors(first, others, op), 0 if dim is None else dim
 
 
-def _tensors(first: Any, others: tuple, op: str) -> list["Tensor"]:
-    from tinyedu.tensor import Tensor
-
+def _tensors(first: Any, others: tuple, op: str) -> list[TensorLike]:
+    """The tensors to join, checked. `first` is self, which is the list itself in Tensor.cat([a, b]),
+    so "is it a tensor?" asks for CombineMixin: every tensor class is built with it."""
     tensors = [*first, *others] if isinstance(first, (list, tuple)) else [first, *others]
     if not tensors:
         raise ValueError(f"{op}: expected a non-empty list of tensors")
     for k, t in enumerate(tensors):
-        if not isinstance(t, Tensor):
+        if not isinstance(t, CombineMixin):
             raise TypeError(f"{op}: expected Tensors, but item {k} is a {type(t).__name__}")
         if t.device != tensors[0].device:
             raise DeviceError(f"{op}: tensors are on different devices ({tensors[0].device} and {t.device}); "
@@ -46,7 +44,8 @@ def _tensors(first: Any, others: tuple, op: str) -> list["Tensor"]:
 
 
 class CombineMixin:
-    def cat(self, *others: "Tensor", dim: int | None = None) -> "Tensor":
+    def cat(self: TensorLike | Sequence[TensorLike], *others: TensorLike,
+            dim: int | None = None) -> TensorLike:
         """Join tensors along an existing axis (dim, 0 by default); every other axis must match (dtypes
         promote, as in PyTorch). As in PyTorch, a 1-d empty tensor (shape (0,)) is skipped whatever the
         others' shape.
@@ -80,7 +79,8 @@ class CombineMixin:
             start += t.shape[d]
         return out
 
-    def stack(self, *others: "Tensor", dim: int | None = None) -> "Tensor":
+    def stack(self: TensorLike | Sequence[TensorLike], *others: TensorLike,
+              dim: int | None = None) -> TensorLike:
         """Join same-shaped tensors along a new axis `dim` (0 by default): a size-1 axis on each, then
         cat. Tensor.stack([a, b], 1) as in PyTorch."""
         tensors, dim = _tensors_and_dim(self, others, dim, "stack")
@@ -92,7 +92,8 @@ class CombineMixin:
         first, *rest = (t.unsqueeze(d) for t in tensors)
         return first.cat(*rest, dim=d)
 
-    def split(self, split_size_or_sections: int | Sequence[int], dim: int = 0) -> tuple["Tensor", ...]:
+    def split(self: TensorLike, split_size_or_sections: int | Sequence[int],
+              dim: int = 0) -> tuple[TensorLike, ...]:
         """Cut along `dim` into pieces of `split_size` (the last may be smaller), or of the given sizes."""
         if not self.ndim:
             raise ShapeError("split: a 0-d tensor has no axis to split")
@@ -119,7 +120,7 @@ class CombineMixin:
             start += size
         return tuple(pieces)
 
-    def chunk(self, chunks: int, dim: int = 0) -> tuple["Tensor", ...]:
+    def chunk(self: TensorLike, chunks: int, dim: int = 0) -> tuple[TensorLike, ...]:
         """Cut into `chunks` pieces of ceil(n / chunks) elements (so there may be fewer, as in PyTorch)."""
         if not isinstance(chunks, int) or isinstance(chunks, bool) or chunks <= 0:
             raise ArgumentError(f"chunk: chunks must be a positive int, got {chunks!r}")

@@ -13,15 +13,13 @@ be tinygrad's flat list, one (before, after) pair per spatial axis *last axis fi
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tinyedu.errors import ArgumentError, ShapeError
 from tinyedu.helpers import prod
+from tinyedu.tensor_api.base import TensorLike
 from tinyedu.tensor_api.indexing import _one_hot_pick
 from tinyedu.tensor_api.nn_ops import check_tensors
-
-if TYPE_CHECKING:
-    from tinyedu.tensor import Tensor
 
 Ints = int | tuple[int, ...]
 Pairs = tuple[tuple[int, int], ...]
@@ -59,7 +57,7 @@ def _padding(padding: Any, nd: int, op: str, kernel: tuple[int, ...] = (), dilat
     return tuple((p, p) for p in _ints(padding, nd, "padding", op, -(2**31)))
 
 
-def _spatial(x: "Tensor", nd: int, op: str, what: str) -> tuple["Tensor", bool]:
+def _spatial(x: TensorLike, nd: int, op: str, what: str) -> tuple[TensorLike, bool]:
     """(N, C, *spatial), adding N = 1 for an unbatched (C, *spatial) input."""
     if x.ndim not in (nd + 1, nd + 2):
         spatial = ("L",) if nd == 1 else ("H", "W") if nd == 2 else ("D", "H", "W")
@@ -80,27 +78,27 @@ def _check_output_size(op: str, shape: tuple[int, ...], padded: tuple[int, ...],
 
 class ConvMixin:
     # ---- convolution ----
-    def conv1d(self, weight: "Tensor", bias: "Tensor | None" = None, stride: Ints = 1, padding: Any = 0,
-               dilation: Ints = 1, groups: int = 1) -> "Tensor":
+    def conv1d(self: TensorLike, weight: TensorLike, bias: TensorLike | None = None, stride: Ints = 1,
+               padding: Any = 0, dilation: Ints = 1, groups: int = 1) -> TensorLike:
         return self._conv(weight, bias, stride, padding, dilation, groups, 1, "conv1d")
 
-    def conv2d(self, weight: "Tensor", bias: "Tensor | None" = None, stride: Ints = 1, padding: Any = 0,
-               dilation: Ints = 1, groups: int = 1) -> "Tensor":
+    def conv2d(self: TensorLike, weight: TensorLike, bias: TensorLike | None = None, stride: Ints = 1,
+               padding: Any = 0, dilation: Ints = 1, groups: int = 1) -> TensorLike:
         """2-d convolution (cross-correlation, as in PyTorch) of (N, C_in, H, W) or (C_in, H, W) input
         with a weight of shape (C_out, C_in / groups, kH, kW). See `_conv`."""
         return self._conv(weight, bias, stride, padding, dilation, groups, 2, "conv2d")
 
-    def conv3d(self, weight: "Tensor", bias: "Tensor | None" = None, stride: Ints = 1, padding: Any = 0,
-               dilation: Ints = 1, groups: int = 1) -> "Tensor":
+    def conv3d(self: TensorLike, weight: TensorLike, bias: TensorLike | None = None, stride: Ints = 1,
+               padding: Any = 0, dilation: Ints = 1, groups: int = 1) -> TensorLike:
         return self._conv(weight, bias, stride, padding, dilation, groups, 3, "conv3d")
 
-    def _conv(self, weight: "Tensor", bias: "Tensor | None", stride: Any, padding: Any, dilation: Any,
-              groups: Any, nd: int, op: str) -> "Tensor":
+    def _conv(self: TensorLike, weight: TensorLike, bias: TensorLike | None, stride: Any, padding: Any,
+              dilation: Any, groups: Any, nd: int, op: str) -> TensorLike:
         """N-d convolution by im2col: pad, cut the input into windows (N, C_in, *out, *kernel) with
         `_pool`, lay each window out as a row of C_in/groups * prod(kernel) numbers, and multiply by
         the weight seen as a matrix. With groups, the channels are split into independent groups,
         each with its own slice of the weight."""
-        check_tensors(op, self.device, weight=weight, bias=bias)
+        check_tensors(op, self, weight=weight, bias=bias)
         if weight.ndim != nd + 2:
             raise ShapeError(f"{op}: expected a weight (C_out, C_in/groups, {nd} kernel sizes) with {nd + 2} "
                              f"axes, got weight {weight.shape} (input {self.shape})")
@@ -135,34 +133,35 @@ class ConvMixin:
         return result.squeeze(0) if unbatched else result
 
     # ---- transposed convolution ----
-    def conv_transpose1d(self, weight: "Tensor", bias: "Tensor | None" = None, stride: Ints = 1,
-                         padding: Ints = 0, output_padding: Ints = 0, groups: int = 1,
-                         dilation: Ints = 1) -> "Tensor":
+    def conv_transpose1d(self: TensorLike, weight: TensorLike, bias: TensorLike | None = None,
+                         stride: Ints = 1, padding: Ints = 0, output_padding: Ints = 0, groups: int = 1,
+                         dilation: Ints = 1) -> TensorLike:
         return self._conv_transpose(weight, bias, stride, padding, output_padding, groups, dilation, 1,
                                     "conv_transpose1d")
 
-    def conv_transpose2d(self, weight: "Tensor", bias: "Tensor | None" = None, stride: Ints = 1,
-                         padding: Ints = 0, output_padding: Ints = 0, groups: int = 1,
-                         dilation: Ints = 1) -> "Tensor":
+    def conv_transpose2d(self: TensorLike, weight: TensorLike, bias: TensorLike | None = None,
+                         stride: Ints = 1, padding: Ints = 0, output_padding: Ints = 0, groups: int = 1,
+                         dilation: Ints = 1) -> TensorLike:
         """The gradient of conv2d with respect to its input, as a layer: (N, C_in, H, W) with a weight
         (C_in, C_out / groups, kH, kW) gives (N, C_out, (H-1)*stride - 2*padding + dilation*(kH-1) +
         output_padding + 1, ...). See `_conv_transpose`."""
         return self._conv_transpose(weight, bias, stride, padding, output_padding, groups, dilation, 2,
                                     "conv_transpose2d")
 
-    def conv_transpose3d(self, weight: "Tensor", bias: "Tensor | None" = None, stride: Ints = 1,
-                         padding: Ints = 0, output_padding: Ints = 0, groups: int = 1,
-                         dilation: Ints = 1) -> "Tensor":
+    def conv_transpose3d(self: TensorLike, weight: TensorLike, bias: TensorLike | None = None,
+                         stride: Ints = 1, padding: Ints = 0, output_padding: Ints = 0, groups: int = 1,
+                         dilation: Ints = 1) -> TensorLike:
         return self._conv_transpose(weight, bias, stride, padding, output_padding, groups, dilation, 3,
                                     "conv_transpose3d")
 
-    def _conv_transpose(self, weight: "Tensor", bias: "Tensor | None", stride: Any, padding: Any,
-                        output_padding: Any, groups: Any, dilation: Any, nd: int, op: str) -> "Tensor":
+    def _conv_transpose(self: TensorLike, weight: TensorLike, bias: TensorLike | None, stride: Any,
+                        padding: Any, output_padding: Any, groups: Any, dilation: Any, nd: int,
+                        op: str) -> TensorLike:
         """A convolution in disguise: spread the input out by the stride (stride - 1 zeros between
         neighbours), pad it by dilation*(k-1) - padding on each side (plus output_padding after;
         negative means crop), and convolve with stride 1 and the kernel flipped, its in and out
         channels swapped within each group."""
-        check_tensors(op, self.device, weight=weight, bias=bias)
+        check_tensors(op, self, weight=weight, bias=bias)
         if weight.ndim != nd + 2:
             raise ShapeError(f"{op}: expected a weight (C_in, C_out/groups, {nd} kernel sizes) with {nd + 2} "
                              f"axes, got weight {weight.shape} (input {self.shape})")
@@ -200,12 +199,12 @@ class ConvMixin:
         return out.squeeze(0) if unbatched else out
 
     # ---- pooling ----
-    def max_pool1d(self, kernel_size: Ints = 2, stride: Ints | None = None, padding: Ints = 0,
+    def max_pool1d(self: TensorLike, kernel_size: Ints = 2, stride: Ints | None = None, padding: Ints = 0,
                    dilation: Ints = 1, ceil_mode: bool = False, return_indices: bool = False) -> Any:
         return self._max_pool(kernel_size, stride, padding, dilation, ceil_mode, 1, "max_pool1d",
                               return_indices)
 
-    def max_pool2d(self, kernel_size: Ints = 2, stride: Ints | None = None, padding: Ints = 0,
+    def max_pool2d(self: TensorLike, kernel_size: Ints = 2, stride: Ints | None = None, padding: Ints = 0,
                    dilation: Ints = 1, ceil_mode: bool = False, return_indices: bool = False) -> Any:
         """The max over each kernel_size window of the last two axes; stride defaults to kernel_size.
 
@@ -216,32 +215,32 @@ class ConvMixin:
         return self._max_pool(kernel_size, stride, padding, dilation, ceil_mode, 2, "max_pool2d",
                               return_indices)
 
-    def max_pool3d(self, kernel_size: Ints = 2, stride: Ints | None = None, padding: Ints = 0,
+    def max_pool3d(self: TensorLike, kernel_size: Ints = 2, stride: Ints | None = None, padding: Ints = 0,
                    dilation: Ints = 1, ceil_mode: bool = False, return_indices: bool = False) -> Any:
         return self._max_pool(kernel_size, stride, padding, dilation, ceil_mode, 3, "max_pool3d",
                               return_indices)
 
-    def avg_pool1d(self, kernel_size: Ints = 2, stride: Ints | None = None, padding: Ints = 0,
-                   ceil_mode: bool = False, count_include_pad: bool = True) -> "Tensor":
+    def avg_pool1d(self: TensorLike, kernel_size: Ints = 2, stride: Ints | None = None, padding: Ints = 0,
+                   ceil_mode: bool = False, count_include_pad: bool = True) -> TensorLike:
         return self._avg_pool(kernel_size, stride, padding, ceil_mode, count_include_pad, None, 1,
                               "avg_pool1d")
 
-    def avg_pool2d(self, kernel_size: Ints = 2, stride: Ints | None = None, padding: Ints = 0,
+    def avg_pool2d(self: TensorLike, kernel_size: Ints = 2, stride: Ints | None = None, padding: Ints = 0,
                    ceil_mode: bool = False, count_include_pad: bool = True,
-                   divisor_override: int | None = None) -> "Tensor":
+                   divisor_override: int | None = None) -> TensorLike:
         """The mean over each window. With count_include_pad (PyTorch's default) padded zeros count
         in the mean; without, each window is divided by the number of real elements in it."""
         return self._avg_pool(kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, 2,
                               "avg_pool2d")
 
-    def avg_pool3d(self, kernel_size: Ints = 2, stride: Ints | None = None, padding: Ints = 0,
+    def avg_pool3d(self: TensorLike, kernel_size: Ints = 2, stride: Ints | None = None, padding: Ints = 0,
                    ceil_mode: bool = False, count_include_pad: bool = True,
-                   divisor_override: int | None = None) -> "Tensor":
+                   divisor_override: int | None = None) -> TensorLike:
         return self._avg_pool(kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, 3,
                               "avg_pool3d")
 
-    def _max_pool(self, kernel_size: Any, stride: Any, padding: Any, dilation: Any, ceil_mode: bool, nd: int,
-                  op: str, return_indices: bool = False) -> Any:
+    def _max_pool(self: TensorLike, kernel_size: Any, stride: Any, padding: Any, dilation: Any,
+                  ceil_mode: bool, nd: int, op: str, return_indices: bool = False) -> Any:
         windows, _ = self._pool_windows(op, nd, kernel_size, stride, padding, dilation, ceil_mode,
                                         float("-inf"))
         out = windows.max(tuple(range(-nd, 0))).cast(self.dtype)
@@ -250,27 +249,27 @@ class ConvMixin:
         args = (op, nd, kernel_size, stride, padding, dilation, ceil_mode)
         return out, _argmax_in_windows(self, windows, args)
 
-    def max_unpool1d(self, indices: "Tensor", kernel_size: Ints, stride: Ints | None = None,
-                     padding: Ints = 0, output_size: Any = None) -> "Tensor":
+    def max_unpool1d(self: TensorLike, indices: TensorLike, kernel_size: Ints, stride: Ints | None = None,
+                     padding: Ints = 0, output_size: Any = None) -> TensorLike:
         return self._max_unpool(indices, kernel_size, stride, padding, output_size, 1, "max_unpool1d")
 
-    def max_unpool2d(self, indices: "Tensor", kernel_size: Ints, stride: Ints | None = None,
-                     padding: Ints = 0, output_size: Any = None) -> "Tensor":
+    def max_unpool2d(self: TensorLike, indices: TensorLike, kernel_size: Ints, stride: Ints | None = None,
+                     padding: Ints = 0, output_size: Any = None) -> TensorLike:
         """The inverse of max_pool2d(return_indices=True) (F.max_unpool2d): each value goes back to the
         place its index names in a zero plane of size (H - 1) * stride - 2 * padding + kernel_size (or
         output_size, which may be larger by less than a stride). See `_max_unpool`."""
         return self._max_unpool(indices, kernel_size, stride, padding, output_size, 2, "max_unpool2d")
 
-    def max_unpool3d(self, indices: "Tensor", kernel_size: Ints, stride: Ints | None = None,
-                     padding: Ints = 0, output_size: Any = None) -> "Tensor":
+    def max_unpool3d(self: TensorLike, indices: TensorLike, kernel_size: Ints, stride: Ints | None = None,
+                     padding: Ints = 0, output_size: Any = None) -> TensorLike:
         return self._max_unpool(indices, kernel_size, stride, padding, output_size, 3, "max_unpool3d")
 
-    def _max_unpool(self, indices: "Tensor", kernel_size: Any, stride: Any, padding: Any, output_size: Any,
-                    nd: int, op: str) -> "Tensor":
+    def _max_unpool(self: TensorLike, indices: TensorLike, kernel_size: Any, stride: Any, padding: Any,
+                    output_size: Any, nd: int, op: str) -> TensorLike:
         """A scatter of each channel plane into zeros. Overlapping windows can name one place twice,
         always with the same value (the same input element won both): as torch's last write, the
         last of them is kept, and it alone receives the gradient (torch gives every copy all of it)."""
-        check_tensors(op, self.device, indices=indices)
+        check_tensors(op, self, indices=indices)
         x, unbatched = _spatial(self, nd, op, "C")
         if not self.dtype.is_float or indices.shape != self.shape:
             raise ShapeError(f"{op}: expected a float input and indices of the same shape, got "
@@ -298,8 +297,8 @@ class ConvMixin:
         out = hits.any(-1).where(_one_hot_pick(hits, values, -1), 0).reshape(*lead, *sizes)
         return out.squeeze(0) if unbatched else out
 
-    def _avg_pool(self, kernel_size: Any, stride: Any, padding: Any, ceil_mode: bool, count_include_pad: bool,
-                  divisor_override: Any, nd: int, op: str) -> "Tensor":
+    def _avg_pool(self: TensorLike, kernel_size: Any, stride: Any, padding: Any, ceil_mode: bool,
+                  count_include_pad: bool, divisor_override: Any, nd: int, op: str) -> TensorLike:
         """Sum / divisor, where the divisor is (as PyTorch's) the window's size inside the padded input
         (count_include_pad) or inside the real input (not), never counting what ceil_mode added."""
         windows, extra = self._pool_windows(op, nd, kernel_size, stride, padding, 1, ceil_mode, 0.0)
@@ -320,9 +319,9 @@ class ConvMixin:
             return total / counts.sum(tuple(range(-nd, 0)))
         return total / prod(_ints(kernel_size, nd, "kernel_size", op, 1))
 
-    def _pool_windows(self, op: str, nd: int, kernel_size: Any, stride: Any, padding: Any, dilation: Any,
-                      ceil_mode: bool, fill: float, extra: tuple[int, ...] | None = None
-                      ) -> tuple["Tensor", tuple[int, ...]]:
+    def _pool_windows(self: TensorLike, op: str, nd: int, kernel_size: Any, stride: Any, padding: Any,
+                      dilation: Any, ceil_mode: bool, fill: float, extra: tuple[int,
+                      ...] | None = None) -> tuple[TensorLike, tuple[int, ...]]:
         """The pooling windows (..., *out, *kernel) of the padded input, and the extra padding that
         ceil_mode added after each axis (a last window may start in the input and run past it)."""
         if self.ndim not in (nd + 1, nd + 2):
@@ -350,7 +349,7 @@ class ConvMixin:
         return x._pool(kernel, steps, dil), extra
 
 
-def _argmax_in_windows(x: "Tensor", windows: "Tensor", args: tuple) -> "Tensor":
+def _argmax_in_windows(x: TensorLike, windows: TensorLike, args: tuple) -> TensorLike:
     """Where each window's max sits, as torch counts it: the flat position in the channel plane of
     the first maximum in the window (scan order), or of the last NaN if there is one. The positions
     0..H*W-1 (padding -1) go through the same padding and windows as the values."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -12,9 +12,7 @@ from tinyedu.errors import ArgumentError, DTypeError, ShapeError
 from tinyedu.helpers import flatten_args
 from tinyedu.lazy import LazyBuffer, engine
 from tinyedu.ops import LoadOps
-
-if TYPE_CHECKING:
-    from tinyedu.tensor import Tensor
+from tinyedu.tensor_api.base import TensorLike
 
 
 def _check_shape(shape: tuple, op: str) -> tuple[int, ...]:
@@ -34,7 +32,7 @@ class CreationMixin:
 
     @classmethod
     def full(cls, shape: Any, fill_value: float | int | bool, dtype: Any = None, device: str | None = None,
-             requires_grad: bool | None = None) -> "Tensor":
+             requires_grad: bool | None = None) -> TensorLike:
         shape = _check_shape(flatten_args((shape,)) if isinstance(shape, (tuple, list)) else (shape,), "full")
         if dtype is None:
             dtype = dtypes.bool if isinstance(fill_value, bool) else \
@@ -49,16 +47,16 @@ class CreationMixin:
 
     @classmethod
     def zeros(cls, *shape: Any, dtype: Any = dtypes.float32, device: str | None = None,
-              requires_grad: bool | None = None) -> "Tensor":
+              requires_grad: bool | None = None) -> TensorLike:
         return cls.full(flatten_args(shape), 0, dtype=dtype, device=device, requires_grad=requires_grad)
 
     @classmethod
     def ones(cls, *shape: Any, dtype: Any = dtypes.float32, device: str | None = None,
-             requires_grad: bool | None = None) -> "Tensor":
+             requires_grad: bool | None = None) -> TensorLike:
         return cls.full(flatten_args(shape), 1, dtype=dtype, device=device, requires_grad=requires_grad)
 
     @classmethod
-    def empty(cls, *shape: Any, dtype: Any = dtypes.float32, device: str | None = None) -> "Tensor":
+    def empty(cls, *shape: Any, dtype: Any = dtypes.float32, device: str | None = None) -> TensorLike:
         """Memory with no values written: a LoadOps.EMPTY buffer (tinyedu fills it with zeros)."""
         shape = _check_shape(flatten_args(shape), "empty")
         device = engine().canonical_device(device)
@@ -66,7 +64,7 @@ class CreationMixin:
 
     @classmethod
     def arange(cls, start: float, stop: float | None = None, step: float = 1, dtype: Any = None,
-               device: str | None = None) -> "Tensor":
+               device: str | None = None) -> TensorLike:
         """[start, start+step, ...) before stop, made on the host like any other data.
 
         (tinygrad builds it as a cumulative sum of ones, which is pretty but needs n*n work.)
@@ -81,7 +79,7 @@ class CreationMixin:
 
     @classmethod
     def eye(cls, n: int, m: int | None = None, dtype: Any = dtypes.float32,
-            device: str | None = None) -> "Tensor":
+            device: str | None = None) -> TensorLike:
         m = n if m is None else m
         _check_shape((n, m), "eye")
         rows = cls.arange(n, device=device).reshape(n, 1)
@@ -90,12 +88,12 @@ class CreationMixin:
 
     @classmethod
     def _from_host(cls, array: np.ndarray, dtype: DType, device: str | None,
-                   requires_grad: bool | None) -> "Tensor":
+                   requires_grad: bool | None) -> TensorLike:
         return cls(array, device=device, dtype=dtype, requires_grad=requires_grad)
 
     @classmethod
     def rand(cls, *shape: Any, dtype: Any = dtypes.float32, device: str | None = None,
-             requires_grad: bool | None = None) -> "Tensor":
+             requires_grad: bool | None = None) -> TensorLike:
         shape = _check_shape(flatten_args(shape), "rand")
         # in [0, 1) like PyTorch: a float64 just below 1 would round up to 1.0 in float32
         values = np.minimum(cls._rng.random(shape), np.nextafter(np.float32(1), np.float32(0)))
@@ -103,13 +101,13 @@ class CreationMixin:
 
     @classmethod
     def randn(cls, *shape: Any, dtype: Any = dtypes.float32, device: str | None = None,
-              requires_grad: bool | None = None) -> "Tensor":
+              requires_grad: bool | None = None) -> TensorLike:
         shape = _check_shape(flatten_args(shape), "randn")
         return cls._from_host(cls._rng.standard_normal(shape), dtypes.from_any(dtype), device, requires_grad)
 
     @classmethod
     def randint(cls, low: int, high: int | None = None, size: tuple[int, ...] = (), dtype: Any = dtypes.int32,
-                device: str | None = None) -> "Tensor":
+                device: str | None = None) -> TensorLike:
         if high is None:
             low, high = 0, low
         if high <= low:
@@ -119,21 +117,21 @@ class CreationMixin:
 
     @classmethod
     def uniform(cls, *shape: Any, low: float = 0.0, high: float = 1.0, dtype: Any = dtypes.float32,
-                device: str | None = None, requires_grad: bool | None = None) -> "Tensor":
+                device: str | None = None, requires_grad: bool | None = None) -> TensorLike:
         shape = _check_shape(flatten_args(shape), "uniform")
         values = cls._rng.uniform(low, high, shape)
         return cls._from_host(values, dtypes.from_any(dtype), device, requires_grad)
 
     @classmethod
     def normal(cls, *shape: Any, mean: float = 0.0, std: float = 1.0, dtype: Any = dtypes.float32,
-               device: str | None = None, requires_grad: bool | None = None) -> "Tensor":
+               device: str | None = None, requires_grad: bool | None = None) -> TensorLike:
         shape = _check_shape(flatten_args(shape), "normal")
         values = cls._rng.normal(mean, std, shape)
         return cls._from_host(values, dtypes.from_any(dtype), device, requires_grad)
 
     @classmethod
     def linspace(cls, start: float, end: float, steps: int, dtype: Any = dtypes.float32,
-                 device: str | None = None) -> "Tensor":
+                 device: str | None = None) -> TensorLike:
         """`steps` values from start to end, both included, evenly spaced (torch.linspace)."""
         if not isinstance(steps, int) or isinstance(steps, bool) or steps < 0:
             raise ArgumentError(f"linspace: steps must be an int >= 0, got {steps!r}")
@@ -143,7 +141,7 @@ class CreationMixin:
                              "are numbers; use a numeric dtype and compare, e.g. linspace(...) != 0")
         return cls._from_host(np.linspace(start, end, steps), dtype, device, None)
 
-    def multinomial(self, num_samples: int = 1, replacement: bool = False) -> "Tensor":
+    def multinomial(self: TensorLike, num_samples: int = 1, replacement: bool = False) -> TensorLike:
         """Draw category indices with probabilities proportional to the weights in the last axis of
         self ((n,) or (m, n)): an int32 tensor of shape (num_samples,) or (m, num_samples).
 
@@ -153,8 +151,6 @@ class CreationMixin:
         Random numbers come from Tensor.manual_seed's generator, not PyTorch's, so the draws
         differ from PyTorch's; their distribution does not.
         """
-        from tinyedu.tensor import Tensor
-
         if self.ndim not in (1, 2) or not self.dtype.is_float:
             raise ShapeError(f"multinomial: expects a 1-d or 2-d float tensor of weights, got shape "
                              f"{self.shape} {self.dtype.name}")
@@ -172,11 +168,12 @@ class CreationMixin:
             raise ArgumentError("multinomial: the weights must be finite, >= 0, and have a positive sum in "
                                 "every row")
         rows, samples = weights.shape[0], []
-        categories = Tensor.arange(n, device=self.device)
+        tensor = type(self)
+        categories = tensor.arange(n, device=self.device)
         for _ in range(num_samples if not replacement else 1):
             draws = num_samples if replacement else 1
             running = weights.cumsum(-1)                                   # (rows, n)
-            u = Tensor(type(self)._rng.random((rows, draws, 1), dtype=np.float32), device=self.device)
+            u = tensor(tensor._rng.random((rows, draws, 1), dtype=np.float32), device=self.device)
             below = running.unsqueeze(1) <= u * running[:, -1:].unsqueeze(1)
             picked = below.sum(-1, dtype=dtypes.int32)  # (rows, draws); indices are int32 in tinyedu
             last = ((weights > 0).int() * categories).max(-1, keepdim=True)  # rounding must not pick past it
@@ -184,33 +181,33 @@ class CreationMixin:
             samples.append(picked)
             if not replacement:
                 weights = (categories == picked).where(0.0, weights)
-        out = Tensor.cat(*samples, dim=1) if len(samples) > 1 else samples[0]
+        out = tensor.cat(*samples, dim=1) if len(samples) > 1 else samples[0]
         return out.reshape(num_samples) if self.ndim == 1 else out
 
     # ---- standard initialisations (as torch.nn.init, for weights of shape (out, in, ...)) ----
     @classmethod
-    def kaiming_uniform(cls, *shape: Any, a: float = 0.01, **kwargs: Any) -> "Tensor":
+    def kaiming_uniform(cls, *shape: Any, a: float = 0.01, **kwargs: Any) -> TensorLike:
         shape = flatten_args(shape)
         fan_in = math.prod(shape[1:]) if len(shape) > 1 else shape[0]
         bound = math.sqrt(3.0) * math.sqrt(2.0 / (1 + a**2)) / math.sqrt(max(fan_in, 1))
         return cls.uniform(*shape, low=-bound, high=bound, **kwargs)
 
     @classmethod
-    def kaiming_normal(cls, *shape: Any, a: float = 0.01, **kwargs: Any) -> "Tensor":
+    def kaiming_normal(cls, *shape: Any, a: float = 0.01, **kwargs: Any) -> TensorLike:
         shape = flatten_args(shape)
         fan_in = math.prod(shape[1:]) if len(shape) > 1 else shape[0]
         std = math.sqrt(2.0 / (1 + a**2)) / math.sqrt(max(fan_in, 1))
         return cls.normal(*shape, mean=0.0, std=std, **kwargs)
 
     @classmethod
-    def scaled_uniform(cls, *shape: Any, **kwargs: Any) -> "Tensor":
+    def scaled_uniform(cls, *shape: Any, **kwargs: Any) -> TensorLike:
         """Uniform in [-1, 1) scaled by 1/sqrt(number of elements) (tinygrad)."""
         shape = flatten_args(shape)
         bound = math.prod(shape) ** -0.5 if math.prod(shape) else 1.0
         return cls.uniform(*shape, low=-bound, high=bound, **kwargs)
 
     @classmethod
-    def glorot_uniform(cls, *shape: Any, **kwargs: Any) -> "Tensor":
+    def glorot_uniform(cls, *shape: Any, **kwargs: Any) -> TensorLike:
         shape = flatten_args(shape)
         fan_in = math.prod(shape[1:]) if len(shape) > 1 else shape[0]
         fan_out = shape[0] * (math.prod(shape[2:]) if len(shape) > 2 else 1)
@@ -218,18 +215,18 @@ class CreationMixin:
         return cls.uniform(*shape, low=-bound, high=bound, **kwargs)
 
     # ---- *_like ----
-    def zeros_like(self, **kwargs: Any) -> "Tensor":
+    def zeros_like(self: TensorLike, **kwargs: Any) -> TensorLike:
         return type(self).full(self.shape, 0, **{"dtype": self.dtype, "device": self.device, **kwargs})
 
-    def ones_like(self, **kwargs: Any) -> "Tensor":
+    def ones_like(self: TensorLike, **kwargs: Any) -> TensorLike:
         return type(self).full(self.shape, 1, **{"dtype": self.dtype, "device": self.device, **kwargs})
 
-    def full_like(self, fill_value: float | int | bool, **kwargs: Any) -> "Tensor":
+    def full_like(self: TensorLike, fill_value: float | int | bool, **kwargs: Any) -> TensorLike:
         options = {"dtype": self.dtype, "device": self.device, **kwargs}
         return type(self).full(self.shape, fill_value, **options)
 
-    def rand_like(self, **kwargs: Any) -> "Tensor":
+    def rand_like(self: TensorLike, **kwargs: Any) -> TensorLike:
         return type(self).rand(*self.shape, **{"dtype": self.dtype, "device": self.device, **kwargs})
 
-    def randn_like(self, **kwargs: Any) -> "Tensor":
+    def randn_like(self: TensorLike, **kwargs: Any) -> TensorLike:
         return type(self).randn(*self.shape, **{"dtype": self.dtype, "device": self.device, **kwargs})

@@ -11,21 +11,19 @@ picked element receives the gradient of every place it was picked for.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import Any, Iterator
 
 import numpy as np
 
 from tinyedu.dtype import dtypes
 from tinyedu.errors import ArgumentError, DeviceError, DTypeError, ShapeError
-
-if TYPE_CHECKING:
-    from tinyedu.tensor import Tensor
+from tinyedu.tensor_api.base import TensorLike, broadcast_shape
 
 _VALID = "ints, slices, None, ..., and integer tensors or lists"
 
 
 class IndexingMixin:
-    def __getitem__(self, index: Any) -> "Tensor":
+    def __getitem__(self: TensorLike, index: Any) -> TensorLike:
         """numpy/PyTorch indexing: ints (negative count from the end), slices with any step (a negative
         step walks backwards, which PyTorch refuses but numpy allows), None (a new size-1 axis),
         ... (all the axes not named), and integer tensors or lists (advanced indexing).
@@ -37,8 +35,8 @@ class IndexingMixin:
         items = self._expand_ellipsis(list(index) if isinstance(index, tuple) else [index])
         # Basic indexing, one axis at a time: bounds to shrink to, steps to stride by, the final shape.
         bounds, steps, shape = [], [], []
-        picks: list[tuple[int, Tensor]] = []  # (axis in `shape`, integer tensor) for advanced indexing
-        selects: list[tuple[int, Tensor]] = []  # 0-d integer tensors: like ints, their axis is removed
+        picks: list[tuple[int, TensorLike]] = []  # (axis in `shape`, integer tensor) for advanced indexing
+        selects: list[tuple[int, TensorLike]] = []  # 0-d integer tensors: like ints, their axis is removed
         axis = 0
         for item in items:
             if item is None:
@@ -66,17 +64,17 @@ class IndexingMixin:
         x = self.shrink(bounds)._stride(steps).reshape(shape)
         return x._take(picks, selects) if picks or selects else x
 
-    def __iter__(self) -> Iterator["Tensor"]:
+    def __iter__(self: TensorLike) -> Iterator[TensorLike]:
         """Rows along the first axis, as views (x[0], x[1], ...)."""
         if not self.ndim:
             raise TypeError("iter(): a 0-d tensor has no first axis to iterate over; use .item()")
         return (self[i] for i in range(self.shape[0]))
 
-    def __setitem__(self, index: Any, value: Any) -> None:
+    def __setitem__(self: TensorLike, index: Any, value: Any) -> None:
         raise TypeError("__setitem__: indexed assignment is not supported; build the new values with "
                         "mask.where(value, x) or cat, and write them in place with x.assign(new_values)")
 
-    def _expand_ellipsis(self, items: list[Any]) -> list[Any]:
+    def _expand_ellipsis(self: TensorLike, items: list[Any]) -> list[Any]:
         """Check each index item, turn lists into tensors, and replace ... with enough full slices."""
         items = [self._index_item(item) for item in items]
         if sum(item is Ellipsis for item in items) > 1:
@@ -91,9 +89,7 @@ class IndexingMixin:
             return items[:at] + fill + items[at + 1:]
         return items + fill
 
-    def _index_item(self, item: Any) -> Any:
-        from tinyedu.tensor import Tensor
-
+    def _index_item(self: TensorLike, item: Any) -> Any:
         if item is None or item is Ellipsis or isinstance(item, slice):
             return item
         if isinstance(item, (bool, np.bool_)):
@@ -106,8 +102,8 @@ class IndexingMixin:
                                                    for i in item):
                 raise IndexError(f"__getitem__: a tuple inside an index must hold ints (it picks elements, "
                                  f"like a list), got {item!r}; valid indices are {_VALID}")
-            item = Tensor(item, device=self.device)
-        if isinstance(item, Tensor):
+            item = type(self)(item, device=self.device)
+        if isinstance(item, type(self)):
             if item.dtype == dtypes.bool:
                 raise IndexError(f"__getitem__: boolean mask indexing (a bool tensor of shape {item.shape}) "
                                  "is not supported, since the result's shape would depend on the data; use "
@@ -122,14 +118,13 @@ class IndexingMixin:
         raise IndexError(f"__getitem__: invalid index {item!r} of type {type(item).__name__}; valid indices "
                          f"are {_VALID}")
 
-    def _take(self, picks: list[tuple[int, "Tensor"]], selects: list[tuple[int, "Tensor"]]) -> "Tensor":
+    def _take(self: TensorLike, picks: list[tuple[int, TensorLike]], selects: list[tuple[int,
+              TensorLike]]) -> TensorLike:
         """Advanced indexing: result[b..., rest...] = self[..., i1[b], ..., i2[b], ...] for the picked axes.
 
         One mask over (broadcast index shape B, sizes of the picked axes) is 1 exactly at the picked
         elements; x.where(mask, 0).sum(picked axes) then keeps them.
         """
-        from tinyedu.tensor import Tensor, broadcast_shape
-
         indexed = picks + selects
         axes = [a for a, _ in indexed]
         batch = broadcast_shape(*(t.shape for _, t in indexed), op="__getitem__")
@@ -138,7 +133,7 @@ class IndexingMixin:
             n = self.shape[a]
             index = _check_in_range(index, n, f"__getitem__: index tensor for axis {a}", negative_ok=True)
             index = (index < 0).where(index + n, index)
-            onehot = index._broadcast_to(batch).unsqueeze(-1) == Tensor.arange(n, device=self.device)
+            onehot = index._broadcast_to(batch).unsqueeze(-1) == type(self).arange(n, device=self.device)
             # put this axis' n at position k among the picked axes, size 1 at the others
             onehot = onehot.reshape(batch + (1,) * k + (n,) + (1,) * (len(indexed) - k - 1))
             mask = onehot if mask is None else mask & onehot
@@ -159,7 +154,7 @@ class IndexingMixin:
             out = out.permute(order)
         return out
 
-    def gather(self, dim: Any = None, index: Any = None, *, idx: Any = None) -> "Tensor":
+    def gather(self: TensorLike, dim: Any = None, index: Any = None, *, idx: Any = None) -> TensorLike:
         """out[i][j][k] = self[index[i][j][k]][j][k] for dim=0 (and likewise for other dims), as torch.gather.
 
         index has as many axes as self, and along every other axis it may be shorter than self.
@@ -167,17 +162,16 @@ class IndexingMixin:
         PyTorch's order is gather(dim, index), tinygrad's gather(idx, dim): both work (a Tensor and
         an int cannot be confused), and so do the keywords dim=, index= and idx=.
         """
-        from tinyedu.tensor import Tensor
-
         if idx is not None:
             if index is not None:
                 raise TypeError("gather: give the index once, as index= or idx=")
             index = idx
-        if isinstance(dim, Tensor) and not isinstance(index, Tensor):
+        tensor = type(self)
+        if isinstance(dim, tensor) and not isinstance(index, tensor):
             dim, index = index, dim  # tinygrad's positional order
         if dim is None:
             raise TypeError("gather: missing the dim argument: gather(dim, index)")
-        if not isinstance(index, Tensor):
+        if not isinstance(index, tensor):
             raise TypeError(f"gather: index must be a Tensor of integers, got {type(index).__name__}")
         d = self._axis(dim, "gather")
         if index.dtype.is_float or index.dtype == dtypes.bool:
@@ -197,26 +191,23 @@ class IndexingMixin:
         index = _check_in_range(index, n, f"gather: index along dim {d}", negative_ok=False)
         x = self.shrink(tuple(None if k == d else (0, i) for k, i in enumerate(index.shape)))
         x = x.unsqueeze(-1).transpose(d, -1)  # the n candidates move to a new last axis
-        onehot = index.unsqueeze(-1) == Tensor.arange(n, device=self.device)
+        onehot = index.unsqueeze(-1) == tensor.arange(n, device=self.device)
         return onehot.where(x, 0).sum(-1).cast(self.dtype)
 
-    def _select(self, axis: int, positions: np.ndarray) -> "Tensor":
+    def _select(self: TensorLike, axis: int, positions: np.ndarray) -> TensorLike:
         """The elements at host-known positions along axis (a 1-d int array; repeats allowed), by the
         same one-hot sum as gather."""
-        from tinyedu.tensor import Tensor
-
         n, d = self.shape[axis], axis % self.ndim
         x = self.transpose(d, -1).unsqueeze(-2)  # (..., 1, n)
-        picks = Tensor(np.asarray(positions, np.int32).reshape(-1, 1), device=self.device)
-        return _one_hot_pick(picks == Tensor.arange(n, device=self.device), x, -1).transpose(d, -1)
+        tensor = type(self)
+        picks = tensor(np.asarray(positions, np.int32).reshape(-1, 1), device=self.device)
+        return _one_hot_pick(picks == tensor.arange(n, device=self.device), x, -1).transpose(d, -1)
 
-    def masked_select(self, mask: "Tensor") -> "Tensor":
+    def masked_select(self: TensorLike, mask: TensorLike) -> TensorLike:
         """The elements where mask (broadcast against self) is True, as a 1-d tensor in C order
         (torch.masked_select). How many there are depends on the data, so the mask is read first (torch
         waits for it too); the gradient goes back to the picked elements."""
-        from tinyedu.tensor import Tensor, broadcast_shape
-
-        if not isinstance(mask, Tensor) or mask.dtype != dtypes.bool:
+        if not isinstance(mask, type(self)) or mask.dtype != dtypes.bool:
             what = getattr(mask, "dtype", type(mask).__name__)
             raise DTypeError(f"masked_select: mask must be a bool Tensor, got {what}")
         if mask.device != self.device:
@@ -227,8 +218,8 @@ class IndexingMixin:
         return self._broadcast_to(shape).reshape(-1)._select(0, where)
 
     # ---- scatter: the other direction of gather ----
-    def scatter(self, dim: int, index: "Tensor", src: Any = None, *, value: Any = None,
-                reduce: str | None = None) -> "Tensor":
+    def scatter(self: TensorLike, dim: int, index: TensorLike, src: Any = None, *, value: Any = None,
+                reduce: str | None = None) -> TensorLike:
         """A copy of self with out[index[i][j]][j] = src[i][j] for dim=0 (and likewise for other dims), as
         torch.scatter; src may be a tensor or a number (also as value=). If two entries of index name the
         same place, torch's result is unspecified (it depends on the order of writes); here it is their
@@ -245,16 +236,16 @@ class IndexingMixin:
         values, hits = self._scatter_spread(dim, index, src, 0, "scatter")
         return hits.any(-1).where(_one_hot_pick(hits, values, -1), self).cast(self.dtype)
 
-    def scatter_reduce(self, dim: int, index: "Tensor", src: Any, reduce: str, *,
-                       include_self: bool = True) -> "Tensor":
+    def scatter_reduce(self: TensorLike, dim: int, index: TensorLike, src: Any, reduce: str, *,
+                       include_self: bool = True) -> TensorLike:
         """Like scatter, but every value sent to a place is combined with reduce ('sum', 'prod', 'mean',
         'amax', 'amin'), together with self's own value there if include_self (torch.scatter_reduce).
         Places no index names keep self's value. Ties of amax/amin share the gradient equally, as in
         torch."""
         return self._scatter_reduce(dim, index, src, reduce, include_self, "scatter_reduce")
 
-    def _scatter_reduce(self, dim: int, index: "Tensor", src: Any, reduce: str, include_self: bool,
-                        op: str) -> "Tensor":
+    def _scatter_reduce(self: TensorLike, dim: int, index: TensorLike, src: Any, reduce: str,
+                        include_self: bool, op: str) -> TensorLike:
         fills = {"sum": 0, "mean": 0, "prod": 1, "amax": float("-inf"), "amin": float("inf")}
         if reduce not in fills:
             raise ArgumentError(f"scatter_reduce: reduce must be one of {', '.join(fills)}, got {reduce!r}")
@@ -280,20 +271,19 @@ class IndexingMixin:
                 out = out / count if self.dtype.is_float else (out.float() / count).floor()
         return hit.where(out.cast(self.dtype), self)
 
-    def _scatter_spread(self, dim: int, index: "Tensor", src: Any, fill: Any,
-                        op: str) -> tuple["Tensor", "Tensor"]:
+    def _scatter_spread(self: TensorLike, dim: int, index: TensorLike, src: Any, fill: Any,
+                        op: str) -> tuple[TensorLike, TensorLike]:
         """(values, hits), both of shape self.shape + (m,), m = index.shape[dim]: the i-th value sent along
         dim sits at its target place in slot i (fill elsewhere), and hits says where one was sent."""
-        from tinyedu.tensor import Tensor
-
         d = self._axis(dim, op)
-        if not isinstance(index, Tensor) or index.dtype.is_float or index.dtype == dtypes.bool:
+        tensor = type(self)
+        if not isinstance(index, tensor) or index.dtype.is_float or index.dtype == dtypes.bool:
             raise TypeError(f"{op}: index must be a Tensor of integers, got "
                             f"{getattr(index, 'dtype', index)!r}")
-        if not isinstance(src, Tensor):
+        if not isinstance(src, tensor):
             if not isinstance(src, (bool, int, float)):
                 raise TypeError(f"{op}: src must be a Tensor or a number, got {type(src).__name__}")
-            src = Tensor.full(index.shape, src, dtype=self.dtype, device=self.device)
+            src = tensor.full(index.shape, src, dtype=self.dtype, device=self.device)
         if index.device != self.device or src.device != self.device:
             raise DeviceError(f"{op}: self, index and src must be on one device, got {self.device}, "
                               f"{index.device} and {src.device}")
@@ -309,18 +299,16 @@ class IndexingMixin:
             f"{op}: index (a flat position in an output plane of {n} elements; output_size sets its size)"
         index = _check_in_range(index, n, where, negative_ok=False)
         src = src.cast(self.dtype).shrink(tuple((0, i) for i in index.shape))
-        onehot = index.unsqueeze(-1) == Tensor.arange(n, device=self.device)  # index.shape + (n,)
+        onehot = index.unsqueeze(-1) == tensor.arange(n, device=self.device)  # index.shape + (n,)
         values = onehot.where(src.unsqueeze(-1), fill).transpose(d, -1)  # n places at d, m values last
         covered = index.shape[:d] + (n,) + index.shape[d + 1:]
         pads = tuple((0, s - i) for s, i in zip(self.shape, covered, strict=True)) + ((0, 0),)
         return values.pad(pads, value=fill), onehot.transpose(d, -1).pad(pads)
 
     # ---- masks built from index comparisons ----
-    def one_hot(self, num_classes: int = -1) -> "Tensor":
+    def one_hot(self: TensorLike, num_classes: int = -1) -> TensorLike:
         """out[..., c] = 1 where self[...] == c: int32 (PyTorch: int64) with a new last axis of
         num_classes (-1: the largest value + 1, which reads the data)."""
-        from tinyedu.tensor import Tensor
-
         if self.dtype.is_float or self.dtype == dtypes.bool:
             raise DTypeError(f"one_hot: only integer (class index) tensors, got {self.dtype.name}")
         if not isinstance(num_classes, int) or isinstance(num_classes, bool) or num_classes < -1:
@@ -336,36 +324,33 @@ class IndexingMixin:
                                     f"got {high}")
         elif num_classes == -1:
             raise ArgumentError("one_hot: cannot infer num_classes from an empty tensor; pass it")
-        return (self.unsqueeze(-1) == Tensor.arange(num_classes, device=self.device)).int()
+        return (self.unsqueeze(-1) == type(self).arange(num_classes, device=self.device)).int()
 
-    def tril(self, diagonal: int = 0, *, k: int | None = None) -> "Tensor":
+    def tril(self: TensorLike, diagonal: int = 0, *, k: int | None = None) -> TensorLike:
         """The lower triangle of the last two axes (row - col >= -diagonal), zeros elsewhere."""
         return self._triangle(diagonal if k is None else k, lower=True)
 
-    def triu(self, diagonal: int = 0, *, k: int | None = None) -> "Tensor":
+    def triu(self: TensorLike, diagonal: int = 0, *, k: int | None = None) -> TensorLike:
         """The upper triangle of the last two axes (col - row >= diagonal), zeros elsewhere
         (`k=` is tinygrad's name for diagonal)."""
         return self._triangle(diagonal if k is None else k, lower=False)
 
-    def _triangle(self, diagonal: int, lower: bool) -> "Tensor":
-        from tinyedu.tensor import Tensor
-
+    def _triangle(self: TensorLike, diagonal: int, lower: bool) -> TensorLike:
         op = "tril" if lower else "triu"
         if self.ndim < 2:
             raise ShapeError(f"{op}: needs at least 2 axes (a matrix), got shape {self.shape}")
         if not isinstance(diagonal, int) or isinstance(diagonal, bool):
             raise TypeError(f"{op}: diagonal must be an int, got {type(diagonal).__name__}")
         rows, cols = self.shape[-2:]
-        offset = Tensor.arange(cols, device=self.device).reshape(1, cols) - \
-            Tensor.arange(rows, device=self.device).reshape(rows, 1)  # col - row
+        arange = type(self).arange
+        offset = arange(cols, device=self.device).reshape(1, cols) - \
+            arange(rows, device=self.device).reshape(rows, 1)  # col - row
         keep = offset <= diagonal if lower else offset >= diagonal
         return keep.where(self, self.zeros_like())
 
-    def masked_fill(self, mask: "Tensor", value: float | int | bool) -> "Tensor":
+    def masked_fill(self: TensorLike, mask: TensorLike, value: float | int | bool) -> TensorLike:
         """value where mask is True, self elsewhere; the dtype stays self's (torch.masked_fill)."""
-        from tinyedu.tensor import Tensor
-
-        if not isinstance(mask, Tensor) or mask.dtype != dtypes.bool:
+        if not isinstance(mask, type(self)) or mask.dtype != dtypes.bool:
             what = getattr(mask, "dtype", type(mask).__name__)
             raise DTypeError(f"masked_fill: mask must be a bool Tensor, got {what}")
         if not isinstance(value, (bool, int, float)):
@@ -388,7 +373,7 @@ def _slice_bounds(item: slice, size: int) -> tuple[int, int, int]:
     return stop + 1, max(start + 1, stop + 1), step
 
 
-def _check_in_range(index: "Tensor", n: int, what: str, negative_ok: bool) -> "Tensor":
+def _check_in_range(index: TensorLike, n: int, what: str, negative_ok: bool) -> TensorLike:
     """Check the index values, which depend on data. Indices the user gave (in memory or host data) are
     read directly; indices computed on the device have to be computed first: one small realize."""
     low = -n if negative_ok else 0
@@ -405,7 +390,7 @@ def _check_in_range(index: "Tensor", n: int, what: str, negative_ok: bool) -> "T
     return index
 
 
-def _one_hot_pick(mask: "Tensor", x: "Tensor", axis: int | tuple[int, ...]) -> "Tensor":
+def _one_hot_pick(mask: TensorLike, x: TensorLike, axis: int | tuple[int, ...]) -> TensorLike:
     """The one element of x that mask marks along axis, as sum(where(mask, x, 0)). A sum starts from +0.0,
     so a picked -0.0 would come out as +0.0: it is summed as +0.0 (times -1) and the zero sum negated
     back. The result is -0.0, and the gradient passes both signs, (-1)(-1) = 1; the test for -0.0

@@ -7,44 +7,39 @@ and the comments say how.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from tinyedu.dtype import dtypes
 from tinyedu.errors import ArgumentError, DTypeError, ShapeError
-
-if TYPE_CHECKING:
-    from tinyedu.tensor import Tensor
+from tinyedu.tensor_api.base import TensorLike
 
 REDUCTIONS = ("mean", "sum", "none")
 
 
-def _reduce(loss: "Tensor", reduction: str, op: str) -> "Tensor":
+def _reduce(loss: TensorLike, reduction: str, op: str) -> TensorLike:
     if reduction not in REDUCTIONS:
         raise ValueError(f"{op}: reduction must be one of {REDUCTIONS}, got {reduction!r}")
     return loss.mean() if reduction == "mean" else loss.sum() if reduction == "sum" else loss
 
 
-def _check_tensor(x: object, name: str, op: str) -> None:
-    from tinyedu.tensor import Tensor
-
-    if not isinstance(x, Tensor):
-        raise TypeError(f"{op}: {name} must be a Tensor, got {type(x).__name__}")
+def _check_tensor(x: TensorLike, value: object, name: str, op: str) -> None:
+    """The argument `name` of the loss of x must be a tensor (of x's class)."""
+    if not isinstance(value, type(x)):
+        raise TypeError(f"{op}: {name} must be a Tensor, got {type(value).__name__}")
 
 
 class LossMixin:
-    def mse_loss(self, target: "Tensor", reduction: str = "mean") -> "Tensor":
+    def mse_loss(self: TensorLike, target: TensorLike, reduction: str = "mean") -> TensorLike:
         """Mean squared error: (x - target)^2, averaged (target broadcasts against x, as in PyTorch)."""
-        _check_tensor(target, "target", "mse_loss")
+        _check_tensor(self, target, "target", "mse_loss")
         return _reduce((self - target).square(), reduction, "mse_loss")
 
-    def l1_loss(self, target: "Tensor", reduction: str = "mean") -> "Tensor":
+    def l1_loss(self: TensorLike, target: TensorLike, reduction: str = "mean") -> TensorLike:
         """Mean absolute error: |x - target|, averaged."""
-        _check_tensor(target, "target", "l1_loss")
+        _check_tensor(self, target, "target", "l1_loss")
         return _reduce((self - target).abs(), reduction, "l1_loss")
 
-    def binary_cross_entropy(self, target: "Tensor", reduction: str = "mean") -> "Tensor":
+    def binary_cross_entropy(self: TensorLike, target: TensorLike, reduction: str = "mean") -> TensorLike:
         """-(t log p + (1 - t) log(1 - p)) for probabilities p = self (e.g. after sigmoid).
 
         As in PyTorch each log is clamped to >= -100, so p = 0 or 1 exactly (a saturated sigmoid in
@@ -56,8 +51,8 @@ class LossMixin:
         return _reduce(-(target * _clamped_log(p) + (1 - target) * _clamped_log(1 - p)), reduction,
                        "binary_cross_entropy")
 
-    def binary_cross_entropy_with_logits(self, target: "Tensor", reduction: str = "mean",
-                                         pos_weight: "Tensor | None" = None) -> "Tensor":
+    def binary_cross_entropy_with_logits(self: TensorLike, target: TensorLike, reduction: str = "mean",
+                                         pos_weight: TensorLike | None = None) -> TensorLike:
         """Binary cross-entropy of sigmoid(self), computed from the logits x without overflow.
 
         -log(sigmoid(x)) = softplus(-x) and -log(1 - sigmoid(x)) = x + softplus(-x), and softplus is
@@ -71,34 +66,34 @@ class LossMixin:
         return _reduce(loss, reduction, "binary_cross_entropy_with_logits")
 
     # ---- tinygrad's names ----
-    def binary_crossentropy(self, y: "Tensor", reduction: str = "mean") -> "Tensor":
+    def binary_crossentropy(self: TensorLike, y: TensorLike, reduction: str = "mean") -> TensorLike:
         """tinygrad's name for binary_cross_entropy (here with PyTorch's clamp of each log at -100)."""
         return self.binary_cross_entropy(y, reduction)
 
-    def binary_crossentropy_logits(self, y: "Tensor", reduction: str = "mean") -> "Tensor":
+    def binary_crossentropy_logits(self: TensorLike, y: TensorLike, reduction: str = "mean") -> TensorLike:
         """tinygrad's name for binary_cross_entropy_with_logits."""
         return self.binary_cross_entropy_with_logits(y, reduction)
 
-    def sparse_categorical_crossentropy(self, y: "Tensor", ignore_index: int = -1,
-                                        label_smoothing: float = 0.0) -> "Tensor":
+    def sparse_categorical_crossentropy(self: TensorLike, y: TensorLike, ignore_index: int = -1,
+                                        label_smoothing: float = 0.0) -> TensorLike:
         """tinygrad's cross entropy: classes on the *last* axis, ignore_index -1, the mean over the
         targets that are not ignored. (cross_entropy is PyTorch's: classes on axis 1, -100.)"""
-        _check_tensor(y, "y", "sparse_categorical_crossentropy")
+        _check_tensor(self, y, "y", "sparse_categorical_crossentropy")
         if self.ndim == 0:
             raise ValueError("sparse_categorical_crossentropy: the input needs a class axis (the last)")
         logits = self.movedim(-1, 1) if self.ndim > 2 else self
         return logits.cross_entropy(y, label_smoothing=label_smoothing, ignore_index=ignore_index)
 
-    def nll_loss(self, target: "Tensor", reduction: str = "mean", ignore_index: int = -100,
-                 weight: "Tensor | None" = None) -> "Tensor":
+    def nll_loss(self: TensorLike, target: TensorLike, reduction: str = "mean", ignore_index: int = -100,
+                 weight: TensorLike | None = None) -> TensorLike:
         """Negative log-likelihood: -self[n, target[n]] for log-probabilities self of shape (N, C) (or (C,),
         or (N, C, d1, ...)), with class indices as target. Targets equal to ignore_index count for nothing,
         and 'mean' averages over the others, as in PyTorch. weight (C,) scales each target's loss by its
         class's weight, and 'mean' is then PyTorch's weighted mean: sum(w[t] * loss) / sum(w[t])."""
         return self._class_loss(self, target, reduction, ignore_index, 0.0, "nll_loss", weight)
 
-    def cross_entropy(self, target: "Tensor", reduction: str = "mean", label_smoothing: float = 0.0,
-                      ignore_index: int = -100) -> "Tensor":
+    def cross_entropy(self: TensorLike, target: TensorLike, reduction: str = "mean",
+                      label_smoothing: float = 0.0, ignore_index: int = -100) -> TensorLike:
         """The classification loss on logits: nll_loss(log_softmax(x, class axis), target).
 
         target is either class indices (integers, shape = input without the class axis) or class
@@ -108,7 +103,7 @@ class LossMixin:
         if not isinstance(label_smoothing, (int, float)) or not 0.0 <= label_smoothing <= 1.0:
             raise ArgumentError("cross_entropy: label_smoothing must be a number in [0, 1], got "
                                 f"{label_smoothing!r}")
-        _check_tensor(target, "target", "cross_entropy")
+        _check_tensor(self, target, "target", "cross_entropy")
         if self.ndim == 0:
             raise ShapeError("cross_entropy: the input needs a class axis: shape (C,), (N, C) or (N, C, d1, "
                              "...)")
@@ -122,12 +117,10 @@ class LossMixin:
             return _reduce(-(logp * target).sum(class_axis), reduction, "cross_entropy")
         return self._class_loss(logp, target, reduction, ignore_index, label_smoothing, "cross_entropy")
 
-    def _class_loss(self, logp: "Tensor", target: "Tensor", reduction: str, ignore_index: int,
-                    smoothing: float, op: str, weight: "Tensor | None" = None) -> "Tensor":
+    def _class_loss(self: TensorLike, logp: TensorLike, target: TensorLike, reduction: str, ignore_index: int,
+                    smoothing: float, op: str, weight: TensorLike | None = None) -> TensorLike:
         """-logp at each target class (a one-hot mask picks it), maybe smoothed, with ignored targets."""
-        from tinyedu.tensor import Tensor
-
-        _check_tensor(target, "target", op)
+        _check_tensor(self, target, "target", op)
         if logp.ndim == 0:
             raise ValueError(f"{op}: the input needs a class axis: shape (C,), (N, C) or (N, C, d1, ...)")
         class_axis = 1 if logp.ndim >= 2 else 0
@@ -153,7 +146,7 @@ class LossMixin:
                 raise IndexError(f"{op}: target {bad.reshape(-1)[0]} is out of range for {n_classes} "
                                  f"classes; valid targets are 0..{n_classes - 1} (or "
                                  f"ignore_index={ignore_index})")
-        classes = Tensor.arange(n_classes, device=logp.device)
+        classes = type(self).arange(n_classes, device=logp.device)
         classes = classes.reshape((n_classes,) + (1,) * (logp.ndim - 1 - class_axis))  # along the class axis
         onehot = target.unsqueeze(class_axis) == classes
         loss = -onehot.where(logp, 0.0).sum(class_axis)
@@ -169,17 +162,17 @@ class LossMixin:
             return loss.sum() / share.sum()
         return loss.sum() if reduction == "sum" else loss
 
-    def _check_same_shape(self, target: "Tensor", op: str) -> None:
-        _check_tensor(target, "target", op)
+    def _check_same_shape(self: TensorLike, target: TensorLike, op: str) -> None:
+        _check_tensor(self, target, "target", op)
         if target.shape != self.shape:
             raise ValueError(f"{op}: target of shape {target.shape} must have the same shape as the input "
                              f"{self.shape}")
 
 
-def _class_weights(weight: "Tensor", logp: "Tensor", class_axis: int, op: str) -> "Tensor":
+def _class_weights(weight: TensorLike, logp: TensorLike, class_axis: int, op: str) -> TensorLike:
     """weight (C,), checked, as a column along the class axis of logp; constants, as in PyTorch
     (which refuses a weight that requires grad)."""
-    _check_tensor(weight, "weight", op)
+    _check_tensor(logp, weight, "weight", op)
     n_classes = logp.shape[class_axis]
     if weight.shape != (n_classes,) or not weight.dtype.is_float:
         raise ValueError(f"{op}: weight must be a float tensor of shape ({n_classes},), one weight per "
@@ -187,7 +180,7 @@ def _class_weights(weight: "Tensor", logp: "Tensor", class_axis: int, op: str) -
     return weight.detach().reshape((n_classes,) + (1,) * (logp.ndim - 1 - class_axis))
 
 
-def _clamped_log(x: "Tensor") -> "Tensor":
+def _clamped_log(x: TensorLike) -> TensorLike:
     """log(x), but never below -100 (PyTorch's BCE clamp), with a finite gradient even at x = 0.
 
     log(0) = -inf, and its gradient 1/0 would turn into NaN when the clamp multiplies it by 0. So we

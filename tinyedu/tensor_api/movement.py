@@ -6,7 +6,7 @@ rest here (transpose, flip, squeeze, ...) are spelled with them.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -14,9 +14,7 @@ import tinyedu.function as F
 from tinyedu.dtype import DType
 from tinyedu.errors import ArgumentError, ShapeError, UnsupportedError
 from tinyedu.helpers import flatten_args, prod
-
-if TYPE_CHECKING:
-    from tinyedu.tensor import Tensor
+from tinyedu.tensor_api.base import TensorLike
 
 
 def _sizes(args: tuple, kwargs: dict, names: tuple[str, ...], op: str) -> tuple:
@@ -36,7 +34,7 @@ def _sizes(args: tuple, kwargs: dict, names: tuple[str, ...], op: str) -> tuple:
 
 class MovementMixin:
     # ---- the primitives ----
-    def reshape(self, *shape: Any, **kwargs: Any) -> "Tensor":
+    def reshape(self: TensorLike, *shape: Any, **kwargs: Any) -> TensorLike:
         """A new shape with the same number of elements; one entry may be -1 (inferred)."""
         shape = _sizes(shape, kwargs, ("shape",), "reshape")
         if any(not isinstance(s, int) or isinstance(s, bool) for s in shape):
@@ -54,13 +52,13 @@ class MovementMixin:
                              f"{shape} ({prod(shape)} elements); the number of elements must match")
         return self if shape == self.shape else self._apply(F.Reshape, shape=shape)
 
-    def view(self, *shape: Any) -> "Tensor":
+    def view(self: TensorLike, *shape: Any) -> TensorLike:
         """reshape; or, given one dtype, a bitcast (`x.view(dtypes.int32)`, as in PyTorch)."""
         if len(shape) == 1 and isinstance(shape[0], (DType, str, type)):
             return self.bitcast(shape[0])
         return self.reshape(*shape)
 
-    def permute(self, *order: Any, **kwargs: Any) -> "Tensor":
+    def permute(self: TensorLike, *order: Any, **kwargs: Any) -> TensorLike:
         order = _sizes(order, kwargs, ("dims", "order"), "permute")
         order = tuple(self._axis(a, "permute") for a in order) if self.ndim else order
         if sorted(order) != list(range(self.ndim)):
@@ -68,7 +66,7 @@ class MovementMixin:
                              f"of a tensor of shape {self.shape}")
         return self if order == tuple(range(self.ndim)) else self._apply(F.Permute, order=order)
 
-    def expand(self, *shape: Any, **kwargs: Any) -> "Tensor":
+    def expand(self: TensorLike, *shape: Any, **kwargs: Any) -> TensorLike:
         """Repeat size-1 axes (without copying: their stride becomes 0). -1 keeps a size."""
         shape = _sizes(shape, kwargs, ("size", "shape"), "expand")
         if len(shape) < self.ndim:
@@ -82,7 +80,7 @@ class MovementMixin:
                                  "grow (reshape or repeat otherwise)")
         return x if shape == x.shape else x._apply(F.Expand, shape=shape)
 
-    def pad(self, padding: Sequence[Any], value: Any = 0.0, mode: Any = "constant") -> "Tensor":
+    def pad(self: TensorLike, padding: Sequence[Any], value: Any = 0.0, mode: Any = "constant") -> TensorLike:
         """Add `before` elements before and `after` after along each axis, filled with `value`.
 
         `padding` is one (before, after) pair per axis (None: no padding; tinygrad's form), or a flat
@@ -112,7 +110,7 @@ class MovementMixin:
         inside = x.ones_like(dtype="bool")._apply(F.Pad, padding=pairs)
         return inside.where(padded, value)
 
-    def _pad_mode(self, padding: Sequence[Any], mode: Any, value: Any) -> "Tensor":
+    def _pad_mode(self: TensorLike, padding: Sequence[Any], mode: Any, value: Any) -> TensorLike:
         """Padding made of the tensor's own edges: reflect mirrors without repeating the edge element,
         replicate repeats it, circular wraps around. Every piece is a view (shrink, flip, expand,
         repeat), so the gradient of a padded element goes back to the element it copies."""
@@ -131,7 +129,8 @@ class MovementMixin:
                 x = x._pad_axis(axis, lo, hi, n, mode, padding)
         return x if mode == "circular" else x.pad(crop)
 
-    def _pad_axis(self, axis: int, lo: int, hi: int, n: int, mode: str, padding: Any) -> "Tensor":
+    def _pad_axis(self: TensorLike, axis: int, lo: int, hi: int, n: int, mode: str,
+                  padding: Any) -> TensorLike:
         """One axis of `_pad_mode`, with PyTorch's limits on how much each mode can add."""
         limit = {"reflect": n - 1, "replicate": None, "circular": n}[mode]
         if n == 0:
@@ -140,7 +139,7 @@ class MovementMixin:
         if limit is not None and max(lo, hi) > limit:
             raise ShapeError(f"pad: mode {mode!r} can add at most {limit} elements to each side of axis "
                              f"{axis} of size {n} (shape {self.shape}), got padding {tuple(padding)}")
-        def part(lo_: int, hi_: int) -> "Tensor":
+        def part(lo_: int, hi_: int) -> TensorLike:
             return self.shrink(tuple((lo_, hi_) if a == axis else None for a in range(self.ndim)))
         if mode == "circular":  # three copies end to end, cut to [n - lo, 2n + hi)
             reps = tuple(3 if a == axis else 1 for a in range(self.ndim))
@@ -153,7 +152,7 @@ class MovementMixin:
             left, right = part(1, lo + 1).flip(axis), part(n - 1 - hi, n - 1).flip(axis)
         return _join([left, self, right], axis)
 
-    def _pad_pairs(self, padding: Sequence[Any], op: str) -> tuple[tuple[int, int], ...]:
+    def _pad_pairs(self: TensorLike, padding: Sequence[Any], op: str) -> tuple[tuple[int, int], ...]:
         """One (before, after) pair per axis, from either form `pad` accepts."""
         flat = isinstance(padding, (tuple, list)) and len(padding) > 0 and all(
             isinstance(p, int) and not isinstance(p, bool) for p in padding)
@@ -166,14 +165,14 @@ class MovementMixin:
         given = [(padding[i], padding[i + 1]) for i in range(0, len(padding), 2)][::-1]
         return ((0, 0),) * (self.ndim - len(given)) + tuple(given)
 
-    def pad2d(self, padding: Sequence[int], value: float = 0.0) -> "Tensor":
+    def pad2d(self: TensorLike, padding: Sequence[int], value: float = 0.0) -> TensorLike:
         """tinygrad's flat padding of the last axes: (left, right, top, bottom, ...); negative crops."""
         if not isinstance(padding, (tuple, list)) or not all(isinstance(p, int) for p in padding):
             raise TypeError(f"pad2d: padding must be a flat list of ints (left, right, top, bottom), got "
                             f"{padding!r}")
         return self.pad(tuple(padding), value)
 
-    def shrink(self, bounds: Sequence[tuple[int, int] | None]) -> "Tensor":
+    def shrink(self: TensorLike, bounds: Sequence[tuple[int, int] | None]) -> TensorLike:
         """Keep [start, end) along each axis (None keeps all)."""
         pairs = self._pairs(bounds, "shrink", "(start, end)", tuple((0, s) for s in self.shape))
         for (lo, hi), s in zip(pairs, self.shape, strict=True):
@@ -184,7 +183,7 @@ class MovementMixin:
             return self
         return self._apply(F.Shrink, bounds=pairs)
 
-    def _stride(self, steps: Sequence[int]) -> "Tensor":
+    def _stride(self: TensorLike, steps: Sequence[int]) -> TensorLike:
         """Every k-th element along each axis; a negative k walks backwards (k = -1 is a flip)."""
         steps = tuple(self._per_axis(steps, "stride"))
         if any(not isinstance(k, int) or k == 0 for k in steps):
@@ -192,7 +191,8 @@ class MovementMixin:
                              f"{self.shape}")
         return self if all(k == 1 for k in steps) else self._apply(F.Stride, steps=steps)
 
-    def _pairs(self, arg: Sequence[Any], op: str, what: str, defaults: tuple) -> tuple[tuple[int, int], ...]:
+    def _pairs(self: TensorLike, arg: Sequence[Any], op: str, what: str, defaults: tuple) -> tuple[tuple[int,
+               int], ...]:
         """One (int, int) pair per axis; None takes the axis' default."""
         pairs = []
         for entry, default in zip(self._per_axis(arg, op), defaults, strict=True):
@@ -204,7 +204,7 @@ class MovementMixin:
             pairs.append(default if entry is None else tuple(entry))
         return tuple(pairs)
 
-    def _per_axis(self, arg: Sequence[Any], op: str) -> tuple[Any, ...]:
+    def _per_axis(self: TensorLike, arg: Sequence[Any], op: str) -> tuple[Any, ...]:
         if not isinstance(arg, (tuple, list)):
             raise TypeError(f"{op}: expected a tuple with one entry per axis of shape {self.shape}, got "
                             f"{type(arg).__name__}")
@@ -215,7 +215,7 @@ class MovementMixin:
         return arg
 
     # ---- composed ----
-    def flip(self, *axis: Any, **kwargs: Any) -> "Tensor":
+    def flip(self: TensorLike, *axis: Any, **kwargs: Any) -> TensorLike:
         """Reverse the order along the given axes: flip(0), flip(0, 1), flip((0, 1)), flip(dims=...)."""
         axes = [self._axis(a, "flip") for a in _sizes(axis, kwargs, ("dims", "axis"), "flip")]
         if len(set(axes)) != len(axes):  # (flipping twice would undo it: PyTorch refuses, and so do we)
@@ -224,7 +224,7 @@ class MovementMixin:
                              f"{self.shape}); give each axis once")
         return self._stride(tuple(-1 if i in axes else 1 for i in range(self.ndim)))
 
-    def transpose(self, dim0: int = 1, dim1: int = 0) -> "Tensor":
+    def transpose(self: TensorLike, dim0: int = 1, dim1: int = 0) -> TensorLike:
         a, b = self._axis(dim0, "transpose"), self._axis(dim1, "transpose")
         if self.ndim == 0:
             return self
@@ -233,10 +233,10 @@ class MovementMixin:
         return self.permute(order)
 
     @property
-    def T(self) -> "Tensor":  # noqa: N802 - the name is the math
+    def T(self: TensorLike) -> TensorLike:  # noqa: N802 - the name is the math
         return self.permute(tuple(reversed(range(self.ndim))))
 
-    def flatten(self, start_dim: int = 0, end_dim: int = -1) -> "Tensor":
+    def flatten(self: TensorLike, start_dim: int = 0, end_dim: int = -1) -> TensorLike:
         if self.ndim == 0:
             return self.reshape(1)
         start, end = self._axis(start_dim, "flatten"), self._axis(end_dim, "flatten")
@@ -245,11 +245,11 @@ class MovementMixin:
                              f"{self.shape}")
         return self.reshape(self.shape[:start] + (prod(self.shape[start:end + 1]),) + self.shape[end + 1:])
 
-    def unflatten(self, dim: int, sizes: Sequence[int]) -> "Tensor":
+    def unflatten(self: TensorLike, dim: int, sizes: Sequence[int]) -> TensorLike:
         d = self._axis(dim, "unflatten")
         return self.reshape(self.shape[:d] + tuple(sizes) + self.shape[d + 1:])
 
-    def squeeze(self, dim: int | Sequence[int] | None = None) -> "Tensor":
+    def squeeze(self: TensorLike, dim: int | Sequence[int] | None = None) -> TensorLike:
         """Drop size-1 axes: all of them, or those among `dim` (an int or a tuple); an axis of another
         size is left alone, as in PyTorch."""
         if dim is None:
@@ -259,11 +259,12 @@ class MovementMixin:
             return self
         return self.reshape(tuple(s for i, s in enumerate(self.shape) if not (i in dims and s == 1)))
 
-    def unsqueeze(self, dim: int) -> "Tensor":
+    def unsqueeze(self: TensorLike, dim: int) -> TensorLike:
         d = self._axis(dim, "unsqueeze", ndim=self.ndim + 1)
         return self.reshape(self.shape[:d] + (1,) + self.shape[d:])
 
-    def movedim(self, source: int | Sequence[int], destination: int | Sequence[int]) -> "Tensor":
+    def movedim(self: TensorLike, source: int | Sequence[int],
+                destination: int | Sequence[int]) -> TensorLike:
         """Move axes to new positions, the others keeping their order (torch.movedim)."""
         src = source if isinstance(source, (tuple, list)) else (source,)
         dst = destination if isinstance(destination, (tuple, list)) else (destination,)
@@ -280,20 +281,20 @@ class MovementMixin:
 
     moveaxis = movedim
 
-    def contiguous(self) -> "Tensor":
+    def contiguous(self: TensorLike) -> TensorLike:
         """A dense copy of a view (a kernel boundary: the scheduler must store it)."""
         return self._apply(F.Contiguous)
 
-    def contiguous_backward(self) -> "Tensor":
+    def contiguous_backward(self: TensorLike) -> TensorLike:
         """The same tensor; its *gradient* is made contiguous (a kernel boundary in the backward pass)."""
         return self._apply(F.ContiguousBackward)
 
-    def clone(self) -> "Tensor":
+    def clone(self: TensorLike) -> TensorLike:
         """A copy in memory of its own (contiguous() may return the tensor itself; a clone must not
         share memory, since `assign` can write a tensor in place)."""
         return self._apply(F.Contiguous, copy=True)
 
-    def repeat(self, *repeats: Any) -> "Tensor":
+    def repeat(self: TensorLike, *repeats: Any) -> TensorLike:
         """Tile the tensor: (a, b).repeat(2, 3) is (2a, 3b), the copies one after another (torch.repeat).
 
         Each axis of size s becomes (1, s), is expanded to (r, s) (free: stride 0) and merged into r*s.
@@ -311,7 +312,8 @@ class MovementMixin:
         spread = spread.expand(tuple(x for r, s in pairs for x in (r, s)))
         return spread.reshape(tuple(r * s for r, s in pairs))
 
-    def roll(self, shifts: int | Sequence[int], dims: int | Sequence[int] | None = None) -> "Tensor":
+    def roll(self: TensorLike, shifts: int | Sequence[int],
+             dims: int | Sequence[int] | None = None) -> TensorLike:
         """Shift elements along axes, wrapping around (torch.roll): out[(i + shift) % n] = self[i].
         Without dims the tensor is rolled as if flattened. Two copies end to end, cut at n - shift:
         a view, so its gradient rolls back."""
@@ -337,8 +339,8 @@ class MovementMixin:
                 x = x.repeat(reps).shrink(bounds)
         return x
 
-    def repeat_interleave(self, repeats: Any, dim: int | None = None,
-                          output_size: int | None = None) -> "Tensor":
+    def repeat_interleave(self: TensorLike, repeats: Any, dim: int | None = None,
+                          output_size: int | None = None) -> TensorLike:
         """Each element repeated `repeats` times along dim, copies next to each other
         (torch.repeat_interleave); dim=None flattens first. An int repeat is a view: a new axis
         expanded and merged. A tensor of repeats (one per element, or one for all) is read on the
@@ -363,7 +365,7 @@ class MovementMixin:
             return spread.reshape(x.shape[:d] + (n * r,) + x.shape[d + 1:])
         return x._select(d, np.repeat(np.arange(n), counts))
 
-    def meshgrid(self: Any, *tensors: "Tensor", indexing: str = "ij") -> tuple["Tensor", ...]:
+    def meshgrid(self: Any, *tensors: TensorLike, indexing: str = "ij") -> tuple[TensorLike, ...]:
         """Coordinate grids from 1-d tensors (torch.meshgrid): with indexing='ij' output k varies along
         axis k; 'xy' (numpy's default) swaps the first two axes. Each grid is a view (reshape, expand).
         Tensor.meshgrid(a, b), a.meshgrid(b) and Tensor.meshgrid([a, b]) all work."""
@@ -384,7 +386,8 @@ class MovementMixin:
             grids[0], grids[1] = grids[1], grids[0]
         return tuple(grids)
 
-    def as_strided(self, size: Sequence[int], stride: Sequence[int], storage_offset: int = 0) -> "Tensor":
+    def as_strided(self: TensorLike, size: Sequence[int], stride: Sequence[int],
+                   storage_offset: int = 0) -> TensorLike:
         """Element (i0, i1, ...) is position storage_offset + i0*stride[0] + i1*stride[1] + ... of the
         tensor flattened in C order (torch.as_strided reads the memory; tinyedu tensors share none,
         so the C-order layout plays that role).
@@ -416,7 +419,7 @@ class MovementMixin:
             x = x._windows(count, step)  # x[..., i, p] = previous x[..., p + i*step]
         return x.shrink((None,) * len(size) + ((0, 1),)).reshape(size)  # position p = 0
 
-    def _windows(self, count: int, step: int) -> "Tensor":
+    def _windows(self: TensorLike, count: int, step: int) -> TensorLike:
         """(..., n) -> (..., count, n - (count-1)*step), where out[..., i, p] = self[..., p + i*step].
 
         The trick (from tinygrad's pooling): repeat the last axis `count` times (an expand, free),
@@ -434,7 +437,7 @@ class MovementMixin:
         return flat.reshape(*batch, count, n + step).shrink((None,) * (len(batch) + 1) + ((0, keep),))
 
 
-def _join(pieces: list["Tensor"], axis: int) -> "Tensor":
+def _join(pieces: list[TensorLike], axis: int) -> TensorLike:
     """Pieces laid end to end along axis (cat for views of one tensor): each is padded to the full
     length and picked by where, so a -0.0 keeps its sign (a sum of zero-padded pieces would not)."""
     pieces = [p for p in pieces if p.shape[axis]]

@@ -9,15 +9,14 @@ is a max or a mean over those windows.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from tinyedu.dtype import dtypes
 from tinyedu.errors import ArgumentError, DeviceError, ShapeError, UnsupportedError
+from tinyedu.tensor_api.base import TensorLike, broadcast_shape
 
-if TYPE_CHECKING:
-    from tinyedu.tensor import Tensor
 
 def _expand_ellipsis(term: str, ndim: int, spare: list[str], formula: str) -> str:
     """An operand's letters with "..." replaced by the spare letters of the axes it stands for."""
@@ -32,7 +31,7 @@ def _expand_ellipsis(term: str, ndim: int, spare: list[str], formula: str) -> st
     return term.replace("...", "".join(spare[len(spare) - rest:]))
 
 
-def _diagonals(t: "Tensor", term: str) -> "Tensor":
+def _diagonals(t: TensorLike, term: str) -> TensorLike:
     """For a letter repeated in one operand ("ii"), keep only its diagonal (as a view: the two axes
     flattened, every (n+1)-th element)."""
     letters = list(term)
@@ -49,12 +48,12 @@ def _diagonals(t: "Tensor", term: str) -> "Tensor":
     return t.permute([letters.index(c) for c in dict.fromkeys(term)])
 
 
-def check_tensors(op: str, device: str, **tensors: Any) -> None:
-    """Weights, biases and targets must be Tensors on the input's device (None means not given)."""
-    from tinyedu.tensor import Tensor
-
+def check_tensors(op: str, x: TensorLike, **tensors: Any) -> None:
+    """Weights, biases and targets must be tensors (of the class of x, the op's input) on x's device
+    (None means not given)."""
+    device = x.device
     for name, t in tensors.items():
-        if t is not None and not isinstance(t, Tensor):
+        if t is not None and not isinstance(t, type(x)):
             raise TypeError(f"{op}: {name} must be a Tensor, got {type(t).__name__}")
         if t is not None and t.device != device:
             raise DeviceError(f"{op}: {name} is on {t.device} but the input is on {device}; move it with "
@@ -63,15 +62,13 @@ def check_tensors(op: str, device: str, **tensors: Any) -> None:
 
 class NNMixin:
     # --8<-- [start:matmul]
-    def matmul(self, other: "Tensor") -> "Tensor":
+    def matmul(self: TensorLike, other: TensorLike) -> TensorLike:
         """Batched matrix product with broadcasting, as a broadcast multiply and a sum.
 
         (..., n, k) @ (..., k, m): put x as (..., n, 1, k) and w as (..., 1, m, k), multiply
         (broadcasting makes (..., n, m, k)) and sum the last axis. No new primitive is needed.
         """
-        from tinyedu.tensor import Tensor, broadcast_shape
-
-        if not isinstance(other, Tensor):
+        if not isinstance(other, type(self)):
             raise TypeError(f"matmul: expected a Tensor, got {type(other).__name__}")
         if self.dtype == other.dtype and self.dtype.is_half:
             # the products of two halves are exact in float32: sum them there and round once at the
@@ -98,34 +95,32 @@ class NNMixin:
         return out
 
     # --8<-- [end:matmul]
-    def dot(self, other: "Tensor") -> "Tensor":
+    def dot(self: TensorLike, other: TensorLike) -> TensorLike:
         """The dot product of two 1-d tensors, as torch.dot (tinygrad's dot is matmul: use matmul or @)."""
-        from tinyedu.tensor import Tensor
-
-        if not isinstance(other, Tensor):
+        if not isinstance(other, type(self)):
             raise TypeError(f"dot: expected a Tensor, got {type(other).__name__}")
         if self.ndim != 1 or other.ndim != 1 or self.shape != other.shape:
             raise ShapeError(f"dot: expects two 1-d tensors of the same size, got shapes {self.shape} and "
                              f"{other.shape}; use matmul (or @) for matrices")
         return self.matmul(other)
 
-    def mm(self, other: "Tensor") -> "Tensor":
+    def mm(self: TensorLike, other: TensorLike) -> TensorLike:
         """Matrix product of two 2-d tensors (torch.mm; matmul also broadcasts)."""
         if self.ndim != 2 or getattr(other, "ndim", None) != 2:
             raise ShapeError(f"mm: expects two 2-d tensors, got shapes {self.shape} and "
                              f"{getattr(other, 'shape', type(other).__name__)}; use matmul for other shapes")
         return self.matmul(other)
 
-    def bmm(self, other: "Tensor") -> "Tensor":
+    def bmm(self: TensorLike, other: TensorLike) -> TensorLike:
         """Batched matrix product of (b, n, k) and (b, k, m) tensors (torch.bmm: no broadcasting)."""
         if self.ndim != 3 or getattr(other, "ndim", None) != 3 or self.shape[0] != other.shape[0]:
             raise ShapeError(f"bmm: expects two 3-d tensors with the same batch size, got shapes "
                              f"{self.shape} and {getattr(other, 'shape', type(other).__name__)}")
         return self.matmul(other)
 
-    def linear(self, weight: "Tensor", bias: "Tensor | None" = None) -> "Tensor":
+    def linear(self: TensorLike, weight: TensorLike, bias: TensorLike | None = None) -> TensorLike:
         """x @ weight.T + bias, with PyTorch's layout: weight is (out_features, in_features)."""
-        check_tensors("linear", self.device, weight=weight, bias=bias)
+        check_tensors("linear", self, weight=weight, bias=bias)
         if self.ndim == 0 or weight.ndim != 2 or self.shape[-1] != weight.shape[1]:
             raise ShapeError(f"linear: input of shape {self.shape} and weight of shape {weight.shape} do not "
                              "fit; the weight must be (out_features, in_features) with in_features = the "
@@ -140,7 +135,8 @@ class NNMixin:
 
     # ---- windows, convolution, pooling ----
     # --8<-- [start:pool]
-    def _pool(self, kernel: tuple[int, ...], stride: tuple[int, ...], dilation: tuple[int, ...]) -> "Tensor":
+    def _pool(self: TensorLike, kernel: tuple[int, ...], stride: tuple[int, ...], dilation: tuple[int,
+              ...]) -> TensorLike:
         """Sliding windows over the last len(kernel) axes: (..., *spatial) -> (..., *out, *kernel).
 
         Along a spatial axis of size n a window holds k elements `dilation` apart, and windows start
@@ -165,9 +161,9 @@ class NNMixin:
     # --8<-- [end:pool]
 
     # ---- resizing ----
-    def interpolate(self, size: Any = None, scale_factor: Any = None, mode: str = "nearest",
+    def interpolate(self: TensorLike, size: Any = None, scale_factor: Any = None, mode: str = "nearest",
                     align_corners: bool | None = None,
-                    recompute_scale_factor: bool | None = None) -> "Tensor":
+                    recompute_scale_factor: bool | None = None) -> TensorLike:
         """Resize the spatial axes of (N, C, *spatial) as F.interpolate: mode 'nearest' or
         'nearest-exact' (1 to 3 spatial axes), 'linear' (N, C, L), 'bilinear' (N, C, H, W) or
         'trilinear' (N, C, D, H, W), to `size` or to floor(n * scale_factor).
@@ -211,9 +207,9 @@ class NNMixin:
         return x
 
     # ---- attention ----
-    def scaled_dot_product_attention(self, key: "Tensor", value: "Tensor", attn_mask: "Tensor | None" = None,
-                                     dropout_p: float = 0.0, is_causal: bool = False,
-                                     scale: float | None = None) -> "Tensor":
+    def scaled_dot_product_attention(self: TensorLike, key: TensorLike, value: TensorLike,
+                                     attn_mask: TensorLike | None = None, dropout_p: float = 0.0,
+                                     is_causal: bool = False, scale: float | None = None) -> TensorLike:
         """softmax(q @ k^T * scale + mask) @ v, with q = self (..., L, E), k (..., S, E), v (..., S, Ev).
 
         attn_mask: bool (True = may attend, as in PyTorch) or float (added to the scores); is_causal
@@ -221,11 +217,8 @@ class NNMixin:
         row that may attend to nothing gives NaN, as in PyTorch. dropout_p drops attention weights
         whenever it is > 0 (as F.scaled_dot_product_attention does, training or not).
         """
-        from tinyedu.dtype import dtypes
-        from tinyedu.tensor import Tensor
-
         op = "scaled_dot_product_attention"
-        check_tensors(op, self.device, key=key, value=value, attn_mask=attn_mask)
+        check_tensors(op, self, key=key, value=value, attn_mask=attn_mask)
         if self.ndim < 2 or key.ndim < 2 or value.ndim < 2:
             raise ShapeError(f"{op}: query, key and value need at least 2 axes (..., L or S, E), got "
                              f"{self.shape}, {key.shape}, {value.shape}")
@@ -236,8 +229,6 @@ class NNMixin:
             raise ArgumentError(f"{op}: pass either attn_mask or is_causal=True, not both (as in PyTorch)")
         if not isinstance(dropout_p, (int, float)) or not 0 <= dropout_p <= 1:
             raise ArgumentError(f"{op}: dropout_p must be a probability in [0, 1], got {dropout_p!r}")
-        from tinyedu.tensor import broadcast_shape
-
         batch = f"{op}: the batch axes of query {self.shape}, key {key.shape} and value {value.shape}"
         broadcast_shape(self.shape[:-2], key.shape[:-2], value.shape[:-2], op=batch)
         if scale is None:  # (with E = 0 every score is an empty sum, 0, whatever the scale)
@@ -245,7 +236,7 @@ class NNMixin:
         scores = self.matmul(key.transpose(-2, -1)) * scale
         if is_causal:
             length, source = self.shape[-2], key.shape[-2]
-            attn_mask = Tensor.ones(length, source, dtype=dtypes.bool, device=self.device).tril()
+            attn_mask = type(self).ones(length, source, dtype=dtypes.bool, device=self.device).tril()
         if attn_mask is not None:
             is_bool = attn_mask.dtype == dtypes.bool
             scores = attn_mask.where(scores, -math.inf) if is_bool else scores + attn_mask
@@ -255,18 +246,16 @@ class NNMixin:
         return weights.matmul(value)
 
     # ---- einsum ----
-    @staticmethod
-    def einsum(formula: str, *operands: Any) -> "Tensor":
+    @classmethod
+    def einsum(cls, formula: str, *operands: Any) -> TensorLike:
         """Einstein summation, torch.einsum("ij,jk->ik", a, b): multiply the operands with their axes
         lined up by letter (broadcasting the letters one operand lacks) and sum the letters that
         are not in the output. Without "->" the output is the letters used once, in alphabetical
         order. A letter repeated in one operand takes its diagonal ("ii->i"); "..." stands for the
         remaining (broadcast) axes. Operands may also be passed as one list."""
-        from tinyedu.tensor import Tensor
-
         if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
             operands = tuple(operands[0])
-        if not isinstance(formula, str) or not all(isinstance(t, Tensor) for t in operands) or not operands:
+        if not isinstance(formula, str) or not all(isinstance(t, cls) for t in operands) or not operands:
             raise TypeError("einsum: expected a formula string and one or more Tensors")
         formula = formula.replace(" ", "")
         inputs, arrow, output = formula.partition("->")
@@ -343,8 +332,8 @@ def _nearest_source(n: int, out: int, scale: float | None, exact: bool = False) 
     return np.minimum(np.floor(dst * _step(n, out, scale)).astype(np.int64), n - 1)
 
 
-def _linear_source(n: int, out: int, scale: float | None, align_corners: bool
-                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _linear_source(n: int, out: int, scale: float | None, align_corners: bool) -> tuple[np.ndarray,
+                   np.ndarray, np.ndarray]:
     """(i, i + 1 clamped, t) per output position for linear blending. align_corners maps the first and
     last elements onto each other; otherwise pixel centres: source = (i + 0.5) * step - 0.5, at least 0."""
     dst = np.arange(out, dtype=np.float32)
@@ -358,8 +347,8 @@ def _linear_source(n: int, out: int, scale: float | None, align_corners: bool
     return low, np.minimum(low + 1, n - 1), t
 
 
-def _blend_uint8(x: "Tensor", axis: int, n: int, out: int, scale: float | None,
-                 align_corners: bool) -> "Tensor":
+def _blend_uint8(x: TensorLike, axis: int, n: int, out: int, scale: float | None,
+                 align_corners: bool) -> TensorLike:
     """One axis of a linear resize of uint8 as torch's CPU kernel does it: integer weights with p
     fraction bits, then (sum + 2^(p-1)) >> p, which rounds half up; the result is uint8 again before
     the next axis. Blending in float and rounding once differs from torch in about 1% of pixels."""
@@ -374,8 +363,8 @@ def _blend_uint8(x: "Tensor", axis: int, n: int, out: int, scale: float | None,
     return ((total + (1 << (bits - 1))) >> bits).cast(x.dtype)
 
 
-def _fixed_point_weights(n: int, out: int, scale: float | None, align_corners: bool
-                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+def _fixed_point_weights(n: int, out: int, scale: float | None, align_corners: bool) -> tuple[np.ndarray,
+                         np.ndarray, np.ndarray, int]:
     """(first source index, its weight, the next one's weight, p) for `_blend_uint8`, worked out in
     float64: the output pixel's centre c in source coordinates, weights 1 - |j + 0.5 - c| of the
     source pixels j within 1 of it, normalized to sum 1 (one pixel at an edge), then scaled by 2^p

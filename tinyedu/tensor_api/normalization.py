@@ -8,66 +8,62 @@ are taken over. dropout zeroes random activations, but only while `Tensor.traini
 from __future__ import annotations
 
 from contextlib import ContextDecorator
-from typing import TYPE_CHECKING, Sequence
+from typing import ClassVar, Sequence
 
 from tinyedu.errors import ArgumentError, ShapeError
 from tinyedu.helpers import prod
+from tinyedu.tensor_api.base import TensorLike
 from tinyedu.tensor_api.nn_ops import check_tensors
 
-if TYPE_CHECKING:
-    from tinyedu.tensor import Tensor
 
+class TrainMode(ContextDecorator):
+    """What Tensor.train returns: sets `training` on the tensor class for a block (or a decorated
+    function) and puts the previous mode back at the end."""
 
-class train(ContextDecorator):  # noqa: N801 - used like a function: `with Tensor.train():`
-    """`with Tensor.train():` (or as a decorator) turns training mode on inside the block, and
-    `Tensor.train(False)` turns it off; the previous mode comes back at the end."""
+    def __init__(self, tensor_class: type, mode: bool = True):
+        self.tensor_class, self.mode = tensor_class, mode
 
-    def __init__(self, mode: bool = True):
-        self.mode = mode
-
-    def __enter__(self) -> "train":
-        from tinyedu.tensor import Tensor
-
-        self.previous, Tensor.training = Tensor.training, self.mode
+    def __enter__(self) -> TrainMode:
+        self.previous, self.tensor_class.training = self.tensor_class.training, self.mode
         return self
 
     def __exit__(self, *exc: object) -> None:
-        from tinyedu.tensor import Tensor
-
-        Tensor.training = self.previous
+        self.tensor_class.training = self.previous
 
 
 class NormalizationMixin:
-    train = train
+    training: ClassVar[bool] = False  # dropout is active only while training (see train)
 
-    def dropout(self, p: float = 0.5) -> "Tensor":
+    @classmethod
+    def train(cls, mode: bool = True) -> TrainMode:
+        """`with Tensor.train():` (or as a decorator) turns training mode on inside the block, and
+        `Tensor.train(False)` turns it off; the previous mode comes back at the end."""
+        return TrainMode(cls, mode)
+
+    def dropout(self: TensorLike, p: float = 0.5) -> TensorLike:
         """While training, zero each element with probability p and scale the rest by 1/(1-p), so the
         expected value is unchanged; outside training mode it does nothing (as nn.Dropout in eval).
 
         The random mask comes from Tensor.manual_seed's generator, so runs repeat.
         """
-        from tinyedu.tensor import Tensor
-
         if not isinstance(p, (int, float)) or isinstance(p, bool) or not 0 <= p <= 1:
             raise ValueError(f"dropout: probability p has to be between 0 and 1, got {p!r}")
-        if not Tensor.training or p == 0:
+        if not type(self).training or p == 0:
             return self
         return self._dropout(p)
 
-    def _dropout(self, p: float) -> "Tensor":
+    def _dropout(self: TensorLike, p: float) -> TensorLike:
         """Zero each element with probability p and scale the rest by 1/(1-p), training or not."""
-        from tinyedu.tensor import Tensor
-
         if p == 1:
             return self * 0
-        keep = Tensor.rand(*self.shape, device=self.device) >= p
+        keep = type(self).rand(*self.shape, device=self.device) >= p
         return keep.where(self * (1 / (1 - p)), 0)
 
-    def layer_norm(self, normalized_shape: int | Sequence[int], weight: "Tensor | None" = None,
-                   bias: "Tensor | None" = None, eps: float = 1e-5) -> "Tensor":
+    def layer_norm(self: TensorLike, normalized_shape: int | Sequence[int], weight: TensorLike | None = None,
+                   bias: TensorLike | None = None, eps: float = 1e-5) -> TensorLike:
         """Normalize over the last len(normalized_shape) axes (each sample on its own), then
         * weight + bias (both of shape normalized_shape), as torch.nn.functional.layer_norm."""
-        check_tensors("layer_norm", self.device, weight=weight, bias=bias)
+        check_tensors("layer_norm", self, weight=weight, bias=bias)
         if not isinstance(normalized_shape, (int, tuple, list)):
             raise TypeError(f"layer_norm: normalized_shape must be an int or a tuple of ints, got "
                             f"{type(normalized_shape).__name__}")
@@ -84,16 +80,16 @@ class NormalizationMixin:
         out = out * weight if weight is not None else out
         return out + bias if bias is not None else out
 
-    def batch_norm(self, running_mean: "Tensor | None" = None, running_var: "Tensor | None" = None,
-                   weight: "Tensor | None" = None, bias: "Tensor | None" = None, training: bool = False,
-                   eps: float = 1e-5) -> "Tensor":
+    def batch_norm(self: TensorLike, running_mean: TensorLike | None = None,
+                   running_var: TensorLike | None = None, weight: TensorLike | None = None,
+                   bias: TensorLike | None = None, training: bool = False, eps: float = 1e-5) -> TensorLike:
         """Normalize each channel (axis 1 of (N, C, ...)) over the batch and all other axes.
 
         training=True uses this batch's mean and (biased) variance; otherwise the running
         statistics. Like PyTorch's functional form it never changes running_mean/var itself: the
         BatchNorm2d layer (tinyedu.nn) updates them, in place, with `assign`.
         """
-        check_tensors("batch_norm", self.device, running_mean=running_mean, running_var=running_var,
+        check_tensors("batch_norm", self, running_mean=running_mean, running_var=running_var,
                       weight=weight, bias=bias)
         if self.ndim < 2:
             raise ValueError("batch_norm: expected input (N, C, ...) with at least 2 axes, got shape "
@@ -116,23 +112,23 @@ class NormalizationMixin:
         out = out * weight.reshape(per_channel) if weight is not None else out
         return out + bias.reshape(per_channel) if bias is not None else out
 
-    def _normalize(self, axes: tuple[int, ...], eps: float) -> "Tensor":
+    def _normalize(self: TensorLike, axes: tuple[int, ...], eps: float) -> TensorLike:
         """(x - mean) / sqrt(var + eps) over `axes`, with the biased variance (divide by n)."""
         x = self._float()
         centered = x - x.mean(axes, keepdim=True)
         return centered * (centered.square().mean(axes, keepdim=True) + eps).rsqrt()
 
     # ---- tinygrad's names ----
-    def layernorm(self, axis: int | tuple[int, ...] = -1, eps: float = 1e-5) -> "Tensor":
+    def layernorm(self: TensorLike, axis: int | tuple[int, ...] = -1, eps: float = 1e-5) -> TensorLike:
         """tinygrad's layernorm: normalize over `axis` (no weight or bias; see layer_norm for PyTorch's)."""
         axes = self._reduce_axes(axis, "layernorm")
         return self._normalize(axes, eps)
 
-    def batchnorm(self, weight: "Tensor | None", bias: "Tensor | None", mean: "Tensor", invstd: "Tensor",
-                  axis: int | tuple[int, ...] = 1) -> "Tensor":
+    def batchnorm(self: TensorLike, weight: TensorLike | None, bias: TensorLike | None, mean: TensorLike,
+                  invstd: TensorLike, axis: int | tuple[int, ...] = 1) -> TensorLike:
         """tinygrad's batchnorm: (x - mean) * weight * invstd + bias, with the statistics given per
         channel along `axis` (see batch_norm for PyTorch's)."""
-        check_tensors("batchnorm", self.device, weight=weight, bias=bias, mean=mean, invstd=invstd)
+        check_tensors("batchnorm", self, weight=weight, bias=bias, mean=mean, invstd=invstd)
         axes = self._reduce_axes(axis, "batchnorm")
         shape = tuple(s if i in axes else 1 for i, s in enumerate(self.shape))
         for name, t in (("weight", weight), ("bias", bias), ("mean", mean), ("invstd", invstd)):

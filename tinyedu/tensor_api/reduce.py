@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 import tinyedu.function as F
 import tinyedu.function_math as FM
 from tinyedu.dtype import dtypes
 from tinyedu.errors import ShapeError
 from tinyedu.helpers import prod
-
-if TYPE_CHECKING:
-    from tinyedu.tensor import Tensor
+from tinyedu.tensor_api.base import TensorLike
+from tinyedu.tensor_api.grad_mode import no_grad
 
 Axis = int | tuple[int, ...] | list[int] | None
 
@@ -31,7 +30,7 @@ def dim_or_axis(method: Callable) -> Callable:
 
 
 class ReduceMixin:
-    def _reduce_axes(self, axis: Axis, op: str) -> tuple[int, ...]:
+    def _reduce_axes(self: TensorLike, axis: Axis, op: str) -> tuple[int, ...]:
         """Normalize `axis` (None = all, an int, or a tuple; negatives count from the end)."""
         if axis is None:
             return tuple(range(self.ndim))
@@ -43,7 +42,8 @@ class ReduceMixin:
             raise ShapeError(f"{op}: axis {axis} names the same dimension twice (shape {self.shape})")
         return tuple(a for a in normalized if self.ndim)  # a 0-d tensor has nothing to reduce
 
-    def _reduce(self, function: type[F.Function], axis: Axis, keepdim: bool, op: str) -> "Tensor":
+    def _reduce(self: TensorLike, function: type[F.Function], axis: Axis, keepdim: bool,
+                op: str) -> TensorLike:
         axes = self._reduce_axes(axis, op)
         out = self._apply(function, axes=axes) if axes else self
         if keepdim:
@@ -51,7 +51,7 @@ class ReduceMixin:
         return out.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
 
     @dim_or_axis
-    def sum(self, axis: Axis = None, keepdim: bool = False, dtype=None) -> "Tensor":
+    def sum(self: TensorLike, axis: Axis = None, keepdim: bool = False, dtype=None) -> TensorLike:
         """Sum over axes. bool and every int type sum in int64 and give int64, as in PyTorch (an int64
         sum wraps around past 2^63); float16 and bfloat16 accumulate in float32."""
         x = self
@@ -61,33 +61,33 @@ class ReduceMixin:
             x = x.cast(dtypes.int64)
         return x._reduce(F.Sum, axis, keepdim, "sum")
 
-    def _check_not_empty(self, axis: Axis, op: str) -> None:
+    def _check_not_empty(self: TensorLike, axis: Axis, op: str) -> None:
         for a in self._reduce_axes(axis, op):
             if self.shape[a] == 0:
                 raise ValueError(f"{op}: cannot reduce over axis {a} of size 0 (shape {self.shape}); the "
                                  f"{op} of nothing is undefined")
 
     @dim_or_axis
-    def max(self, axis: Axis = None, keepdim: bool = False) -> "Tensor":
+    def max(self: TensorLike, axis: Axis = None, keepdim: bool = False) -> TensorLike:
         self._check_not_empty(axis, "max")
         return self._reduce(F.Max, axis, keepdim, "max")
 
     @dim_or_axis
-    def amax(self, axis: Axis = None, keepdim: bool = False) -> "Tensor":
+    def amax(self: TensorLike, axis: Axis = None, keepdim: bool = False) -> TensorLike:
         """PyTorch's name for max over axes (max(dim) in PyTorch also returns the indices)."""
         return self.max(axis, keepdim)
 
     @dim_or_axis
-    def amin(self, axis: Axis = None, keepdim: bool = False) -> "Tensor":
+    def amin(self: TensorLike, axis: Axis = None, keepdim: bool = False) -> TensorLike:
         return self.min(axis, keepdim)
 
     @dim_or_axis
-    def min(self, axis: Axis = None, keepdim: bool = False) -> "Tensor":
+    def min(self: TensorLike, axis: Axis = None, keepdim: bool = False) -> TensorLike:
         """The smallest value: the max of the values in reverse order (see _reversed_order)."""
         self._check_not_empty(axis, "min")
         return self._reversed_order().max(axis, keepdim)._reversed_order()
 
-    def _reversed_order(self) -> "Tensor":
+    def _reversed_order(self: TensorLike) -> TensorLike:
         """A map that reverses the order of the values and is its own inverse, so min(x) is
         r(max(r(x))) and argmin(x) is argmax(r(x)). Floats use -x (NaN stays NaN, -0.0 and 0.0 swap
         back). Integers use ~x, that is -x - 1 for signed and 255 - x for uint8, which never
@@ -95,7 +95,7 @@ class ReduceMixin:
         return -self if self.dtype.is_float else ~self
 
     @dim_or_axis
-    def mean(self, axis: Axis = None, keepdim: bool = False) -> "Tensor":
+    def mean(self: TensorLike, axis: Axis = None, keepdim: bool = False) -> TensorLike:
         """The average; integer tensors are averaged as floats. float16 and bfloat16 sum and divide in
         float32 and round once at the end, as PyTorch does (a half sum may pass 65504, the mean not)."""
         x = self if self.dtype in (dtypes.float32, dtypes.float64) else self.float()
@@ -109,7 +109,7 @@ class ReduceMixin:
 
     # ---- statistics ----
     @dim_or_axis
-    def var(self, axis: Axis = None, keepdim: bool = False, correction: int = 1) -> "Tensor":
+    def var(self: TensorLike, axis: Axis = None, keepdim: bool = False, correction: int = 1) -> TensorLike:
         """The spread around the mean: sum((x - mean)^2) / (n - correction).
 
         correction=1 (the default, as in PyTorch) gives the unbiased estimate from a sample;
@@ -123,32 +123,32 @@ class ReduceMixin:
         return squares / max(n - correction, 0)
 
     @dim_or_axis
-    def std(self, axis: Axis = None, keepdim: bool = False, correction: int = 1) -> "Tensor":
+    def std(self: TensorLike, axis: Axis = None, keepdim: bool = False, correction: int = 1) -> TensorLike:
         """The standard deviation: the square root of var (same units as x). Where the spread is 0 the
         gradient is 0, as PyTorch's (the chain rule gives 0 / 0: sqrt's slope there is infinite)."""
         return _std_of(self.var(axis, keepdim, correction))
 
     @dim_or_axis
-    def var_mean(self, axis: Axis = None, keepdim: bool = False, correction: int = 1,
-                 unbiased: bool | None = None) -> tuple["Tensor", "Tensor"]:
+    def var_mean(self: TensorLike, axis: Axis = None, keepdim: bool = False, correction: int = 1,
+                 unbiased: bool | None = None) -> tuple[TensorLike, TensorLike]:
         """(var, mean) together, as torch.var_mean; unbiased=False is correction=0."""
         correction = correction if unbiased is None else int(unbiased)
         return self.var(axis, keepdim, correction), self._float().mean(axis, keepdim)
 
     @dim_or_axis
-    def std_mean(self, axis: Axis = None, keepdim: bool = False, correction: int = 1,
-                 unbiased: bool | None = None) -> tuple["Tensor", "Tensor"]:
+    def std_mean(self: TensorLike, axis: Axis = None, keepdim: bool = False, correction: int = 1,
+                 unbiased: bool | None = None) -> tuple[TensorLike, TensorLike]:
         """(std, mean) together, as torch.std_mean; unbiased=False is correction=0."""
         var, mean = self.var_mean(axis, keepdim, correction, unbiased)
         return _std_of(var), mean
 
-    def _count(self, axis: Axis, op: str) -> int:
+    def _count(self: TensorLike, axis: Axis, op: str) -> int:
         """How many elements each reduction over `axis` combines."""
         return prod(self.shape[a] for a in self._reduce_axes(axis, op))
 
     # ---- which index ----
     @dim_or_axis
-    def argmax(self, axis: int | None = None, keepdim: bool = False) -> "Tensor":
+    def argmax(self: TensorLike, axis: int | None = None, keepdim: bool = False) -> TensorLike:
         """The index of the largest value (the first one on ties, and NaN counts as largest, like PyTorch).
 
         With no axis, the index is into the flattened tensor. The trick: mark where x equals its
@@ -158,17 +158,15 @@ class ReduceMixin:
         return self._first_max_index(axis, keepdim, "argmax")
 
     @dim_or_axis
-    def argmin(self, axis: int | None = None, keepdim: bool = False) -> "Tensor":
+    def argmin(self: TensorLike, axis: int | None = None, keepdim: bool = False) -> TensorLike:
         """The index of the smallest value (first on ties): the argmax of -x."""
         return self._reversed_order()._first_max_index(axis, keepdim, "argmin")
 
-    def _first_max_index(self, axis: int | None, keepdim: bool, op: str) -> "Tensor":
-        from tinyedu.tensor import Tensor
-
+    def _first_max_index(self: TensorLike, axis: int | None, keepdim: bool, op: str) -> TensorLike:
         if not self.ndim:  # a single value is at index 0
             if axis is not None:
                 self._axis(axis, op)  # (only 0 and -1 are valid)
-            return Tensor(0, device=self.device)
+            return type(self)(0, device=self.device)
         if axis is None:
             _check_index_fits(self.numel(), self.shape, op, "the flattened tensor")
             flat = self.reshape(-1)._first_max_index(0, False, op)
@@ -180,11 +178,11 @@ class ReduceMixin:
         is_max = self == self.max(a, keepdim=True)
         if self.dtype.is_float:
             is_max = is_max | (self != self)  # NaN != NaN: NaNs count as the maximum, as in PyTorch
-        countdown = Tensor.arange(n, 0, -1, device=self.device).reshape((n,) + (1,) * (self.ndim - a - 1))
+        countdown = type(self).arange(n, 0, -1, device=self.device).reshape((n,) + (1,) * (self.ndim - a - 1))
         return n - is_max.where(countdown, 0).max(a, keepdim)
 
     # ---- softmax family: subtract the max first so exp never overflows ----
-    def _stable_max(self, axis: Axis, op: str, finite: bool = False) -> "Tensor":
+    def _stable_max(self: TensorLike, axis: Axis, op: str, finite: bool = False) -> TensorLike:
         """The max over `axis` (keepdim), detached (0 for an empty axis); with finite=True an infinite
         max is replaced by 0.
 
@@ -201,15 +199,13 @@ class ReduceMixin:
 
     # --8<-- [start:softmax]
     @dim_or_axis
-    def softmax(self, axis: int = -1) -> "Tensor":
+    def softmax(self: TensorLike, axis: int = -1) -> TensorLike:
         """exp(x) / sum(exp(x)) along axis: positive values that sum to 1 (probabilities).
 
         The value is made of primitives; the gradient is PyTorch's formula s * (g - sum(g * s)),
         with sum(g * s) taken as sum(g * e) / sum(e) (function_math.SoftmaxGrad). The chain rule
         through the division gives the same number up to rounding, but where the true gradient is 0
         it leaves an ulp of noise, which a later op can magnify (divide by 1e-8 and it is 0.4)."""
-        from tinyedu.tensor import no_grad
-
         x = self._float()
         with no_grad():
             e = (x - x._stable_max(axis, "softmax")).exp()
@@ -219,11 +215,9 @@ class ReduceMixin:
 
     # --8<-- [end:softmax]
     @dim_or_axis
-    def log_softmax(self, axis: int = -1) -> "Tensor":
+    def log_softmax(self: TensorLike, axis: int = -1) -> TensorLike:
         """log(softmax(x)) = x - logsumexp(x), without ever forming the tiny softmax values; the
         gradient is PyTorch's g - softmax(x) * sum(g) (see softmax)."""
-        from tinyedu.tensor import no_grad
-
         x = self._float()
         with no_grad():
             shifted = x - x._stable_max(axis, "log_softmax")
@@ -233,12 +227,10 @@ class ReduceMixin:
         return x._apply(FM.SoftmaxGrad, value=out.lazydata, exps=e.lazydata, axes=axes, log=True)
 
     @dim_or_axis
-    def logsumexp(self, axis: Axis = None, keepdim: bool = False) -> "Tensor":
+    def logsumexp(self: TensorLike, axis: Axis = None, keepdim: bool = False) -> TensorLike:
         """log(sum(exp(x))) over axis, computed as m + log(sum(exp(x - m))) with m the max; the
         gradient is PyTorch's exp(x - logsumexp(x)), which never overflows (the chain rule through
         exp(x - m) / sum(...) overflows when m had to be replaced by 0 for an infinite max)."""
-        from tinyedu.tensor import no_grad
-
         x = self._float()
         with no_grad():
             m = x._stable_max(axis, "logsumexp", finite=True)
@@ -246,23 +238,23 @@ class ReduceMixin:
         out = x._apply(FM.LogsumexpGrad, value=out.lazydata)
         return out if keepdim else out.reshape(self._reduced_shape(axis, "logsumexp"))
 
-    def _reduced_shape(self, axis: Axis, op: str) -> tuple[int, ...]:
+    def _reduced_shape(self: TensorLike, axis: Axis, op: str) -> tuple[int, ...]:
         axes = self._reduce_axes(axis, op)
         return tuple(s for i, s in enumerate(self.shape) if i not in axes)
 
     # ---- truth ----
     @dim_or_axis
-    def any(self, axis: Axis = None, keepdim: bool = False) -> "Tensor":
+    def any(self: TensorLike, axis: Axis = None, keepdim: bool = False) -> TensorLike:
         """True where some element along axis is non-zero (False for an empty axis)."""
         return (self != 0).sum(axis, keepdim) > 0
 
     @dim_or_axis
-    def all(self, axis: Axis = None, keepdim: bool = False) -> "Tensor":
+    def all(self: TensorLike, axis: Axis = None, keepdim: bool = False) -> TensorLike:
         """True where every element along axis is non-zero (True for an empty axis)."""
         return (self == 0).sum(axis, keepdim) == 0
 
-    def isclose(self, other: "Tensor | float", rtol: float = 1e-5, atol: float = 1e-8,
-                equal_nan: bool = False) -> "Tensor":
+    def isclose(self: TensorLike, other: TensorLike | float, rtol: float = 1e-5, atol: float = 1e-8,
+                equal_nan: bool = False) -> TensorLike:
         """|x - y| <= atol + rtol * |y| elementwise, as torch.isclose: equal values (infinities too)
         are close, an infinity is close to nothing else, NaN to nothing unless equal_nan=True."""
         for name, tol in (("rtol", rtol), ("atol", atol)):
@@ -280,43 +272,13 @@ class ReduceMixin:
             close = close | ((x.float() - y.float()).abs() <= atol + rtol * y.float().abs())
         return close
 
-    def allclose(self, other: "Tensor | float", rtol: float = 1e-5, atol: float = 1e-8,
+    def allclose(self: TensorLike, other: TensorLike | float, rtol: float = 1e-5, atol: float = 1e-8,
                  equal_nan: bool = False) -> bool:
         """True if every element isclose, as torch.allclose."""
         return bool(self.isclose(other, rtol, atol, equal_nan).all().item())
 
-    # ---- running sums ----
     @dim_or_axis
-    def cumsum(self, axis: int = 0) -> "Tensor":
-        """Running sum along an axis: out[i] = x[0] + ... + x[i]. bool and ints sum as int64 (as sum does).
-
-        With movement ops only: pad n-1 zeros in front and cut windows of n (out[i] is the sum of
-        window i), which costs n^2 additions. Long axes go in blocks of 32: a running sum inside
-        each block, plus the running sum of the block totals (recursively), so about 32 n.
-        """
-        if self.ndim == 0:
-            self._axis(axis, "cumsum")
-            return self.sum()
-        a = self._axis(axis, "cumsum")
-        x = self if self.dtype.is_float else self.cast(dtypes.int64)
-        return x.transpose(a, -1)._cumsum_last().transpose(a, -1)
-
-    def _cumsum_last(self, block: int = 32) -> "Tensor":
-        n = self.shape[-1]
-        if n <= block:
-            padded = self.pad(((0, 0),) * (self.ndim - 1) + ((n - 1, 0),)) if n else self
-            return padded._windows(n, 1).sum(-2) if n else self
-        blocks = -(-n // block)
-        x = self.pad(((0, 0),) * (self.ndim - 1) + ((0, blocks * block - n),))
-        x = x.reshape(*self.shape[:-1], blocks, block)
-        inside = x._cumsum_last(block)                       # running sum within each block
-        totals = inside[..., -1]                              # (..., blocks)
-        before = totals._cumsum_last(block) - totals          # what all earlier blocks add up to
-        out = (inside + before.unsqueeze(-1)).reshape(*self.shape[:-1], blocks * block)
-        return out[..., :n]
-
-    @dim_or_axis
-    def prod(self, axis: Axis = None, keepdim: bool = False, dtype: Any = None) -> "Tensor":
+    def prod(self: TensorLike, axis: Axis = None, keepdim: bool = False, dtype: Any = None) -> TensorLike:
         """The product over axes: pairs multiplied in a tree (log2 n rounds of multiplies); bool and
         every int type multiply in int64 and give int64, and dtype= casts first (as in PyTorch). On
         axes longer than 32 each round is realized, and so is its gradient (contiguous_backward):
@@ -346,7 +308,7 @@ def _check_index_fits(n: int, shape: tuple[int, ...], op: str, where: str) -> No
                          f"most 2^31 - 1); take the {op} of parts (reshape, reduce each row, then combine)")
 
 
-def _std_of(var: "Tensor") -> "Tensor":
+def _std_of(var: TensorLike) -> TensorLike:
     """sqrt(var), with gradient 0 where var is 0 (PyTorch's std), not the chain rule's 0 / 0."""
     flat = var == 0
     return flat.where(0.0, flat.where(1.0, var).sqrt())

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
-if TYPE_CHECKING:
-    from tinyedu.tensor import Tensor
+from tinyedu.tensor_api.base import TensorLike
 
 
-def format_tensor(t: "Tensor") -> str:
+def format_tensor(t: TensorLike) -> str:
     """`repr` realizes the tensor: printing is one of the moments a lazy value must exist."""
     grad = ", requires_grad=True" if t.requires_grad else ""
     values = np.array2string(t.numpy(), separator=", ", threshold=100, edgeitems=3, precision=4,

@@ -1,4 +1,4 @@
-"""Rounding, division with rounding, remainders and powers: the integer-valued side of arithmetic.
+"""Rounding, division with rounding and remainders: the integer-valued side of arithmetic.
 
 Step functions (trunc, floor, ceil, round, sign, float //) are flat almost everywhere: their value
 is computed with `Expr` formulas and kept in the autograd graph with gradient 0 (Function Flat), as
@@ -7,23 +7,18 @@ PyTorch's are. None of them goes through int32: a float32 of magnitude >= 2^23 i
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Callable
 
 import tinyedu.function as F
-import tinyedu.function_math as FM
-from tinyedu.dtype import dtypes, promote_with_scalar
-from tinyedu.errors import ArgumentError, DTypeError
+from tinyedu.dtype import dtypes
+from tinyedu.errors import DTypeError
 from tinyedu.expr import Expr
-
-if TYPE_CHECKING:
-    from tinyedu.tensor import Tensor
-
-Operand = Any  # a Tensor or a Python number
+from tinyedu.tensor_api.base import Operand, TensorLike
 
 
 class RoundingMixin:
     # ---- division with rounding, remainders ----
-    def floor_divide(self, other: Operand, reverse: bool = False) -> "Tensor":
+    def floor_divide(self: TensorLike, other: Operand, reverse: bool = False) -> TensorLike:
         """x // y, rounding toward -inf as Python and PyTorch do (C's / rounds toward 0).
 
         Integers: the truncated quotient, minus 1 where the remainder is non-zero and has the
@@ -40,7 +35,7 @@ class RoundingMixin:
             return quotient - adjust.cast(x.dtype)
         return x._step(lambda a, b: _floor_divide(a, b), y)
 
-    def mod(self, other: Operand, reverse: bool = False) -> "Tensor":
+    def mod(self: TensorLike, other: Operand, reverse: bool = False) -> TensorLike:
         """x % y with Python's sign rule (the result takes the sign of y), like torch.remainder."""
         x, y = self._broadcasted(other, "mod", reverse)
         r = x._apply(F.Mod, y)
@@ -48,84 +43,37 @@ class RoundingMixin:
 
     remainder = mod
 
-    def fmod(self, other: Operand) -> "Tensor":
+    def fmod(self: TensorLike, other: Operand) -> TensorLike:
         """C's fmod: the remainder of the truncated division, with the sign of x (torch.fmod)."""
         x, y = self._broadcasted(other, "fmod")
         return x._apply(F.Mod, y)
 
-    # ---- powers ----
-    def pow(self, exponent: Operand, reverse: bool = False) -> "Tensor":
-        """x ** y with PyTorch's types and corner cases.
-
-        int ** int stays an integer (exact, wrapping like C); anything with a float is float
-        (`Tensor([2, 3]) ** 2.0` is float32). A Python-number exponent: sqrt for 0.5, repeated
-        multiplication for small integers (exact, and right for negative x), as PyTorch special-cases
-        them (function_composite.PowScalar). A tensor exponent: 2^(y log2|x|) with C's special cases
-        (function_composite.Pow). Gradients are PyTorch's, which are 0 rather than NaN at x = 0.
-        """
-        if not reverse and isinstance(exponent, (int, float)) and not isinstance(exponent, bool):
-            x = self.cast(promote_with_scalar(self.dtype, exponent))
-            if not x.dtype.is_float:
-                if exponent < 0:
-                    raise ArgumentError(f"pow: integers to negative integer powers are not allowed "
-                                        f"({exponent}), as in PyTorch; use a float tensor: x.float() ** n")
-                return x._int_power(exponent)
-            if exponent == 0:  # 1 everywhere, even at NaN; gradient 0
-                return x._step(lambda a: Expr(a.lazydata.const(1.0)))
-            return x._apply(FM.PowScalar, exponent=exponent)
-        base, power = self._broadcasted(exponent, "pow", reverse)
-        if base.dtype.is_float:
-            return base._apply(FM.Pow, power)
-        return base._int_power_tensor(power)
-
-    def _int_power(self, n: int) -> "Tensor":
-        """self ** n for a Python int n >= 0 by squaring: about 2 log2(n) multiplies."""
-        result, square = None, self
-        while True:
-            if n & 1:
-                result = square if result is None else result * square
-            n >>= 1
-            if not n:
-                return result if result is not None else self._step(lambda a: Expr(a.lazydata.const(1)))
-            square = square * square
-
-    def _int_power_tensor(self, power: "Tensor") -> "Tensor":
-        """Integer base ** integer exponent tensor: square-and-multiply over the exponent's 31 bits.
-
-        A negative exponent gives 1 // x^|n| truncated (1, -1 or 0; PyTorch raises instead)."""
-        magnitude = power.abs()
-        result, square = self.ones_like(), self
-        for bit in range(31):
-            result = (magnitude.bitwise_and(1 << bit) != 0).where(result * square, result)
-            square = square * square
-        return (power < 0).where(self.ones_like().div(result, rounding_mode="trunc"), result)
-
     # ---- rounding: step functions, gradient 0 ----
     # --8<-- [start:step]
-    def _step(self, value: Callable[..., Expr], *others: "Tensor") -> "Tensor":
+    def _step(self: TensorLike, value: Callable[..., Expr], *others: TensorLike) -> TensorLike:
         """A step function of self (and others): `value` computes it on Exprs; the result stays in the
         autograd graph with gradient 0 (Function Flat), as PyTorch's floor, sign, round... do."""
         result = value(*(Expr(t.lazydata) for t in (self, *others)))
         return self._apply(F.Flat, *others, value=result.lazydata)
 
-    def trunc(self) -> "Tensor":
+    def trunc(self: TensorLike) -> TensorLike:
         """Round toward zero (trunc(-0.5) is -0.0). Integers are already whole."""
         return self if not self.dtype.is_float else self._step(lambda x: x.trunc())
 
     fix = trunc
 
     # --8<-- [end:step]
-    def floor(self) -> "Tensor":
+    def floor(self: TensorLike) -> TensorLike:
         return self if not self.dtype.is_float else self._step(lambda x: _floor(x))
 
-    def ceil(self) -> "Tensor":
+    def ceil(self: TensorLike) -> TensorLike:
         def ceil(x: Expr) -> Expr:
             t = x.trunc()
             return (x > t).where(t + 1, t)
 
         return self if not self.dtype.is_float else self._step(ceil)
 
-    def round(self, decimals: int = 0) -> "Tensor":
+    def round(self: TensorLike, decimals: int = 0) -> TensorLike:
         """Round half to even (round(2.5) is 2, round(-0.5) is -0.0), as PyTorch and numpy; with
         decimals, x * 10^decimals is rounded and scaled back."""
         if not isinstance(decimals, int) or isinstance(decimals, bool):
@@ -138,7 +86,7 @@ class RoundingMixin:
             return self._step(lambda x: _round_half_even(x / 10.0**-decimals) * 10.0**-decimals)
         return self._step(_round_half_even)
 
-    def sign(self) -> "Tensor":
+    def sign(self: TensorLike) -> TensorLike:
         """-1, 0 or 1 (0 for NaN, as in PyTorch); gradient 0."""
         def sign(x: Expr) -> Expr:
             return (x > 0).where(x.const(1.0), (x < 0).where(x.const(-1.0), x.const(0.0)))

@@ -13,32 +13,29 @@ int32 index would wrap, so such a sort is refused with an error that says so.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from tinyedu.dtype import dtypes
 from tinyedu.helpers import prod
+from tinyedu.tensor_api.base import TensorLike
 from tinyedu.tensor_api.indexing import _one_hot_pick
-
-if TYPE_CHECKING:
-    from tinyedu.tensor import Tensor
 
 GRID_LIMIT = 2**31 - 1  # the largest element count a kernel's int32 index reaches
 
 
 class SortingMixin:
-    def sort(self, dim: int = -1, descending: bool = False, stable: bool = False,
-             ) -> tuple["Tensor", "Tensor"]:
+    def sort(self: TensorLike, dim: int = -1, descending: bool = False,
+             stable: bool = False,) -> tuple[TensorLike, TensorLike]:
         """(values, indices) sorted along dim, as torch.sort. Ties keep their order whether or not
         stable=True (torch only promises that with stable=True); NaN sorts as the largest value;
         the indices are int32 (torch: int64). The gradient of each value goes to its element."""
         return self._sorted(dim, descending, None, "sort")
 
-    def argsort(self, dim: int = -1, descending: bool = False, stable: bool = False) -> "Tensor":
+    def argsort(self: TensorLike, dim: int = -1, descending: bool = False,
+                stable: bool = False) -> TensorLike:
         """The indices that sort dim (int32), as torch.argsort; see sort."""
         return self._sorted(dim, descending, None, "argsort")[1]
 
-    def topk(self, k: int, dim: int = -1, largest: bool = True, sorted: bool = True,  # noqa: A002
-             ) -> tuple["Tensor", "Tensor"]:
+    def topk(self: TensorLike, k: int, dim: int = -1, largest: bool = True, sorted: bool = True,  # noqa: A002
+             ) -> tuple[TensorLike, TensorLike]:
         """(values, indices) of the k largest (largest=False: smallest) along dim, as torch.topk.
         They always come sorted, so sorted=False gives the same; among equal values the earlier
         position is taken first (torch does not promise which). Built like sort, ranking only k."""
@@ -50,9 +47,8 @@ class SortingMixin:
                              f"elements, so k must be in 0..{n}")
         return self._sorted(dim, largest, k, "topk")
 
-    def _sorted(self, dim: int, descending: bool, k: int | None, op: str) -> tuple["Tensor", "Tensor"]:
-        from tinyedu.tensor import Tensor
-
+    def _sorted(self: TensorLike, dim: int, descending: bool, k: int | None, op: str) -> tuple[TensorLike,
+                TensorLike]:
         if self.ndim == 0:  # one element: sorted as a row of one
             self._axis(dim, op)
             values, indices = self.reshape(1)._sorted(0, descending, k, op)
@@ -65,13 +61,13 @@ class SortingMixin:
                              f"grid of {prod(x.shape) * n:,} cells (n^2 per row of {n}); the limit is "
                              f"{GRID_LIMIT:,}, where the kernel's int32 index would wrap. Sort fewer "
                              "or shorter rows")
-        pick = _rank(x.detach(), descending).unsqueeze(-2) == _positions(n if k is None else k, x.device)
+        pick = _rank(x.detach(), descending).unsqueeze(-2) == _positions(x, n if k is None else k)
         values = _one_hot_pick(pick, x.unsqueeze(-2), -1)  # exact bits, -0.0 kept; scatter gradient
-        indices = pick.where(Tensor.arange(n, device=x.device), 0).sum(-1)
+        indices = pick.where(type(self).arange(n, device=x.device), 0).sum(-1)
         return values.transpose(a, -1), indices.cast(dtypes.int32).transpose(a, -1)
 
 
-def _rank(x: "Tensor", descending: bool) -> "Tensor":
+def _rank(x: TensorLike, descending: bool) -> TensorLike:
     """How many elements of each row (the last axis) come before each element in sorted order."""
     mine, theirs = x.unsqueeze(-1), x.unsqueeze(-2)  # [..., i, j]: element i against element j
     before = theirs > mine if descending else theirs < mine
@@ -81,12 +77,10 @@ def _rank(x: "Tensor", descending: bool) -> "Tensor":
         before = before | ((nan_theirs & ~nan_mine) if descending else (nan_mine & ~nan_theirs))
         same = same | (nan_mine & nan_theirs)
     n = x.shape[-1]
-    earlier = _positions(n, x.device) > _positions(n, x.device).reshape(1, n)  # j < i
+    earlier = _positions(x, n) > _positions(x, n).reshape(1, n)  # j < i
     return (before | (same & earlier)).sum(-1)
 
 
-def _positions(n: int, device: str) -> "Tensor":
-    """0..n-1 as a column (n, 1): output position p along the rows of a (..., n, n) grid."""
-    from tinyedu.tensor import Tensor
-
-    return Tensor.arange(n, device=device).reshape(n, 1)
+def _positions(x: TensorLike, n: int) -> TensorLike:
+    """0..n-1 as a column (n, 1), on x's device: output position p along the rows of a (..., n, n) grid."""
+    return type(x).arange(n, device=x.device).reshape(n, 1)
