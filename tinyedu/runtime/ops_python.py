@@ -29,6 +29,7 @@ from tinyedu.runtime.lockstep import LockstepProgram
 from tinyedu.runtime.python_alu import BOOL_ALU, FLOAT_ALU, INT_ALU, cast, fused_multiply_add, to_dtype
 from tinyedu.runtime.toolchain import native_vector_width
 
+# fused_multiply_add stays importable from here (tests compare it with C's fmaf)
 __all__ = ["PythonProgram", "PythonDevice", "fused_multiply_add", "create_device"]
 
 
