@@ -30,7 +30,7 @@ from tinyedu.tensor_api.combine import CombineMixin
 from tinyedu.tensor_api.conv import ConvMixin
 from tinyedu.tensor_api.creation import CreationMixin
 from tinyedu.tensor_api.elementwise import ElementwiseMixin
-from tinyedu.tensor_api.grad_mode import GradMode, no_grad  # noqa: F401 (no_grad: export/program.py's import)
+from tinyedu.tensor_api.grad_mode import GradMode
 from tinyedu.tensor_api.indexing import IndexingMixin
 from tinyedu.tensor_api.losses import LossMixin
 from tinyedu.tensor_api.movement import MovementMixin

@@ -15,79 +15,73 @@ usual accumulators; then the partials have to meet:
     BARRIER                                             only inside an output loop: the next
                                                         iteration writes the slots again
 
-Both functions work on a Linearizer (tinyedu/codegen/linearizer.py), which calls them.
+The linearizer (tinyedu/codegen/linearizer.py) calls these with its Kernel, its UOpBuilder and the
+values of its loop variables by name (`loops`); they return what they made.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
-from tinyedu.codegen.kernel import GPU_KINDS, AxisKind
-from tinyedu.codegen.uops import UOp, UOps, lowest_value
+from tinyedu.codegen.kernel import GPU_KINDS, AxisKind, Kernel
+from tinyedu.codegen.uops import UOp, UOpBuilder, UOps, lowest_value
+from tinyedu.dtype import DType
 from tinyedu.helpers import prod
-from tinyedu.ops import BinaryOps, LazyOp, ReduceOps
-
-if TYPE_CHECKING:
-    from tinyedu.codegen.linearizer import Combo, Linearizer
+from tinyedu.ops import BinaryOps, ReduceOps
 
 
-def bind_thread_indices(lin: Linearizer) -> None:
-    """Every GLOBAL, LOCAL and GROUP axis is a SPECIAL, known everywhere in the kernel."""
-    k = lin.kernel
-    for axis in k.axes_of(*GPU_KINDS):
-        name = k.loop_names[axis]
-        lin.loops[name] = lin.b.special(name, k.full_shape[axis])
+def thread_indices(k: Kernel, b: UOpBuilder) -> dict[str, UOp]:
+    """Every GLOBAL, LOCAL and GROUP axis is a SPECIAL, known everywhere in the kernel (by name)."""
+    names = k.loop_names
+    return {names[axis]: b.special(names[axis], k.full_shape[axis]) for axis in k.axes_of(*GPU_KINDS)}
 
 
-def _flat_index(lin: Linearizer, axes: list[int]) -> UOp:
+def _flat_index(k: Kernel, b: UOpBuilder, loops: dict[str, UOp], axes: list[int]) -> UOp:
     """The row-major position of this thread along `axes` (0 when there are none)."""
-    b, k = lin.b, lin.kernel
     index = b.const(0, b.index_dtype)
     for axis in axes:
         index = b.alu(BinaryOps.ADD, b.alu(BinaryOps.MUL, index, b.const(k.full_shape[axis], b.index_dtype)),
-                      lin.loops[k.loop_names[axis]])
+                      loops[k.loop_names[axis]])
     return index
 
 
 # --8<-- [start:group-combine]
-def combine_groups(lin: Linearizer, reduce: LazyOp, partials: dict[Combo, UOp]) -> dict[Combo, UOp]:
-    """GROUP: every thread's partial into shared memory, a barrier, then the workgroup's first thread
-    (along the GROUP axes) combines them. Returns the combined values; the IF around them is left
-    open (the STORE goes inside it) until `finish_groups`."""
-    k, b = lin.kernel, lin.b
+def combine_groups(k: Kernel, b: UOpBuilder, loops: dict[str, UOp], dtype: DType,
+                   partials: dict[Any, UOp]) -> dict[Any, UOp]:
+    """GROUP: every thread's partial (one per output position in `partials`) into shared memory, a
+    barrier, then the workgroup's first thread along the GROUP axes combines them, in order. Returns
+    the combined values; the IF around them stays open (the STORE goes inside) until `finish_groups`."""
     groups, locals_ = k.axes_of(AxisKind.GROUP), k.axes_of(AxisKind.LOCAL)
     size, slots = prod(k.full_shape[a] for a in groups), len(partials)
-    dtype = lin._dtype(reduce.src[0])
     shared = b.define_shared(prod(k.full_shape[a] for a in locals_) * size * slots, dtype)
-    mine, first_slot = _flat_index(lin, groups), b.alu(BinaryOps.MUL, _flat_index(lin, locals_),
-                                                       b.const(size * slots, b.index_dtype))
+    mine = _flat_index(k, b, loops, groups)  # this thread's number among the GROUP threads
+    first_slot = b.alu(BinaryOps.MUL, _flat_index(k, b, loops, locals_), b.const(size * slots, b.index_dtype))
     for n, partial in enumerate(partials.values()):
         slot = b.alu(BinaryOps.ADD, first_slot, b.const(n, b.index_dtype))
-        b.emit(UOps.STORE, None, (shared, _at(lin, slot, mine, slots), partial), hoist=False)
+        b.emit(UOps.STORE, None, (shared, _at(b, slot, mine, slots), partial), hoist=False)
     b.barrier()
     b.open_if(b.alu(BinaryOps.CMPEQ, mine, b.const(0, b.index_dtype)))
-    op = BinaryOps.ADD if reduce.op is ReduceOps.SUM else BinaryOps.MAX
+    op = BinaryOps.ADD if k.reduceop.op is ReduceOps.SUM else BinaryOps.MAX
     combined = {}
-    for n, combo in enumerate(partials):
+    for n, position in enumerate(partials):
         acc = b.define_acc(0 if op is BinaryOps.ADD else lowest_value(dtype), dtype)
         part = b.open_range(f"group{n}", size)
         slot = b.alu(BinaryOps.ADD, first_slot, b.const(n, b.index_dtype))
-        value = b.load_shared(shared, _at(lin, slot, part, slots), dtype)
-        combined[combo] = b.assign(acc, b.alu(op, acc, value))
+        value = b.load_shared(shared, _at(b, slot, part, slots), dtype)
+        combined[position] = b.assign(acc, b.alu(op, acc, value))
         b.close_range()
     return combined
 # --8<-- [end:group-combine]
 
 
-def _at(lin: Linearizer, slot: UOp, thread: UOp, slots: int) -> UOp:
+def _at(b: UOpBuilder, slot: UOp, thread: UOp, slots: int) -> UOp:
     """shared's index of `thread`'s partial in `slot`: slot + thread * slots."""
-    b = lin.b
     return b.alu(BinaryOps.ADD, slot, b.alu(BinaryOps.MUL, thread, b.const(slots, b.index_dtype)))
 
 
-def finish_groups(lin: Linearizer, inside_loops: bool) -> None:
+def finish_groups(b: UOpBuilder, inside_loops: bool) -> None:
     """Close the IF that `combine_groups` opened; inside an output loop, a barrier keeps the next
     iteration's partials from overwriting slots the first thread may still be reading."""
-    lin.b.close_if()
+    b.close_if()
     if inside_loops:
-        lin.b.barrier()
+        b.barrier()

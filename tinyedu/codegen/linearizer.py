@@ -110,7 +110,7 @@ class Linearizer:
         self.positions = {buf: pos for pos, buf in enumerate(k.bufs) if pos > 0}
         if any(size == 0 for a, size in enumerate(k.full_shape) if not k.is_reduce_axis(a)):
             return b.uops  # an empty output: there is nothing to compute
-        gpu.bind_thread_indices(self)  # a GPU kernel's thread indices (none on a CPU)
+        self.loops.update(gpu.thread_indices(k, b))  # a GPU kernel's thread indices (none on a CPU)
         output_loops = [a for a in k.loop_axes if not k.is_reduce_axis(a)]
         for axis in output_loops:
             self.open_loop(axis)
@@ -121,10 +121,11 @@ class Linearizer:
             self.reduce_results = self.lower_reduce(k.reduceop)
         grouped = k.reduceop is not None and bool(k.axes_of(AxisKind.GROUP))
         if grouped:  # GPU: the threads of a workgroup each reduced a part
-            self.reduce_results = gpu.combine_groups(self, k.reduceop, self.reduce_results)
+            self.reduce_results = gpu.combine_groups(k, b, self.loops, self._dtype(k.reduceop.src[0]),
+                                                     self.reduce_results)
         self.store()
         if grouped:
-            gpu.finish_groups(self, inside_loops=bool(output_loops))
+            gpu.finish_groups(b, inside_loops=bool(output_loops))
         for _ in output_loops:
             b.close_range()
         return b.uops

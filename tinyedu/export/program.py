@@ -42,7 +42,8 @@ from tinyedu.helpers import getenv
 from tinyedu.lazy import LazyBuffer
 from tinyedu.nn.state import get_state_dict
 from tinyedu.ops import LoadOps
-from tinyedu.tensor import Tensor, no_grad
+from tinyedu.tensor import Tensor
+from tinyedu.tensor_api.grad_mode import no_grad
 
 EMBED_LIMIT = 16 << 20  # bytes of weights above which PORT unset means a sidecar file
 
