@@ -6,15 +6,18 @@ ops with a second input that broadcasts, reduces, and `contiguous` (a kernel bou
 program runs with `device=` each device: C, PYTHON and NUMPY, and NEON and LLVM (when this machine
 has their tools) on a third as many programs. NUMPY shares no code with the linearizer or the
 renderers, so any disagreement is a bug in one of them (and PYTHON, which runs the UOps directly,
-says which). When a test fails, Hypothesis prints the smallest program it found that fails. The
-last test runs programs again with the heuristics' opts on every kernel, however small, on every
-device.
+says which). When a test fails, Hypothesis prints the smallest program it found that fails. A test
+runs programs again with the heuristics' opts on every kernel, however small, on every device. The
+last one runs them GPU-style: on the OpenCL device (PoCL on a machine without a GPU), on CUDA where
+a GPU is present, with the GPU opts and without (one thread), and on PYTHON in lockstep
+(PYTHON_GPU=1), which also reports any race on shared memory.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 import pytest
@@ -150,7 +153,8 @@ def assert_same(device: str, got: np.ndarray, expected: np.ndarray, steps: list[
 
 def available(device: str) -> bool:
     try:
-        Device[device]
+        backend = Device[device]
+        getattr(backend, "check_runnable", lambda: None)()  # CUDA compiles anywhere, runs only on a GPU
         return True
     except DeviceUnavailable:
         return False
@@ -208,3 +212,50 @@ def test_every_device_agrees_with_opts_on_every_kernel(program: tuple[np.ndarray
         heuristics.SMALL_KERNEL, heuristics.THREAD_MIN_WORK = saved
         for device in devices:
             Device[device].programs.clear()
+
+
+GPUS = [] if SANITIZED else [d for d in ("GPU", "CUDA") if available(d)]
+
+
+@settings(max_examples=max(EXAMPLES // 4, 10), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(programs())
+def test_gpu_kernels_agree_with_numpy(program: tuple[np.ndarray, list[Step]]):
+    """GPU-style kernels (GLOBAL, LOCAL, GROUP with shared memory and barriers) on every GPU device
+    here, with the GPU heuristics' opts and without them (NOOPT=1: one thread runs every loop); and
+    the same lowering on PYTHON in lockstep, which fails on a race or a divergent barrier. GROUP
+    splits every reduce of 2 or more elements here, so the small programs exercise it too."""
+    from tinyedu.codegen import heuristics
+
+    data, steps = program
+    expected = run("NUMPY", data, steps)
+    saved = heuristics.GROUP_MIN
+    heuristics.GROUP_MIN = 2 if data.size % 2 else 256  # half the programs: GROUP whenever it applies
+    try:
+        for device in [*GPUS, "PYTHON"]:
+            Device[device].programs.clear()  # programs lowered with the other GROUP_MIN must not be reused
+        for device in GPUS:
+            assert_same(device, run(device, data, steps), expected, steps)
+        with setting("NOOPT", "1"):
+            for device in GPUS:
+                assert_same(f"{device} NOOPT", run(device, data, steps), expected, steps)
+        if work(data, steps) <= PYTHON_MAX_WORK:
+            with setting("PYTHON_GPU", "1"):
+                assert_same("PYTHON_GPU", run("PYTHON", data, steps), expected, steps)
+    finally:
+        heuristics.GROUP_MIN = saved
+        for device in [*GPUS, "PYTHON"]:
+            Device[device].programs.clear()
+
+
+@contextlib.contextmanager
+def setting(name: str, value: str) -> Iterator[None]:
+    """An environment variable set for the block (the programs' caches key on it)."""
+    saved = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if saved is None:
+            del os.environ[name]
+        else:
+            os.environ[name] = saved

@@ -74,7 +74,7 @@ def settings_key(device: str) -> tuple:
     """Everything besides the AST that changes the program a device gets."""
     backend = Device[device]
     compiler = backend.compiler
-    return (optimization_mode(), int(getenv("BEAM", 0)), backend.threads(),
+    return (optimization_mode(), int(getenv("BEAM", 0)), backend.threads(), backend.limits,
             None if compiler is None else (compiler.compiler, compiler.flags))
 
 

@@ -13,7 +13,9 @@ loop that threads share on C runs here one iteration after another: the result i
 
 A GPU-style list (one with SPECIALs: thread and workgroup indices) runs in tinyedu/runtime/lockstep.py
 instead: every thread of a workgroup at once, numpy over the threads, with shared memory, barriers,
-and a check for races on shared memory and for barriers that only some threads reach.
+and a check for races on shared memory and for barriers that only some threads reach. With
+`PYTHON_GPU=1` the PYTHON device has a GPU's limits (`GPULimits()`, a typical GPU's), so the engine
+lowers every kernel for it as for a GPU: the whole op suite then runs GPU-style, race-checked.
 """
 
 from __future__ import annotations
@@ -22,8 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from tinyedu.codegen.uops import LaunchDims, UOp, UOps, is_vector, launch_dims, scalar_of
+from tinyedu.codegen.uops import GPULimits, LaunchDims, UOp, UOps, is_vector, launch_dims, scalar_of
 from tinyedu.dtype import dtypes, from_storage, to_storage
+from tinyedu.helpers import getenv
 from tinyedu.runtime.device import Backend, Buffer, thread_count
 from tinyedu.runtime.lockstep import LockstepProgram
 from tinyedu.runtime.python_alu import BOOL_ALU, FLOAT_ALU, INT_ALU, cast, fused_multiply_add, to_dtype
@@ -168,6 +171,11 @@ class PythonDevice(Backend):
 
     def threads(self) -> int:
         return thread_count()
+
+    @property
+    def limits(self) -> GPULimits | None:
+        """A GPU's limits with PYTHON_GPU=1 (kernels are lowered GPU-style and run in lockstep), else None."""
+        return GPULimits() if getenv("PYTHON_GPU", 0) else None
 
 
 def render_uops(name: str, uops: list[UOp]) -> list[UOp]:
