@@ -1,0 +1,262 @@
+"""The CUDA device (tinyedu/runtime/ops_cuda.py): NVRTC compiles CUDA C to PTX on every machine; the
+driver runs it where there is an NVIDIA GPU.
+
+- Compiling: hand-written kernels (threads, shared memory and barriers, 64-bit indices, doubles), and
+  every kernel of a broad sample of Tensor ops (each dtype, reduces, movement, casts, matmul, softmax,
+  odd shapes, an index past 2^31), lowered for CUDA and compiled by NVRTC; a bad kernel shows its
+  numbered source and NVRTC's log; PTX is cached on disk.
+- Running (skipped, saying so, where there is no GPU and driver): the hand-written kernels and the op
+  sample against the NUMPY device (the oracle), and buffers copied to the GPU only when they changed.
+- Without NVRTC or without a driver: clear errors saying what is missing.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Callable
+
+import numpy as np
+import pytest
+
+from tinyedu import Tensor, dtypes
+from tinyedu.codegen.kernel import Kernel
+from tinyedu.codegen.linearizer import linearize
+from tinyedu.codegen.uops import LaunchDims
+from tinyedu.engine.schedule import create_schedule
+from tinyedu.ops import LazyOp, LoadOps
+from tinyedu.renderer.cuda import render_cuda
+from tinyedu.runtime import ops_cuda
+from tinyedu.runtime.device import DeviceUnavailable
+from tinyedu.runtime.ops_cuda import CUDACompileError, CUDADevice, check_launch, parse_arch
+
+
+def nvrtc_or_skip() -> None:
+    try:
+        ops_cuda.nvrtc()
+    except DeviceUnavailable as missing:
+        pytest.skip(str(missing))
+
+
+def gpu_or_skip() -> None:
+    """Skip, saying why, unless an NVIDIA GPU and its driver are here (and NVRTC to compile for it)."""
+    nvrtc_or_skip()
+    found = ops_cuda.driver_or_reason()
+    if isinstance(found, str):
+        pytest.skip(f"no GPU to run CUDA kernels on: {found}")
+
+
+@pytest.fixture(scope="module")
+def cuda() -> CUDADevice:
+    nvrtc_or_skip()
+    return ops_cuda.create_device()
+
+
+# ---- hand-written kernels ----
+ADD = """extern "C" __global__ void add(float* out, const float* a, const float* b) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < 10) out[i] = a[i] + b[i];
+}"""
+
+# one block per row: each thread sums a stride of the row, then the block halves the partial sums
+ROW_SUM = """extern "C" __global__ void row_sum(float* out, const float* x) {
+  __shared__ float partial[256];
+  int row = blockIdx.x, t = threadIdx.x;
+  float acc = 0.0f;
+  for (int i = t; i < 1000; i += 256) acc += x[row * 1000 + i];
+  partial[t] = acc;
+  __syncthreads();
+  for (int half = 128; half > 0; half /= 2) {
+    if (t < half) partial[t] += partial[t + half];
+    __syncthreads();
+  }
+  if (t == 0) out[row] = partial[0];
+}"""
+
+WIDE = """extern "C" __global__ void wide(double* out, const double* x) {
+  long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x + 2147483648LL;
+  out[i - 2147483648LL] = sqrt(x[i - 2147483648LL]) * 2.0;
+}"""
+
+
+@pytest.mark.parametrize("name, source", [("add", ADD), ("row_sum", ROW_SUM), ("wide", WIDE)])
+def test_hand_written_kernels_compile_to_ptx(cuda: CUDADevice, name: str, source: str):
+    binary = cuda.compiler.build(source)
+    assert binary.has_entry(name) and f".visible .entry {name}(" in binary.text
+    assert f".target sm_{cuda.arch}" in binary.text
+    if name == "row_sum":
+        assert ".shared" in binary.text and "bar.sync" in binary.text
+    assert cuda.runtime(name, binary, LaunchDims((3, 1, 1), (4, 1, 1))).disassemble() == binary.text
+
+
+def test_no_fused_multiply_add(cuda: CUDADevice):
+    """--fmad=false: a*b+c stays a rounded multiply and a rounded add, as on the CPU devices."""
+    source = 'extern "C" __global__ void mad(float* o, const float* a) { o[0] = a[0] * a[1] + a[2]; }'
+    text = cuda.compiler.build(source).text
+    assert "fma.rn.f32" not in text and "mul.rn.f32" in text and "add.rn.f32" in text
+
+
+def test_a_compile_error_shows_the_numbered_source_and_nvrtc_log(cuda: CUDADevice):
+    with pytest.raises(CUDACompileError) as error:
+        cuda.compiler.build(ADD.replace("a[i] + b[i]", "a[i] + c[i]"))
+    message = str(error.value)
+    assert "NVRTC" in message and "--fmad=false" in message
+    assert '   3    if (i < 10) out[i] = a[i] + c[i];' in message
+    assert "--- NVRTC log ---" in message and 'identifier "c" is undefined' in message
+
+
+def test_ptx_is_cached_on_disk(cuda: CUDADevice, monkeypatch: pytest.MonkeyPatch, tmp_path):
+    monkeypatch.setenv("TINYEDU_CACHE", str(tmp_path))
+    first = cuda.compiler.build(ADD)
+    assert first.path.parent == tmp_path and first.path.suffix == ".ptx"
+    monkeypatch.setattr(ops_cuda, "compile_cuda", lambda *_: pytest.fail("compiled again"))
+    assert cuda.compiler.build(ADD).text == first.text                       # from the cache
+    other_arch = ops_cuda.NVRTCCompiler(cuda.arch + 1)
+    assert other_arch.key(ADD) != cuda.compiler.key(ADD)                      # the arch is in the key
+    assert ops_cuda.nvrtc_version() in cuda.compiler.key(ADD)                  # and NVRTC's version
+
+
+def test_a_damaged_cache_entry_is_compiled_again(cuda: CUDADevice, monkeypatch: pytest.MonkeyPatch, tmp_path):
+    monkeypatch.setenv("TINYEDU_CACHE", str(tmp_path))
+    path = cuda.compiler.build(ADD).path
+    path.write_text(path.read_text()[:100])  # truncated
+    assert cuda.compiler.build(ADD).has_entry("add")
+
+
+def test_a_sm_target_gives_ptx_and_a_cubin(monkeypatch: pytest.MonkeyPatch, tmp_path):
+    """With a GPU the compiler targets it (sm_XY) and keeps the machine code beside the PTX."""
+    nvrtc_or_skip()
+    monkeypatch.setenv("TINYEDU_CACHE", str(tmp_path))
+    binary = ops_cuda.NVRTCCompiler(ops_cuda.DEFAULT_ARCH, real=True).build(ADD)
+    assert binary.has_entry("add") and binary.cubin is not None and binary.cubin.startswith(b"\x7fELF")
+    assert binary.image() == binary.cubin
+
+
+@pytest.mark.parametrize("text, arch", [("86", 86), ("sm_86", 86), ("compute_90", 90), ("8.6", 86)])
+def test_cuda_arch_spellings(text: str, arch: int):
+    assert parse_arch(text) == arch
+
+
+def test_a_bad_cuda_arch_is_a_clear_error(monkeypatch: pytest.MonkeyPatch):
+    nvrtc_or_skip()
+    with pytest.raises(ValueError, match="CUDA_ARCH='ampere'.*such as 86"):
+        parse_arch("ampere")
+    monkeypatch.setenv("CUDA_ARCH", "11")
+    with pytest.raises(ValueError, match=r"CUDA_ARCH=11: NVRTC .* compiles for .*75"):
+        ops_cuda.create_device()
+
+
+def test_launches_over_the_limits_are_clear_errors():
+    with pytest.raises(ValueError, match="2048 threads per block .* at most 1024"):
+        check_launch("k", LaunchDims((1, 1, 1), (32, 64, 1)), 1024)
+    with pytest.raises(ValueError, match="block dimension z must be between 1 and 64"):
+        check_launch("k", LaunchDims((1, 1, 1), (1, 1, 128)), 1024)
+    with pytest.raises(ValueError, match="grid dimension y must be between 1 and 65535"):
+        check_launch("k", LaunchDims((1, 70000, 1), (1, 1, 1)), 1024)
+
+
+def test_the_limits_without_a_gpu(cuda: CUDADevice):
+    if cuda.cuda is None:
+        assert (cuda.max_workgroup_size, cuda.local_memory_bytes, cuda.warp_size) == (1024, 48 * 1024, 32)
+    assert cuda.vector_width == 1 and cuda.threads() == 1
+
+
+# ---- a broad sample of Tensor ops, lowered for CUDA ----
+def values(shape: tuple[int, ...], dtype: type = np.float32, seed: int = 0) -> np.ndarray:
+    """Random values with edge values mixed in (0, -0.0, +-inf, NaN, a denormal, large magnitudes)."""
+    rng = np.random.default_rng(seed)
+    if dtype in (np.int32,):
+        return rng.integers(-1000, 1000, shape).astype(dtype)
+    if dtype is np.bool_:
+        return rng.random(shape) < 0.5
+    x = (rng.standard_normal(shape) * 3).astype(dtype)
+    edges = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-40, 1e4, -1e4], dtype=dtype)
+    flat = x.reshape(-1)
+    flat[:min(len(edges), flat.size)] = edges[:flat.size]
+    return x
+
+
+Make = Callable[[np.ndarray], Tensor]  # numpy values -> a Tensor on the device under test
+SAMPLE: dict[str, Callable[[Make], Tensor]] = {
+    # unary and composite float32 ops
+    "neg_exp_log": lambda t: (-t(values((3, 5)))).exp() + t(values((3, 5), seed=1)).abs().log(),
+    "sqrt_sin_exp2_log2": lambda t: t(values((7,))).abs().sqrt().sin() + t(values((7,))).exp2().log2(),
+    "reciprocal_relu_sigmoid": lambda t: t(values((4, 4))).reciprocal().relu() + t(values((4, 4))).sigmoid(),
+    "tanh_gelu": lambda t: t(values((5, 3))).tanh() * t(values((5, 3), seed=2)).gelu(),
+    # binary and ternary
+    "add_sub_mul_div": lambda t: (t(values((6,))) - t(values((6,), seed=1))) * 3 / t(values((6,), seed=2)),
+    "maximum_pow": lambda t: t(values((3, 4))).maximum(t(values((3, 4), seed=1))) ** 2,
+    "compare_where": lambda t: (t(values((5,))) < t(values((5,), seed=1))).where(t(values((5,))), 0.5),
+    "mulacc": lambda t: t(values((8,))) * t(values((8,), seed=1)) + t(values((8,), seed=2)),
+    # other dtypes
+    "float16": lambda t: (t(values((9,), np.float16)) + 1).exp(),
+    "float64": lambda t: (t(values((9,), np.float64)) * 1.5).abs().sqrt(),
+    "int32": lambda t: (t(values((11,), np.int32)) * 7 + 3) // 5 % 13,
+    "int32_shift": lambda t: (t(values((11,), np.int32)) << 2) ^ t(values((11,), np.int32, 1)),
+    "bool": lambda t: (t(values((6,), np.bool_)) & ~t(values((6,), np.bool_, 1))).cast(dtypes.float32),
+    # casts
+    "float_to_int": lambda t: t(np.array([1.5, -2.7, 0, -0.0, 3e3, -1e4, 2.5, 1e-40], np.float32)).cast(
+        dtypes.int32),
+    "int_to_float16": lambda t: t(values((5,), np.int32)).cast(dtypes.float16),
+    "float64_to_float32": lambda t: t(values((5,), np.float64)).cast(dtypes.float32),
+    "float_to_bool": lambda t: t(values((5,))).cast(dtypes.bool),
+    # reduces
+    "sum_axis0": lambda t: t(values((7, 13))).sum(0),
+    "sum_axis1_mean": lambda t: t(values((7, 13), seed=3)).mean(1),
+    "max_all": lambda t: t(values((3, 5, 7), seed=4)).max(),
+    "sum_float16": lambda t: t(values((33,), np.float16, 5)).sum(),
+    "sum_int32": lambda t: t(values((5, 9), np.int32)).sum(1),
+    "argmax": lambda t: t(values((4, 6), seed=6)).argmax(1),
+    # movement
+    "permute": lambda t: t(values((2, 3, 4))).permute(2, 0, 1).contiguous(),
+    "flip_pad_shrink": lambda t: t(values((5, 6))).flip(1).pad(((1, 2), (0, 1)))[1:5, 2:6] + 1,
+    "expand": lambda t: t(values((3, 1))).expand(3, 4) * t(values((1, 4))),
+    "strided": lambda t: t(values((9, 8)))[::2, 1::3] * 2,
+    # bigger pieces
+    "matmul": lambda t: t(values((17, 33))) @ t(values((33, 9), seed=1)),
+    "batched_matmul": lambda t: t(values((2, 5, 3))) @ t(values((2, 3, 4), seed=1)),
+    "softmax": lambda t: t(values((3, 37))).softmax(-1),
+    "log_softmax": lambda t: t(values((2, 1, 19))).log_softmax(-1),
+    "one_element": lambda t: t(values((1,))) * 2 + 1,
+}
+FINITE = {"matmul", "batched_matmul", "softmax", "log_softmax", "sum_axis0", "sum_axis1_mean"}  # no edges
+
+
+def build(case: str, make: Make) -> Tensor:
+    """The sample case; cases that mix edge values into long sums get finite inputs (a NaN would hide
+    every other value of the result)."""
+    def finite_make(a: np.ndarray) -> Tensor:
+        return make(np.nan_to_num(a, nan=0.5, posinf=2.0, neginf=-2.0).clip(-30, 30))
+    return SAMPLE[case](finite_make if case in FINITE else make)
+
+
+def wide_index() -> Tensor:
+    """A sum whose index passes 2^31 (40000 * 60000 elements): 64-bit indices (only compiled here)."""
+    return Tensor.empty(40000, 60000, dtype=dtypes.uint8).sum(1)
+
+
+def kernel_asts(t: Tensor) -> list[LazyOp]:
+    return [item.ast for item in create_schedule([t.lazydata]) if not isinstance(item.ast.op, LoadOps)]
+
+
+def cuda_source(ast: LazyOp) -> tuple[str, str]:
+    """(name, CUDA C) of one kernel, as the lowering makes it with no opts (one thread runs the loops)."""
+    kernel = Kernel(ast)
+    return kernel.name, render_cuda(kernel.name, linearize(kernel, max_vector=1))
+
+
+@functools.cache
+def sample_sources() -> tuple[tuple[str, str], ...]:
+    tensors = [build(case, Tensor) for case in SAMPLE] + [wide_index()]
+    found = {cuda_source(ast) for t in tensors for ast in kernel_asts(t)}
+    return tuple(sorted(found))
+
+
+def test_every_kernel_of_the_op_sample_compiles_to_ptx(cuda: CUDADevice):
+    sources = sample_sources()
+    assert len(sources) >= len(SAMPLE)
+    for name, source in sources:
+        binary = cuda.compiler.build(source)
+        assert f".visible .entry {name}(" in binary.text, source
+    wide = [source for _, source in sources if "long long" in source]
+    assert wide, "the 40000 x 60000 sum needs 64-bit indices"
+    assert any("unsigned short" in source for _, source in sources)  # float16 storage
