@@ -1,8 +1,9 @@
 """Devices, and the buffers that live on them.
 
-A device is registered by name (NUMPY, PYTHON, C, NEON, LLVM). All devices keep their memory in
-host numpy arrays (which the compiled backends pass to kernels as pointers), aligned to 64 bytes,
-a cache line, so that vector loads do not straddle two lines. The memory of large buffers that die
+A device is registered by name (NUMPY, PYTHON, C, NEON, LLVM, and the GPU devices GPU (OpenCL; alias
+CL) and CUDA). All devices keep their memory in host numpy arrays (which the compiled backends pass
+to kernels as pointers; a GPU device keeps a second copy in its own memory), aligned to 64 bytes, a
+cache line, so that vector loads do not straddle two lines. The memory of large buffers that die
 is kept in a pool and handed to the next buffer of the same size (see MemoryPool). Each device
 supplies what the engine's lowering (tinyedu/engine/lower.py) needs to turn a kernel AST into a
 program:
@@ -11,7 +12,8 @@ program:
   None for a device that interprets the AST as it is (NUMPY, the oracle);
 - `compiler`: `compiler.build(source)` turns the source into something loadable (C: a checked
   cache entry of a shared library), or None;
-- `runtime(name, binary)`: the program, called as `program([out, *inputs])`;
+- `runtime(name, binary, launch)`: the program, called as `program([out, *inputs])` (`launch`: a
+  GPU kernel's LaunchDims, None for a CPU kernel);
 - `vector_width` and `threads()`: what the optimizer may use on this device.
 
 `Device["C"].get_runner(ast)` is a shortcut to that lowering, for notebooks and tests.
@@ -247,7 +249,8 @@ class Backend:
 class _DeviceRegistry:
     """`Device["C"]` gives the C backend; `Device.DEFAULT` is $DEVICE or the default device."""
 
-    known = ("NUMPY", "PYTHON", "C", "NEON", "LLVM")
+    known = ("NUMPY", "PYTHON", "C", "NEON", "LLVM", "GPU", "CUDA")
+    aliases = {"CL": "GPU"}  # OpenCL's usual name
     fallback = "C"  # the default device: kernels compiled from generated C (set DEVICE= to change)
 
     def __init__(self) -> None:
@@ -260,7 +263,7 @@ class _DeviceRegistry:
             raise TypeError(f"device: expected a device name string, got {type(name).__name__}; "
                             f"valid devices are {', '.join(self.known)}")
         kind, colon, index = name.partition(":")
-        upper = kind.upper()
+        upper = self.aliases.get(kind.upper(), kind.upper())
         if upper not in self.known:
             raise ValueError(f"device: unknown device {name!r}; valid devices are {', '.join(self.known)}")
         if colon and index != "0":  # (one device of each kind: "C" and "C:0" name the same)
@@ -275,7 +278,13 @@ class _DeviceRegistry:
     def __getitem__(self, name: str) -> DeviceBackend:
         name = self.canonicalize(name)
         if name not in self._backends:
-            module = importlib.import_module(f"tinyedu.runtime.ops_{name.lower()}")
+            module_name = f"tinyedu.runtime.ops_{name.lower()}"
+            try:
+                module = importlib.import_module(module_name)
+            except ModuleNotFoundError as missing:  # this tinyedu has no module for the device
+                if missing.name != module_name:
+                    raise
+                raise DeviceUnavailable(f"{name} device: this tinyedu has no {module_name}") from None
             self._backends[name] = module.create_device()
         return self._backends[name]
 
