@@ -22,11 +22,12 @@ from tinyedu import Tensor, dtypes
 from tinyedu.codegen.kernel import Kernel
 from tinyedu.codegen.linearizer import linearize
 from tinyedu.codegen.uops import LaunchDims
+from tinyedu.engine.lower import lower, show
 from tinyedu.engine.schedule import create_schedule
 from tinyedu.ops import LazyOp, LoadOps
 from tinyedu.renderer.cuda import render_cuda
 from tinyedu.runtime import ops_cuda
-from tinyedu.runtime.device import DeviceUnavailable
+from tinyedu.runtime.device import Buffer, DeviceUnavailable
 from tinyedu.runtime.ops_cuda import CUDACompileError, CUDADevice, check_launch, parse_arch
 
 
@@ -260,3 +261,56 @@ def test_every_kernel_of_the_op_sample_compiles_to_ptx(cuda: CUDADevice):
     wide = [source for _, source in sources if "long long" in source]
     assert wide, "the 40000 x 60000 sum needs 64-bit indices"
     assert any("unsigned short" in source for _, source in sources)  # float16 storage
+
+
+def test_the_lowering_gives_cuda_source_and_ptx_without_a_gpu(monkeypatch: pytest.MonkeyPatch, capsys):
+    """Device["CUDA"] lowers a kernel anywhere: CUDA C (DEBUG=4) and its PTX (DEBUG=6)."""
+    nvrtc_or_skip()
+    (ast,) = kernel_asts(Tensor(values((4, 5))).exp().sum(1))
+    program = lower("CUDA", ast)
+    assert 'extern "C" __global__ void' in program.source
+    assert f".visible .entry {program.name}(" in program.runner.disassemble()
+    monkeypatch.setenv("DEBUG", "6")
+    show(program)
+    printed = capsys.readouterr().out
+    assert program.source in printed and ".address_size 64" in printed
+
+
+# ---- what is missing, said clearly ----
+def test_running_without_a_driver_says_what_is_missing(cuda: CUDADevice, monkeypatch: pytest.MonkeyPatch):
+    """On any machine: as if there were no driver (the real case runs below where that is true)."""
+    monkeypatch.setattr(ops_cuda, "driver_or_reason", lambda: "no NVIDIA driver was found (libcuda.so.1 ...)")
+    program = cuda.runtime("add", cuda.compiler.build(ADD), LaunchDims((3, 1, 1), (4, 1, 1)))
+    buffers = [Buffer("CUDA", 10, dtypes.float32) for _ in range(3)]
+    for run in (program.prepare, lambda: program(buffers)):
+        with pytest.raises(DeviceUnavailable, match="no NVIDIA driver.*Running needs an NVIDIA GPU and"):
+            run()
+
+
+def test_a_cuda_tensor_without_a_gpu_is_a_clear_error():
+    nvrtc_or_skip()
+    if not isinstance(ops_cuda.driver_or_reason(), str):
+        pytest.skip("this machine has an NVIDIA driver and GPU: the run tests cover it")
+    with pytest.raises(DeviceUnavailable, match="cannot run kernels here: .*(no NVIDIA driver|no usable)"):
+        (Tensor([1.0, 2.0], device="CUDA") * 2).numpy()
+
+
+def test_missing_nvrtc_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path):
+    """On any machine: as if NVRTC were not installed."""
+    monkeypatch.setenv("TINYEDU_CACHE", str(tmp_path))
+    monkeypatch.setattr(ops_cuda, "nvrtc_candidates", lambda: [str(tmp_path / "libnvrtc.so.12")])
+    monkeypatch.setattr(ops_cuda, "nvrtc", functools.cache(ops_cuda.nvrtc.__wrapped__))
+    monkeypatch.setattr(ops_cuda, "nvrtc_version", lambda: "unknown")
+    compiler = ops_cuda.NVRTCCompiler(ops_cuda.DEFAULT_ARCH)
+    with pytest.raises(DeviceUnavailable, match="NVRTC .* was not found; pip install nvidia-cuda-nvrtc-cu12"):
+        compiler.build(ADD)
+
+
+def test_nvrtc_really_missing_is_a_clear_error():
+    try:
+        ops_cuda.nvrtc()
+        pytest.skip("NVRTC is installed here (the test above covers its absence)")
+    except DeviceUnavailable:
+        pass
+    with pytest.raises(DeviceUnavailable, match="pip install nvidia-cuda-nvrtc-cu12"):
+        ops_cuda.create_device().compiler.build(ADD)
