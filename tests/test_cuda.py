@@ -12,6 +12,7 @@ driver runs it where there is an NVIDIA GPU.
 
 from __future__ import annotations
 
+import ctypes
 import functools
 from typing import Callable
 
@@ -314,3 +315,165 @@ def test_nvrtc_really_missing_is_a_clear_error():
         pass
     with pytest.raises(DeviceUnavailable, match="pip install nvidia-cuda-nvrtc-cu12"):
         ops_cuda.create_device().compiler.build(ADD)
+
+
+# ---- running on a GPU (each test skips, saying so, where there is none) ----
+def on_gpu(a: np.ndarray) -> Buffer:
+    return Buffer("CUDA", a.size, dtypes.from_numpy(a.dtype)).copyin(a)
+
+
+def test_a_hand_written_kernel_runs_over_a_grid_of_blocks(cuda: CUDADevice):
+    gpu_or_skip()
+    a, b = values((10,)), values((10,), seed=1)
+    out = on_gpu(np.zeros(10, np.float32))
+    cuda.run_source("add", ADD, [out, on_gpu(a), on_gpu(b)], LaunchDims((3, 1, 1), (4, 1, 1)))
+    np.testing.assert_array_equal(out.as_numpy(), a + b)  # inf - inf and NaN included
+
+
+def test_shared_memory_and_barriers_run(cuda: CUDADevice):
+    gpu_or_skip()
+    x = values((5, 1000), seed=2).clip(-100, 100)
+    x[~np.isfinite(x)] = 1.0
+    out = on_gpu(np.zeros(5, np.float32))
+    cuda.run_source("row_sum", ROW_SUM, [out, on_gpu(x)], LaunchDims((5, 1, 1), (256, 1, 1)))
+    np.testing.assert_allclose(out.as_numpy(), x.astype(np.float64).sum(1), rtol=1e-5, atol=1e-3)
+
+
+def test_64_bit_indices_and_doubles_run(cuda: CUDADevice):
+    gpu_or_skip()
+    x = np.abs(values((64,), np.float64, seed=3))
+    out = on_gpu(np.zeros(64, np.float64))
+    cuda.run_source("wide", WIDE, [out, on_gpu(x)], LaunchDims((2, 1, 1), (32, 1, 1)))
+    np.testing.assert_array_equal(out.as_numpy(), np.sqrt(x) * 2)
+
+
+def test_buffers_are_copied_only_when_they_changed(cuda: CUDADevice, monkeypatch: pytest.MonkeyPatch):
+    gpu_or_skip()
+    copies: list[str] = []
+
+    def counted(way: str) -> Callable:
+        copy = getattr(ops_cuda.CUDAMemory, way)
+        return lambda memory, host: (copies.append(way), copy(memory, host))
+
+    for way in ("upload", "download"):
+        monkeypatch.setattr(ops_cuda.CUDAMemory, way, counted(way))
+    out, a = on_gpu(np.zeros(10, np.float32)), on_gpu(np.ones(10, np.float32))
+    b = on_gpu(np.arange(10, dtype=np.float32))
+    program = cuda.runtime("add", cuda.compiler.build(ADD), LaunchDims((3, 1, 1), (4, 1, 1)))
+    program([out, a, b])
+    assert copies == ["upload"] * 3
+    program([out, a, b])                   # nothing changed: nothing copied
+    assert copies == ["upload"] * 3
+    np.testing.assert_array_equal(out.as_numpy(), np.arange(10) + 1)
+    assert copies[3:] == ["download"]
+    a.copyin(np.full(10, 2, np.float32))   # an input changed on the host: it goes up again
+    program([out, a, b])
+    assert copies[4:] == ["upload", "upload"]  # a, and out (as_numpy let the caller write into it)
+    np.testing.assert_array_equal(out.as_numpy(), np.arange(10) + 2)
+
+
+def test_the_limits_and_target_come_from_the_gpu(cuda: CUDADevice):
+    gpu_or_skip()
+    assert cuda.max_workgroup_size >= 1024 and cuda.warp_size == 32 and cuda.local_memory_bytes >= 48 * 1024
+    gpu = cuda.cuda.compute_capability()
+    assert cuda.arch <= gpu and cuda.compiler.real == (cuda.arch == gpu)
+
+
+def oracle(case: str) -> np.ndarray:
+    return build(case, lambda a: Tensor(a, device="NUMPY")).numpy()
+
+
+@pytest.mark.parametrize("case", list(SAMPLE))
+def test_the_op_sample_runs_on_the_gpu(case: str):
+    """Each sample case on the GPU, through the whole pipeline, against the NUMPY device."""
+    gpu_or_skip()
+    got, expected = build(case, lambda a: Tensor(a, device="CUDA")).numpy(), oracle(case)
+    assert got.dtype == expected.dtype and got.shape == expected.shape
+    if got.dtype.kind in "biu":
+        np.testing.assert_array_equal(got, expected)
+    else:
+        tolerance = {np.float16: 2e-3, np.float32: 2e-5, np.float64: 1e-12}[got.dtype.type]
+        np.testing.assert_allclose(got, expected, rtol=tolerance, atol=tolerance)
+
+
+# ---- the driver calls, checked against a stand-in for libcuda (on every machine) ----
+class FakeLibcuda:
+    """Just enough of libcuda to check how ops_cuda calls it, through the same C calling convention:
+    each call is a C function pointer (a ctypes callback) with the argument types ops_cuda declares,
+    so the stand-in sees what the real library would: addresses, 64-bit device pointers, ints.
+    Memory is numpy arrays at made-up device addresses; a launch of `add` adds like ADD's threads."""
+
+    ATTRIBUTES = {ops_cuda.MAX_THREADS_PER_BLOCK: 1024, ops_cuda.MAX_SHARED_MEMORY_PER_BLOCK: 49152,
+                  ops_cuda.WARP_SIZE: 32, ops_cuda.COMPUTE_CAPABILITY_MAJOR: 7,
+                  ops_cuda.COMPUTE_CAPABILITY_MINOR: 5}
+    NAMES = {2: ctypes.c_char_p(b"CUDA_ERROR_OUT_OF_MEMORY")}
+
+    def __init__(self) -> None:
+        self.memory: dict[int, np.ndarray] = {}
+        self.launches: list[tuple] = []
+        self.fail_allocations = False
+        for name, argtypes in ops_cuda.DRIVER_CALLS.items():  # calls not defined below do nothing
+            method = getattr(self, "fake_" + name, lambda *args: 0)
+            setattr(self, name, ctypes.CFUNCTYPE(ctypes.c_int, *argtypes)(method))
+
+    def fake_cuDeviceGetAttribute(self, value: int, number: int, device: int) -> int:  # noqa: N802
+        ctypes.c_int.from_address(value).value = self.ATTRIBUTES[number]
+        return 0
+
+    def fake_cuMemAlloc_v2(self, pointer: int, nbytes: int) -> int:  # noqa: N802
+        if self.fail_allocations:
+            return 2  # CUDA_ERROR_OUT_OF_MEMORY
+        address = 4096 * (len(self.memory) + 1)
+        self.memory[address] = np.zeros(nbytes, np.uint8)
+        ctypes.c_uint64.from_address(pointer).value = address
+        return 0
+
+    def fake_cuMemcpyHtoD_v2(self, device: int, host: int, nbytes: int) -> int:  # noqa: N802
+        ctypes.memmove(self.memory[device].ctypes.data, host, nbytes)
+        return 0
+
+    def fake_cuMemcpyDtoH_v2(self, host: int, device: int, nbytes: int) -> int:  # noqa: N802
+        ctypes.memmove(host, self.memory[device].ctypes.data, nbytes)
+        return 0
+
+    def fake_cuLaunchKernel(self, function, gx, gy, gz, bx, by, bz, shared, stream, params, extra) -> int:  # noqa: N802
+        pointers = (ctypes.c_void_p * 3).from_address(params)   # void** kernelParams: one per argument
+        out, a, b = (self.memory[ctypes.c_uint64.from_address(p).value].view(np.float32) for p in pointers)
+        threads = min(10, gx * bx)                              # ADD: thread i < 10 writes out[i]
+        out[:threads] = (a + b)[:threads]
+        self.launches.append(((gx, gy, gz), (bx, by, bz)))
+        return 0
+
+    def fake_cuGetErrorName(self, result: int, text: int) -> int:  # noqa: N802
+        name = self.NAMES.get(result, ctypes.c_char_p(b"CUDA_ERROR_UNKNOWN"))
+        ctypes.c_void_p.from_address(text).value = ctypes.cast(name, ctypes.c_void_p).value
+        return 0
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch: pytest.MonkeyPatch) -> tuple[CUDADevice, FakeLibcuda]:
+    nvrtc_or_skip()
+    library = FakeLibcuda()
+    cuda = ops_cuda.CUDADriver(library)  # type: ignore[arg-type]
+    monkeypatch.setattr(ops_cuda, "driver_or_reason", lambda: cuda)
+    return ops_cuda.create_device(), library
+
+
+def test_the_driver_calls_against_a_stand_in(fake_gpu: tuple[CUDADevice, FakeLibcuda]):
+    cuda, library = fake_gpu
+    assert cuda.arch == 75 and cuda.compiler.real and cuda.max_workgroup_size == 1024
+    a, b = values((10,)), values((10,), seed=1)
+    out = on_gpu(np.zeros(10, np.float32))
+    cuda.run_source("add", ADD, [out, on_gpu(a), on_gpu(b)], LaunchDims((3, 1, 1), (4, 1, 1)))
+    assert library.launches == [((3, 1, 1), (4, 1, 1))]                     # grid = groups, block = local
+    np.testing.assert_array_equal(out.as_numpy(), a + b)                    # pointers in the right order
+    cuda.run_source("add", ADD, [out, on_gpu(a), on_gpu(b)])                # no launch dims: one thread
+    assert library.launches[-1] == ((1, 1, 1), (1, 1, 1))
+
+
+def test_a_failed_driver_call_names_the_call_and_the_reason(fake_gpu: tuple[CUDADevice, FakeLibcuda]):
+    cuda, library = fake_gpu
+    library.fail_allocations = True
+    with pytest.raises(ops_cuda.CUDAError, match="cannot allocate 40 bytes on .*cuMemAlloc_v2 failed: "
+                                                "CUDA_ERROR_OUT_OF_MEMORY"):
+        cuda.run_source("add", ADD, [on_gpu(np.zeros(10, np.float32))] * 3, LaunchDims((3, 1, 1), (4, 1, 1)))
