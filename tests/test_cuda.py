@@ -283,7 +283,7 @@ def test_running_without_a_driver_says_what_is_missing(cuda: CUDADevice, monkeyp
     monkeypatch.setattr(ops_cuda, "driver_or_reason", lambda: "no NVIDIA driver was found (libcuda.so.1 ...)")
     program = cuda.runtime("add", cuda.compiler.build(ADD), LaunchDims((3, 1, 1), (4, 1, 1)))
     buffers = [Buffer("CUDA", 10, dtypes.float32) for _ in range(3)]
-    for run in (program.prepare, lambda: program(buffers)):
+    for run in (program.prepare, lambda: program(buffers), cuda.check_runnable):
         with pytest.raises(DeviceUnavailable, match="no NVIDIA driver.*Running needs an NVIDIA GPU and"):
             run()
 

@@ -451,6 +451,11 @@ class CUDADevice(Backend):
         gpu = self.cuda.compute_capability()
         return max((a for a in known if a <= gpu), default=gpu)
 
+    def check_runnable(self) -> None:
+        """Raise DeviceUnavailable, saying what is missing, unless kernels can run here (a GPU and its
+        driver). Lowering and compiling work either way; a test or notebook asks before it runs."""
+        driver()
+
     def runtime(self, name: str, binary: CUDABinary, launch: LaunchDims | None = None) -> CUDAProgram:
         return CUDAProgram(self, name, binary, launch)
 
