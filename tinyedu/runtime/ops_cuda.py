@@ -277,6 +277,7 @@ class CUDADriver:
         return CUDAMemory(self, nbytes)
 
 
+# --8<-- [start:driver]
 def _load_driver() -> CUDADriver | str:
     """The driver, or why there is none (a sentence for DeviceUnavailable)."""
     try:
@@ -303,6 +304,7 @@ def driver() -> CUDADriver:
                                 f"{DRIVER_HINT}; without one the CUDA device still renders CUDA C and "
                                 "compiles it to PTX (DEBUG=4 and DEBUG=6 show them)")
     return found
+# --8<-- [end:driver]
 
 
 class CUDAMemory:
