@@ -1,12 +1,15 @@
 """The CUDA device (tinyedu/runtime/ops_cuda.py): NVRTC compiles CUDA C to PTX on every machine; the
 driver runs it where there is an NVIDIA GPU.
 
-- Compiling: hand-written kernels (threads, shared memory and barriers, 64-bit indices, doubles), and
+- Compiling: hand-written kernels (threads, shared memory and barriers, 64-bit indices, doubles), the
+  GPU UOps (SPECIAL, DEFINE_SHARED, BARRIER, IF) in the hand-built lists of tests/test_gpu.py, and
   every kernel of a broad sample of Tensor ops (each dtype, reduces, movement, casts, matmul, softmax,
   odd shapes, an index past 2^31), lowered for CUDA and compiled by NVRTC; a bad kernel shows its
   numbered source and NVRTC's log; PTX is cached on disk.
-- Running (skipped, saying so, where there is no GPU and driver): the hand-written kernels and the op
-  sample against the NUMPY device (the oracle), and buffers copied to the GPU only when they changed.
+- The driver calls, against a stand-in libcuda behind the same C calling convention (every machine).
+- Running (skipped, saying so, where there is no GPU and driver): the hand-written kernels, the GPU
+  UOp lists and the op sample against numpy and the NUMPY device (the oracle), and buffers copied to
+  the GPU only when they changed.
 - Without NVRTC or without a driver: clear errors saying what is missing.
 """
 
@@ -22,14 +25,17 @@ import pytest
 from tinyedu import Tensor, dtypes
 from tinyedu.codegen.kernel import Kernel
 from tinyedu.codegen.linearizer import linearize
-from tinyedu.codegen.uops import LaunchDims
+from tinyedu.codegen.uops import LaunchDims, UOp, launch_dims
+from tinyedu.dtype import DType
 from tinyedu.engine.lower import lower, show
 from tinyedu.engine.schedule import create_schedule
-from tinyedu.ops import LazyOp, LoadOps
+from tinyedu.ops import LazyOp, LoadOps, UnaryOps
 from tinyedu.renderer.cuda import render_cuda
 from tinyedu.runtime import ops_cuda
 from tinyedu.runtime.device import Buffer, DeviceUnavailable
 from tinyedu.runtime.ops_cuda import CUDACompileError, CUDADevice, check_launch, parse_arch
+
+from .test_gpu import elementwise, padded_copy, row_sum, workgroup_sum  # hand-built GPU UOp lists
 
 
 def nvrtc_or_skip() -> None:
@@ -477,3 +483,43 @@ def test_a_failed_driver_call_names_the_call_and_the_reason(fake_gpu: tuple[CUDA
     with pytest.raises(ops_cuda.CUDAError, match="cannot allocate 40 bytes on .*cuMemAlloc_v2 failed: "
                                                 "CUDA_ERROR_OUT_OF_MEMORY"):
         cuda.run_source("add", ADD, [on_gpu(np.zeros(10, np.float32))] * 3, LaunchDims((3, 1, 1), (4, 1, 1)))
+
+
+# ---- the GPU UOps (SPECIAL, DEFINE_SHARED, BARRIER, IF), hand-built in tests/test_gpu.py, as CUDA ----
+def gpu_uop_kernels() -> dict[str, list[UOp]]:
+    return {"workgroup_sum": workgroup_sum(5, 24), "row_sum": row_sum(3, 7), "padded_copy": padded_copy(5, 2),
+            "sqrt_float64": elementwise(4, UnaryOps.SQRT, dtypes.float64),
+            "neg_float16": elementwise(12, UnaryOps.NEG, dtypes.float16),
+            "int64_index": elementwise(4, UnaryOps.EXP2, index_dtype=dtypes.int64)}
+
+
+def test_gpu_uops_compile_to_ptx(cuda: CUDADevice):
+    for name, uops in gpu_uop_kernels().items():
+        text = cuda.compiler.build(render_cuda(name, uops)).text
+        assert f".visible .entry {name}(" in text
+    text = cuda.compiler.build(render_cuda("k", workgroup_sum(5, 24))).text
+    assert "%ctaid.x" in text and "%tid.x" in text and ".shared" in text and "bar.sync" in text
+    assert "cvt.rn.f16.f32" in cuda.compiler.build(render_cuda("k", gpu_uop_kernels()["neg_float16"])).text
+
+
+def run_uops(cuda: CUDADevice, uops: list[UOp], out: tuple[int, DType], *inputs: np.ndarray) -> np.ndarray:
+    buffers = [Buffer("CUDA", *out)] + [on_gpu(a) for a in inputs]
+    cuda.runtime("k", cuda.compiler.build(render_cuda("k", uops)), launch_dims(uops))(buffers)
+    return buffers[0].as_numpy().copy()
+
+
+def test_gpu_uops_run(cuda: CUDADevice):
+    gpu_or_skip()
+    x = values((5, 24), seed=7).clip(-100, 100)
+    x[~np.isfinite(x)] = 0.5
+    sums = run_uops(cuda, workgroup_sum(5, 24), (5, dtypes.float32), x)
+    np.testing.assert_allclose(sums, x.astype(np.float64).sum(1), rtol=1e-5, atol=1e-4)
+    y = np.arange(1, 6, dtype=np.float32)
+    np.testing.assert_array_equal(run_uops(cuda, padded_copy(5, 2), (9, dtypes.float32), y), np.pad(y, 2))
+    d = np.array([2.0, 1e-300, 1e300, np.inf], dtype=np.float64)
+    np.testing.assert_array_equal(run_uops(cuda, gpu_uop_kernels()["sqrt_float64"], (4, dtypes.float64), d),
+                                  np.sqrt(d))
+    h = np.array([0.0, -0.0, 1.0 + 2**-11, 65504.0, 6e-8, -np.inf, np.nan, 1e-5, 3.0, -2.5, 1.0, 2.0],
+                 dtype=np.float16)
+    negated = run_uops(cuda, gpu_uop_kernels()["neg_float16"], (12, dtypes.float16), h)
+    np.testing.assert_array_equal(negated, -h)
