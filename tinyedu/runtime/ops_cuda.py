@@ -340,6 +340,7 @@ class CUDAMemory:
 
     def __del__(self) -> None:
         if self.pointer.value:  # (errors ignored: at exit the driver may already be shut down)
+            self.cuda.library.cuCtxSetCurrent(self.cuda.context)  # (a buffer may die on another thread)
             self.cuda.library.cuMemFree_v2(self.pointer)
 
 
@@ -412,6 +413,7 @@ class CUDAProgram:
         if getattr(self, "module", None) is not None:
             found = driver_or_reason()
             if not isinstance(found, str):
+                found.library.cuCtxSetCurrent(found.context)
                 found.library.cuModuleUnload(self.module)
 
 
