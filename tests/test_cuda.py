@@ -183,6 +183,10 @@ def values(shape: tuple[int, ...], dtype: type = np.float32, seed: int = 0) -> n
     return x
 
 
+def arange_triu(x: Tensor) -> Tensor:
+    return (x + Tensor.arange(12, device=x.device).reshape(3, 4)).triu(1)
+
+
 Make = Callable[[np.ndarray], Tensor]  # numpy values -> a Tensor on the device under test
 SAMPLE: dict[str, Callable[[Make], Tensor]] = {
     # unary and composite float32 ops
@@ -225,8 +229,22 @@ SAMPLE: dict[str, Callable[[Make], Tensor]] = {
     "softmax": lambda t: t(values((3, 37))).softmax(-1),
     "log_softmax": lambda t: t(values((2, 1, 19))).log_softmax(-1),
     "one_element": lambda t: t(values((1,))) * 2 + 1,
+    "conv2d": lambda t: t(values((1, 2, 7, 6))).conv2d(t(values((3, 2, 3, 3), seed=1)), padding=1),
+    "max_pool2d": lambda t: t(values((1, 2, 6, 5))).max_pool2d(2),
+    "cumsum": lambda t: t(values((3, 11))).cumsum(1),
+    "layer_norm": lambda t: t(values((4, 10))).layer_norm((10,)),
+    "var_std": lambda t: t(values((5, 6))).var(1) + t(values((5, 6), seed=1)).std(0).sum(),
+    "logsumexp_clamp": lambda t: t(values((3, 8))).logsumexp(1).clamp(-1, 1),
+    "gather": lambda t: t(values((4, 5))).gather(1, t(np.array([[0, 4], [1, 1], [3, 2], [4, 0]], np.int32))),
+    "erf_sign_atan": lambda t: t(values((7,))).erf() + t(values((7,), seed=1)).sign()
+    * t(values((7,), seed=2)).atan(),
+    "int64_uint8": lambda t: t(values((6,), np.int32)).cast(dtypes.int64) * 3_000_000_000
+    + t(np.arange(6, dtype=np.uint8) * 50).cast(dtypes.int64),
+    "bfloat16": lambda t: t(values((6,))).cast(dtypes.bfloat16) * 3,
+    "arange_triu": lambda t: arange_triu(t(values((3, 4)))),
 }
-FINITE = {"matmul", "batched_matmul", "softmax", "log_softmax", "sum_axis0", "sum_axis1_mean"}  # no edges
+FINITE = {"matmul", "batched_matmul", "softmax", "log_softmax", "sum_axis0", "sum_axis1_mean", "conv2d",
+          "cumsum", "layer_norm", "var_std", "logsumexp_clamp"}  # no edge values: see build
 
 
 def build(case: str, make: Make) -> Tensor:
