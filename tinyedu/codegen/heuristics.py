@@ -82,8 +82,9 @@ def gpu_optimizations(kernel: Kernel) -> list[Opt]:
        GPU busy one thread each: a workgroup's threads share each output's reduce.
     2. GLOBAL the (up to three) innermost output loops: a workgroup per index, the innermost axis on
        the grid's dimension 0, where neighbouring workgroups read neighbouring memory.
-    3. LOCAL: threads per workgroup along the GLOBAL axes, innermost first (a 16 x 16 square for two
-       axes), up to WORKGROUP threads in all: neighbouring threads take neighbouring elements.
+    3. LOCAL: threads per workgroup along the GLOBAL axes (a 16 x 16 square for two axes), up to
+       WORKGROUP threads in all; the innermost axis last, so its threads are lid0: neighbouring
+       threads take neighbouring elements (coalesced loads and stores).
     Every kernel gets them, small ones too: a GPU kernel without them is one thread.
     """
     k = kernel.copy()
@@ -101,8 +102,8 @@ def gpu_optimizations(kernel: Kernel) -> list[Opt]:
         candidates = loops[-3 + len(k.axes_of(AxisKind.GLOBAL)):]  # outermost of the innermost three first
         if not candidates or not try_opt(Opt(OptOps.GLOBAL, candidates[0], 0)):
             break
-    globals_ = k.axes_of(AxisKind.GLOBAL)
-    for axis in reversed(globals_):
+    globals_ = k.axes_of(AxisKind.GLOBAL)  # (LOCAL leaves the GLOBAL axes where they are)
+    for axis in globals_:
         cap = budget if len(globals_) == 1 else min(budget, 16)
         amount = _largest_divisor(k.full_shape[axis], cap)
         if amount > 1 and try_opt(Opt(OptOps.LOCAL, axis, amount)):

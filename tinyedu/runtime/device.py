@@ -227,6 +227,10 @@ class Backend:
     def __init__(self) -> None:
         self.programs: dict = {}
 
+    def check_runnable(self) -> None:
+        """Raise DeviceUnavailable, saying what is missing, if this machine cannot run the device's
+        kernels. A device that exists can run them, except CUDA without a GPU (it still compiles)."""
+
 
 class _DeviceRegistry:
     """`Device["C"]` gives the C backend; `Device.DEFAULT` is $DEVICE or the default device."""

@@ -32,12 +32,12 @@ from typing import Any, Callable
 
 import numpy as np
 
-from tinyedu.codegen.uops import LaunchDims
+from tinyedu.codegen.uops import GPULimits, LaunchDims
 from tinyedu.helpers import getenv
 from tinyedu.renderer.cuda import render_cuda
 from tinyedu.runtime.compile_cache import cached_build
 from tinyedu.runtime.device import Backend, Buffer, DeviceUnavailable
-from tinyedu.runtime.ops_c import CompileError, numbered
+from tinyedu.runtime.toolchain import CompileError, numbered
 
 NVRTC_HINT = "pip install nvidia-cuda-nvrtc-cu12 (NVIDIA's runtime compiler; it works without a GPU)"
 DRIVER_HINT = "an NVIDIA GPU and its driver (libcuda.so.1 comes with the driver, not with pip)"
@@ -436,6 +436,8 @@ class CUDADevice(Backend):
         self.max_workgroup_size = self._limit(MAX_THREADS_PER_BLOCK, "max_workgroup_size")
         self.local_memory_bytes = self._limit(MAX_SHARED_MEMORY_PER_BLOCK, "local_memory_bytes")
         self.warp_size = self._limit(WARP_SIZE, "warp_size")
+        self.limits = GPULimits(self.max_workgroup_size, MAX_BLOCK, MAX_GRID,
+                                self.local_memory_bytes, self.warp_size)
 
     def _limit(self, attribute: int, name: str) -> int:
         return self.cuda.attribute(attribute) if self.cuda is not None else DEFAULT_LIMITS[name]
