@@ -15,19 +15,35 @@ usual accumulators; then the partials have to meet:
     BARRIER                                             only inside an output loop: the next
                                                         iteration writes the slots again
 
+PACK on a GPU kernel stages a tile in shared memory, for the threads of a workgroup to share (the
+classic tiled matmul: each thread of a 16 x 16 workgroup loads one element of a 16 x 16 tile of A
+and one of B, and then reads 16 of each from the fast shared copy):
+
+    for ridx0 (one tile of the reduce after another):
+        shared0[my element(s)] = A[...]; shared1[my element(s)] = B[...]   every thread a share
+        BARRIER                                   the whole tile is there before anyone reads it
+        for ridx1 < 16: acc += shared0[..] * shared1[..]
+        BARRIER                                   everyone is done before the next tile overwrites it
+
 The linearizer (tinyedu/codegen/linearizer.py) calls these with its Kernel, its UOpBuilder and the
 values of its loop variables by name (`loops`); they return what they made.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import math
+from typing import Any, Callable
 
+from tinyedu.codegen.index import INDEX_OPS
 from tinyedu.codegen.kernel import GPU_KINDS, AxisKind, Kernel
+from tinyedu.codegen.opts import pack_tile
 from tinyedu.codegen.uops import UOp, UOpBuilder, UOps, lowest_value
 from tinyedu.dtype import DType
 from tinyedu.helpers import prod
 from tinyedu.ops import BinaryOps, ReduceOps
+from tinyedu.shape import Node, NumNode, ShapeTracker, Variable, View, strides_for_shape
+
+Load = Callable[[UOp, Node, Node, DType, int], Any]  # the linearizer's load(buffer, index, valid, ...)
 
 
 def thread_indices(k: Kernel, b: UOpBuilder) -> dict[str, UOp]:
@@ -85,3 +101,61 @@ def finish_groups(b: UOpBuilder, inside_loops: bool) -> None:
     b.close_if()
     if inside_loops:
         b.barrier()
+
+
+# --8<-- [start:stage-tile]
+def stage_tile(k: Kernel, b: UOpBuilder, loops: dict[str, UOp], position: int, axis: int, source: UOp,
+               load: Load) -> tuple[UOp, ShapeTracker]:
+    """PACK on a GPU kernel, placed before loop `axis`: the workgroup copies the tile of buffer
+    `position` that its threads read from that loop on into shared memory, thread t copying elements
+    t, t + threads, ... of the tile taken in the buffer's memory order (neighbouring threads read
+    neighbouring memory: coalesced); then a barrier. Returns the shared array and the view to read
+    the buffer through from now on (the linearizer's close_loop adds the barrier that ends its use)."""
+    buf, st = k.bufs[position], k.sts[position]
+    tile = pack_tile(k, position, axis)
+    sizes = [k.full_shape[a] for a in tile]
+    shared = b.define_shared(prod(sizes), buf.dtype)
+    threads = k.axes_of(AxisKind.LOCAL, AxisKind.GROUP)
+    count = prod(k.full_shape[a] for a in threads)
+    element: Node = NumNode(0)
+    for a in threads:  # this thread's number in the workgroup, row-major
+        element = element * k.full_shape[a] + Variable(k.loop_names[a], 0, k.full_shape[a] - 1)
+    rounds = math.ceil(prod(sizes) / count)
+    if rounds > 1:
+        name = f"s{position}idx"
+        loops[name] = b.open_range(name, rounds)
+        element = element + Variable(name, 0, rounds - 1) * count
+    memory = st.real_strides(ignore_valid=True)  # walk the tile in memory order: the smallest stride last
+    order = sorted(tile, key=lambda a: -abs(memory[a]) if memory[a] is not None else 0)
+    order_sizes = [k.full_shape[a] for a in order]
+    coords = {a: (element // stride) % size
+              for a, size, stride in zip(order, order_sizes, strides_for_shape(order_sizes), strict=True)}
+    idxs: list[Node] = []
+    for a, size in enumerate(st.shape):
+        if size > 1 and a in coords:
+            idxs.append(coords[a])
+        elif size > 1 and a < axis and k.kinds[a] not in (AxisKind.LOCAL, AxisKind.GROUP):
+            idxs.append(Variable(k.loop_names[a], 0, size - 1))  # this workgroup's, this iteration's tile
+        else:
+            idxs.append(NumNode(0))  # an axis the buffer does not depend on
+    index, valid = st.expr_idxs(idxs)
+    exact = prod(sizes) % count == 0  # else the last round has more threads than elements left
+    if not exact:  # (the gate keeps the load in bounds wherever it is placed; the IF guards the store)
+        valid = Node.ands([valid, element < prod(sizes)])
+        b.open_if(_uop(b, loops, element < prod(sizes)))
+    value = load(source, index, valid, buf.dtype, 1)
+    strides = dict(zip(tile, strides_for_shape(sizes), strict=True))  # the shared tile's own layout
+    where = Node.sum([coords[a] * strides[a] for a in tile])
+    b.emit(UOps.STORE, None, (shared, _uop(b, loops, where), value), hoist=False)
+    if not exact:
+        b.close_if()
+    if rounds > 1:
+        b.close_range()
+    b.barrier()
+    view = View.create(k.full_shape, tuple(strides.get(a, 0) for a in range(len(k.full_shape))))
+    return shared, ShapeTracker((view,))
+# --8<-- [end:stage-tile]
+
+
+def _uop(b: UOpBuilder, loops: dict[str, UOp], node: Node) -> UOp:
+    return node.render_with(INDEX_OPS, (b, loops))

@@ -135,12 +135,22 @@ class Linearizer:
         """Open the loop of `axis` (after copying the tiles that are packed before it)."""
         k = self.kernel
         for position, pack_axis in k.packs:
-            if pack_axis == axis:
+            if pack_axis == axis and k.gpu is not None:  # GPU: the workgroup's tile in shared memory
+                self.sources[position] = gpu.stage_tile(k, self.b, self.loops, position, axis,
+                                                         self.globals[k.bufs[position].idx], self.load)
+            elif pack_axis == axis:
                 local_arrays.pack(self, position, axis)
         name = k.loop_names[axis]
         threads = k.threads if k.kinds[axis] is AxisKind.THREAD else 1
         self.loops[name] = self.b.open_range(name, k.full_shape[axis], threads)
         return self.loops[name]
+
+    def close_loop(self, axis: int) -> None:
+        """Close the loop of `axis`; on a GPU, after a loop that read a staged tile, a barrier: every
+        thread is done with the tile before the next iteration around copies the next one over it."""
+        self.b.close_range()
+        if self.kernel.gpu is not None and any(pack_axis == axis for _, pack_axis in self.kernel.packs):
+            self.b.barrier()
 
     # ---- positions of the expanded axes ----
     def combos(self, reduce: bool) -> list[Combo]:
@@ -237,14 +247,14 @@ class Linearizer:
             for combo in combos:  # the level's total += the block's total, lane by lane
                 total = alu(b, op, [accs[combo], block[combo]], dtype, self.width)
                 accs[combo] = self.update(accs[combo], total)
-            b.close_range()
+            self.close_loop(loops[0])
             return accs
         for axis in loops:
             self.open_loop(axis)
         for combo in combos:
             accs[combo] = self.accumulate(reduce, op, accs[combo], combo)
-        for _ in loops:
-            b.close_range()
+        for axis in reversed(loops):
+            self.close_loop(axis)
         return accs
     # --8<-- [end:sum-levels]
 

@@ -19,7 +19,8 @@ re-label one part. The AST, and so the result, never changes (up to the order of
 |                    |                 | them, and the block totals are combined after, in order        |
 | SWAP(axis, other)  | two loops       | exchange two output loops (or two reduce loops): loop order    |
 | TILE(axis, k)      | an output loop  | split (n/k, k) and move the n/k part outermost: walk a k-wide  |
-|                    |                 | tile of this axis while the loops in between run               |
+|                    | (or a reduce    | tile of this axis while the loops in between run (a reduce     |
+|                    | loop)           | loop is split in place: a loop over tiles, a loop within one)  |
 | PACK(axis, buffer) | a loop, a       | before loop `axis`, copy the tile of `buffer` that the loops   |
 |                    | buffer          | inside read into a contiguous local array; read it from there  |
 
@@ -30,6 +31,9 @@ On a GPU (stage 7: the kernel has `kernel.gpu`, the device's limits) three more 
 | GROUP(axis, k)     | a reduce loop   | split (n/k, k): k threads of a workgroup each reduce a part,   |
 |                    |                 | every k-th element; the partials meet in shared memory, and    |
 |                    |                 | after a barrier the workgroup's first thread combines them     |
+| PACK(axis, buffer) | a reduce loop   | on a GPU: before the loop, the workgroup copies the tile of    |
+|                    |                 | `buffer` its threads read in it into shared memory, each       |
+|                    |                 | thread a share; barriers before and after its use              |
 
 Each opt checks that it makes sense on this kernel and raises OptError naming the opt, the kernel
 and what would be valid otherwise. The linearizer (tinyedu/codegen/linearizer.py) turns the
@@ -40,7 +44,7 @@ plain data (tinyedu/codegen/opt.py), which the Kernel records.
 
 from __future__ import annotations
 
-from tinyedu.codegen.kernel import AxisKind, Kernel
+from tinyedu.codegen.kernel import GPU_KINDS, AxisKind, Kernel
 from tinyedu.codegen.opt import Opt, OptOps
 from tinyedu.helpers import prod
 from tinyedu.ops import MemBuffer
@@ -106,7 +110,11 @@ def swap(k: Kernel, axis: int, other: int) -> None:
 
 
 def tile(k: Kernel, axis: int, amount: int) -> None:
-    """Split (n/amount, amount) and move the n/amount part to be the first output loop."""
+    """Split (n/amount, amount) and move the n/amount part to be the first output loop; a reduce loop
+    is split in place (an outer loop over tiles of the reduce, an inner one within a tile)."""
+    if k.kinds[axis] is AxisKind.REDUCE:
+        k.split_axis(axis, amount)
+        return
     k.split_axis(axis, amount)
     k.move_axis(axis, 1 if k.kinds[0] is AxisKind.THREAD else 0, AxisKind.LOOP)
 
@@ -165,6 +173,8 @@ def _check_common(k: Kernel, opt: Opt) -> None:
         _fail(k, opt, "the axis is empty (size 0): the kernel computes nothing, there is nothing to optimize")
     if opt.op in (OptOps.UPCAST, OptOps.UNROLL, OptOps.TILE):
         wanted = AxisKind.REDUCE if opt.op is OptOps.UNROLL else AxisKind.LOOP
+        if opt.op is OptOps.TILE and kind is AxisKind.REDUCE:
+            wanted = kind  # a reduce loop is tiled in place
         if kind is not wanted:
             other = {OptOps.UPCAST: "UNROLL splits reduce loops", OptOps.UNROLL: "UPCAST splits output loops",
                      OptOps.TILE: "TILE splits output loops"}[opt.op]
@@ -196,9 +206,9 @@ def _check_common(k: Kernel, opt: Opt) -> None:
         _check_pack(k, opt, kind)
     else:
         _check_gpu(k, opt, kind, size)
-    if k.gpu is not None and opt.op in (OptOps.THREAD, OptOps.PACK):
-        _fail(k, opt, f"{opt.op.name} is a CPU opt (threads of the processor, a tile on each thread's "
-                      "stack); a GPU kernel runs its threads with GLOBAL, LOCAL and GROUP")
+    if k.gpu is not None and opt.op is OptOps.THREAD:
+        _fail(k, opt, "THREAD is a CPU opt (threads of the processor); a GPU kernel runs its threads with "
+                      "GLOBAL, LOCAL and GROUP")
 
 
 def _a(word: str) -> str:
@@ -229,13 +239,22 @@ def _check_thread(k: Kernel, opt: Opt, kind: AxisKind, size: int) -> None:
     _fail(k, opt, f"THREAD needs a loop axis, axis {opt.axis} is {kind.value}")
 
 
-def pack_tile(k: Kernel, position: int, axis: int) -> list[int]:
-    """The axes (from `axis` on) that buffer `position` depends on: the tile a PACK copies."""
+def used_axes(k: Kernel, position: int) -> set[int]:
+    """The axes that buffer `position`'s index (or validity) depends on."""
     st = k.sts[position]
     idxs = [Variable(f"a{a}", 0, size - 1) if size > 1 else NumNode(0) for a, size in enumerate(st.shape)]
     index, valid = st.expr_idxs(idxs)
     used = {v.name for v in index.vars() + valid.vars()}
-    return [a for a in range(axis, len(k.full_shape)) if f"a{a}" in used]
+    return {a for a in range(len(st.shape)) if f"a{a}" in used}
+
+
+def pack_tile(k: Kernel, position: int, axis: int) -> list[int]:
+    """The axes (from `axis` on) that buffer `position` depends on: the tile a PACK copies. On a GPU
+    the tile is the whole workgroup's: the LOCAL and GROUP axes it depends on come last (the
+    innermost thread axis fastest, so that neighbouring threads read neighbouring shared elements)."""
+    used = used_axes(k, position)
+    loops = [a for a in range(axis, len(k.full_shape)) if a in used and k.kinds[a] not in GPU_KINDS]
+    return loops + ([a for a in k.axes_of(AxisKind.LOCAL, AxisKind.GROUP) if a in used] if k.gpu else [])
 
 
 def _check_pack(k: Kernel, opt: Opt, kind: AxisKind) -> None:
@@ -248,6 +267,9 @@ def _check_pack(k: Kernel, opt: Opt, kind: AxisKind) -> None:
     if kind not in (AxisKind.LOOP, AxisKind.REDUCE):
         _fail(k, opt, f"a tile is copied before a loop; axis {opt.axis} is {kind.value}")
     tile = pack_tile(k, position, opt.axis)
+    if k.gpu is not None:
+        _check_gpu_pack(k, opt, kind, tile)
+        return
     if opt.axis in tile:
         _fail(k, opt, f"buffer {position} changes with loop {k.loop_names[opt.axis]}, so its tile would be "
                       "copied on every iteration; pack it before a loop it does not depend on "
@@ -307,3 +329,20 @@ def _check_grid(k: Kernel, opt: Opt, sizes_inner_first: list[int]) -> None:
         if size > limit:
             _fail(k, opt, f"grid dimension {dim} would have {size} workgroups, over this GPU's limit of "
                           f"{limit}; make the larger axis the innermost GLOBAL one, or LOCAL it first")
+
+
+def _check_gpu_pack(k: Kernel, opt: Opt, kind: AxisKind, tile: list[int]) -> None:
+    """PACK on a GPU stages the workgroup's tile in shared memory before a reduce loop it reads along
+    (the tile of the reduce that the loop walks), within the GPU's shared memory."""
+    if kind is not AxisKind.REDUCE:
+        _fail(k, opt, f"on a GPU a tile is staged before a reduce loop; axis {opt.axis} is {kind.value}")
+    if opt.axis not in tile:
+        _fail(k, opt, f"buffer {opt.amount} does not change along {k.loop_names[opt.axis]}: each thread "
+                      "reads the same elements in the whole loop, so a shared tile would bring nothing; "
+                      "stage it before a reduce loop it reads along (TILE the reduce first to make one)")
+    itemsize = max(k.bufs[opt.amount].dtype.itemsize, 4)
+    shared = sum(prod(k.full_shape[a] for a in pack_tile(k, p, axis)) * max(k.bufs[p].dtype.itemsize, 4)
+                 for p, axis in k.packs) + prod(k.full_shape[a] for a in tile) * itemsize
+    if shared > k.gpu.shared_memory_bytes:
+        _fail(k, opt, f"the staged tiles would take {shared} bytes of shared memory, over this GPU's "
+                      f"{k.gpu.shared_memory_bytes}; TILE the reduce into smaller tiles")
