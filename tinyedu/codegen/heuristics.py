@@ -37,6 +37,7 @@ ACCUMULATORS = 16            # vector accumulators a register block aims for (AV
 WORKGROUP = 256              # GPU: threads per workgroup the heuristics aim for (8 warps of 32)
 GROUP_MIN = 256              # GPU: reduces at least this long are shared by a workgroup's threads ...
 GROUP_OUTPUTS = 1 << 13      # ... when there are fewer outputs than this (too few threads otherwise)
+TILE_REDUCE = 16             # GPU: the reduce tile staged in shared memory (with a 16 x 16 workgroup)
 
 
 # --8<-- [start:heuristics]
@@ -85,6 +86,9 @@ def gpu_optimizations(kernel: Kernel) -> list[Opt]:
     3. LOCAL: threads per workgroup along the GLOBAL axes (a 16 x 16 square for two axes), up to
        WORKGROUP threads in all; the innermost axis last, so its threads are lid0: neighbouring
        threads take neighbouring elements (coalesced loads and stores).
+    4. Shared tiles, for a reduce whose inputs the threads of a workgroup share (matmul: a row of A
+       serves a whole row of threads): TILE the reduce by TILE_REDUCE and PACK those inputs before
+       the inner loop, so each element comes from global memory once per workgroup, not per thread.
     Every kernel gets them, small ones too: a GPU kernel without them is one thread.
     """
     k = kernel.copy()
@@ -108,7 +112,27 @@ def gpu_optimizations(kernel: Kernel) -> list[Opt]:
         amount = _largest_divisor(k.full_shape[axis], cap)
         if amount > 1 and try_opt(Opt(OptOps.LOCAL, axis, amount)):
             budget //= amount
+    _stage_shared_tiles(k, try_opt)
     return k.applied_opts[start:]
+
+
+def _stage_shared_tiles(k: Kernel, try_opt) -> None:
+    """Step 4 of gpu_optimizations: the inputs that some LOCAL axis does not move (shared by those
+    threads) and that move along the reduce are staged in shared memory, one reduce tile at a time."""
+    reduces, locals_ = k.axes_of(AxisKind.REDUCE), k.axes_of(AxisKind.LOCAL)
+    if not reduces or not locals_ or k.axes_of(AxisKind.GROUP):
+        return
+    axis = reduces[-1]
+    inputs = [(p, k.sts[p].real_strides(ignore_valid=True)) for p, buf in enumerate(k.bufs)
+              if p > 0 and isinstance(buf, MemBuffer)]
+    shared = [p for p, strides in inputs if strides[axis] != 0 and any(strides[a] == 0 for a in locals_)]
+    amount = _largest_divisor(k.full_shape[axis], TILE_REDUCE)
+    if not shared or amount < 2:
+        return
+    if amount < k.full_shape[axis] and try_opt(Opt(OptOps.TILE, axis, amount)):
+        axis += 1  # the inner loop, within one tile
+    for p in shared:
+        try_opt(Opt(OptOps.PACK, axis, p))
 # --8<-- [end:gpu-heuristics]
 
 
