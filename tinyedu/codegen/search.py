@@ -47,6 +47,8 @@ def candidate_opts(kernel: Kernel, threads: int) -> list[Opt]:
         if k.gpu is not None:  # GPU kernels: onto the grid, onto a workgroup's threads
             if kind is AxisKind.LOOP:
                 actions.append(Opt(OptOps.GLOBAL, axis, 0))
+            if kind is AxisKind.REDUCE:  # tiles of the reduce, to stage in shared memory (PACK)
+                actions += [Opt(OptOps.TILE, axis, n) for n in (8, 16, 32)]
             if kind in (AxisKind.GLOBAL, AxisKind.REDUCE):
                 op = OptOps.LOCAL if kind is AxisKind.GLOBAL else OptOps.GROUP
                 actions += [Opt(op, axis, n) for n in THREAD_AMOUNTS]

@@ -98,10 +98,14 @@ def _run_kernel(item: ScheduleItem, buffer: Buffer) -> None:
     start = time.perf_counter()
     program = lower(item.out.device, item.ast)  # a dict lookup once the kernel was lowered before
     lowered = time.perf_counter()
-    if program.runs == 0 and hasattr(program.runner, "prepare"):  # first run: load the compiled library
-        program.runner.prepare()                                     # now, timed apart from the run
-    loaded = time.perf_counter()
-    run_program(item.name, item.ast, program.runner, [buffer, *inputs])
+    try:
+        if program.runs == 0 and hasattr(program.runner, "prepare"):  # first run: load the compiled
+            program.runner.prepare()                                     # library now, timed apart
+        loaded = time.perf_counter()
+        run_program(item.name, item.ast, program.runner, [buffer, *inputs])
+    except Exception:
+        show(program)  # DEBUG=4/6: the source (and machine code) of the kernel that could not run
+        raise
     elapsed = time.perf_counter() - loaded
     program.runs += 1
     flops = count_flops(item.ast)
