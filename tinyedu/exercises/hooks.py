@@ -29,6 +29,7 @@ The hooks the chapters use (each chapter's notebook says which one its exercise 
 | `models.transformer.causal_mask`, `LayerNorm.__call__` | 09 | the causal mask; LayerNorm from primitives |
 | `models.lstm.lstm_cell`, `BasicBlock.__call__` | 10 | an LSTM step; a residual block |
 | `export.memory.place_buffers`, `export.program.buffer_lifetimes` | 11 | the memory plan; buffer lifetimes |
+| `codegen.gpu.combine_groups`, `heuristics.gpu_optimizations` | 12 | GROUP's combine; a workgroup's shape |
 """
 
 from __future__ import annotations
