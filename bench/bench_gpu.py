@@ -154,7 +154,7 @@ def bench_cuda() -> None:
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     print(f"CUDA GPU: {torch.cuda.get_device_name()} (PyTorch {torch.__version__}, TF32 off)")
-    print(f"{'workload':32s} {'kernels':>7s} {'tinyedu':>10s} {'torch':>10s} {'ratio':>6s} {'goal':>12s} "
+    print(f"{'workload':32s} {'kernels':>7s} {'tinyedu':>14s} {'torch':>14s} {'ratio':>6s} {'goal':>12s} "
           "check")
     for work in workloads(on_gpu=True):
         arrays = inputs(work)
@@ -163,7 +163,7 @@ def bench_cuda() -> None:
         ours_rate, their_rate = (work.amount(work.shapes) / s * 1e-9 for s in (seconds, theirs))
         goal = GOALS[work.name.split()[0].split("(")[0]]
         verdict = f"{'PASS' if ours_rate / their_rate >= goal else 'MISS'} >= {goal}"
-        rates = f"{ours_rate:6.1f} {work.unit:>3s} {their_rate:6.1f} {work.unit:>3s}"
+        rates = f"{ours_rate:7.1f} {work.unit:6s} {their_rate:7.1f} {work.unit:6s}"
         print(f"{work.name:32s} {count:7d} {rates} {ours_rate / their_rate:5.2f}x {verdict:>12s} "
               f"{check(work, arrays, 'CUDA')}")
 
@@ -171,14 +171,14 @@ def bench_cuda() -> None:
 # ---- 3. OpenCL against the C device ----
 def bench_opencl() -> None:
     print(f"OpenCL (GPU device) against the C device, {os.cpu_count()} cores here; report only")
-    print(f"{'workload':32s} {'kernels':>7s} {'GPU':>12s} {'C':>12s} {'GPU / C':>8s} check")
+    print(f"{'workload':32s} {'kernels':>7s} {'GPU':>14s} {'C':>14s} {'GPU / C':>8s} check")
     for work in workloads(on_gpu=False):
         arrays = inputs(work)
         rates = {}
         for device in ("GPU", "C"):
             seconds, count = kernel_seconds(work, arrays, device)
             rates[device] = work.amount(work.shapes) / seconds * 1e-9
-        both = f"{rates['GPU']:7.1f} {work.unit:>4s} {rates['C']:7.1f} {work.unit:>4s}"
+        both = f"{rates['GPU']:7.1f} {work.unit:6s} {rates['C']:7.1f} {work.unit:6s}"
         ratio = rates["GPU"] / rates["C"]
         print(f"{work.name:32s} {count:7d} {both} {ratio:7.2f}x {check(work, arrays, 'GPU')}")
 
