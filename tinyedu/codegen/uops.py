@@ -43,8 +43,8 @@ that is only ever used as the condition of a vector WHERE.
 GPU kernels (stage 7). A GPU runs one copy of the kernel per *thread*; threads come in *workgroups*
 that share a small fast memory. SPECIAL values say which copy this is: `gid0..2` the workgroup's
 position in the grid, `lid0..2` the thread's position in its workgroup. Their sizes are the launch
-dimensions (tinyedu/codegen/launch.py). Values read from shared memory are never hoisted or shared between two
-places in the list: a BARRIER between them may have changed the memory.
+dimensions (tinyedu/codegen/launch.py). Values read from shared memory are never hoisted or shared
+between two places in the list: a BARRIER between them may have changed the memory.
 
 MULACC(a, b, c) is a*b + c rounded once (a fused multiply-add). The linearizer emits it only to
 accumulate a SUM of products in an optimized kernel, where the reduction order changes anyway;
