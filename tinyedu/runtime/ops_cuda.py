@@ -175,6 +175,10 @@ class NVRTCCompiler:
         # --fmad=false: a*b+c is rounded twice, as numpy and the CPU devices do (NVRTC fuses by default)
         self.flags = (f"--gpu-architecture={'sm' if real else 'compute'}_{arch}", "--fmad=false")
 
+    def signature(self) -> str:
+        """What it compiles with: NVRTC's version and the flags (target architecture), for BEAM's cache."""
+        return " ".join([f"NVRTC {nvrtc_version()}", *self.flags])
+
     def key(self, source: str) -> str:
         """Everything the PTX depends on: the source, NVRTC's version and the flags."""
         return "\0".join([source, f"NVRTC {nvrtc_version()}", *self.flags])
