@@ -24,8 +24,9 @@ import pytest
 
 from tinyedu import Tensor, dtypes
 from tinyedu.codegen.kernel import Kernel
+from tinyedu.codegen.launch import LaunchDims, launch_dims
 from tinyedu.codegen.linearizer import linearize
-from tinyedu.codegen.uops import LaunchDims, UOp, launch_dims
+from tinyedu.codegen.uops import UOp
 from tinyedu.dtype import DType
 from tinyedu.engine.lower import lower, show
 from tinyedu.engine.schedule import create_schedule

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from tinyedu import Device, Tensor
-from tinyedu.codegen.uops import LaunchDims, UOp, UOpBuilder, UOps, launch_dims
+from tinyedu.codegen.launch import LaunchDims, launch_dims
+from tinyedu.codegen.uops import UOp, UOpBuilder, UOps
 from tinyedu.dtype import DType, dtypes
 from tinyedu.ops import BinaryOps, UnaryOps
 from tinyedu.renderer.cstyle import render_c

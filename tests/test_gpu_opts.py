@@ -13,8 +13,9 @@ import pytest
 from tinyedu import Device, Tensor
 from tinyedu.codegen.heuristics import gpu_optimizations
 from tinyedu.codegen.kernel import Kernel
+from tinyedu.codegen.launch import GPULimits
 from tinyedu.codegen.opts import Opt, OptError, OptOps, apply_opts
-from tinyedu.codegen.uops import GPULimits, UOps
+from tinyedu.codegen.uops import UOps
 from tinyedu.dtype import dtypes
 from tinyedu.engine.lower import lower
 from tinyedu.engine.schedule import create_schedule

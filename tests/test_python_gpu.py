@@ -14,7 +14,8 @@ from typing import Callable
 import numpy as np
 import pytest
 
-from tinyedu.codegen.uops import FusedOps, LaunchDims, Loop, UOp, UOpBuilder, UOps, VectorDType
+from tinyedu.codegen.launch import LaunchDims
+from tinyedu.codegen.uops import FusedOps, Loop, UOp, UOpBuilder, UOps, VectorDType
 from tinyedu.dtype import DType, dtypes, to_storage
 from tinyedu.ops import BinaryOps, TernaryOps, UnaryOps
 from tinyedu.runtime.device import Buffer

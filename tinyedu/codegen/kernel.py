@@ -44,8 +44,8 @@ import copy
 from enum import Enum
 
 from tinyedu.codegen import sum_blocks
+from tinyedu.codegen.launch import GPULimits, LaunchDims
 from tinyedu.codegen.opt import Opt
-from tinyedu.codegen.uops import GPULimits, LaunchDims
 from tinyedu.dtype import DType, dtypes
 from tinyedu.helpers import dedup, prod
 from tinyedu.ops import BinaryOps, BufferOps, ConstBuffer, LazyOp, MemBuffer, ReduceOps, UnaryOps

@@ -26,10 +26,11 @@ from typing import Any, Callable, Protocol
 
 from tinyedu.codegen import heuristics
 from tinyedu.codegen.kernel import Kernel
+from tinyedu.codegen.launch import launch_dims
 from tinyedu.codegen.linearizer import linearize
 from tinyedu.codegen.opts import Opt, OptError, apply_opts
 from tinyedu.codegen.search import SearchResult, beam_search
-from tinyedu.codegen.uops import UOp, launch_dims, uops_listing
+from tinyedu.codegen.uops import UOp, uops_listing
 from tinyedu.engine import beam
 from tinyedu.helpers import debug_level, getenv, prod
 from tinyedu.ops import LazyOp

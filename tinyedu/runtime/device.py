@@ -26,7 +26,7 @@ from typing import Any, Callable, Protocol
 
 import numpy as np
 
-from tinyedu.codegen.uops import GPULimits, LaunchDims
+from tinyedu.codegen.launch import GPULimits, LaunchDims
 from tinyedu.dtype import DType
 from tinyedu.helpers import GlobalCounters, getenv
 

@@ -40,7 +40,7 @@ import functools
 from pathlib import Path
 from typing import Any
 
-from tinyedu.codegen.uops import LaunchDims
+from tinyedu.codegen.launch import LaunchDims
 from tinyedu.helpers import getenv
 from tinyedu.renderer.cstyle import render_c
 from tinyedu.runtime.compile_cache import CachedFile, LoadedLRU, cache_dir, dlclose, key_digest

@@ -32,7 +32,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from tinyedu.codegen.uops import GPULimits, LaunchDims
+from tinyedu.codegen.launch import GPULimits, LaunchDims
 from tinyedu.helpers import getenv
 from tinyedu.renderer.cuda import render_cuda
 from tinyedu.runtime.compile_cache import cached_build
@@ -174,6 +174,10 @@ class NVRTCCompiler:
         self.arch, self.real = arch, real
         # --fmad=false: a*b+c is rounded twice, as numpy and the CPU devices do (NVRTC fuses by default)
         self.flags = (f"--gpu-architecture={'sm' if real else 'compute'}_{arch}", "--fmad=false")
+
+    def signature(self) -> str:
+        """What it compiles with: NVRTC's version and the flags (target architecture), for BEAM's cache."""
+        return " ".join([f"NVRTC {nvrtc_version()}", *self.flags])
 
     def key(self, source: str) -> str:
         """Everything the PTX depends on: the source, NVRTC's version and the flags."""

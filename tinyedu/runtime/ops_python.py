@@ -24,7 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from tinyedu.codegen.uops import GPULimits, LaunchDims, UOp, UOps, is_vector, launch_dims, scalar_of
+from tinyedu.codegen.launch import GPULimits, LaunchDims, launch_dims
+from tinyedu.codegen.uops import UOp, UOps, is_vector, scalar_of
 from tinyedu.dtype import dtypes, from_storage, to_storage
 from tinyedu.helpers import getenv
 from tinyedu.runtime.device import Backend, Buffer, thread_count
