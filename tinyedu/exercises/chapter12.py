@@ -15,9 +15,10 @@ import numpy as np
 from tinyedu import Tensor
 from tinyedu.codegen import gpu, heuristics
 from tinyedu.codegen.kernel import AxisKind, Kernel
+from tinyedu.codegen.launch import GPULimits, launch_dims
 from tinyedu.codegen.linearizer import linearize
 from tinyedu.codegen.opts import Opt, OptError, OptOps, apply_opts
-from tinyedu.codegen.uops import GPULimits, UOp, UOps, launch_dims
+from tinyedu.codegen.uops import UOp, UOps
 from tinyedu.dtype import dtypes
 from tinyedu.engine.lower import lower
 from tinyedu.exercises.checking import compute_items, need_function

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import graphviz
 
-from tinyedu.codegen.uops import LaunchDims
+from tinyedu.codegen.launch import LaunchDims
 from tinyedu.helpers import prod
 
 
