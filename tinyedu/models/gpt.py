@@ -25,10 +25,12 @@ from typing import Sequence
 
 import numpy as np
 
-from tinyedu.dtype import dtypes
+from tinyedu.engine.jit import TinyJit
 from tinyedu.models.generate import generate_tokens
 from tinyedu.models.transformer import MLP, attention
 from tinyedu.nn import Embedding, LayerNorm, Linear
+from tinyedu.nn.optim import AdamW
+from tinyedu.nn.state import get_parameters
 from tinyedu.tensor import Tensor
 from tinyedu.tensor_api.grad_mode import no_grad
 
@@ -147,6 +149,8 @@ class GPT:
     def __init__(self, vocab_size: int, block_size: int, dim: int = 128, n_heads: int = 4, n_layers: int = 4,
                  positions: str = "rope", window: int | None = None):
         _check_config(vocab_size, block_size, dim, n_heads, n_layers, positions, window)
+        self.config = {"vocab_size": vocab_size, "block_size": block_size, "dim": dim, "n_heads": n_heads,
+                       "n_layers": n_layers, "positions": positions, "window": window}
         self.vocab_size, self.block_size, self.n_heads = vocab_size, block_size, n_heads
         self.positions, self.window = positions, window
         self.tok_emb = Embedding(vocab_size, dim)
@@ -263,10 +267,53 @@ def _check_config(vocab_size: int, block_size: int, dim: int, n_heads: int, n_la
         raise ValueError(f"GPT: window must be None (causal) or a positive int, got {window!r}")
 
 
-def token_ids(tokens: np.ndarray) -> Tensor:
-    """Integer tokens as the int32 Tensor the model reads."""
-    return Tensor(np.asarray(tokens, dtype=np.int32), dtype=dtypes.int32)
+# --8<-- [start:train]
+def train_gpt(model: GPT, data_ids: np.ndarray, steps: int, batch: int, lr: float,
+              seed: int = 0) -> list[float]:
+    """Train `model` with AdamW on random windows of block_size + 1 tokens of `data_ids`; the losses.
+
+    The step runs under TinyJit: from the fourth step on, its recorded kernels replay without
+    building or scheduling the graph again.
+    """
+    data = np.asarray(data_ids, dtype=np.int32).reshape(-1)
+    span = model.block_size + 1
+    if len(data) < span + 1:
+        raise ValueError(f"train_gpt: {len(data)} tokens are too few for windows of block_size + 1 = {span}")
+    rng = np.random.default_rng(seed)
+    optimizer = AdamW(get_parameters(model), lr=lr)
+
+    @TinyJit
+    def step(tokens: Tensor) -> Tensor:
+        optimizer.zero_grad()
+        loss = model.loss(tokens).backward()
+        optimizer.step()
+        return loss
+
+    losses = []
+    for _ in range(steps):
+        starts = rng.integers(0, len(data) - span + 1, batch)
+        windows = np.stack([data[s:s + span] for s in starts])
+        losses.append(step(Tensor(windows, device=model.tok_emb.weight.device)).item())
+    return losses
+# --8<-- [end:train]
+
+
+# --8<-- [start:bigram]
+def bigram_loss(train_ids: np.ndarray, val_ids: np.ndarray, vocab_size: int) -> float:
+    """The validation cross entropy (nats per token) of the best model that looks at one token back:
+    P(b | a) = (count(a b) + 1) / (count(a) + vocab_size) from the training text (add-one smoothing,
+    so a pair never seen keeps a small probability). A GPT has learned something once it beats this."""
+    train, val = (np.asarray(ids, dtype=np.int64).reshape(-1) for ids in (train_ids, val_ids))
+    if len(train) < 2 or len(val) < 2:
+        raise ValueError("bigram_loss: the training and validation texts need at least two tokens each")
+    if min(train.min(), val.min()) < 0 or max(train.max(), val.max()) >= vocab_size:
+        raise ValueError(f"bigram_loss: token ids must be in 0..{vocab_size - 1}")
+    counts = np.ones((vocab_size, vocab_size), dtype=np.float64)
+    np.add.at(counts, (train[:-1], train[1:]), 1)
+    probabilities = counts / counts.sum(1, keepdims=True)
+    return float(-np.log(probabilities[val[:-1], val[1:]]).mean())
+# --8<-- [end:bigram]
 
 
 __all__ = ["GPT", "GPTBlock", "GPTAttention", "KVCache", "rope_tables", "apply_rope", "attention_mask",
-           "write_rows", "token_ids"]
+           "write_rows", "train_gpt", "bigram_loss"]
