@@ -91,7 +91,8 @@ def write_rows(cache: Tensor, rows: Tensor, positions: Tensor) -> Tensor:
 
     The positions are a tensor in memory, not Python numbers, so the kernels are the same at every
     step (compiled once). A one-hot (T, S) matrix places row t at position positions[t]; a sum of
-    one value and zeros is exact, so the cache holds the very bits of the keys.
+    one value and zeros is exact, so the cache holds the keys' very bits (but for -0.0, which the
+    sum makes 0.0; no dot product can tell the two apart).
     """
     slots = Tensor.arange(cache.shape[2], device=cache.device)
     one_hot = positions.reshape(-1, 1) == slots.reshape(1, -1)                      # (T, S)
