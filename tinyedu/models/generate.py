@@ -2,7 +2,8 @@
 
 The functions here work with any model that offers three methods (tinyedu.models.gpt.GPT does):
 
-- `forward_last(tokens) -> logits (vocab,)`: the next-token logits, recomputing the whole prefix;
+- `forward_last(tokens, run) -> logits (vocab,)`: the next-token logits, recomputing the whole prefix
+  with `run`, a TinyJit of `padded_logits` (a fixed-size window, so its kernels replay);
 - `new_cache()`, and `forward_cached(tokens, start, cache) -> logits (T, vocab)`: the logits of T new
   tokens at positions start.., reading the keys and values of positions 0..start-1 from the cache
   and writing their own into it.
@@ -18,6 +19,8 @@ import math
 from typing import Any, Sequence
 
 import numpy as np
+
+from tinyedu.engine.jit import TinyJit
 
 
 # --8<-- [start:sample]
@@ -58,12 +61,14 @@ def generate_tokens(model: Any, prompt_ids: Sequence[int], new_tokens: int, temp
     _check_sampling(temperature, top_k, model.vocab_size)
     rng = np.random.default_rng(seed)
     caches = model.new_cache() if cache else None
-    logits = model.forward_cached(sequence, 0, caches)[-1] if cache else model.forward_last(sequence)
+    recompute = TinyJit(model.padded_logits)  # (replays the kernels once the first calls recorded them)
+    logits = (model.forward_cached(sequence, 0, caches)[-1] if cache
+              else model.forward_last(sequence, recompute))
     for step in range(new_tokens):
         sequence.append(pick_token(logits, temperature, top_k, rng))
         if step + 1 < new_tokens:
             logits = (model.forward_cached(sequence[-1:], len(sequence) - 1, caches)[-1] if cache
-                      else model.forward_last(sequence))
+                      else model.forward_last(sequence, recompute))
     return sequence
 # --8<-- [end:generate]
 

@@ -21,7 +21,7 @@ weights. Token and position embeddings start at N(0, 0.02²) so the first logits
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -85,6 +85,15 @@ class KVCache:
         self.v = Tensor.zeros(shape, device=device).contiguous().realize()
 
 
+class DecodeCache:
+    """One sequence's KVCache of every layer, and the TinyJit-recorded steps that fill them (one per
+    number of new tokens). It lives as long as the sequence does."""
+
+    def __init__(self, layers: list[KVCache]):
+        self.layers = layers
+        self.steps: dict[int, TinyJit] = {}
+
+
 # --8<-- [start:cache-update]
 def write_rows(cache: Tensor, rows: Tensor, positions: Tensor) -> Tensor:
     """`cache` (1, H, S, d) with rows (1, H, T, d) written at `positions` (T,): a new lazy tensor.
@@ -118,7 +127,9 @@ class GPTAttention:
         heads = self.qkv(x).reshape(batch, length, 3, self.n_heads, self.head_dim)
         q, k, v = heads.permute(2, 0, 3, 1, 4)  # each (B, heads, T, head_dim)
         if rope is not None:
-            q, k = apply_rope(q, *rope), apply_rope(k, *rope)
+            # in memory (contiguous): fused into the scores' matmul, the rotation would be recomputed
+            # for every query-key pair, and the kernel would not vectorize (16 ms instead of 0.1 ms)
+            q, k = apply_rope(q, *rope).contiguous(), apply_rope(k, *rope).contiguous()
         writes = []
         if cache is not None:  # attend over every cached position; the mask hides the ones not yet written
             k, v = write_rows(cache.k, k, positions), write_rows(cache.v, v, positions)
@@ -130,7 +141,12 @@ class GPTAttention:
 
 
 class GPTBlock:
-    """Pre-norm residual block, as chapter 09's: x + attn(ln1(x)), then + mlp(ln2(x))."""
+    """Pre-norm residual block, as chapter 09's: x + attn(ln1(x)), then + mlp(ln2(x)).
+
+    Each LayerNorm's output is put in memory (`contiguous`) before the matmul that reads it. Left to
+    fuse, the normalization is recomputed in the matmul for every output column it meets, and the
+    kernel is not vectorized: at dim 128 the MLP's first matmul takes ~5x as long.
+    """
 
     def __init__(self, dim: int, n_heads: int, window: int | None):
         self.ln1, self.attn = LayerNorm(dim), GPTAttention(dim, n_heads, window)
@@ -138,9 +154,9 @@ class GPTBlock:
 
     def __call__(self, x: Tensor, positions: Tensor, rope: tuple[Tensor, Tensor] | None,
                  cache: KVCache | None = None) -> tuple[Tensor, list[tuple[Tensor, Tensor]]]:
-        attended, writes = self.attn(self.ln1(x), positions, rope, cache)
+        attended, writes = self.attn(self.ln1(x).contiguous(), positions, rope, cache)
         x = x + attended
-        return x + self.mlp(self.ln2(x)), writes
+        return x + self.mlp(self.ln2(x).contiguous()), writes
 
 
 # --8<-- [start:gpt]
@@ -200,38 +216,51 @@ class GPT:
 # --8<-- [end:gpt]
 
     # --8<-- [start:forward-cached]
-    def new_cache(self) -> list[KVCache]:
+    def new_cache(self) -> DecodeCache:
         """Empty keys and values for every layer, for one sequence of up to block_size tokens."""
         head_dim = self.tok_emb.weight.shape[1] // self.n_heads
-        return [KVCache(self.n_heads, self.block_size, head_dim, self.tok_emb.weight.device)
-                for _ in self.blocks]
+        return DecodeCache([KVCache(self.n_heads, self.block_size, head_dim, self.tok_emb.weight.device)
+                            for _ in self.blocks])
 
-    def forward_cached(self, tokens: Sequence[int], start: int, cache: list[KVCache]) -> np.ndarray:
+    def forward_cached(self, tokens: Sequence[int], start: int, cache: DecodeCache) -> np.ndarray:
         """Logits (T, vocab) of `tokens`, the sequence's tokens at positions start..start+T-1, given that
         `cache` holds the keys and values of positions 0..start-1; their own are written into it.
 
-        Only the T new positions go through the model. The start position reaches the kernels as a
-        tensor, so a decoding step (T = 1) compiles once and runs at every position.
+        Only the T new positions go through the model. The positions reach the kernels as a tensor,
+        so a decoding step (T = 1) is the same computation at every position: TinyJit records it once
+        and replays its kernels at every later step.
         """
         if not (0 <= start and start + len(tokens) <= self.block_size and len(tokens) >= 1):
             raise ValueError(f"GPT.forward_cached: positions {start}..{start + len(tokens) - 1} do not fit "
                              f"in block_size {self.block_size}")
+        if len(tokens) not in cache.steps:
+            cache.steps[len(tokens)] = TinyJit(lambda ids, where: self._cached_step(ids, where, cache))
         device = self.tok_emb.weight.device
         positions = Tensor(np.arange(start, start + len(tokens), dtype=np.int32), device=device)
         ids = Tensor(np.asarray(tokens, dtype=np.int32).reshape(1, -1), device=device)
         with no_grad():
-            logits, writes = self._forward(ids, positions, cache)
-            Tensor.assign_all([target for target, _ in writes], [value for _, value in writes])
-            return logits[0].numpy()
+            return cache.steps[len(tokens)](ids, positions).numpy()
+
+    def _cached_step(self, ids: Tensor, positions: Tensor, cache: DecodeCache) -> Tensor:
+        logits, writes = self._forward(ids, positions, cache.layers)
+        Tensor.assign_all([target for target, _ in writes], [value for _, value in writes])
+        return logits[0].realize()
     # --8<-- [end:forward-cached]
 
-    def forward_last(self, tokens: Sequence[int]) -> np.ndarray:
+    def padded_logits(self, window: Tensor) -> Tensor:
+        """Logits (1, block_size, vocab) of a (1, block_size) window, realized (what forward_last runs)."""
+        with no_grad():
+            return self(window).realize()
+
+    def forward_last(self, tokens: Sequence[int],
+                     run: Callable[[Tensor], Tensor] | None = None) -> np.ndarray:
         """Logits (vocab,) after `tokens`, recomputing the whole prefix (no cache). The prefix is padded
-        to block_size, so every length runs the same kernels; the causal mask keeps the padding out."""
+        to block_size, so every length runs the same kernels (the causal mask keeps the padding out),
+        and `run` may be TinyJit(model.padded_logits), which replays them."""
         window = np.zeros((1, self.block_size), dtype=np.int32)
         window[0, :len(tokens)] = tokens
-        with no_grad():
-            return self(Tensor(window, device=self.tok_emb.weight.device))[0, len(tokens) - 1].numpy()
+        logits = (run or self.padded_logits)(Tensor(window, device=self.tok_emb.weight.device))
+        return logits[0, len(tokens) - 1].numpy()
 
     def generate(self, prompt_ids: Sequence[int], new_tokens: int, temperature: float = 0.0,
                  top_k: int | None = None, seed: int = 0, cache: bool = True) -> list[int]:
@@ -316,5 +345,5 @@ def bigram_loss(train_ids: np.ndarray, val_ids: np.ndarray, vocab_size: int) -> 
 # --8<-- [end:bigram]
 
 
-__all__ = ["GPT", "GPTBlock", "GPTAttention", "KVCache", "rope_tables", "apply_rope", "attention_mask",
-           "write_rows", "train_gpt", "bigram_loss"]
+__all__ = ["GPT", "GPTBlock", "GPTAttention", "KVCache", "DecodeCache", "rope_tables", "apply_rope",
+           "attention_mask", "write_rows", "train_gpt", "bigram_loss"]
