@@ -1,0 +1,316 @@
+"""tinyedu.models.gpt, generate and quantize: RoPE against float64 numpy, the whole GPT (forward and
+gradients) against a float64 PyTorch reference written from its state dict, the masks, the KV cache
+against recomputation, seeded sampling against numpy's probabilities, speculative decoding against
+the target's own greedy output, int8 weights against float32, safetensors round trips, training and
+the bigram baseline against counting by hand, and clear errors."""
+
+from __future__ import annotations
+
+import collections
+import math
+
+import numpy as np
+import pytest
+
+from tinyedu import Tensor, dtypes
+from tinyedu.engine import realize
+from tinyedu.models.generate import pick_token, speculative_generate, token_probabilities
+from tinyedu.models.gpt import (
+    GPT,
+    apply_rope,
+    attention_mask,
+    bigram_loss,
+    rope_tables,
+    train_gpt,
+    write_rows,
+)
+from tinyedu.models.quantize import Int8Linear, quantize_int8, quantize_rows
+from tinyedu.nn import Linear
+from tinyedu.nn.state import get_state_dict, load_state_dict, safe_load, safe_save
+
+
+def _model(seed: int = 0, **config: object) -> GPT:
+    Tensor.manual_seed(seed)
+    return GPT(**({"vocab_size": 23, "block_size": 24, "dim": 16, "n_heads": 2, "n_layers": 2} | config))
+
+
+def _tokens(seed: int, shape: tuple[int, ...], vocab: int = 23) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, vocab, shape).astype(np.int32)
+
+
+# ---- RoPE and masks ----
+def _rope_reference(x: np.ndarray, positions: np.ndarray, base: float = 10000.0) -> np.ndarray:
+    """Rotary embeddings in float64, written with complex numbers: pair (x[i], x[i + d/2]) is the
+    complex number x[i] + i·x[i + d/2], multiplied by exp(i · position · base^(-2i/d))."""
+    half = x.shape[-1] // 2
+    z = x[..., :half].astype(np.float64) + 1j * x[..., half:].astype(np.float64)
+    angle = positions[:, None] * base ** (-2 * np.arange(half) / x.shape[-1])
+    z = z * np.exp(1j * angle)
+    return np.concatenate([z.real, z.imag], axis=-1)
+
+
+@pytest.mark.parametrize("head_dim", [2, 8, 14])
+def test_rope_matches_float64_numpy_at_far_positions(head_dim: int) -> None:
+    rng = np.random.default_rng(head_dim)
+    x = rng.standard_normal((2, 3, 5, head_dim)).astype(np.float32) * np.float32(100)
+    positions = np.array([0, 1, 7, 999, 4095])
+    cos, sin = rope_tables(4096, head_dim)
+    ours = apply_rope(Tensor(x), Tensor(cos[positions].astype(np.float32)),
+                      Tensor(sin[positions].astype(np.float32))).numpy()
+    np.testing.assert_allclose(ours, _rope_reference(x, positions), rtol=1e-5, atol=1e-4)
+
+
+def test_rope_scores_depend_only_on_the_distance() -> None:
+    """q at m and k at n score the same as q at m + s and k at n + s: the point of rotary positions."""
+    rng = np.random.default_rng(1)
+    q, k = (rng.standard_normal((1, 1, 1, 8)).astype(np.float32) for _ in range(2))
+    cos, sin = (Tensor(t.astype(np.float32)) for t in rope_tables(64, 8))
+
+    def score(m: int, n: int) -> float:
+        qm = apply_rope(Tensor(q), cos[m:m + 1], sin[m:m + 1])
+        kn = apply_rope(Tensor(k), cos[n:n + 1], sin[n:n + 1])
+        return (qm * kn).sum().item()
+
+    assert score(3, 1) == pytest.approx(score(40, 38), rel=1e-5)
+    assert score(3, 1) != pytest.approx(score(3, 2), rel=1e-3)
+
+
+@pytest.mark.parametrize("window", [None, 1, 3])
+def test_attention_mask_is_causal_and_windowed(window: int | None) -> None:
+    positions = np.array([0, 2, 5, 6])
+    ours = attention_mask(Tensor(positions.astype(np.int32)), 7, window).numpy()
+    key = np.arange(7)[None, :]
+    expected = (key <= positions[:, None]) & ((key > positions[:, None] - window) if window else True)
+    np.testing.assert_array_equal(ours, expected)
+
+
+def test_write_rows_places_rows_exactly() -> None:
+    cache = np.random.default_rng(2).standard_normal((1, 2, 6, 3)).astype(np.float32)
+    rows = np.array([[[[1e30, -0.0, np.inf]], [[np.nan, 5e-42, -3.0]]]], dtype=np.float32)  # (1, 2, 1, 3)
+    out = write_rows(Tensor(cache), Tensor(rows), Tensor(np.array([4], dtype=np.int32))).numpy()
+    expected = cache.copy()
+    expected[:, :, 4] = rows[:, :, 0]
+    np.testing.assert_array_equal(out, expected)  # the very bits: inf, NaN, a denormal (-0.0 becomes 0.0)
+    assert out[0, 1, 4, 1] == np.float32(5e-42) and np.isnan(out[0, 1, 4, 0])
+
+
+# ---- the model against a float64 PyTorch reference ----
+def _torch_gpt(state: dict, tokens: "np.ndarray", config: dict, torch: object) -> object:
+    """The GPT forward written independently in torch float64 from the state dict (rope via complex)."""
+    F = torch.nn.functional
+    w = {name: torch.tensor(t.numpy(), dtype=torch.float64, requires_grad=True) for name, t in state.items()}
+    heads, length = config["n_heads"], tokens.shape[1]
+    x = w["tok_emb.weight"][torch.tensor(tokens, dtype=torch.long)]
+    if config["positions"] == "learned":
+        x = x + w["pos_emb.weight"][:length]
+    key, query = torch.arange(length)[None, :], torch.arange(length)[:, None]
+    mask = (key <= query) & ((key > query - config["window"]) if config["window"] else True)
+    for n in range(config["n_layers"]):
+        p = f"blocks.{n}."
+        h = F.layer_norm(x, x.shape[-1:], w[p + "ln1.weight"], w[p + "ln1.bias"])
+        q, k, v = F.linear(h, w[p + "attn.qkv.weight"], w[p + "attn.qkv.bias"]).chunk(3, -1)
+        q, k, v = (t.reshape(*t.shape[:2], heads, -1).transpose(1, 2) for t in (q, k, v))
+        if config["positions"] == "rope":
+            half, angle = q.shape[-1] // 2, torch.arange(length, dtype=torch.float64)[:, None] * 10000.0 ** (
+                -2 * torch.arange(q.shape[-1] // 2, dtype=torch.float64) / q.shape[-1])
+            turn = torch.polar(torch.ones_like(angle), angle)
+            q, k = (torch.view_as_real(torch.complex(t[..., :half], t[..., half:]) * turn).movedim(-1, -2)
+                    .reshape(t.shape) for t in (q, k))
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask).transpose(1, 2).reshape(x.shape)
+        x = x + F.linear(out, w[p + "attn.proj.weight"], w[p + "attn.proj.bias"])
+        h = F.layer_norm(x, x.shape[-1:], w[p + "ln2.weight"], w[p + "ln2.bias"])
+        h = F.linear(F.gelu(F.linear(h, w[p + "mlp.fc.weight"], w[p + "mlp.fc.bias"]), approximate="tanh"),
+                     w[p + "mlp.proj.weight"], w[p + "mlp.proj.bias"])
+        x = x + h
+    x = F.layer_norm(x, x.shape[-1:], w["ln_f.weight"], w["ln_f.bias"])
+    return x @ w["tok_emb.weight"].T, w
+
+
+@pytest.mark.parametrize("positions,window", [("rope", None), ("learned", None), ("rope", 3)])
+def test_gpt_forward_and_gradients_match_a_float64_torch_reference(positions: str,
+                                                                   window: int | None) -> None:
+    torch = pytest.importorskip("torch")
+    model = _model(positions=positions, window=window)
+    tokens = _tokens(3, (2, 11))
+    loss = model.loss(Tensor(tokens))
+    logits = model(Tensor(tokens[:, :-1])).numpy()
+    state = {n: t for n, t in get_state_dict(model).items() if not n.startswith("rope_")}
+    t_logits, w = _torch_gpt(state, tokens[:, :-1], model.config, torch)
+    np.testing.assert_allclose(logits, t_logits.detach().numpy(), rtol=1e-4, atol=1e-4)
+    targets = torch.tensor(tokens[:, 1:]).long().reshape(-1)
+    t_loss = torch.nn.functional.cross_entropy(t_logits.reshape(-1, 23), targets)
+    assert loss.item() == pytest.approx(t_loss.item(), rel=1e-5)
+    loss.backward()
+    t_loss.backward()
+    for name, t in state.items():
+        np.testing.assert_allclose(t.grad.numpy(), w[name].grad.numpy(), rtol=1e-3, atol=1e-5, err_msg=name)
+
+
+def test_a_token_reaches_only_later_positions_within_the_window() -> None:
+    """One layer, window 3: changing token 5 changes the logits of positions 5, 6, 7 and no other."""
+    model = _model(n_layers=1, window=3)
+    tokens = _tokens(4, (1, 12))
+    changed = tokens.copy()
+    changed[0, 5] = (changed[0, 5] + 1) % 23
+    a, b = (model(Tensor(t)).numpy()[0] for t in (tokens, changed))
+    differs = [not np.array_equal(a[i], b[i]) for i in range(12)]
+    assert differs == [i in (5, 6, 7) for i in range(12)]
+
+
+def test_state_dict_round_trips_through_safetensors(tmp_path: object) -> None:
+    model = _model(positions="learned")
+    names = list(get_state_dict(model))
+    assert names[:2] == ["tok_emb.weight", "pos_emb.weight"] and "head.weight" not in names  # tied head
+    safe_save(get_state_dict(model), tmp_path / "gpt.safetensors")
+    other = _model(seed=1, positions="learned")
+    tokens = Tensor(_tokens(5, (2, 7)))
+    assert not np.array_equal(model(tokens).numpy(), other(tokens).numpy())
+    load_state_dict(other, safe_load(tmp_path / "gpt.safetensors"))
+    np.testing.assert_array_equal(model(tokens).numpy(), other(tokens).numpy())
+
+
+# ---- generation ----
+@pytest.mark.parametrize("config", [{}, {"positions": "learned"}, {"window": 4}])
+def test_greedy_generation_is_the_same_with_and_without_the_cache(config: dict) -> None:
+    model = _model(**config)
+    prompt = [3, 1, 4, 1, 5]
+    with_cache = model.generate(prompt, 14, cache=True)
+    assert with_cache == model.generate(prompt, 14, cache=False)
+    assert with_cache[:5] == prompt and len(with_cache) == 19
+    cache = model.new_cache()  # and the cached logits are the full forward's, position by position
+    full = model(Tensor(np.array([with_cache], dtype=np.int32))).numpy()[0]
+    prefill = model.forward_cached(with_cache[:6], 0, cache)  # first: the steps read what it writes
+    steps = [model.forward_cached([t], i, cache) for i, t in enumerate(with_cache) if i >= 6]
+    cached = np.concatenate([prefill, *steps])
+    np.testing.assert_allclose(cached, full, rtol=1e-4, atol=1e-5)
+
+
+def test_sampling_is_seeded_and_top_k_1_is_greedy() -> None:
+    model = _model()
+    a = model.generate([1, 2], 12, temperature=1.0, seed=7)
+    assert a == model.generate([1, 2], 12, temperature=1.0, seed=7)
+    assert a == model.generate([1, 2], 12, temperature=1.0, seed=7, cache=False)
+    assert a != model.generate([1, 2], 12, temperature=1.0, seed=8)
+    assert model.generate([1, 2], 12, temperature=0.7, top_k=1, seed=3) == model.generate([1, 2], 12)
+
+
+def test_token_probabilities_match_numpy_and_draws_follow_them() -> None:
+    logits = np.array([2.0, -1.0, 0.5, 1e4 / 1e4, -np.inf, 0.0], dtype=np.float32)
+    for temperature, top_k in ((1.0, None), (0.5, None), (2.0, 3)):
+        scaled = logits.astype(np.float64) / temperature
+        keep = np.argsort(-scaled)[:top_k] if top_k else np.arange(6)
+        expected = np.zeros(6)
+        expected[keep] = np.exp(scaled[keep]) / np.exp(scaled[keep]).sum()
+        probabilities = token_probabilities(logits, temperature, top_k)
+        np.testing.assert_allclose(probabilities, expected, rtol=1e-12, atol=1e-300)
+        rng, draws = np.random.default_rng(0), 4000
+        counts = collections.Counter(pick_token(logits, temperature, top_k, rng) for _ in range(draws))
+        for token in range(6):  # within 5 standard deviations of the binomial count
+            spread = 5 * math.sqrt(draws * expected[token] * (1 - expected[token])) + 1e-9
+            assert abs(counts[token] - draws * expected[token]) <= spread, (temperature, top_k, token)
+
+
+def test_speculative_decoding_gives_the_targets_greedy_output() -> None:
+    target = _model(seed=0, n_layers=2)
+    prompt = [5, 9, 2]
+    expected = target.generate(prompt, 18)
+    draft = _model(seed=1, dim=8, n_layers=1)  # a different, smaller model: it rarely agrees
+    near = _model(seed=2)  # the target's weights, each off by ~5%: agrees often, not always
+    noise = np.random.default_rng(0)
+    load_state_dict(near, {n: t.numpy() * (1 + noise.standard_normal(t.shape).astype(np.float32) * 0.05)
+                           for n, t in get_state_dict(target).items()})
+    rates = []
+    for d, k in ((draft, 4), (near, 3), (near, 1), (target, 4)):
+        out, stats = speculative_generate(target, d, prompt, 18, k=k)
+        assert out == expected, (k, stats)
+        assert stats["rounds"] == stats["target_passes"] == 18 - stats["accepted"]
+        rates.append(stats["acceptance_rate"])
+    assert rates[-1] == 1.0 and 0 < rates[1] < 1 and rates[1] > rates[0]
+
+
+# ---- int8 weights ----
+def test_quantize_rows_rounds_each_row_to_its_own_scale() -> None:
+    w = np.random.default_rng(6).standard_normal((5, 9)).astype(np.float32)
+    w[1] *= 1e4
+    w[2] = 0.0
+    w[3, 4] = -1e-3
+    values, scale = quantize_rows(Tensor(w))
+    assert values.dtype == dtypes.int8 and scale.dtype == dtypes.float32
+    q, s = values.numpy().astype(np.float64), scale.numpy().astype(np.float64)
+    np.testing.assert_allclose(s, np.where(np.abs(w).max(1) > 0, np.abs(w).max(1) / 127, 1.0), rtol=1e-6)
+    assert np.abs(q).max() <= 127 and (q[2] == 0).all()
+    assert (np.abs(q * s[:, None] - w) <= s[:, None] / 2 * (1 + 1e-5)).all()
+
+
+def test_int8_linear_dequantizes_inside_the_matmul_kernel() -> None:
+    """One kernel reads the int8 weight directly: no float32 copy of the matrix is ever written."""
+    layer = Int8Linear(Linear(64, 32))
+    x = Tensor(np.random.default_rng(7).standard_normal((4, 64)).astype(np.float32)).realize()
+    kernels: list[list[tuple[int, str]]] = []
+    realize.observers.append(lambda name, ast, program, buffers: kernels.append(
+        [(b.size, b.dtype.name) for b in buffers]) if ast is not None else None)
+    try:
+        y = layer(x).numpy()
+    finally:
+        realize.observers.pop()
+    assert len(kernels) == 1 and (2048, "int8") in kernels[0] and kernels[0][0] == (128, "float32")
+    w = layer.weight_int8.numpy().astype(np.float64) * layer.scale.numpy()[:, None]
+    np.testing.assert_allclose(y, x.numpy() @ w.T + layer.bias.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_int8_gpt_logits_stay_close_and_round_trip(tmp_path: object) -> None:
+    model = _model()
+    quantized = quantize_int8(model)
+    tokens = Tensor(_tokens(8, (2, 24)))
+    full, small = model(tokens).numpy(), quantized(tokens).numpy()
+    assert np.abs(small - full).max() <= 0.02 * np.abs(full).max()  # ~0.4% per weight, a few % at most
+    assert abs(quantized.loss(tokens).item() - model.loss(tokens).item()) < 0.01
+    state = get_state_dict(quantized)
+    assert state["tok_emb.weight_int8"].dtype == dtypes.int8 and "blocks.0.attn.qkv.weight_int8" in state
+    safe_save(state, tmp_path / "int8.safetensors")
+    loaded = quantize_int8(_model(seed=3))
+    load_state_dict(loaded, safe_load(tmp_path / "int8.safetensors"))
+    np.testing.assert_array_equal(loaded(tokens).numpy(), small)
+    assert quantized.generate([1, 2], 6) == quantized.generate([1, 2], 6, cache=False)
+
+
+# ---- training and the baseline ----
+def test_train_gpt_learns_a_pattern_far_below_the_bigram_baseline() -> None:
+    data = np.tile(np.array([0, 1, 2, 0, 3, 4, 0, 5]), 60)  # after a 0 the next token needs more context
+    model = _model(vocab_size=6, block_size=16, n_layers=1)
+    losses = train_gpt(model, data[:400], steps=40, batch=8, lr=1e-2, seed=0)
+    assert len(losses) == 40 and losses[0] > 1.5 and max(losses[-5:]) < 0.3
+    assert bigram_loss(data[:400], data[400:], 6) > 0.3
+
+
+def test_bigram_loss_matches_counting_by_hand() -> None:
+    train, val = [0, 1, 0, 1, 1, 2], [1, 0, 2]
+    # counts of pairs: (0,1): 2, (1,0): 1, (1,1): 1, (1,2): 1; add one to each of 3 x 3 cells
+    p_1_0 = (1 + 1) / (3 + 3)  # after 1: three pairs seen
+    p_0_2 = (0 + 1) / (2 + 3)  # after 0: two pairs seen, none to 2
+    assert bigram_loss(train, val, 3) == pytest.approx(-(math.log(p_1_0) + math.log(p_0_2)) / 2, rel=1e-12)
+
+
+# ---- errors ----
+@pytest.mark.parametrize("config,message", [
+    ({"positions": "sinusoid"}, "positions must be one of"), ({"window": 0}, "window must be"),
+    ({"dim": 15}, "must split into"), ({"dim": 6, "n_heads": 2}, "even size"), ({"n_layers": 0}, "n_layers")])
+def test_bad_configurations_say_what_is_valid(config: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        _model(**config)
+
+
+def test_bad_generation_arguments_say_what_is_valid() -> None:
+    model = _model()
+    for kwargs, message in (({"prompt_ids": [1, 99]}, "in 0..22"), ({"prompt_ids": []}, "non-empty"),
+                            ({"new_tokens": 30}, "do not fit in block_size 24"),
+                            ({"temperature": -1.0}, "temperature"),
+                            ({"temperature": 1.0, "top_k": 0}, "top_k")):
+        with pytest.raises(ValueError, match=message):
+            model.generate(**({"prompt_ids": [1], "new_tokens": 2} | kwargs))
+    with pytest.raises(ValueError, match="do not fit"):
+        model(Tensor(_tokens(0, (1, 25))))
+    with pytest.raises(ValueError, match="k .* must be an int >= 1"):
+        speculative_generate(model, model, [1], 3, k=0)
+    with pytest.raises(ValueError, match="share the target's vocabulary"):
+        speculative_generate(model, _model(vocab_size=5), [1], 3)
