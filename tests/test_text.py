@@ -307,4 +307,7 @@ def test_clear_errors(bpe: BPE) -> None:
         bpe.decode([1.0, 2.0])
     with pytest.raises(TypeError, match="1-D"):
         bpe.decode(np.zeros((2, 2), dtype=np.int32))
-    assert bpe.decode([]) == b"" and bpe.encode(b"").tolist() == []
+    for not_ids in (b"ab", "ab", 5, np.int32(5)):
+        with pytest.raises(TypeError, match="expected a sequence of token ids"):
+            bpe.decode(not_ids)
+    assert bpe.decode([]) == b"" and bpe.encode(b"").tolist() == [] and bpe.decode([5]) == b"\x05"

@@ -159,6 +159,9 @@ class BPE:
         """
         if hasattr(ids, "numpy"):
             ids = ids.numpy()
+        if isinstance(ids, (str, bytes, bytearray, int, np.integer)):
+            raise TypeError(f"BPE.decode: expected a sequence of token ids, got {type(ids).__name__} "
+                            f"{ids!r:.40}; a single id is decoded as [id]")
         array = np.asarray(ids if isinstance(ids, np.ndarray) else list(ids))
         if array.size == 0:
             return b""
