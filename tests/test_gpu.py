@@ -19,6 +19,7 @@ from tinyedu.dtype import DType, dtypes
 from tinyedu.ops import BinaryOps, UnaryOps
 from tinyedu.renderer.cstyle import render_c
 from tinyedu.renderer.cuda import render_cuda
+from tinyedu.renderer.llvmir import render_llvm
 from tinyedu.renderer.opencl import render_opencl
 from tinyedu.runtime import ops_gpu
 from tinyedu.runtime.device import Buffer, DeviceUnavailable
@@ -161,6 +162,8 @@ def test_float16_storage_in_each_language():
 def test_cpu_renderers_refuse_gpu_uops():
     with pytest.raises(NotImplementedError, match="C renderer: .* is a GPU UOp.*render it for GPU or CUDA"):
         render_c("wsum", workgroup_sum(2, 4))
+    with pytest.raises(NotImplementedError, match="LLVM renderer: .* is a GPU UOp"):
+        render_llvm("wsum", workgroup_sum(2, 4))
 
 
 # ---- the device: hand-built kernels against numpy ----
