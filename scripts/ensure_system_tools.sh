@@ -4,7 +4,9 @@
 #   - graphviz's `dot` (every stage draws itself with graphviz),
 #   - with --browser (the test suite): a Chromium for the browser test of the site, and, on x86-64
 #     Linux, the aarch64 cross compiler and qemu-user that run the NEON device's kernels (on arm64
-#     NEON is native; elsewhere its tests are skipped, saying why),
+#     NEON is native; elsewhere its tests are skipped, saying why), and on Linux an OpenCL platform
+#     for the GPU device (PoCL, which runs OpenCL kernels on the CPU, and the ICD loader; macOS has
+#     OpenCL built in),
 #   - with --bench: clang, which tinygrad's CPU backend (compared against in bench/) compiles with.
 # On Debian/Ubuntu it installs what is missing with apt-get, on macOS with brew; anywhere else it
 # stops and prints exactly what to run.
@@ -48,6 +50,10 @@ if [ "$want_browser" = 1 ] && [ "$(uname -s)" = Linux ] && [ "$(uname -m)" = x86
    { ! have "${NEON_CC:-aarch64-linux-gnu-gcc}" || ! have "${NEON_QEMU:-qemu-aarch64}" || \
      [ ! -d "${NEON_SYSROOT:-/usr/aarch64-linux-gnu}/lib" ]; }; then
   missing_apt+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user)
+fi
+if [ "$want_browser" = 1 ] && [ "$(uname -s)" = Linux ] && \
+   { ! ls /etc/OpenCL/vendors/*.icd >/dev/null 2>&1 || ! ldconfig -p 2>/dev/null | grep -q libOpenCL.so.1; }; then
+  missing_apt+=(pocl-opencl-icd ocl-icd-libopencl1)
 fi
 
 if [ "$want_bench" = 1 ] && ! have clang; then

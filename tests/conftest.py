@@ -1,5 +1,6 @@
 """Shared pytest set-up: one marker per chapter (`pytest -m chapter3` checks your chapter-03 answers),
-and which op-test cases NEON and LLVM run (tests/test_ops.py says why and how they are chosen)."""
+and which op-test cases NEON, LLVM, GPU and CUDA run (tests/test_ops.py says why and how they are
+chosen)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ from tinyedu.exercises import chapter_marker, exercises
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--every-device", action="store_true",
-                     help="run every case of the op tests on NEON and LLVM too (by default they run the "
-                          "cases marked `backends`)")
+                     help="run every case of the op tests on NEON, LLVM, GPU and CUDA too (by default they "
+                          "run the cases marked `backends`)")
 
 
 def pytest_configure(config):

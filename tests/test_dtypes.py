@@ -3,7 +3,7 @@ PyTorch's type promotion, bitcasts, safetensors, and the errors for dtypes tinye
 
 Oracles: torch (promotion, casts, arithmetic, float64 gradients) and `tinyedu.dtype.cast_array`
 (the one casting rule, itself checked against torch where torch's own casts agree with each other).
-NEON and LLVM run a representative part (NEON runs under qemu on x86-64): the `SAMPLED_DTYPES`.
+NEON, LLVM, GPU and CUDA run a representative part (each compiles every new kernel): the `SAMPLED_DTYPES`.
 """
 
 from __future__ import annotations
@@ -30,12 +30,13 @@ FLOATS = [d for d in ALL if d.is_float]
 SAMPLED_DTYPES = (dtypes.int8, dtypes.uint16, dtypes.int64, dtypes.uint64, dtypes.float16, dtypes.bfloat16,
                   dtypes.float64)
 SAMPLED = [str(d) for d in SAMPLED_DTYPES]  # for the `backends` marker (tests/conftest.py)
+SAMPLED_DEVICES = ("NEON", "LLVM", "GPU", "CUDA")  # the devices that run the sampled dtypes
 
 
 def _devices() -> list:
     out = []
     for name in Device.known:
-        marks = [pytest.mark.sampled_device] if name in ("NEON", "LLVM") else []
+        marks = [pytest.mark.sampled_device] if name in SAMPLED_DEVICES else []
         out.append(pytest.param(name, marks=marks, id=name))
     return out
 
@@ -50,7 +51,7 @@ def device(request: pytest.FixtureRequest) -> str:
 
 
 def _skip_unsampled(device: str, *dts: DType) -> None:
-    if device in ("NEON", "LLVM") and not all(d in SAMPLED_DTYPES or d == dtypes.float32 for d in dts):
+    if device in SAMPLED_DEVICES and not all(d in SAMPLED_DTYPES or d == dtypes.float32 for d in dts):
         pytest.skip(f"{device} runs the sampled dtypes {[d.name for d in SAMPLED_DTYPES]}")
 
 
@@ -240,7 +241,7 @@ def test_casts_to_every_dtype_follow_the_rule(device: str, src: DType) -> None:
     values = edge_values(src)
     x = Tensor(values, dtype=src, device=device)
     assert nan_equal(x.numpy(), values)  # storage round trip
-    targets = [d for d in ALL if device not in ("NEON", "LLVM") or d in SAMPLED_DTYPES]
+    targets = [d for d in ALL if device not in SAMPLED_DEVICES or d in SAMPLED_DTYPES]
     # floats widen to float64 and ints (and bool) to int64 without changing a value or a bit pattern
     for family, wide in ((FLOATS, dtypes.float64), ([d for d in ALL if not d.is_float], dtypes.int64)):
         chosen = [d for d in targets if d in family]

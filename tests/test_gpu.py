@@ -20,6 +20,7 @@ from tinyedu.dtype import DType, dtypes
 from tinyedu.ops import BinaryOps, UnaryOps
 from tinyedu.renderer.cstyle import render_c
 from tinyedu.renderer.cuda import render_cuda
+from tinyedu.renderer.llvmir import render_llvm
 from tinyedu.renderer.opencl import render_opencl
 from tinyedu.runtime import ops_gpu
 from tinyedu.runtime.device import Buffer, DeviceUnavailable
@@ -162,6 +163,8 @@ def test_float16_storage_in_each_language():
 def test_cpu_renderers_refuse_gpu_uops():
     with pytest.raises(NotImplementedError, match="C renderer: .* is a GPU UOp.*render it for GPU or CUDA"):
         render_c("wsum", workgroup_sum(2, 4))
+    with pytest.raises(NotImplementedError, match="LLVM renderer: .* is a GPU UOp"):
+        render_llvm("wsum", workgroup_sum(2, 4))
 
 
 # ---- the device: hand-built kernels against numpy ----
@@ -249,3 +252,17 @@ def test_missing_pyopencl_says_what_to_install(monkeypatch: pytest.MonkeyPatch):
             ops_gpu.opencl()
     finally:
         ops_gpu.opencl.cache_clear()
+
+
+def test_signed_data_arithmetic_wraps_like_numpy(gpu):
+    """OpenCL C has no -fwrapv: int32/int64 data go through unsigned arithmetic (index math stays plain)."""
+    edges = {dtypes.int32: [2**31 - 1, -2**31, -1, 0], dtypes.int64: [2**63 - 1, -2**63, -1, 0]}
+    with np.errstate(over="ignore"):
+        for dtype, values in edges.items():
+            x = np.array(values, dtype=dtype.np)
+            t = Tensor(x, device="GPU")
+            np.testing.assert_array_equal((t + 1).numpy(), x + 1)
+            np.testing.assert_array_equal((t * 3 - 5).numpy(), x * 3 - 5)
+            np.testing.assert_array_equal((-t).numpy(), -x)
+    source = render_opencl("E_4", elementwise(4, UnaryOps.NEG, dtypes.int32))
+    assert "data0[gidx0] = (int)(0u-(unsigned int)val0);" in source and "for (int gidx0 = 0;" in source

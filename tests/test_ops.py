@@ -11,16 +11,17 @@ The autouse `device` fixture runs every test once per device in `Device.known` (
 when it is set). Finite differences run on the NUMPY device, the oracle; on the other devices the
 reference is torch, or the NUMPY device when torch is missing.
 
-NEON and LLVM run a representative part of the cases. Both pay for every new kernel (NEON is
-cross-compiled and, on x86-64, run under qemu; LLVM is compiled in the process), and every case on
-them would add half again to the suite, for kernels that mostly differ from the ones already run
-in shape only. So on NEON and LLVM a test without cases (only the device) runs as everywhere, and
+NEON, LLVM, GPU and CUDA run a representative part of the cases. Each pays for every new kernel
+(NEON is cross-compiled and, on x86-64, run under qemu; LLVM is compiled in the process; GPU's
+OpenCL is compiled by PoCL or the GPU's driver; CUDA's by NVRTC), and every case on them would add
+half again to the suite, for kernels that mostly differ from the ones already run in shape only.
+So on these devices a test without cases (only the device) runs as everywhere, and
 a parametrized test runs the cases its `@pytest.mark.backends(...)` marker names: `name=["cos",
 "exp"]` picks the cases whose `name` is one of those (several keywords must all match, several
 markers any; the values are compared as `str`), `backends()` every case, no marker none. The
 choice covers every primitive, every family of ops, edge values and each dtype; every primitive
 at its edge values and every opt (the vector paths) run on NEON and LLVM in test_backends.py.
-`pytest --every-device`, or DEVICE=NEON / DEVICE=LLVM, runs every case on them (tests/conftest.py).
+`pytest --every-device`, or DEVICE=NEON (LLVM, GPU, CUDA), runs every case on them (tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:.*degrees of freedom:UserWarning
 
 # Every known device by default; DEVICE=C pytest tests/test_ops.py runs just one.
 DEVICES = (Device.DEFAULT,) if os.environ.get("DEVICE") else Device.known
-SAMPLED = ("NEON", "LLVM")  # run the cases marked `backends` (see the module docstring)
+SAMPLED = ("NEON", "LLVM", "GPU", "CUDA")  # run the cases marked `backends` (see the module docstring)
 backends = pytest.mark.backends
 
 

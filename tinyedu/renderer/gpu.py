@@ -14,15 +14,36 @@ renderer's (tinyedu/renderer/cstyle.py): same names, same helpers, same numerics
   way of converting (the subclasses' `load_half` / `store_half` and the `round_float16` helper).
 
 OpenCL (renderer/opencl.py) and CUDA (renderer/cuda.py) differ only in spellings, each a class
-attribute or a small method there. GPU devices declare vector_width 1, so no vector UOp reaches
-this renderer.
+attribute or a small method there:
+
+| what                 | OpenCL C                              | CUDA C++                              |
+| -------------------- | ------------------------------------- | ------------------------------------- |
+| kernel               | `__kernel void k(...)`                | `extern "C" __global__ void k(...)`   |
+| buffer argument      | `__global float* restrict data0`      | `float* __restrict__ data0`           |
+| gidN / lidN          | `get_group_id(N)` / `get_local_id(N)` | `blockIdx.x` / `threadIdx.x` (y, z)   |
+| shared array         | `__local float shared0[64];`          | `__shared__ float shared0[64];`       |
+| BARRIER              | `barrier(CLK_LOCAL_MEM_FENCE);`       | `__syncthreads();`                    |
+| helper function      | `static inline`                       | `static __device__ inline`            |
+| math                 | overloaded: `exp2`, `sqrt`, `fma`     | C's: `exp2f`, `sqrtf`, `fmaf`         |
+| float16 in memory    | `half`: `vload_half`, `vstore_half_rte` | `unsigned short`: PTX `cvt`         |
+| 64-bit integers      | `long`, `ulong`                       | `long long` (as C)                    |
+| float64              | `#pragma OPENCL EXTENSION cl_khr_fp64` | built in                             |
+| a*b+c rounded twice  | `#pragma OPENCL FP_CONTRACT OFF`      | NVRTC option `--fmad=false`           |
+
+GPU devices declare vector_width 1, so no vector UOp reaches this renderer.
 """
 
 from __future__ import annotations
 
-from tinyedu.codegen.uops import FusedOps, UOp, is_vector
+from tinyedu.codegen.uops import FusedOps, UOp, UOps, is_vector
 from tinyedu.dtype import DType, dtypes
+from tinyedu.ops import BinaryOps, UnaryOps
 from tinyedu.renderer.cstyle import CRenderer, _unwrap, _wrap
+
+# Signed overflow is undefined in OpenCL C and CUDA, and there is no -fwrapv: data arithmetic on
+# int32/int64 goes through the unsigned type, which wraps, as numpy does.
+WRAPPING = {BinaryOps.ADD: "+", BinaryOps.SUB: "-", BinaryOps.MUL: "*"}
+UNSIGNED = {dtypes.int32: "unsigned int", dtypes.int64: "unsigned long long"}
 
 
 class GPURenderer(CRenderer):
@@ -39,6 +60,16 @@ class GPURenderer(CRenderer):
     function_prefix = ""         # before a helper function
     math: dict[str, str] = {}    # C math function -> this language's (if it differs)
     half_storage = ""            # the element type of a float16 buffer
+
+    def __init__(self, name: str, uops: list[UOp]):
+        super().__init__(name, uops)
+        # index arithmetic (from loop counters, thread indices and constants) never overflows: it
+        # stays plain; only values computed from data wrap through unsigned arithmetic
+        self.index_values: set[UOp] = set()
+        for u in uops:
+            if u.op in (UOps.RANGE, UOps.SPECIAL, UOps.CONST) or \
+                    (u.op is UOps.ALU and all(s in self.index_values for s in u.src)):
+                self.index_values.add(u)
 
     # ---- what a subclass supplies ----
     def load_half(self, buffer: str, index: str) -> str:
@@ -60,7 +91,7 @@ class GPURenderer(CRenderer):
     def type_name(self, dtype) -> str:
         if is_vector(dtype):
             raise NotImplementedError(f"{self.backend}: a vector of {dtype.count} {dtype.scalar.name} came "
-                                      "a GPU renderer; GPU devices linearize with vector_width 1")
+                                      "to a GPU renderer; GPU devices linearize with vector_width 1")
         return super().type_name(dtype)
 
     def define_global(self, u: UOp) -> str:
@@ -136,8 +167,13 @@ class GPURenderer(CRenderer):
         raise NotImplementedError(f"{self.backend}: no float16 rounding")
 
     def alu(self, u: UOp, *srcs: str) -> str:
-        """C's expression, with the language's name for a math function; MULACC is fma in double for
-        float64 (C's fmaf would round to float)."""
+        """C's expression, with the language's name for a math function; int32/int64 data arithmetic
+        wraps; MULACC is fma in double for float64 (C's fmaf would round to float)."""
+        wraps = u.dtype in UNSIGNED and u.arg in (*WRAPPING, UnaryOps.NEG) and u not in self.index_values
+        if wraps:
+            t, unsigned = u.dtype.c_name, UNSIGNED[u.dtype]
+            a, *rest = (f"({unsigned}){_wrap(s)}" for s in srcs)
+            return f"(({t})(0u-{a}))" if u.arg is UnaryOps.NEG else f"(({t})({a}{WRAPPING[u.arg]}{rest[0]}))"
         if u.arg is FusedOps.MULACC and u.dtype == dtypes.float64:
             return f"fma({', '.join(_unwrap(s) for s in srcs)})"
         expression = super().alu(u, *srcs)

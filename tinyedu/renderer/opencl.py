@@ -9,7 +9,9 @@
 OpenCL C is C99 with address spaces (`__global`, `__local`, private by default) and overloaded math
 functions (`exp2` works on float and on double). Where it differs from the C renderer's C:
 - 64-bit integers are `long` / `ulong` (`long long` is reserved), literals `5L` / `5UL`;
-- float64 needs `#pragma OPENCL EXTENSION cl_khr_fp64 : enable` (a kernel with a double in it);
+- float64 needs `#pragma OPENCL EXTENSION cl_khr_fp64 : enable`, written when a kernel has a double
+  in it (float64 values, or C's float -> int helpers, which take a double: such a kernel needs a
+  device with float64, as PoCL and most GPUs have);
 - OpenCL C contracts `a*b+c` into one fused multiply-add unless told not to (`FP_CONTRACT OFF`):
   numpy rounds twice, and every device must agree;
 - `half` is a storage type only: `vload_half` / `vstore_half_rte` convert (round to nearest even).
