@@ -135,7 +135,7 @@ class Linearizer:
         k = self.kernel
         for position, pack_axis in k.packs:
             if pack_axis == axis:
-                local_arrays.pack(self, position, axis)
+                self.sources[position] = local_arrays.pack(self, position, axis)
         name = k.loop_names[axis]
         threads = k.threads if k.kinds[axis] is AxisKind.THREAD else 1
         self.loops[name] = self.b.open_range(name, k.full_shape[axis], threads)
