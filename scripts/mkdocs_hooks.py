@@ -75,7 +75,7 @@ EXERCISE_ANSWERS: dict[str, tuple[str, tuple[str, ...]]] = {
                           ("vector_op", "NEON_BINARY", "NEON_BITWISE", "NEON_UNARY")),
     "07.llvm_int_divide": ("tinyedu/renderer/llvm_ops.py", ("int_divide",)),
     "08.momentum_sgd": ("tinyedu/nn/optim.py", ("SGD.update",)),
-    "08.replay_can_skip": ("tinyedu/engine/jit.py", ("replay_can_skip",)),
+    "08.replay_can_skip": ("tinyedu/jit.py", ("replay_can_skip",)),
     "09.causal_mask": ("tinyedu/models/transformer.py", ("causal_mask",)),
     "09.layer_norm": ("tinyedu/nn/__init__.py", ("LayerNorm.__call__",)),
     "10.lstm_cell": ("tinyedu/models/lstm.py", ("lstm_cell",)),

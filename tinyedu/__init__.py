@@ -7,7 +7,7 @@ site's architecture page (docs/architecture.md; `make serve` builds the site).
 
 import tinyedu.engine  # noqa: F401 - installs the engine under the lazy graph (see tinyedu/engine/__init__.py)
 from tinyedu.dtype import dtypes
-from tinyedu.engine.jit import JitError, TinyJit
+from tinyedu.jit import JitError, TinyJit
 from tinyedu.runtime.device import Device
 from tinyedu.scalar import MLP, Layer, Neuron, Value
 from tinyedu.tensor import Tensor, count_primitives

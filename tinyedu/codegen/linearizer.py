@@ -139,7 +139,7 @@ class Linearizer:
                 self.sources[position] = gpu.stage_tile(k, self.b, self.loops, position, axis,
                                                          self.globals[k.bufs[position].idx], self.load)
             elif pack_axis == axis:
-                local_arrays.pack(self, position, axis)
+                self.sources[position] = local_arrays.pack(self, position, axis)
         name = k.loop_names[axis]
         threads = k.threads if k.kinds[axis] is AxisKind.THREAD else 1
         self.loops[name] = self.b.open_range(name, k.full_shape[axis], threads)

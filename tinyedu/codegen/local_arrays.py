@@ -2,7 +2,9 @@
 
 A local array (DEFINE_LOCAL) is a small array of the kernel itself, declared where the linearizer
 is when it makes one: inside a thread loop it is private to each thread, outside it is shared.
-Both functions work on a Linearizer (tinyedu/codegen/linearizer.py), which calls them.
+Both functions are called by a Linearizer (tinyedu/codegen/linearizer.py): they emit UOps through its
+builder (naming the loops they open in its loop table, which its index rendering reads) and return
+what they made (the packed copy and its view, the combined partial sums); the linearizer keeps it.
 """
 
 from __future__ import annotations
@@ -21,12 +23,13 @@ if TYPE_CHECKING:
     from tinyedu.codegen.linearizer import Combo, Linearizer
 
 # --8<-- [start:pack]
-def pack(lin: Linearizer, position: int, axis: int) -> None:
+def pack(lin: Linearizer, position: int, axis: int) -> tuple[UOp, ShapeTracker]:
     """Copy the tile of buffer `position` that the loops from `axis` on read into a local array.
 
     The copy runs over the tile's axes (a vector copy along a contiguous innermost one); padded
     positions read 0, so the loads from the local array need no gate. Afterwards the buffer is
-    read from the array through a contiguous view over the tile's axes (stride 0 on the rest).
+    read from the array through a contiguous view over the tile's axes (stride 0 on the rest):
+    returns the array and that view, through which the linearizer reads the buffer from then on.
     """
     k, b = lin.kernel, lin.b
     buf, st = k.bufs[position], k.sts[position]
@@ -53,7 +56,7 @@ def pack(lin: Linearizer, position: int, axis: int) -> None:
         if not (a == tile[-1] and width > 1):
             b.close_range()
     strides = [local_strides.get(a, 0) if a >= axis else 0 for a in range(len(st.shape))]
-    lin.sources[position] = (local, ShapeTracker((View.create(k.full_shape, strides),)))
+    return local, ShapeTracker((View.create(k.full_shape, strides),))
 # --8<-- [end:pack]
 
 

@@ -3,7 +3,7 @@
 Implement-this: `08.momentum_sgd` (SGD with momentum as a subclass of `tinyedu.nn.optim.Optimizer`:
 the library's `Optimizer.step()` calls the learner's `update` and writes what it returns with
 `assign_all`; trained eagerly, with a learning-rate schedule and under TinyJit, against the library's
-SGD) and `08.replay_can_skip` (the JIT's skip rule, plugged in as `tinyedu.engine.jit.replay_can_skip`
+SGD) and `08.replay_can_skip` (the JIT's skip rule, plugged in as `tinyedu.jit.replay_can_skip`
 while TinyJit records training steps). Prediction: `08.new_kernels` (how many kernels a learning rate
 written as a Python number compiles).
 """
@@ -15,13 +15,13 @@ from typing import Any, Callable
 import numpy as np
 
 from tinyedu import JitError, Tensor, TinyJit
-from tinyedu.engine import jit as jit_module
+from tinyedu import jit as jit_module
 from tinyedu.engine import realize
-from tinyedu.engine.jit import ItemFacts, JitItem
 from tinyedu.engine.realize import BufferCopy, Fill, HostCopy
 from tinyedu.exercises.checking import is_count
 from tinyedu.exercises.hooks import plug
 from tinyedu.exercises.registry import exercise
+from tinyedu.jit import ItemFacts, JitItem
 from tinyedu.nn import Linear
 from tinyedu.nn.optim import SGD, Optimizer
 
@@ -198,7 +198,7 @@ def check_momentum_sgd(cls: Any) -> str:
 # -- exercise: which recorded programs may a replay skip? ------------------------------------------
 @exercise("08.replay_can_skip", answer="replay_can_skip",
           title="replay_can_skip: which recorded programs a TinyJit replay may leave out",
-          hook="tinyedu.engine.jit.replay_can_skip")
+          hook="tinyedu.jit.replay_can_skip")
 def check_replay_can_skip(rule: Callable[..., bool]) -> str:
     """Ask the rule about programs it must and must not skip, then record and replay training with it."""
     if not callable(rule):
@@ -236,7 +236,7 @@ def check_replay_can_skip(rule: Callable[..., bool]) -> str:
             raise AssertionError(f"your rule skips a program a replay needs: {hint}")
     with plug(jit_module, "replay_can_skip", rule) as plugged:
         eager, jitted, dropped = _replay_pair()
-        plugged.require_called("tinyedu.engine.jit.replay_can_skip")
+        plugged.require_called("tinyedu.jit.replay_can_skip")
     if eager != jitted:
         raise AssertionError("with your rule, replayed training steps differ from running the step; check "
                              "each condition against ItemFacts")

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from tinyedu import Tensor
-from tinyedu.engine import jit
-from tinyedu.engine.jit import ItemFacts, JitItem
+from tinyedu import Tensor, jit
 from tinyedu.engine.realize import Fill, HostCopy
 from tinyedu.exercises.registry import Mistake
+from tinyedu.jit import ItemFacts, JitItem
 from tinyedu.nn.optim import SGD, Optimizer
 
 # --8<-- [start:new_kernels]

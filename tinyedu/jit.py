@@ -22,7 +22,7 @@ inputs that are one buffer (a tensor passed twice) replay only while they are on
 the step writes (assign) or returns is the new input's memory on a replay; an input that is the
 memory of a weight the step writes, or a write that would miss the caller's tensor because the
 input was copied in (a slice, a constant), is refused. Python arguments are compared by type and by
-a copy of their contents.
+a copy of their contents (tinyedu/jit_inputs.py prepares the inputs and describes a call).
 
 What persists across calls is what the kernels write: tensors updated with `assign` (weights,
 optimizer state, running statistics) and the returned tensors. Python side effects of the
@@ -40,14 +40,22 @@ import numpy as np
 from tinyedu.engine import realize
 from tinyedu.engine.assign import SnapshotCopy, snapshot_for_pending_readers
 from tinyedu.helpers import GlobalCounters, debug_level
+from tinyedu.jit_inputs import (
+    Copies,
+    JitError,
+    call_signature,
+    check_copies_unwritten,
+    copy_written,
+    memory_sharing,
+    realized_inputs,
+    sharing_changed,
+    shown,
+    view_written,
+)
 from tinyedu.lazy import LazyBuffer
 from tinyedu.ops import LazyOp
 from tinyedu.runtime.device import Buffer
 from tinyedu.tensor import Tensor
-
-
-class JitError(RuntimeError):
-    """What TinyJit cannot replay (the message says what changed and what to do instead)."""
 
 
 @dataclass
@@ -101,9 +109,9 @@ class TinyJit:
         self._first: list[JitItem] | None = None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        args, kwargs, inputs, copies = _realized_inputs(args, kwargs)
+        args, kwargs, inputs, copies = realized_inputs(args, kwargs)
         buffers = [t.lazydata.base.realized for t in inputs]
-        signature, sharing = _signature(args, kwargs), _sharing(buffers)
+        signature, sharing = call_signature(args, kwargs), memory_sharing(buffers)
         if self.calls > 0:
             self._check_same_call(signature, sharing)
         self.signature, self.sharing = signature, sharing
@@ -117,7 +125,7 @@ class TinyJit:
                 Tensor.realize_all(*_output_tensors(out))
             else:
                 out = self._record(args, kwargs, buffers)
-            _check_copies_unwritten(copies, versions)
+            check_copies_unwritten(copies, versions)
         self.calls += 1
         return out
 
@@ -235,7 +243,7 @@ class TinyJit:
         """Replay once (a real step: it updates whatever the step updates), timing each item in seconds."""
         if self.calls < self.WARMUP + 2:
             raise JitError("TinyJit.time_items: the step is not recorded yet; call it three times first")
-        args, kwargs, _, _ = _realized_inputs(args, kwargs)  # any copy-in happens before the timing
+        args, kwargs, _, _ = realized_inputs(args, kwargs)  # any copy-in happens before the timing
         times = []
 
         def observe(name: str, ast: Any, program: Any, buffers: Any) -> None:
@@ -274,11 +282,11 @@ class TinyJit:
                                f"{new[3]}, but the step was recorded with shape {was[1]}, {was[2].name} on "
                                f"{was[3]}; a replay runs the recorded kernels, which are made for one shape: "
                                "use a new TinyJit for each shape (e.g. drop the last, smaller batch)")
-            raise JitError(f"TinyJit: argument {position} changed from {_shown(was)} to {_shown(new)}; a "
+            raise JitError(f"TinyJit: argument {position} changed from {shown(was)} to {shown(new)}; a "
                            "replay does not run the Python code that used it: pass values that change as "
                            "tensors")
         if sharing != self.sharing:
-            raise JitError(_sharing_changed(sharing, self.sharing))
+            raise JitError(sharing_changed(sharing, self.sharing))
 
     def _check_replay_memory(self, buffers: list[Buffer], copies: Copies) -> None:
         """Refuse an input whose memory the recording uses in another role, before the replay writes."""
@@ -293,118 +301,9 @@ class TinyJit:
         written = self.kept_written | {id(buffers[k]) for k in self.written_inputs}
         for k, origin, _ in copies:
             if k in self.written_inputs:
-                raise JitError(_copy_written(k))
+                raise JitError(copy_written(k))
             if origin is not None and id(origin) in written:
-                raise JitError(_view_written(k))
-
-
-Copies = list[tuple[int, Any, Buffer]]  # inputs copied in: (position, the viewed memory or None, the copy)
-
-
-def _realized_inputs(args: tuple, kwargs: dict) -> tuple[tuple, dict, list[Tensor], Copies]:
-    """Each tensor argument in memory of its own, in element order (a replay swaps that memory), and the
-    inputs given as copies: (position, the memory the view was taken from or None, the copy)."""
-    inputs: list[Tensor] = []
-    copies: Copies = []
-
-    def prepare(x: Any) -> Any:
-        if not isinstance(x, Tensor):
-            return x
-        lazydata = x.lazydata
-        in_order = not lazydata.is_view or (lazydata.st.contiguous and lazydata.size == lazydata.base.size)
-        if in_order and not lazydata.is_const():
-            x.realize()  # its base is the memory the kernels read
-        else:
-            origin = None if lazydata.is_const() else lazydata.base.realized
-            x = x.contiguous().realize()  # a slice, a transpose, a constant: a dense copy of its own
-            copies.append((len(inputs), origin, x.lazydata.base.realized))
-        inputs.append(x)
-        return x
-
-    args = tuple(prepare(a) for a in args)
-    kwargs = {k: prepare(kwargs[k]) for k in sorted(kwargs)}  # the signature's order, whatever the call's
-    return args, kwargs, inputs, copies
-
-
-def _check_copies_unwritten(copies: Copies, versions: list[tuple[int, int]]) -> None:
-    """After a call that ran the function: did it write memory that an input was copied from, or a copy?"""
-    for (k, origin, copy), (origin_version, copy_version) in zip(copies, versions, strict=True):
-        if copy.version != copy_version:
-            raise JitError(_copy_written(k))
-        if origin is not None and origin.version != origin_version:
-            raise JitError(_view_written(k))
-
-
-def _copy_written(k: int) -> str:
-    return (f"TinyJit: the step writes input {k} (assign), but that argument is a view that reorders or "
-            "selects part of a buffer, or a constant, which TinyJit copies into memory of its own: the write "
-            "would not reach your tensor. Pass a tensor with memory of its own (x.clone().realize())")
-
-
-def _view_written(k: int) -> str:
-    return (f"TinyJit: input {k} is a view (a slice, a transpose) of memory that the step writes (assign); "
-            "TinyJit copies such a view before the step, so it would not see the write. Pass the whole "
-            "tensor and take the view inside the step, or copy it yourself first (x.clone().realize())")
-
-
-def _sharing(buffers: list[Buffer]) -> tuple[int, ...]:
-    """For each input, the first input with the same memory: (0, 1) for two tensors, (0, 0) for one
-    tensor passed twice (or two views that regroup one buffer)."""
-    first: dict[int, int] = {}
-    return tuple(first.setdefault(id(b), k) for k, b in enumerate(buffers))
-
-
-def _sharing_changed(now: tuple[int, ...], was: tuple[int, ...]) -> str:
-    k = next(k for k, (a, b) in enumerate(zip(now, was, strict=True)) if a != b)
-    j = now[k] if now[k] != k else was[k]
-    shared_now = now[k] == j
-    return (f"TinyJit: inputs {j} and {k} {'are' if shared_now else 'are not'} the same memory on this call "
-            "(the same tensor passed twice, or views of one buffer), but "
-            f"{'were not' if shared_now else 'were'} when the step was recorded, and the recorded kernels "
-            f"{'read and write them as two buffers' if shared_now else 'read one buffer for both'}. Pass "
-            "arguments that share memory the same way on every call (x.clone().realize() gives one its own), "
-            "or use one TinyJit for each way")
-
-
-def _signature(args: tuple, kwargs: dict) -> tuple:
-    """What a later call must repeat: each argument's position (or keyword) and what it is."""
-    def describe(x: Any) -> tuple:
-        if isinstance(x, Tensor):
-            return ("tensor", x.shape, x.dtype, x.device)
-        return ("value", _frozen(x))
-    return tuple((n, *describe(a)) for n, a in enumerate(args)) + tuple((k, *describe(v))
-                                                                         for k, v in sorted(kwargs.items()))
-
-
-def _frozen(x: Any) -> Any:
-    """A Python argument as a value that later calls compare with: its type and a copy of its contents (a
-    list changed in place between calls counts as changed; 2 and 2.0 differ, as they may steer dtypes)."""
-    if isinstance(x, Tensor):
-        raise JitError("TinyJit: a Tensor inside a list, tuple or dict argument would be replayed as the "
-                       "recorded one; pass each tensor as an argument of its own")
-    if isinstance(x, (list, tuple)):
-        return (type(x), tuple(_frozen(v) for v in x))
-    if isinstance(x, dict):
-        return (dict, tuple((k, _frozen(v)) for k, v in x.items()))
-    if isinstance(x, (set, frozenset)):
-        return (type(x), frozenset(x))
-    if isinstance(x, np.ndarray):
-        return (np.ndarray, x.dtype.str, x.shape, x.tobytes())
-    if isinstance(x, float) and x != x:
-        return (float, "nan")  # (nan == nan is False: the same nan is not a change)
-    return (type(x), x)
-
-
-def _shown(entry: list) -> str:
-    """An argument as a signature describes it, readable in an error."""
-    if entry[0] == "tensor":
-        return f"a tensor of shape {entry[1]}"
-    kind, value = entry[1][0], entry[1][-1]
-    if kind in (bool, int, float, str, type(None)):
-        return repr(float("nan") if value == "nan" and kind is float else value)
-    if kind in (list, tuple, dict, set, frozenset, np.ndarray):
-        return f"a {kind.__name__} with other contents"
-    return repr(value)
+                raise JitError(view_written(k))
 
 
 def _output_tensors(out: Any) -> list[Tensor]:
