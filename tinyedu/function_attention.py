@@ -55,6 +55,18 @@ def keys(x: LazyBuffer, start: int, stop: int) -> LazyBuffer:
     return x.shrink(tuple((0, s) for s in x.shape[:-2]) + ((start, stop), (0, x.shape[-1])))
 
 
+def column(x: LazyBuffer, start: int, stop: int) -> LazyBuffer:
+    """Columns start..stop of a (..., n, m) buffer."""
+    return x.shrink(tuple((0, s) for s in x.shape[:-1]) + ((start, stop),))
+
+
+def with_ones(v: LazyBuffer) -> LazyBuffer:
+    """(..., T, d) -> (..., T, d + 1): v with a last column of ones (p @ [v | 1] = [p v | rowsum(p)])."""
+    edge = tuple((0, 0) for _ in v.shape[:-1])
+    ones = LazyBuffer.full(1.0, (*v.shape[:-1], 1), v.dtype, v.device).pad(edge + ((v.shape[-1], 0),))
+    return v.pad(edge + ((0, 1),)).e(BinaryOps.ADD, ones)
+
+
 def wide(x: LazyBuffer, cols: int) -> LazyBuffer:
     """A (..., n, 1) column repeated `cols` times: (..., n, cols)."""
     return x.expand((*x.shape[:-1], cols))
@@ -93,20 +105,23 @@ class FlashAttention(Function):
     def forward(self, q: LazyBuffer, k: LazyBuffer, v: LazyBuffer, scale: float, causal: bool,
                 block: int) -> LazyBuffer:
         self.q, self.k, self.v, self.scale, self.causal, self.block = q, k, v, scale, causal, block
-        rows = (*q.shape[:-1], 1)
-        m = LazyBuffer.full(-math.inf, rows, q.dtype, q.device)   # the running max of each row
-        total = LazyBuffer.full(0.0, rows, q.dtype, q.device)     # the running sum of exp(s - m)
-        out = LazyBuffer.full(0.0, (*q.shape[:-1], v.shape[-1]), q.dtype, q.device)  # and of exp(s - m) v
+        width = v.shape[-1]
+        m = LazyBuffer.full(-math.inf, (*q.shape[:-1], 1), q.dtype, q.device)  # the running max of each row
+        # the running sums of exp(s - m) v and, in an extra last column, of exp(s - m) itself: one
+        # matmul with [v | 1] makes both, so each block's p is read by one kernel and freed after it
+        acc = LazyBuffer.full(0.0, (*q.shape[:-1], width + 1), q.dtype, q.device)
+        v1 = with_ones(v)
         for start, stop in blocks(k.shape[-2], block):
             s = block_scores(q, k, start, stop, scale, causal)
             m_new = Expr(m).max(Expr(row(s, ReduceOps.MAX)))
             p = (Expr(s) - Expr(wide(m_new.lazydata, stop - start))).exp()
             shrink = (Expr(m) - m_new).exp()  # how much the old max overestimated: exp(-inf) = 0 at first
-            total = (Expr(total) * shrink + Expr(row(p.lazydata, ReduceOps.SUM))).lazydata
-            pv = matmul(p.lazydata, keys(v, start, stop))
-            out = (Expr(out) * Expr(wide(shrink.lazydata, out.shape[-1])) + Expr(pv)).lazydata
+            pv = matmul(p.lazydata, keys(v1, start, stop))
+            # contiguous: stored once per block, so each block's buffers are freed before the next
+            acc = (Expr(acc) * Expr(wide(shrink.lazydata, width + 1)) + Expr(pv)).lazydata.contiguous()
             m = m_new.lazydata
-        self.out = (Expr(out) / Expr(wide(total, out.shape[-1]))).lazydata
+        out, total = column(acc, 0, width), column(acc, width, width + 1)
+        self.out = (Expr(out) / Expr(wide(total, width))).lazydata
         self.logsumexp = (Expr(m) + Expr(total).log()).lazydata  # (..., Tq, 1)
         return self.out
     # --8<-- [end:forward]
@@ -117,32 +132,32 @@ class FlashAttention(Function):
         dq = ds k · scale, dk = dsᵀ q · scale. rowsum(g o) equals rowsum(p dp) (it is Σ_j p_j dp_j),
         and needs no block at all."""
         q, k, v, scale = self.q, self.k, self.v, self.scale
-        g = grad
+        g, tq, tk = grad, q.shape[-2], k.shape[-2]
         delta = row(g.e(BinaryOps.MUL, self.out), ReduceOps.SUM)  # (..., Tq, 1)
-        dq, dks, dvs = None, [], []
-        for start, stop in blocks(k.shape[-2], self.block):
-            width = stop - start
+        # dq, dk and dv side by side in one buffer of rows [dq | dk | dv], updated (and stored) once
+        # per block: one chain, so the scheduler runs the blocks in order and frees each one's p and ds
+        width = max(q.shape[-1], v.shape[-1])
+        grads = LazyBuffer.full(0.0, (*q.shape[:-2], tq + 2 * tk, width), q.dtype, q.device)
+        for start, stop in blocks(tk, self.block):
             s = block_scores(q, k, start, stop, scale, self.causal)
-            p = (Expr(s) - Expr(wide(self.logsumexp, width))).exp().lazydata
-            dvs.append(matmul(transpose(p), g))
+            p = (Expr(s) - Expr(wide(self.logsumexp, stop - start))).exp().lazydata
             dp = matmul(g, transpose(keys(v, start, stop)))
-            ds = (Expr(p) * (Expr(dp) - Expr(wide(delta, width))) * scale).lazydata
-            step = matmul(ds, keys(k, start, stop))
-            dq = step if dq is None else dq.e(BinaryOps.ADD, step)
-            dks.append(matmul(transpose(ds), q))
-        return (dq if self.needs_input_grad[0] else None,
-                stack_blocks(dks, k.shape[-2]) if self.needs_input_grad[1] else None,
-                stack_blocks(dvs, v.shape[-2]) if self.needs_input_grad[2] else None)
+            ds = (Expr(p) * (Expr(dp) - Expr(wide(delta, stop - start))) * scale).lazydata
+            parts = ((matmul(ds, keys(k, start, stop)), 0), (matmul(transpose(ds), q), tq + start),
+                     (matmul(transpose(p), g), tq + tk + start))  # dq, this block's dk and dv
+            for part, row_start in parts:
+                grads = grads.e(BinaryOps.ADD, place(part, row_start, grads.shape))
+            grads = grads.contiguous()
+        dq, dk = keys(grads, 0, tq), keys(grads, tq, tq + tk)
+        dv = keys(grads, tq + tk, tq + 2 * tk)
+        return (column(dq, 0, q.shape[-1]) if self.needs_input_grad[0] else None,
+                column(dk, 0, k.shape[-1]) if self.needs_input_grad[1] else None,
+                column(dv, 0, v.shape[-1]) if self.needs_input_grad[2] else None)
     # --8<-- [end:backward]
 
 
-def stack_blocks(parts: list[LazyBuffer], length: int) -> LazyBuffer:
-    """The blocks' gradients (..., B, d) one after another along the rows: each padded with zeros to
-    its place in (..., length, d), then summed (a concatenation made of pads and adds)."""
-    out, start = None, 0
-    for part in parts:
-        stop = start + part.shape[-2]
-        padded = part.pad(tuple((0, 0) for _ in part.shape[:-2]) + ((start, length - stop), (0, 0)))
-        out = padded if out is None else out.e(BinaryOps.ADD, padded)
-        start = stop
-    return out
+def place(part: LazyBuffer, row_start: int, shape: tuple[int, ...]) -> LazyBuffer:
+    """part (..., n, c) padded with zeros to `shape`, its first row at row_start, its columns first."""
+    *batch, rows, cols = part.shape
+    return part.pad(tuple((0, 0) for _ in batch) + ((row_start, shape[-2] - row_start - rows),
+                                                     (0, shape[-1] - cols)))
