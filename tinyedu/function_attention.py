@@ -60,6 +60,13 @@ def column(x: LazyBuffer, start: int, stop: int) -> LazyBuffer:
     return x.shrink(tuple((0, s) for s in x.shape[:-1]) + ((start, stop),))
 
 
+def side_by_side(a: LazyBuffer, b: LazyBuffer) -> LazyBuffer:
+    """(..., n, i) and (..., n, j) -> (..., n, i + j): the columns of a, then those of b."""
+    edge = tuple((0, 0) for _ in a.shape[:-1])
+    left, right = a.shape[-1], b.shape[-1]
+    return a.pad(edge + ((0, right),)).e(BinaryOps.ADD, b.pad(edge + ((left, 0),)))
+
+
 def with_ones(v: LazyBuffer) -> LazyBuffer:
     """(..., T, d) -> (..., T, d + 1): v with a last column of ones (p @ [v | 1] = [p v | rowsum(p)])."""
     edge = tuple((0, 0) for _ in v.shape[:-1])
@@ -74,10 +81,16 @@ def wide(x: LazyBuffer, cols: int) -> LazyBuffer:
 
 # --8<-- [start:scores]
 def block_scores(q: LazyBuffer, k: LazyBuffer, start: int, stop: int, scale: float,
-                 causal: bool) -> LazyBuffer:
+                 causal: bool, again: bool = False) -> LazyBuffer:
     """q kᵀ · scale for keys start..stop: (..., Tq, B). With `causal`, query i sees key j only when
-    j <= i: the others score -inf, so exp makes their weight exactly 0."""
-    scores = Expr(matmul(q, transpose(keys(k, start, stop)))) * scale
+    j <= i: the others score -inf, so exp makes their weight exactly 0.
+
+    again (the backward pass): computed as (k qᵀ)ᵀ, the same products summed in the same order, so
+    the same numbers, but a different node of the lazy graph. The graph shares identical nodes, and
+    the forward's q kᵀ would otherwise be kept, block after block, until the backward reads it."""
+    block = keys(k, start, stop)
+    product = transpose(matmul(block, transpose(q))) if again else matmul(q, transpose(block))
+    scores = Expr(product) * scale
     if not causal:
         return scores.lazydata
     tq, width = q.shape[-2], stop - start
@@ -106,20 +119,24 @@ class FlashAttention(Function):
                 block: int) -> LazyBuffer:
         self.q, self.k, self.v, self.scale, self.causal, self.block = q, k, v, scale, causal, block
         width = v.shape[-1]
-        m = LazyBuffer.full(-math.inf, (*q.shape[:-1], 1), q.dtype, q.device)  # the running max of each row
-        # the running sums of exp(s - m) v and, in an extra last column, of exp(s - m) itself: one
-        # matmul with [v | 1] makes both, so each block's p is read by one kernel and freed after it
-        acc = LazyBuffer.full(0.0, (*q.shape[:-1], width + 1), q.dtype, q.device)
+        # One buffer of running values per query row: [sum of exp(s - m) v | sum of exp(s - m) | m].
+        # p @ [v | 1] makes the first two in one matmul, and keeping m in the same buffer (stored
+        # once per block) makes the blocks one chain: the scheduler runs them in order and frees
+        # each block's (..., Tq, B) buffers before the next block starts.
+        rows = (*q.shape[:-1], 1)
+        acc = side_by_side(LazyBuffer.full(0.0, (*q.shape[:-1], width + 1), q.dtype, q.device),
+                           LazyBuffer.full(-math.inf, rows, q.dtype, q.device))
         v1 = with_ones(v)
         for start, stop in blocks(k.shape[-2], block):
+            m = column(acc, width + 1, width + 2)  # the running max of each row
             s = block_scores(q, k, start, stop, scale, causal)
             m_new = Expr(m).max(Expr(row(s, ReduceOps.MAX)))
             p = (Expr(s) - Expr(wide(m_new.lazydata, stop - start))).exp()
             shrink = (Expr(m) - m_new).exp()  # how much the old max overestimated: exp(-inf) = 0 at first
             pv = matmul(p.lazydata, keys(v1, start, stop))
-            # contiguous: stored once per block, so each block's buffers are freed before the next
-            acc = (Expr(acc) * Expr(wide(shrink.lazydata, width + 1)) + Expr(pv)).lazydata.contiguous()
-            m = m_new.lazydata
+            sums = Expr(column(acc, 0, width + 1)) * Expr(wide(shrink.lazydata, width + 1)) + Expr(pv)
+            acc = side_by_side(sums.lazydata, m_new.lazydata).contiguous()
+        m = column(acc, width + 1, width + 2)
         out, total = column(acc, 0, width), column(acc, width, width + 1)
         self.out = (Expr(out) / Expr(wide(total, width))).lazydata
         self.logsumexp = (Expr(m) + Expr(total).log()).lazydata  # (..., Tq, 1)
@@ -139,7 +156,7 @@ class FlashAttention(Function):
         width = max(q.shape[-1], v.shape[-1])
         grads = LazyBuffer.full(0.0, (*q.shape[:-2], tq + 2 * tk, width), q.dtype, q.device)
         for start, stop in blocks(tk, self.block):
-            s = block_scores(q, k, start, stop, scale, self.causal)
+            s = block_scores(q, k, start, stop, scale, self.causal, again=True)
             p = (Expr(s) - Expr(wide(self.logsumexp, stop - start))).exp().lazydata
             dp = matmul(g, transpose(keys(v, start, stop)))
             ds = (Expr(p) * (Expr(dp) - Expr(wide(delta, stop - start))) * scale).lazydata
