@@ -67,13 +67,6 @@ def side_by_side(a: LazyBuffer, b: LazyBuffer) -> LazyBuffer:
     return a.pad(edge + ((0, right),)).e(BinaryOps.ADD, b.pad(edge + ((left, 0),)))
 
 
-def with_ones(v: LazyBuffer) -> LazyBuffer:
-    """(..., T, d) -> (..., T, d + 1): v with a last column of ones (p @ [v | 1] = [p v | rowsum(p)])."""
-    edge = tuple((0, 0) for _ in v.shape[:-1])
-    ones = LazyBuffer.full(1.0, (*v.shape[:-1], 1), v.dtype, v.device).pad(edge + ((v.shape[-1], 0),))
-    return v.pad(edge + ((0, 1),)).e(BinaryOps.ADD, ones)
-
-
 def wide(x: LazyBuffer, cols: int) -> LazyBuffer:
     """A (..., n, 1) column repeated `cols` times: (..., n, cols)."""
     return x.expand((*x.shape[:-1], cols))
@@ -119,25 +112,23 @@ class FlashAttention(Function):
                 block: int) -> LazyBuffer:
         self.q, self.k, self.v, self.scale, self.causal, self.block = q, k, v, scale, causal, block
         width = v.shape[-1]
-        # One buffer of running values per query row: [sum of exp(s - m) v | sum of exp(s - m) | m].
-        # p @ [v | 1] makes the first two in one matmul, and keeping m in the same buffer (stored
-        # once per block) makes the blocks one chain: the scheduler runs them in order and frees
-        # each block's (..., Tq, B) buffers before the next block starts.
+        # One buffer of running values per query row: [sum of exp(s - m) v | sum of exp(s - m) | m],
+        # stored once per block. Keeping all three in one buffer makes the blocks one chain: the
+        # scheduler runs them in order and frees each block's (..., Tq, B) buffers before the next.
         rows = (*q.shape[:-1], 1)
         acc = side_by_side(LazyBuffer.full(0.0, (*q.shape[:-1], width + 1), q.dtype, q.device),
                            LazyBuffer.full(-math.inf, rows, q.dtype, q.device))
-        v1 = with_ones(v)
         for start, stop in blocks(k.shape[-2], block):
-            m = column(acc, width + 1, width + 2)  # the running max of each row
+            out, total, m = (Expr(column(acc, a, b)) for a, b in ((0, width), (width, width + 1),
+                                                                   (width + 1, width + 2)))
             s = block_scores(q, k, start, stop, scale, causal)
-            m_new = Expr(m).max(Expr(row(s, ReduceOps.MAX)))
-            p = (Expr(s) - Expr(wide(m_new.lazydata, stop - start))).exp()
-            shrink = (Expr(m) - m_new).exp()  # how much the old max overestimated: exp(-inf) = 0 at first
-            pv = matmul(p.lazydata, keys(v1, start, stop))
-            sums = Expr(column(acc, 0, width + 1)) * Expr(wide(shrink.lazydata, width + 1)) + Expr(pv)
-            acc = side_by_side(sums.lazydata, m_new.lazydata).contiguous()
-        m = column(acc, width + 1, width + 2)
-        out, total = column(acc, 0, width), column(acc, width, width + 1)
+            m_new = m.max(Expr(row(s, ReduceOps.MAX)))
+            p = (Expr(s) - Expr(wide(m_new.lazydata, stop - start))).exp().lazydata
+            shrink = (m - m_new).exp()  # how much the old max overestimated: exp(-inf) = 0 at first
+            out = out * Expr(wide(shrink.lazydata, width)) + Expr(matmul(p, keys(v, start, stop)))
+            total = total * shrink + Expr(row(p, ReduceOps.SUM))
+            acc = side_by_side(side_by_side(out.lazydata, total.lazydata), m_new.lazydata).contiguous()
+        out, total, m = column(acc, 0, width), column(acc, width, width + 1), column(acc, width + 1, width + 2)
         self.out = (Expr(out) / Expr(wide(total, width))).lazydata
         self.logsumexp = (Expr(m) + Expr(total).log()).lazydata  # (..., Tq, 1)
         return self.out
