@@ -1,4 +1,4 @@
-"""Fused attention: softmax(q kᵀ · scale + mask) v without ever holding the T × T score matrix.
+"""Fused attention: softmax(q kᵀ · scale) v, causal or not, without ever holding the T × T scores.
 
 The textbook attention (tinyedu/models/transformer.py) computes every query · every key at once: a
 (..., Tq, Tk) matrix of scores, its softmax, then a product with v. At T = 4096 that is 16 million
@@ -15,7 +15,9 @@ backward pass needs to rebuild any block of the softmax exactly: p = exp(score -
 
 Each block step is ordinary LazyBuffer ops (a matmul as a broadcast multiply and a sum, a max, an
 exp), so the scheduler fuses and every device runs it; the largest buffer is (..., Tq, B) for a
-block of B keys. The loop over blocks is Python's: one kernel sequence per block.
+block of B keys. The loop over blocks is Python's: one kernel sequence per block, and since a
+block's offset is part of its kernels' index expressions, each block's kernels are compiled once
+(the compile cache keeps them for the next run).
 """
 
 from __future__ import annotations
@@ -97,6 +99,12 @@ def block_scores(q: LazyBuffer, k: LazyBuffer, start: int, stop: int, scale: flo
 # --8<-- [end:scores]
 
 
+def running(acc: LazyBuffer) -> tuple[LazyBuffer, LazyBuffer, LazyBuffer]:
+    """The forward's running values, kept side by side in one (..., Tq, dv + 2) buffer: out, sum, max."""
+    width = acc.shape[-1] - 2
+    return column(acc, 0, width), column(acc, width, width + 1), column(acc, width + 1, width + 2)
+
+
 def blocks(length: int, size: int) -> list[tuple[int, int]]:
     """(start, stop) of each block of `size` positions; the last one may be shorter."""
     return [(start, min(start + size, length)) for start in range(0, length, size)]
@@ -119,8 +127,7 @@ class FlashAttention(Function):
         acc = side_by_side(LazyBuffer.full(0.0, (*q.shape[:-1], width + 1), q.dtype, q.device),
                            LazyBuffer.full(-math.inf, rows, q.dtype, q.device))
         for start, stop in blocks(k.shape[-2], block):
-            out, total, m = (Expr(column(acc, a, b)) for a, b in ((0, width), (width, width + 1),
-                                                                   (width + 1, width + 2)))
+            out, total, m = (Expr(x) for x in running(acc))
             s = block_scores(q, k, start, stop, scale, causal)
             m_new = m.max(Expr(row(s, ReduceOps.MAX)))
             p = (Expr(s) - Expr(wide(m_new.lazydata, stop - start))).exp().lazydata
@@ -128,7 +135,7 @@ class FlashAttention(Function):
             out = out * Expr(wide(shrink.lazydata, width)) + Expr(matmul(p, keys(v, start, stop)))
             total = total * shrink + Expr(row(p, ReduceOps.SUM))
             acc = side_by_side(side_by_side(out.lazydata, total.lazydata), m_new.lazydata).contiguous()
-        out, total, m = column(acc, 0, width), column(acc, width, width + 1), column(acc, width + 1, width + 2)
+        out, total, m = running(acc)
         self.out = (Expr(out) / Expr(wide(total, width))).lazydata
         self.logsumexp = (Expr(m) + Expr(total).log()).lazydata  # (..., Tq, 1)
         return self.out
