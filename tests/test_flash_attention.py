@@ -98,6 +98,18 @@ def test_extreme_logits_stay_finite(causal):
         np.testing.assert_allclose(a, b, rtol=1e-8, atol=1e-8)
 
 
+@pytest.mark.skipif(torch is None, reason="needs torch")
+def test_float16_runs_in_float32():
+    """Halves: the scores and running sums in float32, the output rounded to float16 once."""
+    arrays, _ = _inputs((2, 9, 8), (2, 9, 8), spread=3.0, dtype=np.float32)
+    q, k, v = (Tensor(a).cast("float16") for a in arrays)
+    out = q.flash_attention(k, v, is_causal=True, block_size=4)
+    assert out.dtype.name == "float16"
+    half = [torch.tensor(a).half().double() for a in arrays]
+    expected = torch.nn.functional.scaled_dot_product_attention(*half, is_causal=True).numpy()
+    np.testing.assert_allclose(out.numpy().astype(np.float64), expected, rtol=2e-3, atol=2e-3)
+
+
 def _peak_bytes(length: int, fused: bool) -> int:
     """The most memory live at once while attention runs forward and backward (inputs excluded)."""
     rng = np.random.default_rng(0)

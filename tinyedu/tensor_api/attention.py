@@ -31,6 +31,8 @@ class AttentionMixin:
         q, k, v = self._float(), key._float(), value._float()
         _check_flash(q, k, v, block_size)
         scale = 1 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+        if q.dtype.is_half:  # the running sums in float32, rounded to half once at the end
+            return q.float().flash_attention(k.float(), v.float(), is_causal, scale, block_size).cast(q.dtype)
         return q._apply(FA.FlashAttention, k, v, scale=scale, causal=bool(is_causal), block=block_size)
     # --8<-- [end:flash]
 
