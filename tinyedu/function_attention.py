@@ -75,10 +75,11 @@ def wide(x: LazyBuffer, cols: int) -> LazyBuffer:
 
 
 # --8<-- [start:scores]
-def block_scores(q: LazyBuffer, k: LazyBuffer, start: int, stop: int, scale: float,
-                 causal: bool, again: bool = False) -> LazyBuffer:
-    """q kᵀ · scale for keys start..stop: (..., Tq, B). With `causal`, query i sees key j only when
-    j <= i: the others score -inf, so exp makes their weight exactly 0.
+def block_scores(q: LazyBuffer, k: LazyBuffer, start: int, stop: int, scale: float, causal: bool,
+                 first: int = 0, again: bool = False) -> LazyBuffer:
+    """q kᵀ · scale for keys start..stop, q being the queries from row `first` on: (..., rows, B).
+    With `causal`, query i sees key j only when j <= i: the others score -inf, so exp makes their
+    weight exactly 0.
 
     again (the backward pass): computed as (k qᵀ)ᵀ, the same products summed in the same order, so
     the same numbers, but a different node of the lazy graph. The graph shares identical nodes, and
@@ -89,7 +90,7 @@ def block_scores(q: LazyBuffer, k: LazyBuffer, start: int, stop: int, scale: flo
     if not causal:
         return scores.lazydata
     tq, width = q.shape[-2], stop - start
-    query = LazyBuffer.from_numpy(np.arange(tq, dtype=np.int32).reshape(tq, 1), q.device)
+    query = LazyBuffer.from_numpy(np.arange(first, first + tq, dtype=np.int32).reshape(tq, 1), q.device)
     key = LazyBuffer.from_numpy(np.arange(start, stop, dtype=np.int32).reshape(1, width), q.device)
     shape = scores.lazydata.shape
     sees = query.reshape((1,) * (len(shape) - 2) + (tq, 1)).expand(shape).e(
@@ -105,9 +106,14 @@ def running(acc: LazyBuffer) -> tuple[LazyBuffer, LazyBuffer, LazyBuffer]:
     return column(acc, 0, width), column(acc, width, width + 1), column(acc, width + 1, width + 2)
 
 
-def blocks(length: int, size: int) -> list[tuple[int, int]]:
-    """(start, stop) of each block of `size` positions; the last one may be shorter."""
-    return [(start, min(start + size, length)) for start in range(0, length, size)]
+def blocks(length: int, size: int, queries: int, causal: bool) -> list[tuple[int, int, int]]:
+    """(start, stop, first) of each block of `size` keys (the last one may be shorter), with `first`
+    the first query that sees any of them. Causal, query i sees keys 0..i: the queries before the
+    block's first key see none of it, so they skip the block (their running values do not change),
+    and a block past the last query is skipped whole. That halves the work of causal attention."""
+    starts = range(0, length, size)
+    return [(start, min(start + size, length), start if causal else 0) for start in starts
+            if not causal or start < queries]
 
 
 class FlashAttention(Function):
@@ -126,15 +132,20 @@ class FlashAttention(Function):
         rows = (*q.shape[:-1], 1)
         acc = side_by_side(LazyBuffer.full(0.0, (*q.shape[:-1], width + 1), q.dtype, q.device),
                            LazyBuffer.full(-math.inf, rows, q.dtype, q.device))
-        for start, stop in blocks(k.shape[-2], block):
-            out, total, m = (Expr(x) for x in running(acc))
-            s = block_scores(q, k, start, stop, scale, causal)
+        tq = q.shape[-2]
+        for start, stop, first in blocks(k.shape[-2], block, tq, causal):
+            out, total, m = (Expr(x) for x in running(keys(acc, first, tq)))
+            s = block_scores(keys(q, first, tq), k, start, stop, scale, causal, first)
             m_new = m.max(Expr(row(s, ReduceOps.MAX)))
             p = (Expr(s) - Expr(wide(m_new.lazydata, stop - start))).exp().lazydata
             shrink = (m - m_new).exp()  # how much the old max overestimated: exp(-inf) = 0 at first
             out = out * Expr(wide(shrink.lazydata, width)) + Expr(matmul(p, keys(v, start, stop)))
             total = total * shrink + Expr(row(p, ReduceOps.SUM))
-            acc = side_by_side(side_by_side(out.lazydata, total.lazydata), m_new.lazydata).contiguous()
+            updated = side_by_side(side_by_side(out.lazydata, total.lazydata), m_new.lazydata)
+            acc = updated if first == 0 else keys(acc, 0, first).pad(
+                tuple((0, 0) for _ in acc.shape[:-2]) + ((0, tq - first), (0, 0))).e(
+                BinaryOps.ADD, place(updated, first, acc.shape))
+            acc = acc.contiguous()
         out, total, m = running(acc)
         self.out = (Expr(out) / Expr(wide(total, width))).lazydata
         self.logsumexp = (Expr(m) + Expr(total).log()).lazydata  # (..., Tq, 1)
@@ -153,13 +164,14 @@ class FlashAttention(Function):
         # per block: one chain, so the scheduler runs the blocks in order and frees each one's p and ds
         width = max(q.shape[-1], v.shape[-1])
         grads = LazyBuffer.full(0.0, (*q.shape[:-2], tq + 2 * tk, width), q.dtype, q.device)
-        for start, stop in blocks(tk, self.block):
-            s = block_scores(q, k, start, stop, scale, self.causal, again=True)
-            p = (Expr(s) - Expr(wide(self.logsumexp, stop - start))).exp().lazydata
-            dp = matmul(g, transpose(keys(v, start, stop)))
-            ds = (Expr(p) * (Expr(dp) - Expr(wide(delta, stop - start))) * scale).lazydata
-            parts = ((matmul(ds, keys(k, start, stop)), 0), (matmul(transpose(ds), q), tq + start),
-                     (matmul(transpose(p), g), tq + tk + start))  # dq, this block's dk and dv
+        for start, stop, first in blocks(tk, self.block, tq, self.causal):
+            qr, gr = keys(q, first, tq), keys(g, first, tq)  # the queries that see this block
+            s = block_scores(qr, k, start, stop, scale, self.causal, first, again=True)
+            p = (Expr(s) - Expr(wide(keys(self.logsumexp, first, tq), stop - start))).exp().lazydata
+            dp = matmul(gr, transpose(keys(v, start, stop)))
+            ds = (Expr(p) * (Expr(dp) - Expr(wide(keys(delta, first, tq), stop - start))) * scale).lazydata
+            parts = ((matmul(ds, keys(k, start, stop)), first), (matmul(transpose(ds), qr), tq + start),
+                     (matmul(transpose(p), gr), tq + tk + start))  # dq, this block's dk and dv
             for part, row_start in parts:
                 grads = grads.e(BinaryOps.ADD, place(part, row_start, grads.shape))
             grads = grads.contiguous()
