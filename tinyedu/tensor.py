@@ -25,6 +25,7 @@ from tinyedu.helpers import prod
 from tinyedu.lazy import LazyBuffer, engine
 from tinyedu.tensor_api.activations import ActivationMixin
 from tinyedu.tensor_api.assign import AssignMixin
+from tinyedu.tensor_api.attention import AttentionMixin
 from tinyedu.tensor_api.base import Scalar, broadcast_shape
 from tinyedu.tensor_api.combine import CombineMixin
 from tinyedu.tensor_api.conv import ConvMixin
@@ -63,7 +64,7 @@ class count_primitives:  # noqa: N801 - used like no_grad
 
 class Tensor(CreationMixin, ElementwiseMixin, RoundingMixin, ActivationMixin, ReduceMixin, MovementMixin,
              IndexingMixin, CombineMixin, NNMixin, ConvMixin, NormalizationMixin, LossMixin, AssignMixin,
-             ScanMixin, SortingMixin):
+             ScanMixin, SortingMixin, AttentionMixin):
     def __init__(self, data: Any, device: str | None = None, dtype: DType | str | type | None = None,
                  requires_grad: bool | None = None):
         device = engine().canonical_device(device)

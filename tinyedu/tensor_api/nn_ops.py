@@ -209,15 +209,22 @@ class NNMixin:
     # ---- attention ----
     def scaled_dot_product_attention(self: TensorLike, key: TensorLike, value: TensorLike,
                                      attn_mask: TensorLike | None = None, dropout_p: float = 0.0,
-                                     is_causal: bool = False, scale: float | None = None) -> TensorLike:
+                                     is_causal: bool = False, scale: float | None = None,
+                                     fused: bool = False) -> TensorLike:
         """softmax(q @ k^T * scale + mask) @ v, with q = self (..., L, E), k (..., S, E), v (..., S, Ev).
 
         attn_mask: bool (True = may attend, as in PyTorch) or float (added to the scores); is_causal
         masks out the future (query i attends to keys 0..i). scale defaults to 1/sqrt(E). A query
         row that may attend to nothing gives NaN, as in PyTorch. dropout_p drops attention weights
-        whenever it is > 0 (as F.scaled_dot_product_attention does, training or not).
+        whenever it is > 0 (as F.scaled_dot_product_attention does, training or not). fused=True
+        computes it blockwise, without the (..., L, S) scores: see flash_attention (attention.py).
         """
         op = "scaled_dot_product_attention"
+        if fused:
+            if attn_mask is not None or dropout_p:
+                raise ArgumentError(f"{op}: fused=True takes is_causal but no attn_mask or dropout_p; use "
+                                    "fused=False for those")
+            return self.flash_attention(key, value, is_causal=is_causal, scale=scale)
         check_tensors(op, self, key=key, value=value, attn_mask=attn_mask)
         if self.ndim < 2 or key.ndim < 2 or value.ndim < 2:
             raise ShapeError(f"{op}: query, key and value need at least 2 axes (..., L or S, E), got "
