@@ -1,0 +1,125 @@
+"""tinyedu.export.generator: a GPT and its BPE tokenizer as one C program that writes text.
+
+The program is compiled with the system's plain `cc -O2 gpt.c -lm` and run on prompts; the bytes it
+prints must equal tinyedu's own greedy generation (GPT.generate with its KV cache, then the tokenizer's
+decode): the same tokens, chosen by the same argmax over logits computed by the same kernels.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tinyedu import Tensor
+from tinyedu.export import export_generator
+from tinyedu.export.generator import merge_rules, token_bytes
+from tinyedu.models import GPT
+from tinyedu.nn.state import get_parameters
+
+CC = os.environ.get("CC", "cc")
+pytestmark = pytest.mark.skipif(shutil.which(CC) is None, reason="no C compiler")
+TEXT = Path(__file__).with_name("test_export.py").read_bytes()[:3000]  # a few KB of real text
+
+
+class StandInBPE:
+    """A minimal byte-level BPE with tinyedu.text's interface (merges, encode, decode), standing in until
+    that tokenizer lands: merge i joins the most frequent pair and makes token 256 + i."""
+
+    def __init__(self, text: bytes, n_merges: int):
+        ids, self.merges = list(text), []
+        for i in range(n_merges):
+            pairs: dict[tuple[int, int], int] = {}
+            for pair in zip(ids, ids[1:], strict=False):
+                pairs[pair] = pairs.get(pair, 0) + 1
+            self.merges.append(max(pairs, key=pairs.get))
+            ids = _merge(ids, self.merges[-1], 256 + i)
+
+    def encode(self, text: bytes) -> list[int]:
+        ids = list(text)
+        for i, pair in enumerate(self.merges):
+            ids = _merge(ids, pair, 256 + i)
+        return ids
+
+    def decode(self, ids: list[int]) -> bytes:
+        return b"".join(token_bytes(merge_rules(self))[t] for t in ids)
+
+
+def _merge(ids: list[int], pair: tuple[int, int], new: int) -> list[int]:
+    out, i = [], 0
+    while i < len(ids):
+        if i + 1 < len(ids) and (ids[i], ids[i + 1]) == pair:
+            out, i = out + [new], i + 2
+        else:
+            out, i = out + [ids[i]], i + 1
+    return out
+
+
+@pytest.fixture(scope="module")
+def bpe() -> StandInBPE:
+    return StandInBPE(TEXT, 44)  # 300 tokens
+
+
+def _model(positions: str, window: int | None) -> GPT:
+    """A tiny GPT, untrained but with every parameter from N(0, 1): its logits are far apart, and greedy
+    decoding picks varied tokens (from the N(0, 0.02²) start it repeats one token, nearly tied)."""
+    Tensor.manual_seed(1)
+    model = GPT(300, 32, dim=32, n_heads=2, n_layers=2, positions=positions, window=window)
+    for parameter in get_parameters(model):
+        parameter.assign(Tensor.normal(*parameter.shape)).realize()
+    return model
+
+
+def _compile(model: GPT, bpe: StandInBPE, folder: Path) -> Path:
+    source = export_generator(model, bpe, folder / "gpt.c")
+    subprocess.run([CC, "-O2", str(source), "-o", str(folder / "gpt"), "-lm"], check=True)
+    return folder / "gpt"
+
+
+def _run(program: Path, *args: bytes | str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(program), *args], capture_output=True, timeout=60)
+
+
+@pytest.mark.parametrize("positions, window", [("rope", None), ("learned", 5)])
+def test_c_generator_equals_tinyedu_greedy(bpe: StandInBPE, tmp_path: Path, positions: str,
+                                           window: int | None) -> None:
+    model = _model(positions, window)
+    program = _compile(model, bpe, tmp_path)
+    # short and long prompts, bytes outside ASCII, a prompt that runs into block_size (32 positions)
+    for prompt, new in [(b"def ", 12), (b"import numpy as np\n", 20), (b"\xc3\xa9t\xe9\xff", 9), (b"a", 31)]:
+        ids = bpe.encode(prompt)
+        expected = bpe.decode(model.generate(ids, min(new, model.block_size - len(ids))))
+        result = _run(program, prompt, str(new))
+        assert result.returncode == 0, result.stderr
+        assert result.stdout == expected, (prompt, result.stdout, expected)
+    assert len(set(model.generate(bpe.encode(b"a"), 31))) > 5  # the test is not a run of one token
+
+
+def test_c_generator_stops_at_block_size_and_rejects_bad_arguments(bpe: StandInBPE, tmp_path: Path) -> None:
+    model = _model("rope", None)
+    program = _compile(model, bpe, tmp_path)
+    ids = bpe.encode(b"return ")
+    assert _run(program, b"return ", "1000").stdout == bpe.decode(model.generate(ids, 32 - len(ids)))
+    assert _run(program, b"return ", "0").stdout == b"return "
+    assert _run(program, b"x" * 40, "3").returncode == 1  # 40 tokens: more than block_size
+    for args in [(b"",), (b"x", "-1"), (b"x", "5x"), (b"x", ""), (), (b"x", "1", "2")]:
+        result = _run(program, *args)
+        assert result.returncode == 2 and b"usage" in result.stderr, args
+
+
+def test_export_generator_checks_the_vocabulary(bpe: StandInBPE, tmp_path: Path) -> None:
+    model = GPT(301, 8, dim=8, n_heads=2, n_layers=1)
+    with pytest.raises(ValueError, match="301"):
+        export_generator(model, bpe, tmp_path / "gpt.c")
+
+
+def test_token_bytes_follow_the_merges(bpe: StandInBPE) -> None:
+    pieces = token_bytes(merge_rules(bpe))
+    assert len(pieces) == 300 and pieces[:256] == [bytes([b]) for b in range(256)]
+    ids = bpe.encode(TEXT)
+    assert b"".join(pieces[t] for t in ids) == TEXT and max(ids) >= 256
+    assert np.all([len(p) >= 2 for p in pieces[256:]])
