@@ -200,7 +200,7 @@ class GPT:
         for n, block in enumerate(self.blocks):
             x, block_writes = block(x, positions, rope, caches[n] if caches is not None else None)
             writes += block_writes
-        return self.head(self.ln_f(x)), writes
+        return self.head(self.ln_f(x).contiguous()), writes
 
     def head(self, x: Tensor) -> Tensor:
         """Logits: every position's vector against every token's embedding (the tied head)."""
