@@ -2,7 +2,8 @@
 
 The program is compiled with the system's plain `cc -O2 gpt.c -lm` and run on prompts; the bytes it
 prints must equal tinyedu's own greedy generation (GPT.generate with its KV cache, then the tokenizer's
-decode): the same tokens, chosen by the same argmax over logits computed by the same kernels.
+decode): the same tokens, chosen by the same argmax over logits computed by the same kernels. The
+int8 model (weights stored as int8, dequantized inside the matmuls) exports the same way.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import pytest
 from tinyedu import Tensor
 from tinyedu.export import export_generator
 from tinyedu.export.generator import merge_rules, token_bytes
-from tinyedu.models import GPT
+from tinyedu.models import GPT, quantize_int8
 from tinyedu.nn.state import get_parameters
 
 CC = os.environ.get("CC", "cc")
@@ -84,10 +85,11 @@ def _run(program: Path, *args: bytes | str) -> subprocess.CompletedProcess:
     return subprocess.run([str(program), *args], capture_output=True, timeout=60)
 
 
-@pytest.mark.parametrize("positions, window", [("rope", None), ("learned", 5)])
+@pytest.mark.parametrize("positions, window, int8", [("rope", None, False), ("learned", 5, False),
+                                                     ("rope", None, True)])
 def test_c_generator_equals_tinyedu_greedy(bpe: StandInBPE, tmp_path: Path, positions: str,
-                                           window: int | None) -> None:
-    model = _model(positions, window)
+                                           window: int | None, int8: bool) -> None:
+    model = quantize_int8(_model(positions, window)) if int8 else _model(positions, window)
     program = _compile(model, bpe, tmp_path)
     # short and long prompts, bytes outside ASCII, a prompt that runs into block_size (32 positions)
     for prompt, new in [(b"def ", 12), (b"import numpy as np\n", 20), (b"\xc3\xa9t\xe9\xff", 9), (b"a", 31)]:
