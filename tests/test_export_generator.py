@@ -2,7 +2,7 @@
 
 The program is compiled with the system's plain `cc -O2 gpt.c -lm` and run on prompts; the bytes it
 prints must equal tinyedu's own greedy generation (GPT.generate with its KV cache, then the tokenizer's
-decode): the same tokens, chosen by the same argmax over logits computed by the same kernels. The
+decode): the same tokens, picked by argmax from logits that agree to float32 rounding. The
 int8 model (weights stored as int8, dequantized inside the matmuls) exports the same way.
 """
 
@@ -13,56 +13,25 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from tinyedu import Tensor
 from tinyedu.export import export_generator
-from tinyedu.export.generator import merge_rules, token_bytes
+from tinyedu.export.generator import merge_rules
 from tinyedu.models import GPT, quantize_int8
 from tinyedu.nn.state import get_parameters
+from tinyedu.text import BPE, corpus, train_bpe
 
 CC = os.environ.get("CC", "cc")
 pytestmark = pytest.mark.skipif(shutil.which(CC) is None, reason="no C compiler")
-TEXT = Path(__file__).with_name("test_export.py").read_bytes()[:3000]  # a few KB of real text
-
-
-class StandInBPE:
-    """A minimal byte-level BPE with tinyedu.text's interface (merges, encode, decode), standing in until
-    that tokenizer lands: merge i joins the most frequent pair and makes token 256 + i."""
-
-    def __init__(self, text: bytes, n_merges: int):
-        ids, self.merges = list(text), []
-        for i in range(n_merges):
-            pairs: dict[tuple[int, int], int] = {}
-            for pair in zip(ids, ids[1:], strict=False):
-                pairs[pair] = pairs.get(pair, 0) + 1
-            self.merges.append(max(pairs, key=pairs.get))
-            ids = _merge(ids, self.merges[-1], 256 + i)
-
-    def encode(self, text: bytes) -> list[int]:
-        ids = list(text)
-        for i, pair in enumerate(self.merges):
-            ids = _merge(ids, pair, 256 + i)
-        return ids
-
-    def decode(self, ids: list[int]) -> bytes:
-        return b"".join(token_bytes(merge_rules(self))[t] for t in ids)
-
-
-def _merge(ids: list[int], pair: tuple[int, int], new: int) -> list[int]:
-    out, i = [], 0
-    while i < len(ids):
-        if i + 1 < len(ids) and (ids[i], ids[i + 1]) == pair:
-            out, i = out + [new], i + 2
-        else:
-            out, i = out + [ids[i]], i + 1
-    return out
+TEXT = corpus()[:4000]  # a few KB of real text (Python source)
 
 
 @pytest.fixture(scope="module")
-def bpe() -> StandInBPE:
-    return StandInBPE(TEXT, 44)  # 300 tokens
+def bpe() -> BPE:
+    tokenizer = train_bpe(TEXT, 300)
+    assert tokenizer.vocab_size == 300
+    return tokenizer
 
 
 def _model(positions: str, window: int | None) -> GPT:
@@ -75,7 +44,7 @@ def _model(positions: str, window: int | None) -> GPT:
     return model
 
 
-def _compile(model: GPT, bpe: StandInBPE, folder: Path) -> Path:
+def _compile(model: GPT, bpe: BPE, folder: Path) -> Path:
     source = export_generator(model, bpe, folder / "gpt.c")
     subprocess.run([CC, "-O2", str(source), "-o", str(folder / "gpt"), "-lm"], check=True)
     return folder / "gpt"
@@ -87,21 +56,25 @@ def _run(program: Path, *args: bytes | str) -> subprocess.CompletedProcess:
 
 @pytest.mark.parametrize("positions, window, int8", [("rope", None, False), ("learned", 5, False),
                                                      ("rope", None, True)])
-def test_c_generator_equals_tinyedu_greedy(bpe: StandInBPE, tmp_path: Path, positions: str,
+def test_c_generator_equals_tinyedu_greedy(bpe: BPE, tmp_path: Path, positions: str,
                                            window: int | None, int8: bool) -> None:
     model = quantize_int8(_model(positions, window)) if int8 else _model(positions, window)
     program = _compile(model, bpe, tmp_path)
-    # short and long prompts, bytes outside ASCII, a prompt that runs into block_size (32 positions)
-    for prompt, new in [(b"def ", 12), (b"import numpy as np\n", 20), (b"\xc3\xa9t\xe9\xff", 9), (b"a", 31)]:
+    # short and long prompts, bytes outside ASCII, a prompt that runs into block_size (32 positions),
+    # a piece of the training text (many merges apply) and bytes that are not UTF-8
+    prompts = [(b"def ", 12), (b"import numpy as np\n", 20), (TEXT[1000:1040], 8), (b"\xc3\xa9t\xe9\xff", 9),
+               (b"a", 31)]
+    for prompt, new in prompts:
         ids = bpe.encode(prompt)
         expected = bpe.decode(model.generate(ids, min(new, model.block_size - len(ids))))
         result = _run(program, prompt, str(new))
         assert result.returncode == 0, result.stderr
         assert result.stdout == expected, (prompt, result.stdout, expected)
+        assert result.stderr.startswith(f"\n{len(ids)} prompt + ".encode())  # the C encoder's token count
     assert len(set(model.generate(bpe.encode(b"a"), 31))) > 5  # the test is not a run of one token
 
 
-def test_c_generator_stops_at_block_size_and_rejects_bad_arguments(bpe: StandInBPE, tmp_path: Path) -> None:
+def test_c_generator_stops_at_block_size_and_rejects_bad_arguments(bpe: BPE, tmp_path: Path) -> None:
     model = _model("rope", None)
     program = _compile(model, bpe, tmp_path)
     ids = bpe.encode(b"return ")
@@ -113,15 +86,13 @@ def test_c_generator_stops_at_block_size_and_rejects_bad_arguments(bpe: StandInB
         assert result.returncode == 2 and b"usage" in result.stderr, args
 
 
-def test_export_generator_checks_the_vocabulary(bpe: StandInBPE, tmp_path: Path) -> None:
+def test_export_generator_checks_the_vocabulary(bpe: BPE, tmp_path: Path) -> None:
     model = GPT(301, 8, dim=8, n_heads=2, n_layers=1)
     with pytest.raises(ValueError, match="301"):
         export_generator(model, bpe, tmp_path / "gpt.c")
 
 
-def test_token_bytes_follow_the_merges(bpe: StandInBPE) -> None:
-    pieces = token_bytes(merge_rules(bpe))
-    assert len(pieces) == 300 and pieces[:256] == [bytes([b]) for b in range(256)]
-    ids = bpe.encode(TEXT)
-    assert b"".join(pieces[t] for t in ids) == TEXT and max(ids) >= 256
-    assert np.all([len(p) >= 2 for p in pieces[256:]])
+def test_merge_rules_make_the_tokenizers_vocabulary(bpe: BPE) -> None:
+    rules = merge_rules(bpe)
+    assert [c for _, _, c in rules] == list(range(256, 300))
+    assert all(bpe.vocab[c] == bpe.vocab[a] + bpe.vocab[b] for a, b, c in rules)

@@ -25,6 +25,7 @@ from tinyedu.dtype import dtypes
 from tinyedu.export.model import ExportedProgram
 from tinyedu.export.program import export_c
 from tinyedu.tensor import Tensor
+from tinyedu.text.bpe import BPE
 
 DEFAULT_NEW_TOKENS = 64
 
@@ -60,29 +61,20 @@ def export_step(model: Any, name: str = "gpt") -> ExportedProgram:
 # --8<-- [end:step]
 
 
-def merge_rules(bpe: Any) -> list[tuple[int, int, int]]:
-    """(left, right, merged token) in the order the tokenizer learned them: merge i makes token 256 + i."""
-    return [(int(a), int(b), 256 + i) for i, (a, b) in enumerate(bpe.merges)]
+def merge_rules(bpe: BPE) -> list[tuple[int, int, int]]:
+    """(left, right, merged token) in the order the tokenizer learned them: merge k makes token 256 + k."""
+    return [(a, b, 256 + k) for k, (a, b) in enumerate(bpe.merges)]
 
 
-def token_bytes(rules: list[tuple[int, int, int]]) -> list[bytes]:
-    """The bytes of every token: 0..255 are themselves, a merged token is its two halves' bytes."""
-    table = [bytes([b]) for b in range(256)]
-    for a, b, _ in rules:
-        table.append(table[a] + table[b])
-    return table
-
-
-def export_generator(model: Any, bpe: Any, path: str | os.PathLike, name: str = "gpt") -> Path:
+def export_generator(model: Any, bpe: BPE, path: str | os.PathLike, name: str = "gpt") -> Path:
     """Write the generator's C file to `path`: the exported step and the driver around it."""
-    rules = merge_rules(bpe)
-    if 256 + len(rules) != model.vocab_size:
-        raise ValueError(f"export_generator: the tokenizer has {256 + len(rules)} tokens (256 bytes + "
-                         f"{len(rules)} merges) but the model's vocab_size is {model.vocab_size}")
+    if bpe.vocab_size != model.vocab_size:
+        raise ValueError(f"export_generator: the tokenizer has {bpe.vocab_size} tokens (256 bytes + "
+                         f"{len(bpe.merges)} merges) but the model's vocab_size is {model.vocab_size}")
     program = export_step(model, name)
     body = program.source[program.source.index("*/") + 2:]  # export_c's header describes its own main
     source = "\n".join([_header(program, model), "#define TINYEDU_NO_MAIN  /* the driver below is main */",
-                        body, _tokenizer(rules), _driver(program, model)])
+                        body, _tokenizer(bpe), _driver(program, model)])
     path = Path(path)
     path.write_text(source)
     return path
@@ -158,9 +150,9 @@ static void print_token(int id) {
 # --8<-- [end:tokenizer]
 
 
-def _tokenizer(rules: list[tuple[int, int, int]]) -> str:
+def _tokenizer(bpe: BPE) -> str:
     """The tokenizer's tables and its encoder in C."""
-    pieces = token_bytes(rules)
+    rules, pieces = merge_rules(bpe), bpe.vocab
     starts = np.cumsum([0] + [len(p) for p in pieces]).tolist()
     merges = ",\n  ".join(", ".join(f"{{{a}, {b}, {c}}}" for a, b, c in rules[i:i + 6])
                           for i in range(0, len(rules), 6))
@@ -247,5 +239,5 @@ def _driver(program: ExportedProgram, model: Any) -> str:
                              writes=", ".join(f"caches[1 - now][{i}]" for i in range(n_caches)))
 
 
-__all__ = ["export_generator", "export_step", "decoding_step", "merge_rules", "token_bytes", "StepCache",
+__all__ = ["export_generator", "export_step", "decoding_step", "merge_rules", "StepCache",
            "DEFAULT_NEW_TOKENS", "TOKENIZER", "DRIVER"]
