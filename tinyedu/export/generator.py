@@ -17,13 +17,14 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 from string import Template
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 
 from tinyedu.dtype import dtypes
 from tinyedu.export.model import ExportedProgram
 from tinyedu.export.program import export_c
+from tinyedu.models.gpt import GPT
 from tinyedu.tensor import Tensor
 from tinyedu.text.bpe import BPE
 
@@ -39,7 +40,7 @@ class StepCache:
 
 
 # --8<-- [start:step]
-def decoding_step(model: Any) -> Callable[..., tuple[Tensor, ...]]:
+def decoding_step(model: GPT) -> Callable[..., tuple[Tensor, ...]]:
     """One decoding step as a function of tensors: (token (1, 1), position (1,), k0, v0, k1, v1, ...)
     -> (logits (vocab,), k0', v0', ...). Every shape is fixed whatever the position: the caches hold
     block_size positions and the mask hides those after `position`, so export_c can take it."""
@@ -50,7 +51,7 @@ def decoding_step(model: Any) -> Callable[..., tuple[Tensor, ...]]:
     return step
 
 
-def export_step(model: Any, name: str = "gpt") -> ExportedProgram:
+def export_step(model: GPT, name: str = "gpt") -> ExportedProgram:
     """The decoding step as an ExportedProgram: inputs token, position, caches; outputs logits, caches."""
     head_dim = model.tok_emb.weight.shape[1] // model.n_heads
     cache_shape = (1, model.n_heads, model.block_size, head_dim)
@@ -66,8 +67,9 @@ def merge_rules(bpe: BPE) -> list[tuple[int, int, int]]:
     return [(a, b, 256 + k) for k, (a, b) in enumerate(bpe.merges)]
 
 
-def export_generator(model: Any, bpe: BPE, path: str | os.PathLike, name: str = "gpt") -> Path:
-    """Write the generator's C file to `path`: the exported step and the driver around it."""
+def export_generator(model: GPT, bpe: BPE, path: str | os.PathLike, name: str = "gpt") -> Path:
+    """Write the generator's C file to `path`: the exported step and the driver around it. `bpe` is the
+    tokenizer the model was trained with (tinyedu.text); `name` names the C forward function."""
     if bpe.vocab_size != model.vocab_size:
         raise ValueError(f"export_generator: the tokenizer has {bpe.vocab_size} tokens (256 bytes + "
                          f"{len(bpe.merges)} merges) but the model's vocab_size is {model.vocab_size}")
@@ -80,7 +82,7 @@ def export_generator(model: Any, bpe: BPE, path: str | os.PathLike, name: str = 
     return path
 
 
-def _header(program: ExportedProgram, model: Any) -> str:
+def _header(program: ExportedProgram, model: GPT) -> str:
     name, stats = program.name, program.stats
     return "\n".join([
         f"/* {name}.c: a tinyedu GPT that writes text, as a standalone C program (no Python).",
@@ -226,7 +228,7 @@ int main(int argc, char** argv) {
 # --8<-- [end:driver]
 
 
-def _driver(program: ExportedProgram, model: Any) -> str:
+def _driver(program: ExportedProgram, model: GPT) -> str:
     """main and the step around the exported forward pass, for this program's inputs and outputs."""
     if [dt for _, dt in program.inputs[:2]] != [dtypes.int32, dtypes.int32]:
         raise ValueError(f"export_generator: the step's token and position must be int32, got "
