@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tinyedu import Tensor
 from tinyedu.text import BPE, corpus, corpus_modules, corpus_split, merge_pair, most_frequent_pair, train_bpe
 from tinyedu.text.corpus import CORPUS_FILE, HEADER, join_modules, split_modules, split_text
 
@@ -218,6 +219,12 @@ def test_round_trip_on_any_bytes(bpe: BPE, data: bytes) -> None:
     assert bpe.decode(ids) == data and bpe.decode(ids.tolist()) == data
 
 
+def test_decode_takes_a_tensor_of_ids(bpe: BPE) -> None:
+    ids = bpe.encode("def f(self):\n    return 1\n")
+    assert bpe.decode(Tensor(ids)) == b"def f(self):\n    return 1\n"
+    assert bpe.decode(Tensor(ids.astype(np.int64))) == bpe.decode(ids)
+
+
 @settings(max_examples=50, deadline=None)
 @given(st.text(max_size=100))
 def test_round_trip_on_any_text(bpe: BPE, text: str) -> None:
@@ -251,7 +258,9 @@ def test_describe_and_token_str(bpe: BPE) -> None:
     lines = bpe.describe(3)
     assert lines == ["256: ' ' + ' ' -> '  '", "257: '  ' + '  ' -> '    '",
                      "258: '    ' + '    ' -> '        '"]
-    assert len(bpe.describe()) == len(bpe.merges) == 256
+    assert len(bpe.describe()) == len(bpe.merges) == 256 and bpe.describe(0) == []
+    with pytest.raises(ValueError, match="n must be a count of merges"):
+        bpe.describe(-1)
     assert bpe.token_str(10) == "'\\n'" and bpe.token_str(0xE2) == "b'\\xe2'"
     with pytest.raises(ValueError, match="512 is not a token id"):
         bpe.token_str(512)
@@ -298,4 +307,7 @@ def test_clear_errors(bpe: BPE) -> None:
         bpe.decode([1.0, 2.0])
     with pytest.raises(TypeError, match="1-D"):
         bpe.decode(np.zeros((2, 2), dtype=np.int32))
-    assert bpe.decode([]) == b"" and bpe.encode(b"").tolist() == []
+    for not_ids in (b"ab", "ab", 5, np.int32(5)):
+        with pytest.raises(TypeError, match="expected a sequence of token ids"):
+            bpe.decode(not_ids)
+    assert bpe.decode([]) == b"" and bpe.encode(b"").tolist() == [] and bpe.decode([5]) == b"\x05"

@@ -153,7 +153,15 @@ class BPE:
     # --8<-- [end:encode]
 
     def decode(self, ids: Iterable[int] | np.ndarray) -> bytes:
-        """The bytes that token ids stand for: exactly the bytes `encode` was given."""
+        """The bytes that token ids stand for: exactly the bytes `encode` was given.
+
+        `ids` is a list, a numpy array, or anything with a `.numpy()` (a Tensor of ids).
+        """
+        if hasattr(ids, "numpy"):
+            ids = ids.numpy()
+        if isinstance(ids, (str, bytes, bytearray, int, np.integer)):
+            raise TypeError(f"BPE.decode: expected a sequence of token ids, got {type(ids).__name__} "
+                            f"{ids!r:.40}; a single id is decoded as [id]")
         array = np.asarray(ids if isinstance(ids, np.ndarray) else list(ids))
         if array.size == 0:
             return b""
@@ -179,6 +187,8 @@ class BPE:
 
     def describe(self, n: int | None = None) -> list[str]:
         """The first `n` merges (all when None), one line each: "256: ' ' + ' ' -> '  '"."""
+        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 0):
+            raise ValueError(f"BPE.describe: n must be a count of merges (an int >= 0) or None, got {n!r}")
         shown = self.merges if n is None else self.merges[:n]
         return [f"{256 + k}: {_readable(self.vocab[a])} + {_readable(self.vocab[b])} -> "
                 f"{_readable(self.vocab[256 + k])}" for k, (a, b) in enumerate(shown)]
