@@ -58,7 +58,8 @@ def export_step(model: GPT, name: str = "gpt") -> ExportedProgram:
     token = Tensor(np.zeros((1, 1), dtype=np.int32))
     position = Tensor(np.zeros(1, dtype=np.int32))
     caches = [Tensor(np.zeros(cache_shape, dtype=np.float32)) for _ in range(2 * len(model.blocks))]
-    return export_c(decoding_step(model), token, position, *caches, name=name)
+    # the weights in the file whatever their size or PORT says: the driver is main, and it reads no sidecar
+    return export_c(decoding_step(model), token, position, *caches, name=name, embed=True)
 # --8<-- [end:step]
 
 
