@@ -17,7 +17,7 @@ import pytest
 
 from tinyedu import Tensor
 from tinyedu.export import export_generator
-from tinyedu.export.generator import merge_rules
+from tinyedu.export.generator import export_step, merge_rules
 from tinyedu.models import GPT, quantize_int8
 from tinyedu.nn.state import get_parameters
 from tinyedu.text import BPE, corpus, train_bpe
@@ -84,6 +84,14 @@ def test_c_generator_stops_at_block_size_and_rejects_bad_arguments(bpe: BPE, tmp
     for args in [(b"",), (b"x", "-1"), (b"x", "5x"), (b"x", ""), (), (b"x", "1", "2")]:
         result = _run(program, *args)
         assert result.returncode == 2 and b"usage" in result.stderr, args
+
+
+def test_step_embeds_its_weights_whatever_port_says(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PORT", "0")  # export_c alone would write a sidecar file, which main never reads
+    program = export_step(GPT(260, 8, dim=8, n_heads=2, n_layers=1))
+    assert program.embedded and "model_tok_emb_weight[2080] = {" in program.source
+    assert [shape for shape, _ in program.inputs] == [(1, 1), (1,)] + [(1, 2, 8, 4)] * 2
+    assert [shape for shape, _ in program.outputs] == [(260,)] + [(1, 2, 8, 4)] * 2
 
 
 def test_export_generator_checks_the_vocabulary(bpe: BPE, tmp_path: Path) -> None:
