@@ -1,0 +1,246 @@
+"""A GPT and its tokenizer as one C program that writes text: `export_generator(model, bpe, "gpt.c")`.
+
+    cc -O2 gpt.c -o gpt -lm && ./gpt "def main(" 40
+
+export_c (program.py) turns a forward pass of fixed shapes into C. Generation is a loop around one
+such pass, the decoding step: the step reads one token, its position and every layer's KV cache
+(block_size positions, the ones not yet written hidden by the causal mask) and returns the logits
+and the caches with this position's keys and values written in. export_c lowers that step like any
+model; this file writes the loop around it in C: the byte-level BPE encoder (the merges as a
+table), the prompt fed through the step one position at a time (prefill), greedy decoding (argmax
+of the logits), and the bytes of every token printed as it comes. The program needs no Python.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from string import Template
+from typing import Callable
+
+import numpy as np
+
+from tinyedu.dtype import dtypes
+from tinyedu.export.model import ExportedProgram
+from tinyedu.export.program import export_c
+from tinyedu.models.gpt import GPT
+from tinyedu.tensor import Tensor
+from tinyedu.text.bpe import BPE
+
+DEFAULT_NEW_TOKENS = 64
+
+
+@dataclass
+class StepCache:
+    """One layer's keys and values as the step's inputs: what GPTAttention reads from a KVCache."""
+
+    k: Tensor
+    v: Tensor
+
+
+# --8<-- [start:step]
+def decoding_step(model: GPT) -> Callable[..., tuple[Tensor, ...]]:
+    """One decoding step as a function of tensors: (token (1, 1), position (1,), k0, v0, k1, v1, ...)
+    -> (logits (vocab,), k0', v0', ...). Every shape is fixed whatever the position: the caches hold
+    block_size positions and the mask hides those after `position`, so export_c can take it."""
+    def step(token: Tensor, position: Tensor, *caches: Tensor) -> tuple[Tensor, ...]:
+        layers = [StepCache(k, v) for k, v in zip(caches[0::2], caches[1::2], strict=True)]
+        logits, writes = model._forward(token, position, layers)
+        return (logits.reshape(-1), *(written for _, written in writes))
+    return step
+
+
+def export_step(model: GPT, name: str = "gpt") -> ExportedProgram:
+    """The decoding step as an ExportedProgram: inputs token, position, caches; outputs logits, caches."""
+    head_dim = model.tok_emb.weight.shape[1] // model.n_heads
+    cache_shape = (1, model.n_heads, model.block_size, head_dim)
+    token = Tensor(np.zeros((1, 1), dtype=np.int32))
+    position = Tensor(np.zeros(1, dtype=np.int32))
+    caches = [Tensor(np.zeros(cache_shape, dtype=np.float32)) for _ in range(2 * len(model.blocks))]
+    # the weights in the file whatever their size or PORT says: the driver is main, and it reads no sidecar
+    return export_c(decoding_step(model), token, position, *caches, name=name, embed=True)
+# --8<-- [end:step]
+
+
+def merge_rules(bpe: BPE) -> list[tuple[int, int, int]]:
+    """(left, right, merged token) in the order the tokenizer learned them: merge k makes token 256 + k."""
+    return [(a, b, 256 + k) for k, (a, b) in enumerate(bpe.merges)]
+
+
+def export_generator(model: GPT, bpe: BPE, path: str | os.PathLike, name: str = "gpt") -> Path:
+    """Write the generator's C file to `path`: the exported step and the driver around it. `bpe` is the
+    tokenizer the model was trained with (tinyedu.text); `name` names the C forward function."""
+    if bpe.vocab_size != model.vocab_size:
+        raise ValueError(f"export_generator: the tokenizer has {bpe.vocab_size} tokens (256 bytes + "
+                         f"{len(bpe.merges)} merges) but the model's vocab_size is {model.vocab_size}")
+    program = export_step(model, name)
+    body = program.source[program.source.index("*/") + 2:]  # export_c's header describes its own main
+    source = "\n".join([_header(program, model), "#define TINYEDU_NO_MAIN  /* the driver below is main */",
+                        body, _tokenizer(bpe), _driver(program, model)])
+    path = Path(path)
+    path.write_text(source)
+    return path
+
+
+def _header(program: ExportedProgram, model: GPT) -> str:
+    name, stats = program.name, program.stats
+    return "\n".join([
+        f"/* {name}.c: a tinyedu GPT that writes text, as a standalone C program (no Python).",
+        f"   Build: cc -O2 {name}.c -o {name} -lm",
+        f"   Run:   ./{name} \"PROMPT\" [NEW_TOKENS]   (default {DEFAULT_NEW_TOKENS} new tokens)",
+        "     encodes the prompt with the byte-level BPE below, runs it through the decoding step one",
+        "     position at a time, then picks the likeliest token (greedy) NEW_TOKENS times, stopping at",
+        f"     block_size = {model.block_size} positions; prints the prompt's and the new tokens' bytes.",
+        f"   The step: {stats['kernels']} kernel calls ({stats['functions']} functions, rendered by "
+        f"tinyedu); weights {stats['weight_bytes']} bytes;",
+        f"   scratch memory {stats['scratch_bytes']} bytes. */"])
+
+
+def _c_ints(values: list[int]) -> str:
+    return ",\n  ".join(", ".join(str(v) for v in values[i:i + 16]) for i in range(0, len(values), 16))
+
+
+# --8<-- [start:tokenizer]
+TOKENIZER = Template(r"""
+/* ---- the tokenizer: byte-level BPE ---- */
+#define N_MERGES $n_merges
+static const int merges[$rows][3] = {  /* left, right, merged token: in the order they were learned */
+  $merges
+};
+static const unsigned char piece_bytes[$n_bytes] = {  /* every token's bytes, one after another */
+  $bytes
+};
+static const int piece_start[$n_starts] = {  /* token t is piece_bytes[piece_start[t] .. piece_start[t+1]) */
+  $starts
+};
+
+/* the earliest rule that merges (left, right), or N_MERGES when none does */
+static int rule_of(int left, int right) {
+  for (int r = 0; r < N_MERGES; r++)
+    if (merges[r][0] == left && merges[r][1] == right) return r;
+  return N_MERGES;
+}
+
+/* text[0..n) as tokens in ids (room for n), their count: start from the bytes, then apply the
+   earliest rule that matches a pair, at every occurrence left to right, until no rule matches */
+static int bpe_encode(const unsigned char* text, int n, int* ids) {
+  for (int i = 0; i < n; i++) ids[i] = text[i];
+  for (;;) {
+    int best = N_MERGES;
+    for (int i = 0; i + 1 < n; i++) {
+      int r = rule_of(ids[i], ids[i + 1]);
+      if (r < best) best = r;
+    }
+    if (best == N_MERGES) return n;
+    int kept = 0;
+    for (int i = 0; i < n; i++) {
+      if (i + 1 < n && ids[i] == merges[best][0] && ids[i + 1] == merges[best][1]) {
+        ids[kept++] = merges[best][2];
+        i++;
+      } else ids[kept++] = ids[i];
+    }
+    n = kept;
+  }
+}
+
+static void print_token(int id) {
+  size_t length = (size_t)(piece_start[id + 1] - piece_start[id]);
+  fwrite(piece_bytes + piece_start[id], 1, length, stdout);
+  fflush(stdout);
+}
+""")
+# --8<-- [end:tokenizer]
+
+
+def _tokenizer(bpe: BPE) -> str:
+    """The tokenizer's tables and its encoder in C."""
+    rules, pieces = merge_rules(bpe), bpe.vocab
+    starts = np.cumsum([0] + [len(p) for p in pieces]).tolist()
+    merges = ",\n  ".join(", ".join(f"{{{a}, {b}, {c}}}" for a, b, c in rules[i:i + 6])
+                          for i in range(0, len(rules), 6))
+    return TOKENIZER.substitute(n_merges=len(rules), rows=max(len(rules), 1), merges=merges or "{0, 0, 0}",
+                                n_bytes=starts[-1], bytes=_c_ints(list(b"".join(pieces))),
+                                n_starts=len(starts), starts=_c_ints(starts))
+
+
+# --8<-- [start:driver]
+DRIVER = Template(r"""
+/* ---- the generator: prefill, then greedy decoding ---- */
+#include <time.h>
+#define VOCAB $vocab
+#define BLOCK_SIZE $block_size
+#define DEFAULT_NEW_TOKENS $default_new
+/* two sets of caches: a step reads one and writes the other (the forward's inputs and outputs may not
+   overlap), then they swap; all zeros at first, which the mask hides until they are written */
+static _Alignas(64) float caches[2][$n_caches][$cache_size];
+static _Alignas(64) float logits[VOCAB];
+static int now = 0;
+
+/* one position through the model: the logits of the token after it */
+static void step(int token, int position) {
+  ${name}_forward(&token, &position, $reads, logits, $writes);
+  now = 1 - now;
+}
+
+static int argmax(const float* x, int n) {  /* the first of equal maxima, as numpy's */
+  int best = 0;
+  for (int i = 1; i < n; i++) if (x[i] > x[best]) best = i;
+  return best;
+}
+
+int main(int argc, char** argv) {
+  long wanted = DEFAULT_NEW_TOKENS;
+  char* end = NULL;
+  if (argc == 3) wanted = strtol(argv[2], &end, 10);
+  if (argc < 2 || argc > 3 || !argv[1][0] || (argc == 3 && (*end || end == argv[2] || wanted < 0))) {
+    fprintf(stderr, "usage: %s \"PROMPT\" [NEW_TOKENS]  (a non-empty prompt; NEW_TOKENS >= 0, "
+            "default %d)\n", argv[0], DEFAULT_NEW_TOKENS);
+    return 2;
+  }
+  int n_bytes = (int)strlen(argv[1]);
+  int* ids = malloc(sizeof(int) * (size_t)n_bytes);
+  if (!ids) { fprintf(stderr, "%s: out of memory\n", argv[0]); return 1; }
+  int n = bpe_encode((const unsigned char*)argv[1], n_bytes, ids);
+  if (n > BLOCK_SIZE) {
+    fprintf(stderr, "%s: the prompt is %d tokens; the model has %d positions (block_size)\n",
+            argv[0], n, BLOCK_SIZE);
+    return 1;
+  }
+  if (wanted > BLOCK_SIZE - n) wanted = BLOCK_SIZE - n;  /* no position beyond block_size */
+  clock_t start = clock();
+  for (int i = 0; i < n; i++) {  /* prefill: the prompt's keys and values go into the caches */
+    print_token(ids[i]);
+    step(ids[i], i);
+  }
+  for (int i = 0; i < wanted; i++) {  /* greedy decoding: the likeliest token, fed back in */
+    int token = argmax(logits, VOCAB);
+    print_token(token);
+    if (i + 1 < wanted) step(token, n + i);
+  }
+  double seconds = (double)(clock() - start) / CLOCKS_PER_SEC;
+  long steps = n + (wanted > 0 ? wanted - 1 : 0);
+  fprintf(stderr, "\n%d prompt + %ld new tokens: %ld steps in %.4f s (%.0f steps/s)\n", n, wanted, steps,
+          seconds, steps / (seconds > 0 ? seconds : 1e-9));
+  free(ids);
+  return 0;
+}
+""")
+# --8<-- [end:driver]
+
+
+def _driver(program: ExportedProgram, model: GPT) -> str:
+    """main and the step around the exported forward pass, for this program's inputs and outputs."""
+    if [dt for _, dt in program.inputs[:2]] != [dtypes.int32, dtypes.int32]:
+        raise ValueError(f"export_generator: the step's token and position must be int32, got "
+                         f"{[dt.name for _, dt in program.inputs[:2]]}")
+    n_caches = len(program.inputs) - 2
+    return DRIVER.substitute(vocab=model.vocab_size, block_size=model.block_size,
+                             default_new=DEFAULT_NEW_TOKENS, n_caches=n_caches,
+                             cache_size=int(np.prod(program.inputs[2][0])), name=program.name,
+                             reads=", ".join(f"caches[now][{i}]" for i in range(n_caches)),
+                             writes=", ".join(f"caches[1 - now][{i}]" for i in range(n_caches)))
+
+
+__all__ = ["export_generator", "export_step", "decoding_step", "merge_rules", "StepCache",
+           "DEFAULT_NEW_TOKENS", "TOKENIZER", "DRIVER"]
