@@ -54,6 +54,7 @@ from typing import Any
 from tinyedu.codegen import gpu, local_arrays
 from tinyedu.codegen.index import INDEX_OPS, index_dtype  # noqa: F401 - INDEX_OPS: also imported from here by notebook 04
 from tinyedu.codegen.kernel import AxisKind, Kernel, ast_dtype
+from tinyedu.codegen.local_arrays import Combo  # a position of the expanded axes: ((axis, index), ...)
 from tinyedu.codegen.uops import FusedOps, UOp, UOpBuilder, UOps, VectorDType, lowest_value
 from tinyedu.codegen.vectorize import (
     LANE,
@@ -72,8 +73,6 @@ from tinyedu.codegen.vectorize import (
 from tinyedu.dtype import DType, dtypes
 from tinyedu.ops import BinaryOps, BufferOps, LazyOp, MemBuffer, ReduceOps, TernaryOps, UnaryOps
 from tinyedu.shape import Node, NumNode, Variable
-
-Combo = tuple[tuple[int, int], ...]   # a position of the expanded axes: ((axis, index), ...)
 
 
 class Linearizer:

@@ -9,18 +9,39 @@ what they made (the packed copy and its view, the combined partial sums); the li
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from tinyedu.codegen.kernel import Kernel
 from tinyedu.codegen.opts import pack_tile
-from tinyedu.codegen.uops import UOp, UOps, VectorDType
+from tinyedu.codegen.uops import UOp, UOpBuilder, UOps, VectorDType
 from tinyedu.codegen.vectorize import LANE, Value, as_lanes, as_vector, tree, vectorizable
 from tinyedu.dtype import DType
 from tinyedu.helpers import prod
 from tinyedu.ops import BinaryOps, LazyOp, ReduceOps
 from tinyedu.shape import Node, NumNode, ShapeTracker, Variable, View, strides_for_shape
 
-if TYPE_CHECKING:
-    from tinyedu.codegen.linearizer import Combo, Linearizer
+Combo = tuple[tuple[int, int], ...]   # a position of the expanded axes: ((axis, index), ...)
+
+
+class Linearizer(Protocol):
+    """What these two functions use of the Linearizer (tinyedu/codegen/linearizer.py), which calls
+    them: described here so that this module does not import the one that imports it."""
+
+    kernel: Kernel
+    b: UOpBuilder
+    globals: dict[int, UOp]
+    loops: dict[str, UOp]
+    vector_axis: int | None
+    width: int
+
+    def _dtype(self, node: LazyOp) -> DType: ...
+    def combos(self, reduce: bool) -> list[Combo]: ...
+    def idx(self, axis: int, size: int) -> Node: ...
+    def load(self, buffer: UOp, index: Node, valid: Node, dtype: DType, width: int) -> Value: ...
+    def lower_reduce(self, reduce: LazyOp) -> dict[Combo, Value]: ...
+    def open_loop(self, axis: int) -> UOp: ...
+    def store_at(self, buffer: UOp, index: Node, value: Value, dtype: DType, width: int) -> None: ...
+    def width_above(self) -> int: ...
 
 # --8<-- [start:pack]
 def pack(lin: Linearizer, position: int, axis: int) -> tuple[UOp, ShapeTracker]:
