@@ -20,7 +20,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from tinyedu.engine.jit import TinyJit
+from tinyedu.jit import TinyJit
 
 
 # --8<-- [start:sample]

@@ -25,7 +25,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from tinyedu.engine.jit import TinyJit
+from tinyedu.jit import TinyJit
 from tinyedu.models.generate import generate_tokens
 from tinyedu.models.transformer import MLP, attention
 from tinyedu.nn import Embedding, LayerNorm, Linear
