@@ -82,6 +82,9 @@ EXERCISE_ANSWERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "10.basic_block": ("tinyedu/models/resnet.py", ("BasicBlock.__call__",)),
     "11.place_buffers": ("tinyedu/export/memory.py", ("place_buffers",)),
     "11.buffer_lifetimes": ("tinyedu/export/program.py", ("buffer_lifetimes",)),
+    "12.group_combine": ("tinyedu/codegen/gpu.py", ("combine_groups",)),
+    "12.barriers": ("tinyedu/codegen/gpu.py", ("finish_groups",)),
+    "12.local_sizes": ("tinyedu/codegen/heuristics.py", ("gpu_optimizations",)),
 }
 _HREF = re.compile(r'href="(\.\./docs/[^"#]+\.md|[A-Za-z0-9_.-]+\.ipynb)(#[^"]*)?"')
 

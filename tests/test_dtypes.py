@@ -44,7 +44,7 @@ def _devices() -> list:
 @pytest.fixture(params=_devices())
 def device(request: pytest.FixtureRequest) -> str:
     try:
-        Device[request.param]
+        Device[request.param].check_runnable()  # CUDA compiles anywhere, runs only on a GPU
     except DeviceUnavailable as missing:
         pytest.skip(str(missing))
     return request.param

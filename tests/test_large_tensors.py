@@ -56,7 +56,7 @@ def need(gib: float, device: str, whole_kernels: bool = False) -> None:
     """Skip unless `device` runs here (and, for kernels over 2^31 elements, runs them natively)
     and about `gib` GiB of memory are free."""
     try:
-        Device[device]
+        Device[device].check_runnable()  # CUDA compiles anywhere, runs only on a GPU
     except DeviceUnavailable as missing:
         pytest.skip(str(missing))
     if whole_kernels and emulated(device):

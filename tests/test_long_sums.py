@@ -33,7 +33,7 @@ except ImportError:
 
 def need(device: str) -> None:
     try:
-        Device[device]
+        Device[device].check_runnable()  # CUDA compiles anywhere, runs only on a GPU
     except DeviceUnavailable as missing:
         pytest.skip(str(missing))
 

@@ -64,7 +64,7 @@ def _device_param(name: str) -> Any:
 @pytest.fixture(autouse=True, params=[_device_param(d) for d in DEVICES])
 def device(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     try:
-        Device[request.param]
+        Device[request.param].check_runnable()  # CUDA compiles anywhere, runs only on a GPU
     except DeviceUnavailable as missing:  # e.g. NEON without its cross compiler, LLVM without llvmlite
         pytest.skip(str(missing))
     monkeypatch.setenv("DEVICE", request.param)

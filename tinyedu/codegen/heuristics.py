@@ -127,8 +127,9 @@ def _stage_shared_tiles(k: Kernel, try_opt) -> None:
               if p > 0 and isinstance(buf, MemBuffer)]
     shared = [p for p, strides in inputs if strides[axis] != 0 and any(strides[a] == 0 for a in locals_)]
     amount = _largest_divisor(k.full_shape[axis], TILE_REDUCE)
-    if not shared or amount < 2:
-        return
+    threads = prod(k.full_shape[a] for a in locals_)
+    if not shared or amount < 2 or k.full_shape[axis] < 2 * amount or threads < 64:
+        return  # a short reduce or a small workgroup: the copies and barriers would cost more
     if amount < k.full_shape[axis] and try_opt(Opt(OptOps.TILE, axis, amount)):
         axis += 1  # the inner loop, within one tile
     for p in shared:

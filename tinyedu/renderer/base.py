@@ -29,15 +29,16 @@ from typing import Any
 
 from tinyedu.codegen.uops import UOp, UOps
 
-# which method renders each UOp
-RULES = {
+# which method renders each UOp: the UOps every kernel may have, and the ones only GPU kernels have
+CPU_RULES = {
     UOps.DEFINE_GLOBAL: "define_global", UOps.DEFINE_LOCAL: "define_local", UOps.CONST: "const",
     UOps.RANGE: "open_loop", UOps.ENDRANGE: "close_loop", UOps.DEFINE_ACC: "define_acc",
     UOps.ASSIGN: "assign", UOps.LOAD: "load", UOps.STORE: "store", UOps.ALU: "alu", UOps.CAST: "cast",
     UOps.VECTORIZE: "vectorize", UOps.BROADCAST: "broadcast", UOps.GEP: "gep",
-    UOps.SPECIAL: "special", UOps.DEFINE_SHARED: "define_shared", UOps.BARRIER: "barrier",
-    UOps.IF: "open_if", UOps.ENDIF: "close_if",
 }
+GPU_RULES = {UOps.SPECIAL: "special", UOps.DEFINE_SHARED: "define_shared", UOps.BARRIER: "barrier",
+             UOps.IF: "open_if", UOps.ENDIF: "close_if"}
+RULES = {**CPU_RULES, **GPU_RULES}
 VALUES = (UOps.ALU, UOps.CAST, UOps.VECTORIZE, UOps.BROADCAST, UOps.GEP)  # computed values: go through bind
 
 
