@@ -27,7 +27,7 @@ import numpy as np
 
 from tinyedu.jit import TinyJit
 from tinyedu.models.generate import generate_tokens
-from tinyedu.models.transformer import MLP, attention
+from tinyedu.models.transformer import MLP, attention, check_tokens
 from tinyedu.nn import Embedding, LayerNorm, Linear
 from tinyedu.nn.optim import AdamW
 from tinyedu.nn.state import get_parameters
@@ -268,13 +268,7 @@ class GPT:
         return generate_tokens(self, prompt_ids, new_tokens, temperature, top_k, seed, cache)
 
     def _check_tokens(self, tokens: Tensor) -> None:
-        if not isinstance(tokens, Tensor) or tokens.ndim != 2 or tokens.dtype.is_float:
-            what = (f"shape {tokens.shape}, {tokens.dtype.name}" if isinstance(tokens, Tensor)
-                    else type(tokens).__name__)
-            raise ValueError(f"GPT: expected integer tokens of shape (batch, length), got {what}")
-        if not 1 <= tokens.shape[1] <= self.block_size:
-            raise ValueError(f"GPT: sequences of length {tokens.shape[1]} do not fit; the model has "
-                             f"positions for 1..{self.block_size} tokens (block_size)")
+        check_tokens("GPT", tokens, self.block_size)
 
 
 def _small_normal(rows: int, cols: int) -> Tensor:

@@ -138,13 +138,7 @@ class Transformer:
 # --8<-- [end:transformer]
 
     def _check_tokens(self, tokens: Tensor) -> None:
-        if not isinstance(tokens, Tensor) or tokens.ndim != 2 or tokens.dtype.is_float:
-            what = (f"shape {tokens.shape}, {tokens.dtype.name}" if isinstance(tokens, Tensor)
-                    else type(tokens).__name__)
-            raise ValueError(f"Transformer: expected integer tokens of shape (batch, length), got {what}")
-        if not 1 <= tokens.shape[1] <= self.block_size:
-            raise ValueError(f"Transformer: sequences of length {tokens.shape[1]} do not fit; the model has "
-                             f"positions for 1..{self.block_size} tokens (block_size)")
+        check_tokens("Transformer", tokens, self.block_size)
 
     # --8<-- [start:generate]
     def generate(self, prompts: Sequence[Sequence[int]] | np.ndarray, new_tokens: int,
@@ -184,6 +178,17 @@ class Transformer:
             sequences = np.concatenate([sequences, chosen[:, None]], axis=1)
         return sequences
     # --8<-- [end:generate]
+
+
+def check_tokens(model: str, tokens: Tensor, block_size: int) -> None:
+    """Integer tokens of shape (batch, length) with 1 <= length <= block_size, else a clear error."""
+    if not isinstance(tokens, Tensor) or tokens.ndim != 2 or tokens.dtype.is_float:
+        what = (f"shape {tokens.shape}, {tokens.dtype.name}" if isinstance(tokens, Tensor)
+                else type(tokens).__name__)
+        raise ValueError(f"{model}: expected integer tokens of shape (batch, length), got {what}")
+    if not 1 <= tokens.shape[1] <= block_size:
+        raise ValueError(f"{model}: sequences of length {tokens.shape[1]} do not fit; the model has "
+                         f"positions for 1..{block_size} tokens (block_size)")
 
 
 def token_tensor(tokens: np.ndarray) -> Tensor:
