@@ -85,6 +85,9 @@ EXERCISE_ANSWERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "12.group_combine": ("tinyedu/codegen/gpu.py", ("combine_groups",)),
     "12.barriers": ("tinyedu/codegen/gpu.py", ("finish_groups",)),
     "12.local_sizes": ("tinyedu/codegen/heuristics.py", ("gpu_optimizations",)),
+    "13.merge_pair": ("tinyedu/text/bpe.py", ("merge_pair",)),
+    "13.kv_cache_update": ("tinyedu/models/gpt.py", ("write_rows",)),
+    "13.online_softmax": ("tinyedu/function_attention.py", ("FlashAttention.forward",)),
 }
 _HREF = re.compile(r'href="(\.\./docs/[^"#]+\.md|[A-Za-z0-9_.-]+\.ipynb)(#[^"]*)?"')
 

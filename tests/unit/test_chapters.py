@@ -18,8 +18,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 CHAPTERS = sorted((ROOT / "notebooks").glob("[0-9][0-9]*_*.ipynb"))
 # A walkthrough page: a stage's page, one of the pages of the training stack (chapter 08), the models
-# page (chapters 09-10) or the export page (chapter 11).
-WALKTHROUGH = r"\]\(\.\./docs/((?:stage\d_\w+|numerics_and_semantics|nn|optim|state|jit|models|export)\.md)\)"
+# page (chapters 09-10), the export page (chapter 11) or the language model page (chapter 13).
+PAGES = r"stage\d_\w+|numerics_and_semantics|nn|optim|state|jit|models|export|language_model"
+WALKTHROUGH = rf"\]\(\.\./docs/((?:{PAGES})\.md)\)"
 
 
 def markdown_cells(notebook: Path) -> list[str]:

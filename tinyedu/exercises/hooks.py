@@ -30,6 +30,7 @@ The hooks the chapters use (each chapter's notebook says which one its exercise 
 | `models.lstm.lstm_cell`, `BasicBlock.__call__` | 10 | an LSTM step; a residual block |
 | `export.memory.place_buffers`, `export.program.buffer_lifetimes` | 11 | the memory plan; buffer lifetimes |
 | `codegen.gpu.combine_groups`, `heuristics.gpu_optimizations` | 12 | GROUP's combine; a workgroup's shape |
+| `text.bpe.merge_pair`, `models.gpt.write_rows` | 13 | the BPE merge step; the KV-cache update |
 """
 
 from __future__ import annotations
