@@ -484,6 +484,62 @@ def test_half_type_gradients_and_constants_match_torch(device: str, dt: DType) -
     assert nan_equal(full.numpy(), torch.full((3,), 0.1, dtype=_torch_dtype(dt)).float().numpy())
 
 
+# every unary formula (tinyedu/function_composite.py's UnaryFunction and those built on it), with
+# torch's float64 twin; values across float16's range, its largest numbers, infinities and kinks
+HALF_MATH = {
+    "exp": torch.exp, "expm1": torch.expm1, "log1p": torch.log1p, "sigmoid": torch.sigmoid,
+    "tanh": torch.tanh,
+    "gelu": torch.nn.functional.gelu, "silu": torch.nn.functional.silu, "mish": torch.nn.functional.mish,
+    "softplus": torch.nn.functional.softplus, "logsigmoid": torch.nn.functional.logsigmoid,
+    "elu": torch.nn.functional.elu, "selu": torch.nn.functional.selu, "celu": torch.nn.functional.celu,
+    "hardswish": torch.nn.functional.hardswish, "erf": torch.erf, "sinh": torch.sinh, "cosh": torch.cosh,
+    "asinh": torch.asinh, "acosh": torch.acosh, "atan": torch.atan, "tan": torch.tan,
+} if torch is not None else {}
+HALF_INPUTS = [-60000.0, -20.0, -3.0, -1.0, -0.0, 0.0, 6e-8, 0.5, 1.0, 1.5, 2.0, 5.0, 10.0, 11.0, 60000.0,
+               math.inf, -math.inf]
+
+
+@needs_torch
+@pytest.mark.parametrize("op", list(HALF_MATH))
+@pytest.mark.parametrize("dt", [dtypes.float16, dtypes.bfloat16], ids=lambda d: d.name)
+def test_half_type_math_is_float32_math_rounded_once(op: str, dt: DType) -> None:
+    """float16 and bfloat16 compute formulas in float32 and round once (their constants and
+    intermediates would overflow or lose precision in 16 bits): forward and gradient within a
+    rounding of float64's value, at values up to float16's largest, at infinities and at 0."""
+    tdt = _torch_dtype(dt)
+    start = torch.tensor(HALF_INPUTS).to(tdt).double()  # the inputs as the 16-bit type holds them
+    if op in ("tan",):
+        start = start[start.abs() < 1.5]  # (tan's poles: a rounding of x moves the value anywhere)
+    x = Tensor(start.float().numpy()).cast(dt).detach().requires_grad_(True)
+    t = start.clone().requires_grad_(True)
+    got, expected = getattr(x, op)(), HALF_MATH[op](t)
+    expected.sum().backward()
+    got.sum().backward()
+    assert got.dtype == dt and x.grad.dtype == dt
+    ulp = 2.0**-10 if dt == dtypes.float16 else 2.0**-7
+    for name, mine, oracle in (("value", got, expected.detach()), ("gradient", x.grad, t.grad)):
+        want = oracle.to(tdt).double().numpy()  # float64's value rounded to the 16-bit type
+        have = mine.float().numpy().astype(np.float64)
+        close = np.isclose(have, want, rtol=2 * ulp, atol=1e-6, equal_nan=True)
+        where = start.numpy()[~close]
+        assert close.all(), f"{op} {name} in {dt.name} at {where}: {have[~close]}, not {want[~close]}"
+
+
+@needs_torch
+@pytest.mark.parametrize("dt", [dtypes.float16, dtypes.bfloat16], ids=lambda d: d.name)
+def test_half_type_atan2_keeps_its_dtype_and_rounds_once(dt: DType) -> None:
+    values = np.array([-20.0, -0.0, 0.0, 1.5, 300.0, np.inf], np.float32)
+    y = Tensor(values).cast(dt).detach().requires_grad_(True)
+    x = (Tensor(values[::-1].copy()).cast(dt) * 0.5 + 1).detach().requires_grad_(True)
+    ty, tx = (torch.tensor(v.float().numpy(), dtype=torch.float64, requires_grad=True) for v in (y, x))
+    got, expected = y.atan2(x), torch.atan2(ty, tx)
+    got.sum().backward()
+    expected.sum().backward()
+    assert got.dtype == dt and y.grad.dtype == dt and x.grad.dtype == dt
+    for mine, oracle in ((got, expected.detach()), (y.grad, ty.grad), (x.grad, tx.grad)):
+        assert nan_equal(mine.float().numpy(), oracle.to(_torch_dtype(dt)).float().numpy())
+
+
 def test_llvm_half_conversions_work_without_f16c() -> None:
     """An x86 CPU without F16C converts float16 through libgcc calls, which the JIT must resolve."""
     import ctypes

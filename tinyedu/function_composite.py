@@ -18,6 +18,7 @@ from decimal import Context, Decimal
 from fractions import Fraction
 from typing import Any
 
+from tinyedu.dtype import dtypes
 from tinyedu.expr import Expr, erfc, exp, exp_minus_square, split
 from tinyedu.function import Function
 from tinyedu.lazy import LazyBuffer
@@ -31,7 +32,14 @@ class UnaryFunction(Function):
     """A unary Function given as formulas: the value, the derivative (from x and the value), and
     maybe `passes`, where the gradient gets through at all. PyTorch's piecewise functions (relu,
     clamp, hardswish...) *select* the gradient rather than multiply it by 0, so an infinite incoming
-    gradient becomes 0 where they are flat, not 0 * inf = NaN."""
+    gradient becomes 0 where they are flat, not 0 * inf = NaN.
+
+    float16 and bfloat16 inputs are computed in float32 and the result rounded once to their dtype,
+    forward and backward (as PyTorch does). The formulas need it: their constants (1.5 * 2^23 to
+    round to an integer, 4097 to split a number in halves) and intermediate values (x * x, e^x
+    before a division) overflow float16, whose largest number is 65504, and bfloat16's 8 bits of
+    precision would lose what the formulas' error terms carry.
+    """
 
     def value(self, x: Expr) -> Expr:
         raise NotImplementedError
@@ -43,15 +51,15 @@ class UnaryFunction(Function):
         return None
 
     def forward(self, x: LazyBuffer, **params: Any) -> LazyBuffer:
-        self.params = params
-        self.x = Expr(x)
+        self.params, self.dtype = params, x.dtype
+        self.x = Expr(x.cast(dtypes.float32) if x.dtype.is_half else x)
         self.ret = self.value(self.x)
-        return self.ret.lazydata
+        return self.ret.lazydata.cast(x.dtype)
 
     def backward(self, grad: LazyBuffer) -> LazyBuffer:
-        local = self.derivative(self.x, self.ret) * Expr(grad)
+        local = self.derivative(self.x, self.ret) * Expr(grad.cast(self.x.lazydata.dtype))
         passes = self.passes(self.x, self.ret)
-        return (local if passes is None else passes.where(local, 0.0)).lazydata
+        return (local if passes is None else passes.where(local, 0.0)).lazydata.cast(self.dtype)
 
 
 # --8<-- [end:unary-function]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import struct
 
+from tinyedu.dtype import dtypes
 from tinyedu.expr import Expr, erf64, erfc, exp, exp_minus_square, split
 from tinyedu.function import Function
 from tinyedu.function_composite import UnaryFunction
@@ -138,10 +139,12 @@ class Atan2(Function):
     for x = -0.0 and x = -inf. C's special cases: both zeros are the ratio 0 (x >= 0) or inf, so
     +-0 or +-pi; both infinities the ratio 1, so +-pi/4 or +-3pi/4. Gradients PyTorch's:
     (x, -y) / (x^2 + y^2), and 0 where x^2 + y^2 underflows to 0 (at (0, 0), and at (1e-30, 1e-30),
-    where the true gradient is 5e29) or overflows."""
+    where the true gradient is 5e29) or overflows. float16 and bfloat16 compute in float32 and
+    round once, as UnaryFunction does."""
 
     def forward(self, y: LazyBuffer, x: LazyBuffer) -> LazyBuffer:
-        self.y, self.x = Expr(y), Expr(x)
+        self.dtype = y.dtype
+        self.y, self.x = (Expr(v.cast(dtypes.float32) if v.dtype.is_half else v) for v in (y, x))
         ay, ax = self.y.abs(), self.x.abs()
         left = _signbit(self.x)
         ratio = left.where(ax / ay, ay / ax)
@@ -152,14 +155,14 @@ class Atan2(Function):
         if self.x.double():
             hi, lo = self.x.const(hi), self.x.const(lo)
         angle = left.where(hi, zero) + (left.where(lo, zero) + atan_abs(ratio))
-        return _signbit(self.y).where(-angle, angle).lazydata
+        return _signbit(self.y).where(-angle, angle).lazydata.cast(self.dtype)
 
     def backward(self, grad: LazyBuffer) -> tuple[LazyBuffer | None, ...]:
-        g, y, x = Expr(grad), self.y, self.x
+        g, y, x = Expr(grad.cast(self.y.lazydata.dtype)), self.y, self.x
         recip = 1 / (y * y + x * x)
         recip = recip.eq(math.inf).where(0.0, recip)  # PyTorch's: 0, not 0 * inf, where x^2 + y^2 underflows
-        dy = (g * x * recip).lazydata if self.needs_input_grad[0] else None
-        dx = (g * -y * recip).lazydata if self.needs_input_grad[1] else None
+        dy = (g * x * recip).lazydata.cast(self.dtype) if self.needs_input_grad[0] else None
+        dx = (g * -y * recip).lazydata.cast(self.dtype) if self.needs_input_grad[1] else None
         return dy, dx
 
 
