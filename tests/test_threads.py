@@ -1,4 +1,4 @@
-"""Threads that behave: how OpenMP's idle threads wait, and the xdist workers' one thread each.
+"""Threads that behave: how OpenMP's idle threads wait, and THREAD loops on the LLVM device.
 
 OpenMP reads its wait policy once, when the runtime is loaded, so each case runs in a fresh Python
 with OMP_DISPLAY_ENV=verbose, which makes libgomp print the settings it took (GOMP_SPINCOUNT = '0'
@@ -13,9 +13,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from tinyedu.runtime.device import WAIT_SETTINGS
+from tinyedu import Tensor, dtypes
+from tinyedu.codegen import heuristics
+from tinyedu.codegen.opts import Opt, OptOps
+from tinyedu.engine.lower import lower
+from tinyedu.engine.schedule import create_schedule
+from tinyedu.runtime import ops_llvm
+from tinyedu.runtime.device import WAIT_SETTINGS, Device, DeviceUnavailable
 from tinyedu.runtime.toolchain import find_compiler, openmp_available
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -66,3 +73,85 @@ def test_a_wait_policy_the_user_set_is_kept(setting: str, value: str, policy: st
     output = run_child(**{setting: value})
     assert f"policy: {policy}" in output
     assert (spin_count(output) != "0") if value == "active" else (spin_count(output) == value), output
+
+
+# ---- LLVM: THREAD loops run on libgomp's threads, with the same bits as one thread ----
+def llvm_with_openmp() -> None:
+    try:
+        Device["LLVM"].check_runnable()
+    except DeviceUnavailable as missing:
+        pytest.skip(str(missing))
+    if ops_llvm.openmp() is None:
+        pytest.skip("libgomp is not installed: the LLVM device runs THREAD loops on one thread")
+
+
+# Odd row counts (iterations that do not divide among the threads), columns a multiple of 16, so the
+# heuristics give every case opts with THREADS=1 too: a kernel without opts multiplies and adds where an
+# optimized one uses a fused multiply-add (codegen/linearizer.py), which rounds differently.
+CASES = {
+    "matmul": lambda a, b, x: a @ b,
+    "matmul, relu, backward-like transpose": lambda a, b, x: (a @ b).relu().T @ a,
+    "long sum (blocks)": lambda a, b, x: x.sum(),
+    "max of everything (threads over the reduce)": lambda a, b, x: x.max(),
+    "int sum": lambda a, b, x: (x * 100).cast(dtypes.int32).sum(),
+    "row sums of an exp": lambda a, b, x: x.reshape(333, 1000).exp().sum(1),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_llvm_threads_compute_the_same_bits_as_one_thread(case: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    llvm_with_openmp()
+    monkeypatch.setattr(heuristics, "THREAD_MIN_WORK", 0)  # thread these small kernels too
+    rng = np.random.default_rng(7)
+    arrays = tuple(rng.standard_normal(shape).astype(np.float32) for shape in ((67, 48), (48, 80), 333_000))
+    results = {}
+    for threads in ("1", "2", "3"):
+        monkeypatch.setenv("THREADS", threads)
+        for device in ("LLVM", "C"):
+            results[device, threads] = CASES[case](*(Tensor(a, device=device) for a in arrays)).numpy()
+    assert all(r.tobytes() == results["LLVM", "1"].tobytes() for r in results.values())
+    expected = CASES[case](*(Tensor(a, device="NUMPY") for a in arrays)).numpy()
+    np.testing.assert_allclose(results["LLVM", "2"], expected, rtol=1e-5, atol=1e-4)
+
+
+def test_llvm_renders_a_thread_loop_as_a_worker_that_gomp_parallel_runs(monkeypatch) -> None:
+    llvm_with_openmp()
+    monkeypatch.setenv("THREADS", "2")
+    item = [i for i in create_schedule([(Tensor.empty(64, 64) @ Tensor.empty(64, 64)).lazydata])
+            if i.ast.op.name == "STORE"][-1]
+    program = lower("LLVM", item.ast, [Opt(OptOps.THREAD, 0, 2)], compile=False)
+    ir = program.source
+    assert "call void @GOMP_parallel(ptr @r_64_64_64.tidx0, ptr %tidx0.context, i32 %tidx0.threads" in ir
+    assert "define internal void @r_64_64_64.tidx0(ptr %context)" in ir
+    assert "atomicrmw add ptr %tidx0.counter, i32 1 monotonic" in ir
+    assert Device["LLVM"].threads() == 2
+
+
+FORKED_LLVM = """
+import os, sys, time
+import numpy as np
+from tinyedu import Tensor
+a = np.random.default_rng(0).random((384, 384), dtype=np.float32)
+expected = (Tensor(a, device="LLVM") @ Tensor(a, device="LLVM")).numpy()  # threads start in the parent
+pid = os.fork()
+if pid == 0:
+    ok = np.array_equal((Tensor(a, device="LLVM") @ Tensor(a, device="LLVM")).numpy(), expected)
+    os._exit(0 if ok else 1)
+end = time.monotonic() + 60
+while (status := os.waitpid(pid, os.WNOHANG)) == (0, 0):
+    if time.monotonic() > end:
+        os.kill(pid, 9)
+        sys.exit("the forked child hung")
+    time.sleep(0.02)
+print("child ok" if os.waitstatus_to_exitcode(status[1]) == 0 else "child got another result")
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork() here")
+def test_a_forked_child_runs_threaded_llvm_kernels_on_one_thread() -> None:
+    """The LLVM kernels use the same libgomp as C ones, so toolchain.py's fork handler covers them."""
+    llvm_with_openmp()
+    env = {**os.environ, "THREADS": "2", "PYTHONPATH": os.pathsep.join([str(ROOT), *sys.path])}
+    result = subprocess.run([sys.executable, "-c", FORKED_LLVM], cwd=ROOT, env=env, capture_output=True,
+                            text=True, timeout=180)
+    assert "child ok" in result.stdout, result.stdout + result.stderr
