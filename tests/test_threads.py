@@ -18,6 +18,7 @@ import pytest
 
 from tinyedu import Tensor, dtypes
 from tinyedu.codegen import heuristics
+from tinyedu.codegen.kernel import Kernel
 from tinyedu.codegen.opts import Opt, OptOps
 from tinyedu.engine.lower import lower
 from tinyedu.engine.schedule import create_schedule
@@ -155,3 +156,22 @@ def test_a_forked_child_runs_threaded_llvm_kernels_on_one_thread() -> None:
     result = subprocess.run([sys.executable, "-c", FORKED_LLVM], cwd=ROOT, env=env, capture_output=True,
                             text=True, timeout=180)
     assert "child ok" in result.stdout, result.stdout + result.stderr
+
+
+# ---- which kernels the heuristics thread ----
+def heuristic_ops(t: Tensor, threads: int = 2) -> list[OptOps]:
+    item = [i for i in create_schedule([t.lazydata]) if i.ast.op.name == "STORE"][-1]
+    return [opt.op for opt in heuristics.hand_coded_optimizations(Kernel(item.ast), 16, threads)]
+
+
+def test_threads_go_to_kernels_that_run_long_enough() -> None:
+    """About 100 us on one core: 2^20 iterations that each load, 8x as many in a matmul's register
+    block (a 160^3 matmul runs in tens of microseconds: a thread's wake-up would cost more than it
+    saves)."""
+    assert OptOps.THREAD in heuristic_ops(Tensor.empty(1 << 20) + 1)
+    assert OptOps.THREAD in heuristic_ops(Tensor.empty(1 << 20).sum())
+    assert OptOps.THREAD not in heuristic_ops(Tensor.empty(1 << 19) + 1)
+    assert OptOps.THREAD not in heuristic_ops(Tensor.empty(160, 160) @ Tensor.empty(160, 160))
+    assert OptOps.THREAD in heuristic_ops(Tensor.empty(256, 256) @ Tensor.empty(256, 256))
+    assert OptOps.THREAD in heuristic_ops(Tensor.empty(128, 784) @ Tensor.empty(784, 256))  # the MLP's
+    assert OptOps.THREAD not in heuristic_ops(Tensor.empty(256, 256) @ Tensor.empty(256, 256), threads=1)
