@@ -175,3 +175,23 @@ def test_threads_go_to_kernels_that_run_long_enough() -> None:
     assert OptOps.THREAD in heuristic_ops(Tensor.empty(256, 256) @ Tensor.empty(256, 256))
     assert OptOps.THREAD in heuristic_ops(Tensor.empty(128, 784) @ Tensor.empty(784, 256))  # the MLP's
     assert OptOps.THREAD not in heuristic_ops(Tensor.empty(256, 256) @ Tensor.empty(256, 256), threads=1)
+
+
+# ---- the test suite's workers ----
+def test_in_a_worker_threads_is_one() -> None:
+    """Run by the test below, in a pytest-xdist worker started without THREADS."""
+    if not os.environ.get("TINYEDU_PROBE_XDIST_THREADS"):
+        pytest.skip("run by test_xdist_workers_run_kernels_on_one_thread, in a worker")
+    assert os.environ.get("PYTEST_XDIST_WORKER") and os.environ["THREADS"] == "1"
+
+
+def test_xdist_workers_run_kernels_on_one_thread() -> None:
+    """tests/conftest.py gives each xdist worker THREADS=1 unless THREADS is set: two workers with a
+    thread per core each would wait for each other's cores."""
+    pytest.importorskip("xdist")
+    env = {k: v for k, v in os.environ.items() if k not in ("THREADS", "PYTEST_XDIST_WORKER")}
+    env.update(TINYEDU_PROBE_XDIST_THREADS="1", PYTHONPATH=os.pathsep.join([str(ROOT), *sys.path]))
+    command = [sys.executable, "-m", "pytest", "-q", "-n", "1", "-p", "no:cacheprovider",
+               "tests/test_threads.py::test_in_a_worker_threads_is_one"]
+    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0 and "1 passed" in result.stdout, result.stdout + result.stderr
