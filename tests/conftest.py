@@ -4,9 +4,19 @@ chosen)."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from tinyedu.exercises import chapter_marker, exercises
+
+# `make test` runs one pytest-xdist worker per core: if each worker's kernels also used a thread per
+# core, the machine would hold twice as many busy threads as cores, and each worker's threads would
+# wait for cores the other worker holds. So a worker runs kernels on one thread unless THREADS was
+# set; tests about threads set their own (test_threads.py, test_long_sums.py, test_fork.py, the
+# heuristics tests in test_opts.py), as do notebooks that print threaded opts (06, 07).
+if os.environ.get("PYTEST_XDIST_WORKER") and "THREADS" not in os.environ:
+    os.environ["THREADS"] = "1"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -17,8 +17,12 @@ The choices, in the order they are made (each only when it applies):
    output axes along which some input does not move (stride 0), until 16 vector accumulators, so
    each load feeds several multiply-adds. Reduces without reuse get 4 accumulators instead (so
    the additions do not wait on each other).
-5. Threads for kernels with enough work (waking a thread costs microseconds): THREAD the outermost
-   output loop that has an iteration for every thread.
+5. Threads for kernels with enough work: THREAD the outermost output loop that has an iteration for
+   every thread. Enough is about 100 us on one core (waking a sleeping thread, and on a busy machine
+   waiting for a core, costs tens of microseconds): THREAD_MIN_WORK loop iterations, or
+   THREAD_REUSE_FACTOR times as many in a reduce that reuses its loads (matmul, convolution), whose
+   register-blocked iterations are that much cheaper (measured: a 192^3 matmul, 2^22.8 iterations
+   in 75 us, gained nothing from a second core; a 2^20 sum and a 2^18 elementwise op did).
 6. Packing, for a matmul-like reduce whose reused input is read with a large stride along the
    reduce axis: put the loops that input depends on outside, then PACK its tile, so the innermost
    loop reads it contiguously from cache instead of one cache line per element.
@@ -32,7 +36,8 @@ from tinyedu.helpers import prod
 from tinyedu.ops import MemBuffer, UnaryOps
 
 SMALL_KERNEL = 4096          # loop iterations below which a kernel gets no opts (on a CPU)
-THREAD_MIN_WORK = 1 << 20    # loop iterations worth waking threads for (about 100 us on one core)
+THREAD_MIN_WORK = 1 << 20    # loop iterations worth waking threads for (about 100 us on one core) ...
+THREAD_REUSE_FACTOR = 8      # ... times this in a reduce that reuses its loads (rule 5)
 ACCUMULATORS = 16            # vector accumulators a register block aims for (AVX-512 has 32 registers)
 WORKGROUP = 256              # GPU: threads per workgroup the heuristics aim for (8 warps of 32)
 GROUP_MIN = 256              # GPU: reduces at least this long are shared by a workgroup's threads ...
@@ -49,6 +54,7 @@ def hand_coded_optimizations(kernel: Kernel, vector_width: int, threads: int) ->
         return []
     start = len(k.applied_opts)
     try_opt = _trier(k)
+    reuses = _reuses_loads(k)
     if k.reduceop is not None and k.first_reduce == 0 and threads > 1 and work >= THREAD_MIN_WORK:
         reduce_axis = k.loop_axes[0]
         try_opt(Opt(OptOps.THREAD, reduce_axis, threads))
@@ -62,7 +68,7 @@ def hand_coded_optimizations(kernel: Kernel, vector_width: int, threads: int) ->
     if k.reduceop is not None:
         _register_block(k, try_opt, vector_width)
         packed = _order_for_pack(k, try_opt)
-    if threads > 1 and work >= THREAD_MIN_WORK and k.threads == 1:
+    if threads > 1 and work >= THREAD_MIN_WORK * (THREAD_REUSE_FACTOR if reuses else 1) and k.threads == 1:
         for axis in [a for a in k.loop_axes if k.kinds[a] is AxisKind.LOOP]:
             if k.full_shape[axis] >= threads and try_opt(Opt(OptOps.THREAD, axis, threads)):
                 break
@@ -163,6 +169,13 @@ def _strides(k: Kernel) -> list[tuple[int, tuple]]:
     """(elements, per-axis strides) of every input buffer (None: no single stride)."""
     return [(st.size and st.max_index() + 1, st.real_strides(ignore_valid=True))
             for buf, st in zip(k.bufs[1:], k.sts[1:], strict=True) if isinstance(buf, MemBuffer)]
+
+
+def _reuses_loads(k: Kernel) -> bool:
+    """Whether a reduce reads some input again along an output loop (stride 0: a matmul's A along
+    B's columns), so that register blocking makes its iterations cheap."""
+    outputs = [a for a in k.loop_axes if k.kinds[a] is AxisKind.LOOP]
+    return k.reduceop is not None and any(strides[a] == 0 for _, strides in _strides(k) for a in outputs)
 
 
 def _pick_vector_axis(k: Kernel, vector_width: int) -> tuple[int, int] | None:

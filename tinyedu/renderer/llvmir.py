@@ -56,6 +56,7 @@ from tinyedu.renderer.llvm_ops import (
     memory_type,
     signed,
 )
+from tinyedu.renderer.llvm_threads import OPENMP_DECLARES, start_threads, worker_function, worker_head
 
 
 class LLVMRenderer(Renderer):
@@ -76,6 +77,8 @@ class LLVMRenderer(Renderer):
         self.current: dict[UOp, str] = {}   # accumulator -> the name of its current value
         self.loops: list[tuple[UOp, list[tuple[int, UOp, str]]]] = []  # open: (range, its phis)
         self.updated = _updated_accumulators(uops)
+        self.workers: list[str] = []        # the functions THREAD loops became (see llvm_threads.py)
+        self.kernel_body: tuple[list[str], list[str], str] | None = None  # set aside inside a THREAD loop
 
     def emit(self, line: str) -> None:
         self.lines.append(f"  {line}")
@@ -113,7 +116,7 @@ class LLVMRenderer(Renderer):
     def finish(self) -> str:
         head = [f"; kernel {self.function_name}, rendered from UOps by tinyedu",
                 f"define void @{self.function_name}({', '.join(self.params)}) nounwind {{", "entry:"]
-        lines = [*head, *self.allocas, *self.lines, "  ret void", "}", *self.declares.values()]
+        lines = [*head, *self.allocas, *self.lines, "  ret void", "}", *self.workers, *self.declares.values()]
         return "\n".join(lines) + "\n"
     # --8<-- [end:render]
 
@@ -130,9 +133,9 @@ class LLVMRenderer(Renderer):
         """The header block: a phi for the counter (and for every accumulator the loop updates),
         then the test that leaves the loop."""
         name, t = u.arg.name, llvm_type(u.dtype)
-        before = self.block
         if u.arg.threads > 1:
-            self.emit(f"; {u.arg}: threads are not used on LLVM, the iterations run one after another")
+            return self.open_thread_loop(u, start, end)
+        before = self.block
         self.emit(f"br label %{name}.loop")
         self.start_block(f"{name}.loop")
         phis = [(len(self.lines), u, f"%{name}")]
@@ -152,6 +155,8 @@ class LLVMRenderer(Renderer):
         """The step and the jump back; the phis get their second input: the values at the end of the body."""
         range_, phis = self.loops.pop()
         assert range_ is u.src[0], "ENDRANGE closes the innermost loop"
+        if range_.arg.threads > 1:
+            return self.close_thread_loop(range_)
         name, t = range_.arg.name, llvm_type(range_.dtype)
         self.emit(f"%{name}.next = add {t} %{name}, 1")
         for line, what, _ in phis:
@@ -171,6 +176,54 @@ class LLVMRenderer(Renderer):
         self.current[u.src[0]] = value  # SSA: nothing is overwritten, the accumulator has a new value
         return value
     # --8<-- [end:loops]
+
+    # --8<-- [start:thread-loops]
+    def open_thread_loop(self, u: UOp, start: str, end: str) -> str:
+        """A THREAD loop: the kernel runs a worker function on several threads (llvm_threads.py says
+        how); the loop body goes into the worker, which claims iterations from a shared counter."""
+        name, t = u.arg.name, llvm_type(u.dtype)
+        if self.loops or self.updated[u]:
+            raise NotImplementedError(f"LLVM renderer: THREAD loop {name} must be the outermost loop and "
+                                      "update no accumulator defined outside it (partial results go to a "
+                                      "local array)")
+        worker, captured = f"@{self.function_name}.{name}", self.captured_values()
+        alloca, lines = start_threads(name, worker, captured, t, start, u.arg.threads)
+        self.allocas.append(alloca)
+        for line in lines:
+            self.emit(line)
+        self.declares.update(OPENMP_DECLARES)
+        self.kernel_body = (self.lines, self.allocas, self.block)  # the kernel goes on after the loop
+        self.lines, self.allocas = [], []
+        for line in worker_head(name, captured, t):
+            self.emit(line)
+        self.emit(f"br label %{name}.loop")
+        self.start_block(f"{name}.loop")
+        self.emit(f"%{name} = atomicrmw add ptr %{name}.counter, {t} 1 monotonic")  # claim the next one
+        self.emit(f"%{name}.more = icmp slt {t} %{name}, {end}")
+        self.emit(f"br i1 %{name}.more, label %{name}.body, label %{name}.exit")
+        self.start_block(f"{name}.body")
+        self.loops.append((u, []))
+        return f"%{name}"
+
+    def close_thread_loop(self, u: UOp) -> None:
+        """The end of the worker (claim the next iteration, or return); the kernel goes on."""
+        name = u.arg.name
+        self.emit(f"br label %{name}.loop")
+        self.start_block(f"{name}.exit")
+        self.workers.append(worker_function(f"@{self.function_name}.{name}", self.allocas, self.lines))
+        self.lines, self.allocas, self.block = self.kernel_body
+        self.kernel_body = None
+
+    def captured_values(self) -> list[tuple[str, str]]:
+        """The named values computed before the THREAD loop (buffers, local arrays, values hoisted out
+        of the loop), with their types: the worker reads them from the context."""
+        captured: dict[str, str] = {}
+        for u, value in self.values.items():
+            if isinstance(value, str) and value.startswith("%") and value not in captured:
+                pointer = u.op in (UOps.DEFINE_GLOBAL, UOps.DEFINE_LOCAL)
+                captured[value] = "ptr" if pointer else llvm_type(u.dtype)
+        return list(captured.items())
+    # --8<-- [end:thread-loops]
 
     # ---- memory ----
     # --8<-- [start:memory]

@@ -25,7 +25,8 @@ Environment:
 - `THREADS=n` (default: the number of cores) lets kernels use n threads, with OpenMP
   (`-fopenmp`, when the compiler accepts it; without it a THREAD loop runs on one thread). A child
   process made by fork() runs its kernels on one thread (see `one_thread_after_fork` in
-  toolchain.py).
+  toolchain.py). Idle OpenMP threads sleep instead of spinning (`wait_passively` in device.py says
+  why; set OMP_WAIT_POLICY yourself to choose otherwise).
 - `DEBUG=4` prints each kernel's source, `DEBUG=5` its UOps, `DEBUG=6` its disassembly.
 
 Flags beyond the base ones are probed (the compiler must accept them): `-march=native` (this

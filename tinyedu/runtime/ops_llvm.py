@@ -13,8 +13,13 @@ LLVM, the compiler library under clang, Rust and Julia. The steps, each visible 
 
 Each program gets its own execution engine, so that an evicted program (at most MAX_LOADED are
 kept loaded) gives its memory back when its engine is dropped. `DEBUG=4` prints the IR, `DEBUG=6`
-the machine code. LLVM IR has no OpenMP: a THREAD loop runs its iterations on one thread, so the
-device reports 1 thread and the heuristics do not choose THREAD on it.
+the machine code.
+
+Threads: LLVM IR has no OpenMP pragma, so the renderer turns a THREAD loop into a worker function that
+the kernel hands to gcc's OpenMP runtime, libgomp (`GOMP_parallel`; tinyedu/renderer/llvm_threads.py).
+This device loads libgomp into the process and tells MCJIT where those functions are; it uses THREADS
+threads like the C device (with the same passive waiting: runtime/device.py) and one thread where
+libgomp is not installed.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from typing import Any
 from tinyedu.codegen.launch import LaunchDims
 from tinyedu.renderer.llvmir import render_llvm
 from tinyedu.runtime.compile_cache import LoadedLRU, cached_build
-from tinyedu.runtime.device import Backend, Buffer, DeviceUnavailable, cpu_only
+from tinyedu.runtime.device import Backend, Buffer, DeviceUnavailable, cpu_only, thread_count
 from tinyedu.runtime.toolchain import numbered
 
 INSTALL_HINT = "pip install llvmlite (or: pip install 'tinyedu[llvm]')"
@@ -63,6 +68,23 @@ def _resolve_half_conversions(binding: Any) -> None:
     for name in ("__truncsfhf2", "__extendhfsf2"):
         if binding.address_of_symbol(name) is None and hasattr(library, name):
             binding.add_symbol(name, ctypes.cast(getattr(library, name), ctypes.c_void_p).value)
+
+
+@functools.cache
+def openmp() -> ctypes.CDLL | None:
+    """libgomp, loaded into this process, with the two functions the THREAD loops' IR calls made known
+    to MCJIT (the library a C kernel or PyTorch loaded, when there is one: the same runtime); None
+    where libgomp is not installed (THREAD loops then run on one thread)."""
+    path = ctypes.util.find_library("gomp")
+    if path is None:
+        return None
+    try:
+        library = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+    except OSError:
+        return None
+    for name in ("GOMP_parallel", "omp_get_max_threads"):
+        llvm().add_symbol(name, ctypes.cast(getattr(library, name), ctypes.c_void_p).value)
+    return library
 
 
 def new_target_machine() -> Any:
@@ -175,6 +197,7 @@ class LLVMDevice(Backend):
     def __init__(self) -> None:
         super().__init__()
         llvm()  # fails early, with the install hint, when llvmlite is missing
+        openmp()  # before any kernel is linked: THREAD loops call into it
         self.compiler = LLVMCompiler()
         self.vector_width = host_vector_width()
         # at most MAX_LOADED engines at once; an evicted one is dropped (and frees its code memory)
@@ -185,7 +208,8 @@ class LLVMDevice(Backend):
         return LLVMProgram(self, name, obj)
 
     def threads(self) -> int:
-        return 1
+        """THREADS (default: every core) when libgomp is there, else 1."""
+        return thread_count() if openmp() is not None else 1
 
 
 def create_device() -> LLVMDevice:
