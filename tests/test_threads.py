@@ -195,3 +195,22 @@ def test_xdist_workers_run_kernels_on_one_thread() -> None:
                "tests/test_threads.py::test_in_a_worker_threads_is_one"]
     result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0 and "1 passed" in result.stdout, result.stdout + result.stderr
+
+
+def test_a_kernel_whose_only_opt_is_thread_computes_the_bits_of_one_thread() -> None:
+    """THREAD shares a kernel's iterations among threads and changes nothing else: a matmul with no
+    opts and the same matmul with only THREAD add their products the same way (no fused multiply-add,
+    which the other opts bring), so they give the same bits; this is what the heuristics choose for a
+    kernel they cannot vectorize, with THREADS=1 and with 2."""
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((8, 4099)).astype(np.float32)
+    b = rng.standard_normal((4099, 3)).astype(np.float32)
+    (item,) = [i for i in create_schedule([(Tensor(a).realize() @ Tensor(b).realize()).lazydata])
+               if i.ast.op.name != "COPY"]
+    outs = []
+    for opts in ([], [Opt(OptOps.THREAD, 0, 2)]):
+        out = Tensor.empty(8, 3).realize()
+        lower("C", item.ast, opts).runner([out.lazydata.base.realized, *(x.realized for x in item.inputs)])
+        outs.append(out.numpy())
+    assert outs[0].tobytes() == outs[1].tobytes()
+    assert np.allclose(outs[0], a.astype(np.float64) @ b, rtol=1e-4, atol=1e-3)

@@ -43,7 +43,8 @@ With opts (stage 5, tinyedu/codegen/opts.py) the same program gets four more fea
   partials are combined after the loop, in order.
 - A PACK copies a buffer's tile into a local array before a loop, and the loads inside read that.
   (These two, the opts that need a local array, are in local_arrays.py.)
-In an optimized kernel a SUM of products accumulates with MULACC (a fused multiply-add).
+In an optimized kernel a SUM of products accumulates with MULACC (a fused multiply-add); THREAD alone
+does not count: it changes which thread runs an iteration, not what the iteration computes.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ from tinyedu.codegen import gpu, local_arrays
 from tinyedu.codegen.index import INDEX_OPS, index_dtype  # noqa: F401 - INDEX_OPS: also imported from here by notebook 04
 from tinyedu.codegen.kernel import AxisKind, Kernel, ast_dtype
 from tinyedu.codegen.local_arrays import Combo  # a position of the expanded axes: ((axis, index), ...)
+from tinyedu.codegen.opt import OptOps
 from tinyedu.codegen.uops import FusedOps, UOp, UOpBuilder, UOps, VectorDType, lowest_value
 from tinyedu.codegen.vectorize import (
     LANE,
@@ -89,7 +91,9 @@ class Linearizer:
         self.memo: dict[tuple, Value] = {}   # (id(AST node), combo, width) -> its value
         self.dtypes: dict[int, DType] = {}
         self.reduce_results: dict[Combo, Value] = {}
-        self.mulacc = bool(kernel.applied_opts)  # fused multiply-add is an optimization, like the opts
+        # fused multiply-add is an optimization, like the opts; THREAD alone is not one: it only shares
+        # the iterations among threads, so a kernel computes the same bits with THREADS=1 and 2
+        self.mulacc = any(opt.op is not OptOps.THREAD for opt in kernel.applied_opts)
         self.vector_axis = self._vector_axis()
         self.width = kernel.full_shape[self.vector_axis] if self.vector_axis is not None else 1
         self.masks = mask_conditions(kernel.ast, self._dtype)
