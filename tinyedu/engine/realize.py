@@ -114,15 +114,16 @@ def _run_kernel(item: ScheduleItem, buffer: Buffer) -> None:
     GlobalCounters.global_ops += flops
     GlobalCounters.global_mem += moved
     GlobalCounters.time_sum_s += elapsed
-    if debug_level() >= 2:
+    level = debug_level()
+    if level >= 2:
         seconds = max(elapsed, 1e-9)
         print(f"*** {item.out.device:6s} {GlobalCounters.kernel_count:4d} {item.name:28s} "
               f"{elapsed * 1e3:9.3f} ms {flops / seconds * 1e-9:8.3f} GFLOPS "
               f"{moved / seconds * 1e-9:8.3f} GB/s  opts {program.opts}"
               f"{_setup_text(program, lowered - start, loaded - lowered)}")
-    if debug_level() >= 3:
+    if level >= 3:
         print(f"stored because {item.reason}\n{item.ast}")
-    show(program)
+        show(program)
 
 
 def _setup_text(program, lower_s: float, load_s: float) -> str:
