@@ -310,8 +310,43 @@ class LazyBuffer:
 
 
 
-# Every node built, by what it computes; weak, so the cache never keeps a graph alive.
-_NODES: "weakref.WeakValueDictionary[tuple, LazyBuffer]" = weakref.WeakValueDictionary()
+class _WeakNodes:
+    """Nodes by what they compute, held by weak references so the cache never keeps a graph alive.
+
+    A plain dict of weak references, swept of the dead ones whenever it has doubled since the last
+    sweep: weakref.WeakValueDictionary removes each entry as its node dies, through a callback per
+    node, which costs an eager step more Python time than all its lookups.
+    """
+
+    def __init__(self) -> None:
+        self._refs: dict[tuple, weakref.ref] = {}
+        self._sweep_at = 1024
+
+    def get(self, key: tuple) -> "LazyBuffer | None":
+        ref = self._refs.get(key)
+        return None if ref is None else ref()
+
+    def __setitem__(self, key: tuple, node: "LazyBuffer") -> None:
+        self._refs[key] = weakref.ref(node)
+        if len(self._refs) >= self._sweep_at:
+            self._sweep()
+
+    def _sweep(self) -> None:
+        self._refs = {key: ref for key, ref in self._refs.items() if ref() is not None}
+        self._sweep_at = max(1024, 2 * len(self._refs))
+
+    def clear(self) -> None:
+        self._refs.clear()
+
+    def __len__(self) -> int:
+        """The nodes alive."""
+        self._sweep()
+        return len(self._refs)
+
+
+# Every node built, by what it computes (a node whose sources died is never handed out: `create` and
+# `_view` check that the sources are the very objects asked for).
+_NODES = _WeakNodes()
 
 
 # The computations planned on each device buffer (weakly: a dropped graph leaves no trace). assign

@@ -22,6 +22,8 @@ class Engine:
     """What lazy.py calls: realize some buffers, write into existing ones, and name devices."""
 
     def canonical_device(self, device: str | None) -> str:
+        if device in Device.known:  # already canonical (every op passes its input's device on)
+            return device
         return Device.canonicalize(device)
 
     def realize(self, outs: list[lazy.LazyBuffer]) -> None:

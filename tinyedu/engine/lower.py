@@ -14,13 +14,16 @@ makes it the oracle. PYTHON's "source" is the UOps list, which it runs one UOp a
 for each candidate, the export for its portable C, the drawings for the stages they show.
 Programs are cached per process in each device's `programs` (by AST and every setting that
 changes the program); compiled libraries are also cached on disk by the compiling devices, and
-BEAM's choices by the search.
+BEAM's choices by the search. `lower_ahead` lowers the new kernels of a schedule on a few threads
+before it runs, so that their compiler processes run side by side.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
@@ -105,6 +108,43 @@ def lower(device: str | Renders, ast: LazyOp, opts: list[Opt] | None = None, *, 
     if default:
         backend.programs[key] = program
     return program
+
+
+# --8<-- [start:ahead]
+# Devices whose compile step is a compiler *process* (cc, or the aarch64 cross-compiler): while one
+# thread waits for it, another thread lowers the next kernel. (LLVM compiles in this process and GPU
+# runtimes compile through their drivers: neither is lowered ahead.)
+COMPILES_IN_A_PROCESS = {"C", "NEON"}
+
+
+def compile_threads() -> int:
+    """COMPILE_THREADS=n (default: the number of cores): kernels of one schedule lowered at once."""
+    return max(1, int(getenv("COMPILE_THREADS", os.cpu_count() or 1)))
+
+
+def lower_ahead(kernels: list[tuple[str, LazyOp]]) -> None:
+    """Lower, several at once, the kernels of a schedule that were never lowered, before it runs.
+
+    A fresh process pays for its first step mostly in compiling: one compiler process per kernel,
+    tens of milliseconds each. The kernels of a schedule do not depend on each other until they run,
+    so their compilers can run side by side. Each result lands in the device's `programs`, where the
+    realizer's own `lower` finds it; an error is left for that `lower`, which raises it again when
+    its kernel's turn comes (in order, as if nothing had been lowered ahead). BEAM searches are not
+    run ahead: they time candidates on the device, which other threads' compilers would disturb.
+    """
+    new = {(device, ast): None for device, ast in kernels if device in COMPILES_IN_A_PROCESS and
+           (ast, settings_key(device)) not in Device[device].programs}
+    threads = min(compile_threads(), len(new))
+    if threads < 2 or optimization_mode() == "beam":
+        return
+    start = time.perf_counter()
+    with ThreadPoolExecutor(threads) as pool:
+        for future in [pool.submit(lower, device, ast) for device, ast in new]:
+            future.exception()  # wait for it; an error is raised again when its kernel runs
+    if debug_level() >= 2:
+        print(f"*** lowered {len(new)} new kernels ahead on {threads} threads in "
+              f"{(time.perf_counter() - start) * 1e3:.2f} ms")
+# --8<-- [end:ahead]
 
 
 def _lower_kernel(backend: Renders, ast: LazyOp, opts: list[Opt] | None, name: str | None,

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from tinyedu.engine.lower import lower, show
+from tinyedu.engine.lower import lower, lower_ahead, show
 from tinyedu.engine.schedule import ScheduleItem, count_flops
 from tinyedu.helpers import GlobalCounters, debug_level, prod
 from tinyedu.ops import LazyOp, LoadOps
@@ -65,7 +65,8 @@ class Fill:
 
 # --8<-- [start:run]
 def run_schedule(schedule: list[ScheduleItem]) -> None:
-    """Run (and empty) `schedule` in order."""
+    """Run (and empty) `schedule` in order (its new kernels are compiled first, side by side)."""
+    lower_ahead([(item.out.device, item.ast) for item in schedule if not isinstance(item.ast.op, LoadOps)])
     schedule.reverse()
     while schedule:
         item = schedule.pop()
@@ -128,9 +129,13 @@ def _run_kernel(item: ScheduleItem, buffer: Buffer) -> None:
 
 def _setup_text(program, lower_s: float, load_s: float) -> str:
     """What DEBUG=2 adds to a program's first run, which pays for more than running: lowering (with
-    its compile step) and loading the compiled code. Later runs find both done and show neither."""
+    its compile step) and loading the compiled code. Later runs find both done and show neither.
+
+    The lowering is the program's own record of its steps (`lower_s` is only the lookup when the
+    kernel was lowered ahead, on another thread, with the schedule's other new kernels)."""
     if program.runs > 1:
         return ""
+    lower_s = max(lower_s, sum(program.seconds.values()))
     compile_s = program.seconds.get("compile", 0.0)
     return (f"  [lowered {lower_s * 1e3:.2f} ms (compile {compile_s * 1e3:.2f} ms), "
             f"loaded {load_s * 1e3:.2f} ms]")
