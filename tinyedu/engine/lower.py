@@ -132,8 +132,9 @@ def lower_ahead(kernels: list[tuple[str, LazyOp]]) -> None:
     its kernel's turn comes (in order, as if nothing had been lowered ahead). BEAM searches are not
     run ahead: they time candidates on the device, which other threads' compilers would disturb.
     """
-    new = {(device, ast): None for device, ast in kernels if device in COMPILES_IN_A_PROCESS and
-           (ast, settings_key(device)) not in Device[device].programs}
+    settings = {device: settings_key(device) for device, _ in kernels if device in COMPILES_IN_A_PROCESS}
+    new = {(device, ast): None for device, ast in kernels if device in settings and
+           (ast, settings[device]) not in Device[device].programs}
     threads = min(compile_threads(), len(new))
     if threads < 2 or optimization_mode() == "beam":
         return
