@@ -99,6 +99,7 @@ class ScheduleCache:
         return items
 
 
+# --8<-- [start:key]
 def graph_structure(outs: list[LazyBuffer], fuse: bool) -> _Structure:
     """The key of the graph that computes `outs` (see the module docstring), with its nodes in order."""
     bases = schedule.bases_to_run(outs)
@@ -118,6 +119,7 @@ def graph_structure(outs: list[LazyBuffer], fuse: bool) -> _Structure:
     memory = tuple((b.device, b.dtype, b.shape, const_key(b.arg) if b.op is LoadOps.CONST else None)
                    for b in leaves)
     return _Structure((nodes, memory, outputs, _rule_settings(fuse)), bases, leaves)
+# --8<-- [end:key]
 
 
 def _arg_key(arg: Any) -> Any:
