@@ -26,6 +26,7 @@ from tinyedu.dtype import DType, cast_array, dtypes, to_storage
 from tinyedu.helpers import prod
 from tinyedu.ops import BinaryOps, LoadOps, Op, ReduceOps, TernaryOps, UnaryOps, const_key
 from tinyedu.shape import ShapeTracker
+from tinyedu.shape.memo import memoized
 
 
 class Engine(Protocol):
@@ -148,11 +149,7 @@ class LazyBuffer:
 
     @staticmethod
     def full(value: float | int | bool, shape: tuple[int, ...], dtype: DType, device: str) -> "LazyBuffer":
-        # Cast like every device casts (dtype.cast_array) and like PyTorch's scalars: 2.7 in an int32
-        # buffer is 2, -2 in a uint8 one wraps to 254, anything non-zero in a bool one is True.
-        as_float = isinstance(value, float) or not -(2**63) <= value < 2**64  # (beyond 64 bits: a float)
-        wide = np.array(value, dtype=np.float64 if as_float else np.uint64 if value >= 2**63 else np.int64)
-        value = cast_array(wide, dtype).item()
+        value = _scalar_as(const_key(value), value, dtype)
         scalar = LazyBuffer.loadop(LoadOps.CONST, (), dtype, device, arg=value)
         return scalar.reshape((1,) * len(shape)).expand(shape)
 
@@ -369,6 +366,18 @@ def pending_readers(buffer: Any) -> list[LazyBuffer]:
 def _versions(srcs: tuple[LazyBuffer, ...]) -> tuple[int | None, ...]:
     """The write count of each source's memory (None for a source not in memory yet)."""
     return tuple(None if s.base.realized is None else s.base.realized.version for s in srcs)
+
+
+@memoized
+def _scalar_as(key: Any, value: float | int | bool, dtype: DType) -> float | int | bool:
+    """`value` cast like every device casts (dtype.cast_array) and like PyTorch's scalars: 2.7 in an
+    int32 buffer is 2, -2 in a uint8 one wraps to 254, anything non-zero in a bool one is True.
+
+    Remembered by the value's bits (`key`) and dtype: a step asks for the same few constants every
+    time, and a round trip through numpy costs more than the rest of making the constant."""
+    as_float = isinstance(value, float) or not -(2**63) <= value < 2**64  # (beyond 64 bits: a float)
+    wide = np.array(value, dtype=np.float64 if as_float else np.uint64 if value >= 2**63 else np.int64)
+    return cast_array(wide, dtype).item()
 
 
 # --8<-- [start:fold]
