@@ -85,6 +85,18 @@ def test_a_constant_is_keyed_by_its_bits():
     assert cached(cache, (data(3) * -0.0).exp())
 
 
+def test_a_constant_in_memory_is_keyed_by_its_value():
+    """A realized constant is still read as a literal by kernels: its value is in the key."""
+    cache = ScheduleCache()
+    a = data(4, 5)
+    two, three = Tensor.full((4, 5), 2.0).realize(), Tensor.full((4, 5), 3.0).realize()
+    assert two.lazydata.base.realized is not None and two.lazydata.is_const()
+    assert not cached(cache, a * two)
+    assert not cached(cache, a * three)
+    assert cached(cache, data(4, 5) * three)
+    np.testing.assert_array_equal((a * three).numpy(), a.numpy() * 3)
+
+
 def test_which_nodes_are_outputs_is_part_of_the_key():
     cache = ScheduleCache()
     a = data(4, 5)

@@ -12,7 +12,7 @@ The key is everything the scheduler reads, and nothing else:
   argument (reduce axes, a cast's dtype, a constant's value compared by its bits; host data only as
   "host data", as its values are copied at run time and never end up in a kernel), its dtype,
   device and ShapeTracker, and its sources, each as (which node, the view it is read through);
-- each buffer already in memory that the graph reads: its device, dtype and shape, whether it is a
+- each buffer already in memory that the graph reads: its device, dtype and tracker, whether it is a
   constant (kernels read those as literals, so their value is in the key), and *which* buffer it is
   up to renaming: a graph that reads one buffer twice is not one that reads two buffers (the fusion
   rules count the memory a kernel reads, and a kernel loads a buffer once);
@@ -116,8 +116,8 @@ def graph_structure(outs: list[LazyBuffer], fuse: bool) -> _Structure:
     nodes = tuple((b.op, _arg_key(b.arg), b.dtype, b.device, b.st,
                    tuple((place(s.base), s.st) for s in b.srcs)) for b in bases)
     outputs = tuple(place(out.base) for out in outs)
-    memory = tuple((b.device, b.dtype, b.shape, const_key(b.arg) if b.op is LoadOps.CONST else None)
-                   for b in leaves)
+    memory = tuple((b.device, b.dtype, b.st, b.op is LoadOps.CONST, const_key(b.arg) if b.op is LoadOps.CONST
+                    else None) for b in leaves)
     return _Structure((nodes, memory, outputs, _rule_settings(fuse)), bases, leaves)
 # --8<-- [end:key]
 
