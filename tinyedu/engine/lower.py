@@ -143,7 +143,7 @@ def lower_ahead(kernels: list[tuple[str, LazyOp]]) -> None:
         for future in [pool.submit(lower, device, ast) for device, ast in new]:
             future.exception()  # wait for it; an error is raised again when its kernel runs
     if debug_level() >= 2:
-        print(f"*** lowered {len(new)} new kernels ahead on {threads} threads in "
+        print(f"lowered {len(new)} new kernels ahead on {threads} threads in "
               f"{(time.perf_counter() - start) * 1e3:.2f} ms")
 # --8<-- [end:ahead]
 
