@@ -122,29 +122,43 @@ def compile_threads() -> int:
     return max(1, int(getenv("COMPILE_THREADS", os.cpu_count() or 1)))
 
 
-def lower_ahead(kernels: list[tuple[str, LazyOp]]) -> None:
-    """Lower, several at once, the kernels of a schedule that were never lowered, before it runs.
+def lower_ahead(kernels: list[tuple[str, LazyOp]]) -> dict[tuple[str, LazyOp], Program]:
+    """The programs of a schedule's kernels, by (device, AST), before it runs: those lowered before
+    are looked up (with each device's settings read once), the new ones lowered several at once.
 
     A fresh process pays for its first step mostly in compiling: one compiler process per kernel,
     tens of milliseconds each. The kernels of a schedule do not depend on each other until they run,
-    so their compilers can run side by side. Each result lands in the device's `programs`, where the
-    realizer's own `lower` finds it; an error is left for that `lower`, which raises it again when
-    its kernel's turn comes (in order, as if nothing had been lowered ahead). BEAM searches are not
-    run ahead: they time candidates on the device, which other threads' compilers would disturb.
+    so their compilers can run side by side. A kernel missing from the answer (lowered on a device
+    that compiles in this process, or whose lowering failed on a thread) is lowered by the realizer
+    when its turn comes, which raises any error then, in order. BEAM searches are not run ahead:
+    they time candidates on the device, which other threads' compilers would disturb.
     """
-    settings = {device: settings_key(device) for device, _ in kernels if device in COMPILES_IN_A_PROCESS}
-    new = {(device, ast): None for device, ast in kernels if device in settings and
-           (ast, settings[device]) not in Device[device].programs}
+    settings = {device: settings_key(device) for device, _ in kernels}
+    found: dict[tuple[str, LazyOp], Program] = {}
+    new: dict[tuple[str, LazyOp], None] = {}
+    for device, ast in kernels:
+        program = Device[device].programs.get((ast, settings[device]))
+        if program is not None:
+            found[(device, ast)] = program
+        elif device in COMPILES_IN_A_PROCESS:
+            new[(device, ast)] = None
     threads = min(compile_threads(), len(new))
-    if threads < 2 or optimization_mode() == "beam":
-        return
+    if threads >= 2 and optimization_mode() != "beam":
+        found.update(_lower_in_parallel(list(new), threads))
+    return found
+
+
+def _lower_in_parallel(kernels: list[tuple[str, LazyOp]], threads: int) -> dict[tuple[str, LazyOp], Program]:
+    """Lower `kernels` on `threads` threads; the ones whose lowering raised are left out."""
     start = time.perf_counter()
     with ThreadPoolExecutor(threads) as pool:
-        for future in [pool.submit(lower, device, ast) for device, ast in new]:
-            future.exception()  # wait for it; an error is raised again when its kernel runs
+        futures = [pool.submit(lower, device, ast) for device, ast in kernels]
+    lowered = {kernel: future.result() for kernel, future in zip(kernels, futures, strict=True)
+               if future.exception() is None}
     if debug_level() >= 2:
-        print(f"lowered {len(new)} new kernels ahead on {threads} threads in "
+        print(f"lowered {len(kernels)} new kernels ahead on {threads} threads in "
               f"{(time.perf_counter() - start) * 1e3:.2f} ms")
+    return lowered
 # --8<-- [end:ahead]
 
 

@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from tinyedu.engine.lower import Program as LoweredProgram
 from tinyedu.engine.lower import lower, lower_ahead, show
 from tinyedu.engine.schedule import ScheduleItem, count_flops
 from tinyedu.helpers import GlobalCounters, debug_level, prod
@@ -66,7 +67,8 @@ class Fill:
 # --8<-- [start:run]
 def run_schedule(schedule: list[ScheduleItem]) -> None:
     """Run (and empty) `schedule` in order (its new kernels are compiled first, side by side)."""
-    lower_ahead([(item.out.device, item.ast) for item in schedule if not isinstance(item.ast.op, LoadOps)])
+    programs = lower_ahead([(item.out.device, item.ast) for item in schedule
+                            if not isinstance(item.ast.op, LoadOps)])
     schedule.reverse()
     while schedule:
         item = schedule.pop()
@@ -84,7 +86,7 @@ def run_schedule(schedule: list[ScheduleItem]) -> None:
         elif op is LoadOps.EMPTY:
             run_program(item.name, None, Fill(0), [buffer])  # deterministic: never garbage
         else:
-            _run_kernel(item, buffer)
+            _run_kernel(item, buffer, programs.get((out.device, item.ast)))
         GlobalCounters.mem_peak = max(GlobalCounters.mem_peak, GlobalCounters.mem_used)
         out.realized = buffer
         out.srcs = ()  # a realized buffer is a leaf: its sources (and their memory) can go
@@ -94,10 +96,12 @@ def run_schedule(schedule: list[ScheduleItem]) -> None:
 
 
 # --8<-- [end:run]
-def _run_kernel(item: ScheduleItem, buffer: Buffer) -> None:
+def _run_kernel(item: ScheduleItem, buffer: Buffer, program: LoweredProgram | None) -> None:
+    """Run one kernel: its `program` (None: not lowered ahead, so lowered now), timed and counted."""
     inputs = [x.realized for x in item.inputs]
     start = time.perf_counter()
-    program = lower(item.out.device, item.ast)  # a dict lookup once the kernel was lowered before
+    if program is None:
+        program = lower(item.out.device, item.ast)
     lowered = time.perf_counter()
     try:
         if program.runs == 0 and hasattr(program.runner, "prepare"):  # first run: load the compiled
