@@ -85,7 +85,10 @@ class ScheduleCache:
         if not enabled():
             return schedule.create_schedule(outs, fuse)
         structure = graph_structure(outs, fuse)
-        planned = self.cache.get(structure.key)
+        try:
+            planned = self.cache.get(structure.key)
+        except TypeError:  # an op argument that cannot be hashed: no key, so no cache
+            return schedule.create_schedule(outs, fuse)
         if planned is not None:
             self.hits += 1
             return [_instantiate(p, structure) for p in planned]
