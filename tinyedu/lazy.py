@@ -26,6 +26,7 @@ from tinyedu.dtype import DType, cast_array, dtypes, to_storage
 from tinyedu.helpers import prod
 from tinyedu.ops import BinaryOps, LoadOps, Op, ReduceOps, TernaryOps, UnaryOps, const_key
 from tinyedu.shape import ShapeTracker
+from tinyedu.shape.memo import memoized
 
 
 class Engine(Protocol):
@@ -148,11 +149,7 @@ class LazyBuffer:
 
     @staticmethod
     def full(value: float | int | bool, shape: tuple[int, ...], dtype: DType, device: str) -> "LazyBuffer":
-        # Cast like every device casts (dtype.cast_array) and like PyTorch's scalars: 2.7 in an int32
-        # buffer is 2, -2 in a uint8 one wraps to 254, anything non-zero in a bool one is True.
-        as_float = isinstance(value, float) or not -(2**63) <= value < 2**64  # (beyond 64 bits: a float)
-        wide = np.array(value, dtype=np.float64 if as_float else np.uint64 if value >= 2**63 else np.int64)
-        value = cast_array(wide, dtype).item()
+        value = _scalar_as(const_key(value), value, dtype)
         scalar = LazyBuffer.loadop(LoadOps.CONST, (), dtype, device, arg=value)
         return scalar.reshape((1,) * len(shape)).expand(shape)
 
@@ -310,8 +307,43 @@ class LazyBuffer:
 
 
 
-# Every node built, by what it computes; weak, so the cache never keeps a graph alive.
-_NODES: "weakref.WeakValueDictionary[tuple, LazyBuffer]" = weakref.WeakValueDictionary()
+class _WeakNodes:
+    """Nodes by what they compute, held by weak references so the cache never keeps a graph alive.
+
+    A plain dict of weak references, swept of the dead ones whenever it has doubled since the last
+    sweep: weakref.WeakValueDictionary removes each entry as its node dies, through a callback per
+    node, which costs an eager step more Python time than all its lookups.
+    """
+
+    def __init__(self) -> None:
+        self._refs: dict[tuple, weakref.ref] = {}
+        self._sweep_at = 1024
+
+    def get(self, key: tuple) -> "LazyBuffer | None":
+        ref = self._refs.get(key)
+        return None if ref is None else ref()
+
+    def __setitem__(self, key: tuple, node: "LazyBuffer") -> None:
+        self._refs[key] = weakref.ref(node)
+        if len(self._refs) >= self._sweep_at:
+            self._sweep()
+
+    def _sweep(self) -> None:
+        self._refs = {key: ref for key, ref in self._refs.items() if ref() is not None}
+        self._sweep_at = max(1024, 2 * len(self._refs))
+
+    def clear(self) -> None:
+        self._refs.clear()
+
+    def __len__(self) -> int:
+        """The nodes alive."""
+        self._sweep()
+        return len(self._refs)
+
+
+# Every node built, by what it computes (a node whose sources died is never handed out: `create` and
+# `_view` check that the sources are the very objects asked for).
+_NODES = _WeakNodes()
 
 
 # The computations planned on each device buffer (weakly: a dropped graph leaves no trace). assign
@@ -334,6 +366,18 @@ def pending_readers(buffer: Any) -> list[LazyBuffer]:
 def _versions(srcs: tuple[LazyBuffer, ...]) -> tuple[int | None, ...]:
     """The write count of each source's memory (None for a source not in memory yet)."""
     return tuple(None if s.base.realized is None else s.base.realized.version for s in srcs)
+
+
+@memoized
+def _scalar_as(key: Any, value: float | int | bool, dtype: DType) -> float | int | bool:
+    """`value` cast like every device casts (dtype.cast_array) and like PyTorch's scalars: 2.7 in an
+    int32 buffer is 2, -2 in a uint8 one wraps to 254, anything non-zero in a bool one is True.
+
+    Remembered by the value's bits (`key`) and dtype: a step asks for the same few constants every
+    time, and a round trip through numpy costs more than the rest of making the constant."""
+    as_float = isinstance(value, float) or not -(2**63) <= value < 2**64  # (beyond 64 bits: a float)
+    wide = np.array(value, dtype=np.float64 if as_float else np.uint64 if value >= 2**63 else np.int64)
+    return cast_array(wide, dtype).item()
 
 
 # --8<-- [start:fold]

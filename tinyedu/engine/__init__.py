@@ -1,6 +1,7 @@
 """Stage 2 and on: the engine that turns the lazy graph into kernels and runs them.
 
-schedule.py cuts the graph into kernels, lower.py lowers each kernel to a program (through codegen/,
+schedule.py cuts the graph into kernels, and schedule_cache.py remembers the cut per graph structure
+(a repeated step is not scheduled again); lower.py lowers each kernel to a program (through codegen/,
 renderer/ and runtime/), realize.py runs the schedule, assign.py writes into existing buffers.
 
 The lazy graph (tinyedu/lazy.py) sits above the engine and never imports it; it declares the small
@@ -9,7 +10,8 @@ this package, which installs `Engine()` below.
 """
 
 from tinyedu import lazy
-from tinyedu.engine import assign, realize, schedule
+from tinyedu.engine import assign, realize
+from tinyedu.engine.schedule_cache import schedules
 from tinyedu.helpers import debug_level, graph_enabled
 from tinyedu.ops import LoadOps
 from tinyedu.runtime.device import Device
@@ -20,10 +22,12 @@ class Engine:
     """What lazy.py calls: realize some buffers, write into existing ones, and name devices."""
 
     def canonical_device(self, device: str | None) -> str:
+        if device in Device.known:  # already canonical (every op passes its input's device on)
+            return device
         return Device.canonicalize(device)
 
     def realize(self, outs: list[lazy.LazyBuffer]) -> None:
-        items = schedule.create_schedule(outs)
+        items = schedules.schedule(outs)
         if debug_level() >= 1:
             loads = [item.name for item in items if isinstance(item.ast.op, LoadOps)]
             named = f": {', '.join(loads)}" if loads else ""

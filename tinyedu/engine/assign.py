@@ -24,7 +24,8 @@ Otherwise the value goes to memory of its own, and is copied into the target aft
 from __future__ import annotations
 
 from tinyedu.engine.realize import BufferCopy, run_program, run_schedule
-from tinyedu.engine.schedule import ScheduleItem, create_schedule
+from tinyedu.engine.schedule import ScheduleItem
+from tinyedu.engine.schedule_cache import schedules
 from tinyedu.lazy import LazyBuffer, pending_readers
 from tinyedu.ops import BufferOps, LoadOps, ReduceOps
 from tinyedu.runtime.device import Buffer
@@ -44,7 +45,7 @@ def assign(pairs: list[tuple[LazyBuffer, LazyBuffer]]) -> None:
     values = [_as_base(value) for _, value in pairs]
     work = [(buffer, value) for buffer, value in zip(targets, values, strict=True)
             if value.realized is not buffer]  # (w.assign(w) writes nothing)
-    schedule = create_schedule([v for _, v in work if v.realized is None])
+    schedule = schedules.schedule([v for _, v in work if v.realized is None])
     position = {id(item.out): k for k, item in enumerate(schedule)}
     for buffer in targets:
         snapshot_for_pending_readers(buffer, stored=position)

@@ -14,13 +14,16 @@ makes it the oracle. PYTHON's "source" is the UOps list, which it runs one UOp a
 for each candidate, the export for its portable C, the drawings for the stages they show.
 Programs are cached per process in each device's `programs` (by AST and every setting that
 changes the program); compiled libraries are also cached on disk by the compiling devices, and
-BEAM's choices by the search.
+BEAM's choices by the search. `lower_ahead` lowers the new kernels of a schedule on a few threads
+before it runs, so that their compiler processes run side by side.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
@@ -105,6 +108,58 @@ def lower(device: str | Renders, ast: LazyOp, opts: list[Opt] | None = None, *, 
     if default:
         backend.programs[key] = program
     return program
+
+
+# --8<-- [start:ahead]
+# Devices whose compile step is a compiler *process* (cc, or the aarch64 cross-compiler): while one
+# thread waits for it, another thread lowers the next kernel. (LLVM compiles in this process and GPU
+# runtimes compile through their drivers: neither is lowered ahead.)
+COMPILES_IN_A_PROCESS = {"C", "NEON"}
+
+
+def compile_threads() -> int:
+    """COMPILE_THREADS=n (default: the number of cores): kernels of one schedule lowered at once."""
+    return max(1, int(getenv("COMPILE_THREADS", os.cpu_count() or 1)))
+
+
+def lower_ahead(kernels: list[tuple[str, LazyOp]]) -> dict[tuple[str, LazyOp], Program]:
+    """The programs of a schedule's kernels, by (device, AST), before it runs: those lowered before
+    are looked up (with each device's settings read once), the new ones lowered several at once.
+
+    A fresh process pays for its first step mostly in compiling: one compiler process per kernel,
+    tens of milliseconds each. The kernels of a schedule do not depend on each other until they run,
+    so their compilers can run side by side. A kernel missing from the answer (lowered on a device
+    that compiles in this process, or whose lowering failed on a thread) is lowered by the realizer
+    when its turn comes, which raises any error then, in order. BEAM searches are not run ahead:
+    they time candidates on the device, which other threads' compilers would disturb.
+    """
+    settings = {device: settings_key(device) for device, _ in kernels}
+    found: dict[tuple[str, LazyOp], Program] = {}
+    new: dict[tuple[str, LazyOp], None] = {}
+    for device, ast in kernels:
+        program = Device[device].programs.get((ast, settings[device]))
+        if program is not None:
+            found[(device, ast)] = program
+        elif device in COMPILES_IN_A_PROCESS:
+            new[(device, ast)] = None
+    threads = min(compile_threads(), len(new))
+    if threads >= 2 and optimization_mode() != "beam":
+        found.update(_lower_in_parallel(list(new), threads))
+    return found
+
+
+def _lower_in_parallel(kernels: list[tuple[str, LazyOp]], threads: int) -> dict[tuple[str, LazyOp], Program]:
+    """Lower `kernels` on `threads` threads; the ones whose lowering raised are left out."""
+    start = time.perf_counter()
+    with ThreadPoolExecutor(threads) as pool:
+        futures = [pool.submit(lower, device, ast) for device, ast in kernels]
+    lowered = {kernel: future.result() for kernel, future in zip(kernels, futures, strict=True)
+               if future.exception() is None}
+    if debug_level() >= 2:
+        print(f"lowered {len(kernels)} new kernels ahead on {threads} threads in "
+              f"{(time.perf_counter() - start) * 1e3:.2f} ms")
+    return lowered
+# --8<-- [end:ahead]
 
 
 def _lower_kernel(backend: Renders, ast: LazyOp, opts: list[Opt] | None, name: str | None,

@@ -103,9 +103,15 @@ class ScheduleItem:
         """`E_4_16` for an elementwise kernel over (4, 16), `r_4_16` for a reduce over a (4, 16) input."""
         if isinstance(self.ast.op, LoadOps):
             return f"{self.ast.op.name.lower()}_{'_'.join(map(str, self.out.shape)) or 'scalar'}"
-        reduce = next((n for n in self.ast.walk() if isinstance(n.op, ReduceOps)), None)
-        shape = leaf_shape(reduce.src[0]) if reduce else self.ast.arg.st.shape
-        return ("r_" if reduce else "E_") + ("_".join(map(str, shape)) or "1")
+        return kernel_name(self.ast)
+
+
+@memoized
+def kernel_name(ast: LazyOp) -> str:
+    """A kernel's name from its AST (remembered: the realizer asks for it on every run of a kernel)."""
+    reduce = next((n for n in ast.walk() if isinstance(n.op, ReduceOps)), None)
+    shape = leaf_shape(reduce.src[0]) if reduce else ast.arg.st.shape
+    return ("r_" if reduce else "E_") + ("_".join(map(str, shape)) or "1")
 
 
 def leaf_shape(ast: LazyOp) -> tuple[int, ...]:
@@ -119,7 +125,7 @@ def leaf_shape(ast: LazyOp) -> tuple[int, ...]:
 
 
 # ---- step 1: the lazy graph, sources first ----
-def _bases_to_run(outs: list[LazyBuffer]) -> list[LazyBuffer]:
+def bases_to_run(outs: list[LazyBuffer]) -> list[LazyBuffer]:
     """Unrealized bases the outputs depend on, sources before users (an iterative DFS, no recursion)."""
     order: list[LazyBuffer] = []
     visited: set[int] = set()
@@ -489,7 +495,7 @@ def create_schedule(outs: list[LazyBuffer], fuse: bool | None = None) -> list[Sc
     which is how an eager framework runs, and what fusion is measured against.
     """
     fuse = fusion_enabled() if fuse is None else fuse
-    bases = _bases_to_run(outs)
+    bases = bases_to_run(outs)
     if fuse:
         realized = pick_realized(outs, bases)
     else:

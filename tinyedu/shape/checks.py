@@ -18,6 +18,8 @@ Shape = tuple[int, ...]
 
 def int_tuple(op: str, what: str, value: Any) -> tuple[int, ...]:
     """`value` as a tuple of ints, or a ValueError naming the op and the bad entry."""
+    if type(value) is tuple and all(type(item) is int for item in value):
+        return value  # already the answer: the common case, checked first as every view op asks
     if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
         raise ValueError(f"{op}: {what} must be a tuple of ints such as (2, 3), got {value!r}")
     out = []

@@ -1,0 +1,310 @@
+"""Eager overhead and first-call latency: tinyedu without TinyJit next to numpy, PyTorch and tinygrad.
+
+Run: .venv/bin/python bench/bench_eager.py [--quick]      (not a test; prints tables)
+
+1. The eager MLP step (784-256-10, batch 128, SGD, a plain Python loop: build the graph, schedule
+   it, look the programs up, run them) with the schedule cache on and off (SCHEDULE_CACHE=0),
+   TinyJit's replay for reference, PyTorch, and tinygrad 0.14 eager (no TinyJit).
+2. matmul 256x256 end to end, `(a @ b).numpy()` on inputs in memory, against numpy's `a @ b`.
+3. Where the eager step's time goes: building the graph (Tensor ops, autograd, the optimizer's
+   update), scheduling (with the cache: computing the graph's key and a lookup), the realizer's
+   own Python (programs looked up, buffers allocated, counters), and the kernels themselves.
+4. First-call latency: chapter 08's CNN step in a fresh process with an empty compile cache (a
+   temporary TINYEDU_CACHE), its kernels lowered ahead on COMPILE_THREADS threads or one by one.
+
+The machine may be shared: every row of a table is measured in the same run, so compare ratios.
+PyTorch gets as many threads as tinyedu's kernels (THREADS, default: the cores); numpy's BLAS uses
+what its environment says (OPENBLAS_NUM_THREADS / OMP_NUM_THREADS). On a busy machine, run with
+THREADS=1 OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1: threads that wait for taken cores measure the
+machine, not the frameworks.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Callable
+
+import numpy as np
+
+from tinyedu import Tensor, TinyJit
+from tinyedu.engine import assign as assign_module
+from tinyedu.engine import realize
+from tinyedu.engine.schedule_cache import schedules
+from tinyedu.helpers import GlobalCounters
+from tinyedu.nn import Linear
+from tinyedu.nn.optim import SGD
+from tinyedu.nn.state import get_parameters
+from tinyedu.runtime.device import thread_count
+
+QUICK = "--quick" in sys.argv
+STEPS = 10 if QUICK else 40
+
+try:
+    import torch
+except ImportError:
+    torch = None
+try:
+    import tinygrad
+except ImportError:
+    tinygrad = None
+
+
+def median_time(step: Callable[[], object], steps: int = STEPS) -> float:
+    """Median seconds of one call, after 3 warm-up calls (which compile and fill the caches)."""
+    for _ in range(3):
+        step()
+    times = []
+    for _ in range(steps):
+        start = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def with_env(name: str, value: str, run: Callable[[], float]) -> float:
+    """run() with the environment variable `name` set to `value` (tinyedu reads its flags on every use)."""
+    old = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        return run()
+    finally:
+        if old is None:
+            del os.environ[name]
+        else:
+            os.environ[name] = old
+
+
+# ---- 1. the eager MLP step ----
+class MLP:
+    def __init__(self) -> None:
+        self.l1, self.l2 = Linear(784, 256), Linear(256, 10)
+
+    def __call__(self, x: Tensor) -> Tensor:
+        return self.l2(self.l1(x).relu())
+
+
+def mlp_data() -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(0)
+    return rng.standard_normal((128, 784)).astype(np.float32), rng.integers(0, 10, 128).astype(np.int32)
+
+
+def tinyedu_mlp_step() -> Callable[[], Tensor]:
+    Tensor.manual_seed(0)
+    model = MLP()
+    opt = SGD(get_parameters(model), lr=0.01)
+    x_np, y_np = mlp_data()
+    x, y = Tensor(x_np).realize(), Tensor(y_np).realize()
+
+    def step() -> Tensor:
+        opt.zero_grad()
+        loss = model(x).cross_entropy(y).backward()
+        opt.step()
+        return loss.realize()
+
+    return step
+
+
+def torch_mlp_step() -> Callable[[], None]:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(784, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x_np, y_np = mlp_data()
+    x, y = torch.tensor(x_np), torch.tensor(y_np).long()
+
+    def step() -> None:
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+
+    return step
+
+
+def tinygrad_mlp_step() -> Callable[[], object]:
+    from tinygrad import Context
+    from tinygrad import Tensor as TgTensor
+    from tinygrad import nn as tgnn
+
+    class TgMLP:
+        def __init__(self) -> None:
+            self.l1, self.l2 = tgnn.Linear(784, 256), tgnn.Linear(256, 10)
+
+        def __call__(self, x: TgTensor) -> TgTensor:
+            return self.l2(self.l1(x).relu())
+
+    model = TgMLP()
+    opt = tgnn.optim.SGD(tgnn.state.get_parameters(model), lr=0.01)
+    x_np, y_np = mlp_data()
+    x, y = TgTensor(x_np).realize(), TgTensor(y_np).realize()
+
+    def step() -> object:
+        with Context(TRAINING=1):
+            opt.zero_grad()
+            loss = model(x).sparse_categorical_crossentropy(y).backward()
+            opt.step()
+            return loss.realize()
+
+    return step
+
+
+def mlp_table() -> None:
+    print("\n== eager MLP 784-256-10 SGD step, batch 128 (no TinyJit)")
+    step = tinyedu_mlp_step()
+    cached = median_time(step)
+    uncached = with_env("SCHEDULE_CACHE", "0", lambda: median_time(step))
+    jit = TinyJit(step)
+    replay = median_time(jit)
+    rows = {"tinyedu eager, schedule cache": cached, "tinyedu eager, SCHEDULE_CACHE=0": uncached,
+            "tinyedu TinyJit replay": replay}
+    if torch is not None:
+        rows[f"PyTorch ({torch.get_num_threads()} threads)"] = torch_reference = median_time(torch_mlp_step())
+    if tinygrad is not None:
+        try:
+            rows["tinygrad 0.14 eager"] = median_time(tinygrad_mlp_step(), max(3, STEPS // 4))
+        except Exception as e:  # e.g. no clang for its CPU backend
+            print(f"tinygrad skipped: {type(e).__name__}: {str(e).splitlines()[0][:100]}")
+    for name, seconds in rows.items():
+        versus = f"   {seconds / torch_reference:5.2f}x PyTorch" if torch is not None else ""
+        print(f"{name:34s} {seconds * 1e3:8.2f} ms{versus}")
+    if torch is not None:
+        print(f"goal: eager <= 2x PyTorch; the schedule cache makes the step {uncached / cached:.2f}x faster")
+
+
+# ---- 2. matmul 256x256 end to end ----
+def matmul_table() -> None:
+    print("\n== matmul 256x256 end to end: (a @ b).numpy() on inputs already in memory")
+    rng = np.random.default_rng(0)
+    a_np, b_np = (rng.standard_normal((256, 256)).astype(np.float32) for _ in range(2))
+    a, b = Tensor(a_np).realize(), Tensor(b_np).realize()
+    rows = {"numpy a @ b": median_time(lambda: a_np @ b_np, 5 * STEPS)}
+    rows["tinyedu, schedule cache"] = median_time(lambda: (a @ b).numpy(), 5 * STEPS)
+    rows["tinyedu, SCHEDULE_CACHE=0"] = with_env("SCHEDULE_CACHE", "0",
+                                                 lambda: median_time(lambda: (a @ b).numpy(), 5 * STEPS))
+    GlobalCounters.reset()
+    for _ in range(STEPS):
+        (a @ b).numpy()
+    rows["  its kernel alone"] = GlobalCounters.time_sum_s / STEPS
+    if torch is not None:
+        ta, tb = torch.tensor(a_np), torch.tensor(b_np)
+        rows["PyTorch (a @ b).numpy()"] = median_time(lambda: (ta @ tb).numpy(), 5 * STEPS)
+    if tinygrad is not None:
+        from tinygrad import Tensor as TgTensor
+        ga, gb = TgTensor(a_np).realize(), TgTensor(b_np).realize()
+        rows["tinygrad 0.14 (a @ b).numpy()"] = median_time(lambda: (ga @ gb).numpy(), STEPS)
+    for name, seconds in rows.items():
+        print(f"{name:34s} {seconds * 1e3:8.3f} ms   {seconds / rows['numpy a @ b']:5.2f}x numpy")
+    print("goal: tinyedu end to end <= 1.3x numpy")
+
+
+# ---- 3. where the eager step's time goes ----
+class Stopwatch:
+    """Time spent inside some functions, summed (the functions are wrapped while it is installed)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self.wrapped: list[tuple[object, str, Callable]] = []
+
+    def wrap(self, owner: object, name: str, label: str) -> None:
+        function = getattr(owner, name)
+        self.wrapped.append((owner, name, function))
+
+        def timed(*args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                self.seconds[label] = self.seconds.get(label, 0.0) + time.perf_counter() - start
+
+        setattr(owner, name, timed)
+
+    def restore(self) -> None:
+        for owner, name, function in self.wrapped:
+            setattr(owner, name, function)
+
+
+def breakdown() -> None:
+    print("\n== where an eager MLP step's time goes (schedule cache on)")
+    step = tinyedu_mlp_step()
+    median_time(step, 3)
+    watch = Stopwatch()
+    watch.wrap(schedules, "schedule", "schedule")
+    for owner in (realize, assign_module):
+        watch.wrap(owner, "run_schedule", "run")
+    GlobalCounters.reset()
+    start = time.perf_counter()
+    for _ in range(STEPS):
+        step()
+    total = (time.perf_counter() - start) / STEPS
+    parts = {key: value / STEPS for key, value in watch.seconds.items()}
+    kernels = GlobalCounters.time_sum_s / STEPS
+    rows = {"build the graph (Tensor ops, autograd, optimizer)": total - parts["schedule"] - parts["run"],
+            "schedule (the graph's key, a cache lookup)": parts["schedule"],
+            "realizer's Python (lookups, buffers, counters)": parts["run"] - kernels,
+            "kernels": kernels}
+    for name, seconds in rows.items():
+        print(f"{name:52s} {seconds * 1e3:7.2f} ms  {seconds / total * 100:5.1f}%")
+    print(f"{'the step (timed with the stopwatches in place)':52s} {total * 1e3:7.2f} ms")
+    watch.restore()
+
+
+# ---- 4. first-call latency ----
+FIRST_STEP = """
+import time, numpy as np
+from tinyedu import Device, Tensor
+from tinyedu.nn import Conv2d, Linear
+from tinyedu.nn.optim import SGD
+from tinyedu.nn.state import get_parameters
+class CNN:
+    def __init__(self):
+        self.c1, self.c2, self.head = Conv2d(1, 8, 3), Conv2d(8, 16, 3), Linear(400, 10)
+    def __call__(self, x):
+        x = self.c1(x).relu().max_pool2d(2)
+        x = self.c2(x).relu().max_pool2d(2)
+        return self.head(x.flatten(1))
+Tensor.manual_seed(0)
+rng = np.random.default_rng(0)
+x = Tensor(rng.standard_normal((64, 1, 28, 28)).astype(np.float32))
+y = Tensor(rng.integers(0, 10, 64).astype(np.int32))
+model = CNN()
+opt = SGD(get_parameters(model), lr=0.01)
+def step():
+    opt.zero_grad(); loss = model(x).cross_entropy(y).backward(); opt.step(); return loss.realize()
+times = []
+for _ in range(2):
+    start = time.perf_counter(); step(); times.append(time.perf_counter() - start)
+programs = list(Device["C"].programs.values())
+compile_s = sum(p.seconds.get("compile", 0.0) for p in programs)
+print(times[0], times[1], len(programs), compile_s)
+"""
+
+
+def first_call(threads: str) -> tuple[float, float, int, float]:
+    """(first step, second step, programs, summed compile seconds) in a fresh process, empty cache."""
+    with tempfile.TemporaryDirectory(prefix="tinyedu-cold-") as cache:
+        env = {**os.environ, "TINYEDU_CACHE": cache, "COMPILE_THREADS": threads, "DEVICE": "C"}
+        out = subprocess.run([sys.executable, "-c", FIRST_STEP], env=env, capture_output=True, text=True,
+                             check=True).stdout.split()
+    return float(out[0]), float(out[1]), int(out[2]), float(out[3])
+
+
+def first_call_table() -> None:
+    print("\n== first call: chapter 08's CNN step in a fresh process, empty compile cache")
+    cores = str(os.cpu_count() or 1)
+    for label, threads in ((f"lowered ahead, {cores} threads", cores), ("one kernel at a time", "1")):
+        first, second, programs, compile_s = first_call(threads)
+        print(f"{label:34s} first step {first * 1e3:7.0f} ms ({programs} kernels; their compiles "
+              f"add up to {compile_s * 1e3:.0f} ms), second step {second * 1e3:6.1f} ms")
+
+
+if __name__ == "__main__":
+    if torch is not None:
+        torch.set_num_threads(thread_count())
+    print(f"load average {os.getloadavg()[0]:.2f}; tinyedu and PyTorch threads: {thread_count()}")
+    mlp_table()
+    matmul_table()
+    breakdown()
+    first_call_table()

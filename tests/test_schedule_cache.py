@@ -1,0 +1,197 @@
+"""The schedule cache: a hit for a graph of the same structure, a miss for anything the scheduler reads.
+
+Every hit is checked against create_schedule run on the same graph without the cache (the oracle):
+the same kernels (equal ASTs), writing and reading the same nodes, stored for the same reasons.
+"""
+
+import gc
+import weakref
+
+import numpy as np
+import pytest
+
+from tinyedu import Tensor, dtypes
+from tinyedu.engine import schedule
+from tinyedu.engine.schedule_cache import ScheduleCache, schedules
+from tinyedu.exercises.hooks import clear_caches
+from tinyedu.nn import Linear
+from tinyedu.nn.optim import SGD
+from tinyedu.nn.state import get_parameters
+
+RNG = np.random.default_rng(0)
+
+
+def data(*shape: int, dtype=np.float32) -> Tensor:
+    return Tensor(RNG.standard_normal(shape).astype(dtype)).realize()
+
+
+def cached(cache: ScheduleCache, out: Tensor) -> bool:
+    """Schedule `out` through `cache`; True on a hit. Checks the result against the uncached schedule."""
+    hits = cache.hits
+    items = cache.schedule([out.lazydata])
+    expected = schedule.create_schedule([out.lazydata])
+    assert len(items) == len(expected)
+    for got, want in zip(items, expected, strict=True):
+        assert got.ast == want.ast and got.out is want.out and got.reason == want.reason
+        assert len(got.inputs) == len(want.inputs)
+        assert all(a is b for a, b in zip(got.inputs, want.inputs, strict=True))
+    return cache.hits > hits
+
+
+def test_the_same_structure_on_other_buffers_hits():
+    cache = ScheduleCache()
+    a, b = data(4, 5), data(5, 3)
+    assert not cached(cache, ((a @ b).relu() * 2).sum(1))
+    c, d = data(4, 5), data(5, 3)
+    assert cached(cache, ((c @ d).relu() * 2).sum(1))
+
+
+@pytest.mark.parametrize("other", [
+    lambda a, b: a * 3 + b,                         # another constant
+    lambda a, b: a * 2 - b,                         # another op
+    lambda a, b: a.T.reshape(4, 5) * 2 + b,         # another view
+    lambda a, b: a * 2 + a,                         # one buffer read twice, not two buffers
+    lambda a, b: a.cast(dtypes.float16) * 2 + b,    # another dtype inside
+    lambda a, b: a.sum(1, keepdim=True) * 2 + b,    # a reduce
+    lambda a, b: (a * 2).contiguous() + b,          # an explicit kernel boundary
+    lambda a, b: a * 2 + (b + 1),                   # one more op
+    lambda a, b: a * 2 + Tensor(np.ones((4, 5), np.float32)),  # host data not in memory yet
+])
+def test_a_structural_change_misses(other):
+    cache = ScheduleCache()
+    a, b = data(4, 5), data(4, 5)
+    assert not cached(cache, a * 2 + b)
+    assert not cached(cache, other(a, b))
+    assert cached(cache, other(data(4, 5), data(4, 5)))
+
+
+def test_shape_dtype_and_device_are_part_of_the_key():
+    cache = ScheduleCache()
+    assert not cached(cache, data(4, 5) * 2)
+    assert not cached(cache, data(5, 4) * 2)
+    assert not cached(cache, data(4, 5, dtype=np.float64) * 2)
+    assert not cached(cache, Tensor(np.ones((4, 5), np.float32), device="NUMPY").realize() * 2)
+    assert cached(cache, data(4, 5) * 2)
+
+
+def test_a_constant_is_keyed_by_its_bits():
+    """x + 0.0 is not x + (-0.0), and NaN hits itself (constants are compared as const_key does)."""
+    cache = ScheduleCache()
+    a = data(3)
+    assert not cached(cache, (a * 0.0).exp())
+    assert not cached(cache, (a * -0.0).exp())
+    assert not cached(cache, (a * float("nan")).exp())
+    assert cached(cache, (data(3) * float("nan")).exp())
+    assert cached(cache, (data(3) * -0.0).exp())
+
+
+def test_a_constant_in_memory_is_keyed_by_its_value():
+    """A realized constant is still read as a literal by kernels: its value is in the key."""
+    cache = ScheduleCache()
+    a = data(4, 5)
+    two, three = Tensor.full((4, 5), 2.0).realize(), Tensor.full((4, 5), 3.0).realize()
+    assert two.lazydata.base.realized is not None and two.lazydata.is_const()
+    assert not cached(cache, a * two)
+    assert not cached(cache, a * three)
+    assert cached(cache, data(4, 5) * three)
+    np.testing.assert_array_equal((a * three).numpy(), a.numpy() * 3)
+
+
+def test_which_nodes_are_outputs_is_part_of_the_key():
+    cache = ScheduleCache()
+    a = data(4, 5)
+    hidden = a.exp()
+    out = hidden.sum()
+    items = cache.schedule([out.lazydata])
+    both = cache.schedule([out.lazydata, hidden.lazydata])
+    assert cache.hits == 0 and len(both) == len(items) + 1
+
+
+def test_the_settings_the_rules_read_are_part_of_the_key(monkeypatch):
+    cache = ScheduleCache()
+    a = data(4, 5)
+    assert not cached(cache, (a * 2).exp().sum())
+    monkeypatch.setenv("FUSION", "0")
+    hits = cache.hits
+    assert len(cache.schedule([(a * 2).exp().sum().lazydata])) > 2 and cache.hits == hits  # one kernel per op
+    monkeypatch.delenv("FUSION")
+    monkeypatch.setattr(schedule, "MAX_KERNEL_DEPTH", 2)
+    assert not cached(cache, (a * 2).exp().sum())
+    monkeypatch.setattr(schedule, "keeps_zero", lambda op: False)
+    assert not cached(cache, (a * 2).exp().sum())
+
+
+def test_host_data_is_copied_from_the_new_graph():
+    """A step that makes a tensor from numpy hits, and copies this step's data, not the first one's."""
+    outs, hits = [], schedules.hits
+    for value in (1.0, 2.0):
+        x = Tensor(np.full((3, 2), value, np.float32))
+        outs.append((x * 3).numpy())
+    assert schedules.hits == hits + 1
+    np.testing.assert_array_equal(outs[0], np.full((3, 2), 3.0))
+    np.testing.assert_array_equal(outs[1], np.full((3, 2), 6.0))
+
+
+def test_a_hit_keeps_no_graph_alive():
+    cache = ScheduleCache()
+    a = data(4, 5)
+    for _ in range(2):
+        out = (a * 2 + 1).sum()
+        node = weakref.ref(out.lazydata.base)
+        cache.schedule([out.lazydata])
+        del out
+        gc.collect()
+        assert node() is None
+
+
+def test_the_version_guard_still_runs_on_a_hit():
+    """A computation planned on memory written since is refused (tests/test_assign.py), cache or not."""
+    for _ in range(2):
+        w = data(2)
+        y = w * 3
+        w.lazydata.base.realized.version += 1  # a write nobody told the graph about
+        with pytest.raises(RuntimeError, match="assign has overwritten since"):
+            schedules.schedule([y.lazydata])
+
+
+def train(steps: int) -> list[np.ndarray]:
+    """A few SGD steps of a small MLP on fixed data; the weights afterwards."""
+    Tensor.manual_seed(3)
+    l1, l2 = Linear(12, 16), Linear(16, 4)
+    opt = SGD(get_parameters([l1, l2]), lr=0.1, momentum=0.9)
+    rng = np.random.default_rng(1)
+    for _ in range(steps):
+        x = Tensor(rng.standard_normal((8, 12)).astype(np.float32))
+        y = Tensor(rng.integers(0, 4, 8).astype(np.int32))
+        opt.zero_grad()
+        l2(l1(x).relu()).cross_entropy(y).backward()
+        opt.step()
+    return [p.numpy() for p in get_parameters([l1, l2])]
+
+
+def test_training_with_the_cache_is_bit_identical_to_without(monkeypatch):
+    hits = schedules.hits
+    with_cache = train(4)
+    assert schedules.hits > hits  # the repeated steps were not scheduled again
+    monkeypatch.setenv("SCHEDULE_CACHE", "0")
+    hits = schedules.hits
+    without = train(4)
+    assert schedules.hits == hits
+    for a, b in zip(with_cache, without, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_an_argument_that_cannot_be_hashed_is_scheduled_without_the_cache():
+    cache = ScheduleCache()
+    a = data(3)
+    out = a * 2
+    out.lazydata.base.arg = [1]  # no op has such an argument today; a new one must not break the cache
+    items = cache.schedule([out.lazydata])
+    assert len(items) == 1 and cache.hits == cache.misses == 0
+
+
+def test_plugging_a_piece_in_empties_the_cache():
+    schedules.schedule([(data(4) * 2).lazydata])
+    assert schedules.cache
+    clear_caches()
+    assert not schedules.cache

@@ -1,0 +1,155 @@
+"""The schedule cache: a graph with the same structure gets the same kernels, without scheduling it again.
+
+An eager training step builds a new lazy graph every step, but the same one: the same ops on the same
+shapes, dtypes and devices, only other buffers (new data, updated weights). Scheduling it (the fusion
+rules, then one AST per kernel) gives the same kernels every time, so it is done once per structure:
+the cache keeps, per structure, the kernel ASTs and which node of the graph each kernel writes and
+reads, and a later graph of that structure gets its schedule by putting its own nodes in those places.
+
+The key is everything the scheduler reads, and nothing else:
+
+- each unrealized base, sources before users (the order the scheduler walks them in): its op, its
+  argument (reduce axes, a cast's dtype, a constant's value compared by its bits; host data only as
+  "host data", as its values are copied at run time and never end up in a kernel), its dtype,
+  device and ShapeTracker, and its sources, each as (which node, the view it is read through);
+- each buffer already in memory that the graph reads: its device, dtype and tracker, whether it is a
+  constant (kernels read those as literals, so their value is in the key), and *which* buffer it is
+  up to renaming: a graph that reads one buffer twice is not one that reads two buffers (the fusion
+  rules count the memory a kernel reads, and a kernel loads a buffer once);
+- the outputs (rule 1), and the settings the rules depend on: FUSION, the kernel size bounds, and
+  the rule functions (a chapter 03 exercise plugs its own in).
+
+The nodes' identities, the buffers' contents and the host data are not in the key: the schedule
+does not depend on them. Two graphs with equal keys are the same graph up to renaming nodes and
+buffers, so they get the same schedule up to the same renaming, which is what a hit returns.
+Turn the cache off with SCHEDULE_CACHE=0 (the tests compare both ways).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tinyedu.engine import schedule
+from tinyedu.engine.schedule import ScheduleItem
+from tinyedu.helpers import getenv
+from tinyedu.lazy import LazyBuffer
+from tinyedu.ops import LazyOp, LoadOps, const_key
+
+MAX_ENTRIES = 256  # structures kept; a session that makes more starts over (rare, and cheap)
+
+
+@dataclass(frozen=True)
+class _Planned:
+    """One kernel of a cached schedule, with graph nodes replaced by their place in the structure.
+
+    A place is an index into the walk order of the unrealized bases (0, 1, ...) or, negative, into
+    the buffers already in memory (-1, -2, ...). Loads (COPY, EMPTY, CONST) keep no AST: theirs
+    carries the node's own argument (host data), so it is made again from the node."""
+
+    ast: LazyOp | None
+    out: int
+    inputs: tuple[int, ...]
+    reason: str
+
+
+@dataclass
+class _Structure:
+    """A graph's key, and its nodes in the places the key numbers them."""
+
+    key: tuple
+    bases: list[LazyBuffer]   # the unrealized bases, sources first
+    leaves: list[LazyBuffer]  # the bases already in memory, in the order they were first read
+
+
+def enabled() -> bool:
+    return getenv("SCHEDULE_CACHE", 1) != 0
+
+
+class ScheduleCache:
+    """Schedules by graph structure (see the module docstring), with hit and miss counts."""
+
+    def __init__(self) -> None:
+        self.cache: dict[tuple, list[_Planned]] = {}
+        self.hits = self.misses = 0
+
+    def cache_clear(self) -> None:
+        """Forget every schedule (tinyedu.exercises.hooks.clear_caches calls this when a piece is plugged)."""
+        self.cache.clear()
+
+    def schedule(self, outs: list[LazyBuffer]) -> list[ScheduleItem]:
+        """The schedule of `outs`: create_schedule's, from the cache when the structure was seen."""
+        fuse = schedule.fusion_enabled()
+        if not enabled():
+            return schedule.create_schedule(outs, fuse)
+        structure = graph_structure(outs, fuse)
+        try:
+            planned = self.cache.get(structure.key)
+        except TypeError:  # an op argument that cannot be hashed: no key, so no cache
+            return schedule.create_schedule(outs, fuse)
+        if planned is not None:
+            self.hits += 1
+            return [_instantiate(p, structure) for p in planned]
+        self.misses += 1
+        items = schedule.create_schedule(outs, fuse)
+        if len(self.cache) >= MAX_ENTRIES:
+            self.cache.clear()
+        places = {id(b): k for k, b in enumerate(structure.bases)}
+        places.update({id(b): -1 - k for k, b in enumerate(structure.leaves)})
+        self.cache[structure.key] = [_plan(item, places) for item in items]
+        return items
+
+
+# --8<-- [start:key]
+def graph_structure(outs: list[LazyBuffer], fuse: bool) -> _Structure:
+    """The key of the graph that computes `outs` (see the module docstring), with its nodes in order."""
+    bases = schedule.bases_to_run(outs)
+    places: dict[int, int] = {id(b): k for k, b in enumerate(bases)}
+    leaves: list[LazyBuffer] = []
+
+    def place(base: LazyBuffer) -> int:
+        found = places.get(id(base))
+        if found is None:  # a buffer in memory, first seen here
+            leaves.append(base)
+            found = places[id(base)] = -len(leaves)
+        return found
+
+    nodes = tuple((b.op, _arg_key(b.arg), b.dtype, b.device, b.st,
+                   tuple((place(s.base), s.st) for s in b.srcs)) for b in bases)
+    outputs = tuple(place(out.base) for out in outs)
+    memory = tuple((b.device, b.dtype, b.st, b.op is LoadOps.CONST, const_key(b.arg) if b.op is LoadOps.CONST
+                    else None) for b in leaves)
+    return _Structure((nodes, memory, outputs, _rule_settings(fuse)), bases, leaves)
+# --8<-- [end:key]
+
+
+def _arg_key(arg: Any) -> Any:
+    """An op's argument as the scheduler sees it: host data is just "host data" (copied at run time)."""
+    return "host data" if isinstance(arg, np.ndarray) else const_key(arg)
+
+
+def _rule_settings(fuse: bool) -> tuple:
+    """What, besides the graph, changes the schedule: fusion on or off, the bounds, the rule functions."""
+    return (fuse, schedule.MAX_KERNEL_DEPTH, schedule.MAX_KERNEL_OPS, schedule.keeps_zero,
+            schedule.store_is_cheaper, schedule.pick_realized)
+
+
+def _plan(item: ScheduleItem, places: dict[int, int]) -> _Planned:
+    """`item` with its nodes replaced by their places (`places`: id -> place), so it keeps no graph alive."""
+    ast = None if isinstance(item.ast.op, LoadOps) else item.ast
+    return _Planned(ast, places[id(item.out)], tuple(places[id(b)] for b in item.inputs), item.reason)
+
+
+def _instantiate(planned: _Planned, structure: _Structure) -> ScheduleItem:
+    """The kernel `planned` over this graph's nodes."""
+    def node(k: int) -> LazyBuffer:
+        return structure.bases[k] if k >= 0 else structure.leaves[-1 - k]
+
+    out = node(planned.out)
+    ast = planned.ast if planned.ast is not None else LazyOp(out.op, (), out.arg)
+    return ScheduleItem(ast, out, tuple(node(k) for k in planned.inputs), planned.reason)
+
+
+schedules = ScheduleCache()
