@@ -60,6 +60,7 @@ def test_beam_keeps_the_fastest_and_stops_when_nothing_is_faster():
 def test_search_times_on_the_device_and_caches_the_winner(tmp_path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("TINYEDU_CACHE", str(tmp_path))
     monkeypatch.setenv("BEAM_BUDGET", "0")  # one round is enough to test the plumbing
+    monkeypatch.setenv("THREADS", "2")  # (the test workers run with THREADS=1: the change below must be one)
     ast = matmul_ast(32)
     first = lower.search(ast, "C", 1)
     assert not first.cached and first.tried > 1 and first.seconds <= first.baseline
