@@ -49,6 +49,8 @@ def hand_coded_optimizations(kernel: Kernel, vector_width: int, threads: int) ->
         return []
     start = len(k.applied_opts)
     try_opt = _trier(k)
+    if _conv_optimizations(k, try_opt, vector_width, threads):
+        return k.applied_opts[start:]
     if k.reduceop is not None and k.first_reduce == 0 and threads > 1 and work >= THREAD_MIN_WORK:
         reduce_axis = k.loop_axes[0]
         try_opt(Opt(OptOps.THREAD, reduce_axis, threads))
@@ -273,3 +275,94 @@ def _order_for_pack(k: Kernel, try_opt) -> int | None:
                 reuse = [a for a in k.loop_axes if k.kinds[a] is AxisKind.LOOP and strides[a] == 0]
         return position
     return None
+
+
+# --8<-- [start:conv-heuristics]
+def _window_input(k: Kernel) -> int | None:
+    """The input that a convolution slides its windows over, if this kernel is one: an input whose
+    addresses along an output loop and along a reduce loop overlap (x[ox*stride + kx*dilation]
+    with a window wider than the stride: neighbouring outputs share input elements). The weight
+    gradient has the same pair the other way round (its kx is an output, the image's x a reduce).
+    A matmul's rows and columns never overlap, nor do the windows of a 2x2 conv with stride 2."""
+    if k.reduceop is None:
+        return None
+    loops = [a for a in k.loop_axes if k.kinds[a] is AxisKind.LOOP]
+    reduces = [a for a in k.loop_axes if k.kinds[a] is AxisKind.REDUCE]
+
+    def overlap(strides: tuple, a: int, r: int) -> bool:
+        if strides[a] in (0, None) or strides[r] in (0, None):
+            return False
+        (small, size), big = min((abs(strides[a]), k.full_shape[a]), (abs(strides[r]), k.full_shape[r])), \
+            max(abs(strides[a]), abs(strides[r]))
+        return small * (size - 1) >= big
+
+    for position, buf in enumerate(k.bufs):
+        if position == 0 or not isinstance(buf, MemBuffer):
+            continue
+        strides = k.sts[position].real_strides(ignore_valid=True)
+        if any(overlap(strides, a, r) for a in loops for r in reduces):
+            return position
+    return None
+
+
+def _channel_axis(k: Kernel, image: int, vector_width: int) -> tuple[int, int, int] | None:
+    """(axis, width, filter): the output loop to vectorize in a convolution, the channels along
+    which the image does not move (stride 0) but the other input, the filter, does. One image
+    element is broadcast to every lane and multiplied by a vector of filter values, so the window
+    axes (short, and odd sizes such as 26 or 13) never need to be vectors."""
+    image_strides = k.sts[image].real_strides(ignore_valid=True)
+    filters = [p for p in range(1, len(k.bufs)) if p != image and isinstance(k.bufs[p], MemBuffer)]
+    for axis in reversed([a for a in k.loop_axes if k.kinds[a] is AxisKind.LOOP]):
+        width = next((w for w in (vector_width, vector_width // 2, vector_width // 4)
+                      if w >= 4 and k.full_shape[axis] % w == 0), None)
+        if width is None or image_strides[axis] != 0:
+            continue
+        moving = [p for p in filters if k.sts[p].real_strides(ignore_valid=True)[axis] != 0]
+        if moving:
+            return axis, width, moving[0]
+    return None
+
+
+def _conv_optimizations(k: Kernel, try_opt, vector_width: int, threads: int) -> bool:
+    """The opts of a convolution (forward or weight gradient), if `k` is one; False otherwise.
+
+    Vector along the channels (`_channel_axis`); then a register block along the output axes the
+    filter does not move along (`_conv_register_block`): each filter vector feeds several
+    multiply-adds with broadcast image elements; threads on the outermost output loop; and the
+    filter PACKed once per thread when it is not contiguous along the channels (a weight (C_out,
+    C_in, kH, kW) is read C_in*kH*kW apart along C_out), so its vectors are loads, not gathers.
+    """
+    image = _window_input(k)
+    if image is None or _has_scalar_only_ops(k):
+        return False
+    channel = _channel_axis(k, image, vector_width)
+    if channel is None:
+        return False
+    axis, width, filt = channel
+    if not try_opt(Opt(OptOps.UPCAST, axis, width)):
+        return False
+    _conv_register_block(k, try_opt, filt, width)
+    if threads > 1 and prod(k.full_shape) >= THREAD_MIN_WORK:
+        for loop in [a for a in k.loop_axes if k.kinds[a] is AxisKind.LOOP]:
+            if k.full_shape[loop] >= threads and try_opt(Opt(OptOps.THREAD, loop, threads)):
+                break
+    strides = k.sts[filt].real_strides(ignore_valid=True)
+    if strides[k.expanded_axes[-1]] != 1:
+        free = [a for a in k.loop_axes if k.kinds[a] is AxisKind.LOOP and strides[a] == 0]
+        if free and prod(k.full_shape[a] for a in pack_tile(k, filt, free[0])) <= MAX_PACK_ELEMENTS:
+            try_opt(Opt(OptOps.PACK, free[0], filt))
+    return True
+
+
+def _conv_register_block(k: Kernel, try_opt, filt: int, width: int) -> None:
+    """UPCAST the output loops along which the filter does not move, innermost first, each by its
+    largest divisor that keeps the block within ACCUMULATORS vectors: one filter vector then
+    serves a row of outputs (13 of a 26-wide row, or a 3x3 window of the weight gradient)."""
+    strides = k.sts[filt].real_strides(ignore_valid=True)
+    candidates = [a for a in k.loop_axes if k.kinds[a] is AxisKind.LOOP and strides[a] == 0]
+    for axis in reversed(candidates):  # upcasting an axis removes or keeps it; those outside stay put
+        budget = ACCUMULATORS // _vector_accumulators(k, width)  # vectors of `width` lanes
+        amount = _largest_divisor(k.full_shape[axis], budget)
+        if amount > 1:
+            try_opt(Opt(OptOps.UPCAST, axis, amount))
+# --8<-- [end:conv-heuristics]

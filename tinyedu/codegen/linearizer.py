@@ -55,6 +55,7 @@ from tinyedu.codegen import gpu, local_arrays
 from tinyedu.codegen.index import INDEX_OPS, index_dtype  # noqa: F401 - INDEX_OPS: also imported from here by notebook 04
 from tinyedu.codegen.kernel import AxisKind, Kernel, ast_dtype
 from tinyedu.codegen.local_arrays import Combo  # a position of the expanded axes: ((axis, index), ...)
+from tinyedu.codegen.opts import pack_tile
 from tinyedu.codegen.uops import FusedOps, UOp, UOpBuilder, UOps, VectorDType, lowest_value
 from tinyedu.codegen.vectorize import (
     LANE,
@@ -411,7 +412,8 @@ class Linearizer:
 
     def _vector_axis(self) -> int | None:
         """The innermost expanded axis, if its size is a vector width and a 4-byte buffer is
-        contiguous along it (stride 1): then values are vectors along it."""
+        contiguous along it (stride 1), or is packed (PACK) into a tile whose innermost axis it
+        is: then values are vectors along it."""
         k = self.kernel
         if not k.expanded_axes:
             return None
@@ -422,6 +424,10 @@ class Linearizer:
         for buf, st in zip(k.bufs, k.sts, strict=True):
             if isinstance(buf, MemBuffer) and vectorizable(buf.dtype) and st.shape[axis] == size and \
                     st.real_strides()[axis] == 1:
+                return axis
+        for position, pack_axis in k.packs:
+            tile = pack_tile(k, position, pack_axis)
+            if k.gpu is None and vectorizable(k.bufs[position].dtype) and tile and tile[-1] == axis:
                 return axis
         return None
 

@@ -76,6 +76,26 @@ def _check_output_size(op: str, shape: tuple[int, ...], padded: tuple[int, ...],
                          "or more padding")
 
 
+def _window_products(windows: TensorLike, weight: TensorLike, groups: int) -> TensorLike:
+    """(n, C_in, *out, *k) windows times a (C_out, C_in/groups, *k) weight, summed over each
+    window: (n, groups, C_out/groups, *out).
+
+    A broadcast multiply and a sum, like matmul, but with every axis kept apart (no im2col matrix
+    of rows prod(out) by prod(k)*C_in): each input is then one view with a stride per axis, so
+    the kernel reads the input contiguously along the output's x and the weight as broadcasts,
+    and the heuristics can see the window axes. Halves are summed in float32, as in matmul.
+    """
+    if windows.dtype == weight.dtype and windows.dtype.is_half:
+        return _window_products(windows.float(), weight.float(), groups).cast(windows.dtype)
+    nd = weight.ndim - 2
+    (n, cin), out, kernel = windows.shape[:2], windows.shape[2:2 + nd], weight.shape[2:]
+    cin_g = cin // groups
+    cols = windows.reshape(n, groups, 1, cin_g, *out, *kernel)
+    cols = cols.permute(0, 1, 2, *range(4, 4 + nd), 3, *range(4 + nd, 4 + 2 * nd))  # n, g, 1, *out, cin_g, *k
+    w = weight.reshape(1, groups, weight.shape[0] // groups, *(1,) * nd, cin_g, *kernel)
+    return (cols * w).sum(tuple(range(3 + nd, 4 + 2 * nd)))
+
+
 class ConvMixin:
     # ---- convolution ----
     def conv1d(self: TensorLike, weight: TensorLike, bias: TensorLike | None = None, stride: Ints = 1,
@@ -119,12 +139,7 @@ class ConvMixin:
         _check_output_size(op, self.shape, x.shape[2:], kernel, dilation)
         windows = x._pool(kernel, stride, dilation)  # (n, cin, *out, *kernel)
         out = windows.shape[2:2 + nd]
-        cols = windows.reshape(n, groups, cin_g, *out, *kernel)
-        cols = cols.permute(0, 1, *range(3, 3 + nd), 2, *range(3 + nd, 3 + 2 * nd))  # (n, g, *out, cin_g, *k)
-        cols = cols.reshape(n, groups, prod(out), cin_g * prod(kernel))  # one row per output position
-        matrix = weight.reshape(groups, cout // groups, cin_g * prod(kernel)).transpose(1, 2)
-        result = cols.matmul(matrix)  # (n, groups, prod(out), cout/groups)
-        result = result.permute(0, 1, 3, 2).reshape(n, cout, *out)
+        result = _window_products(windows, weight, groups).reshape(n, cout, *out)
         if bias is not None:
             if bias.shape != (cout,):
                 raise ShapeError(f"{op}: bias must have shape ({cout},), one per output channel, got "
