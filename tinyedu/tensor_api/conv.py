@@ -1,7 +1,8 @@
 """Convolution, transposed convolution and pooling, in 1, 2 or 3 dimensions: one implementation each.
 
-A convolution is `_pool` (tinyedu/tensor_api/nn_ops.py) cutting the padded input into windows, then
-a matmul with the weight (im2col). A transposed convolution is a convolution of the input spread
+A convolution is the Function Conv (tinyedu/function_conv.py): the padded input cut into windows
+(as `_pool` does, tinyedu/tensor_api/nn_ops.py), multiplied by the weight and summed over each window;
+its gradients are convolutions too. A transposed convolution is a convolution of the input spread
 out by the stride, with the kernel flipped. Pooling is a max or a mean over the same windows.
 
 Arguments follow PyTorch (and its positional order: `conv2d(weight, bias, stride, padding,
@@ -15,6 +16,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import tinyedu.function_conv as FC
+from tinyedu.dtype import dtypes, least_upper_dtype
 from tinyedu.errors import ArgumentError, ShapeError
 from tinyedu.helpers import prod
 from tinyedu.tensor_api.base import TensorLike
@@ -76,24 +79,16 @@ def _check_output_size(op: str, shape: tuple[int, ...], padded: tuple[int, ...],
                          "or more padding")
 
 
-def _window_products(windows: TensorLike, weight: TensorLike, groups: int) -> TensorLike:
-    """(n, C_in, *out, *k) windows times a (C_out, C_in/groups, *k) weight, summed over each
-    window: (n, groups, C_out/groups, *out).
-
-    A broadcast multiply and a sum, like matmul, but with every axis kept apart (no im2col matrix
-    of rows prod(out) by prod(k)*C_in): each input is then one view with a stride per axis, so
-    the kernel reads the input contiguously along the output's x and the weight as broadcasts,
-    and the heuristics can see the window axes. Halves are summed in float32, as in matmul.
-    """
-    if windows.dtype == weight.dtype and windows.dtype.is_half:
-        return _window_products(windows.float(), weight.float(), groups).cast(windows.dtype)
-    nd = weight.ndim - 2
-    (n, cin), out, kernel = windows.shape[:2], windows.shape[2:2 + nd], weight.shape[2:]
-    cin_g = cin // groups
-    cols = windows.reshape(n, groups, 1, cin_g, *out, *kernel)
-    cols = cols.permute(0, 1, 2, *range(4, 4 + nd), 3, *range(4 + nd, 4 + 2 * nd))  # n, g, 1, *out, cin_g, *k
-    w = weight.reshape(1, groups, weight.shape[0] // groups, *(1,) * nd, cin_g, *kernel)
-    return (cols * w).sum(tuple(range(3 + nd, 4 + 2 * nd)))
+def _conv_padded(x: TensorLike, weight: TensorLike, stride: tuple[int, ...], dilation: tuple[int, ...],
+                 groups: int) -> TensorLike:
+    """The convolution of an already padded input, as one Function (tinyedu/function_conv.py) whose
+    gradients are convolutions too. Both operands in the dtype of their product, summed as `sum`
+    does: ints in int64, halves in float32 (rounded once at the end, as in matmul)."""
+    dtype = least_upper_dtype(x.dtype, weight.dtype)
+    if dtype.is_half:
+        return _conv_padded(x.float(), weight.float(), stride, dilation, groups).cast(dtype)
+    dtype = dtype if dtype.is_float else dtypes.int64
+    return x.cast(dtype)._apply(FC.Conv, weight.cast(dtype), stride=stride, dilation=dilation, groups=groups)
 
 
 class ConvMixin:
@@ -114,16 +109,15 @@ class ConvMixin:
 
     def _conv(self: TensorLike, weight: TensorLike, bias: TensorLike | None, stride: Any, padding: Any,
               dilation: Any, groups: Any, nd: int, op: str) -> TensorLike:
-        """N-d convolution by im2col: pad, cut the input into windows (N, C_in, *out, *kernel) with
-        `_pool`, lay each window out as a row of C_in/groups * prod(kernel) numbers, and multiply by
-        the weight seen as a matrix. With groups, the channels are split into independent groups,
-        each with its own slice of the weight."""
+        """N-d convolution: pad, then the Function Conv (tinyedu/function_conv.py) cuts the input into
+        windows (N, C_in, *out, *kernel), multiplies each by the weight and sums it. With groups, the
+        channels are split into independent groups, each with its own slice of the weight."""
         check_tensors(op, self, weight=weight, bias=bias)
         if weight.ndim != nd + 2:
             raise ShapeError(f"{op}: expected a weight (C_out, C_in/groups, {nd} kernel sizes) with {nd + 2} "
                              f"axes, got weight {weight.shape} (input {self.shape})")
         x, unbatched = _spatial(self, nd, op, "C_in")
-        (n, cin), (cout, cin_g), kernel = x.shape[:2], weight.shape[:2], weight.shape[2:]
+        cin, (cout, cin_g), kernel = x.shape[1], weight.shape[:2], weight.shape[2:]
         if 0 in kernel:
             raise ShapeError(f"{op}: the weight {weight.shape} has an empty kernel {kernel}; every kernel "
                              "size must be >= 1")
@@ -137,9 +131,7 @@ class ConvMixin:
         pads = _padding(padding, nd, op, kernel, dilation, stride)
         x = x.pad(((0, 0), (0, 0), *pads))
         _check_output_size(op, self.shape, x.shape[2:], kernel, dilation)
-        windows = x._pool(kernel, stride, dilation)  # (n, cin, *out, *kernel)
-        out = windows.shape[2:2 + nd]
-        result = _window_products(windows, weight, groups).reshape(n, cout, *out)
+        result = _conv_padded(x, weight, stride, dilation, groups)
         if bias is not None:
             if bias.shape != (cout,):
                 raise ShapeError(f"{op}: bias must have shape ({cout},), one per output channel, got "
