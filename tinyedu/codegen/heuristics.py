@@ -30,6 +30,8 @@ from tinyedu.codegen.kernel import AxisKind, Kernel
 from tinyedu.codegen.opts import MAX_PACK_ELEMENTS, Opt, OptError, OptOps, apply_opt, pack_tile
 from tinyedu.helpers import prod
 from tinyedu.ops import MemBuffer, UnaryOps
+from tinyedu.shape import idx_vars
+from tinyedu.shape.rules import base_and_coefficient, terms_and_constant
 
 SMALL_KERNEL = 4096          # loop iterations below which a kernel gets no opts (on a CPU)
 THREAD_MIN_WORK = 1 << 20    # loop iterations worth waking threads for (about 100 us on one core)
@@ -281,28 +283,34 @@ def _order_for_pack(k: Kernel, try_opt) -> int | None:
 def _window_input(k: Kernel) -> int | None:
     """The input that a convolution slides its windows over, if this kernel is one: an input whose
     addresses along an output loop and along a reduce loop overlap (x[ox*stride + kx*dilation]
-    with a window wider than the stride: neighbouring outputs share input elements). The weight
+    with a window wider than the stride: neighbouring outputs share input elements), or whose index
+    joins the two in one term (`(ox + kx) // 2`: a gradient spread out by a stride). The weight
     gradient has the same pair the other way round (its kx is an output, the image's x a reduce).
     A matmul's rows and columns never overlap, nor do the windows of a 2x2 conv with stride 2."""
     if k.reduceop is None:
         return None
-    loops = [a for a in k.loop_axes if k.kinds[a] is AxisKind.LOOP]
-    reduces = [a for a in k.loop_axes if k.kinds[a] is AxisKind.REDUCE]
-
-    def overlap(strides: tuple, a: int, r: int) -> bool:
-        if strides[a] in (0, None) or strides[r] in (0, None):
-            return False
-        (small, size), big = min((abs(strides[a]), k.full_shape[a]), (abs(strides[r]), k.full_shape[r])), \
-            max(abs(strides[a]), abs(strides[r]))
-        return small * (size - 1) >= big
-
+    loops = {a for a in k.loop_axes if k.kinds[a] is AxisKind.LOOP}
+    reduces = {a for a in k.loop_axes if k.kinds[a] is AxisKind.REDUCE}
     for position, buf in enumerate(k.bufs):
-        if position == 0 or not isinstance(buf, MemBuffer):
-            continue
-        strides = k.sts[position].real_strides(ignore_valid=True)
-        if any(overlap(strides, a, r) for a in loops for r in reduces):
+        if position > 0 and isinstance(buf, MemBuffer) and _windowed(k, position, loops, reduces):
             return position
     return None
+
+
+def _windowed(k: Kernel, position: int, loops: set[int], reduces: set[int]) -> bool:
+    """Whether buffer `position` is read through windows (see `_window_input`)."""
+    strides = k.sts[position].real_strides(ignore_valid=True)
+    for a, r in ((a, r) for a in loops for r in reduces if strides[a] and strides[r]):
+        (small, size), big = min((abs(strides[a]), k.full_shape[a]), (abs(strides[r]), k.full_shape[r])), \
+            max(abs(strides[a]), abs(strides[r]))
+        if small * (size - 1) >= big:
+            return True
+    index, _ = k.sts[position].expr_idxs(idx_vars(k.full_shape))
+    for term in terms_and_constant(index)[0]:
+        axes = {int(v.name[3:]) for v in base_and_coefficient(term)[0].vars()}
+        if axes & loops and axes & reduces:
+            return True
+    return False
 
 
 def _channel_axis(k: Kernel, image: int, vector_width: int) -> tuple[int, int, int] | None:
@@ -357,12 +365,20 @@ def _conv_optimizations(k: Kernel, try_opt, vector_width: int, threads: int) -> 
 def _conv_register_block(k: Kernel, try_opt, filt: int, width: int) -> None:
     """UPCAST the output loops along which the filter does not move, innermost first, each by its
     largest divisor that keeps the block within ACCUMULATORS vectors: one filter vector then
-    serves a row of outputs (13 of a 26-wide row, or a 3x3 window of the weight gradient)."""
+    serves a row of outputs (13 of a 26-wide row, or a 3x3 window of the weight gradient). The
+    outermost output loop stays for threads, and, where the filter is to be packed, one loop
+    around the block stays too (a tile is packed before a loop), so 4x4 outputs get 4 x 2."""
     strides = k.sts[filt].real_strides(ignore_valid=True)
-    candidates = [a for a in k.loop_axes if k.kinds[a] is AxisKind.LOOP and strides[a] == 0]
+    loops = [a for a in k.loop_axes if k.kinds[a] is AxisKind.LOOP]
+    candidates = [a for a in loops[1:] if strides[a] == 0]
+    packing = strides[k.expanded_axes[-1]] != 1
     for axis in reversed(candidates):  # upcasting an axis removes or keeps it; those outside stay put
         budget = ACCUMULATORS // _vector_accumulators(k, width)  # vectors of `width` lanes
+        if packing and axis == candidates[0]:
+            budget = min(budget, k.full_shape[axis] // 2)
         amount = _largest_divisor(k.full_shape[axis], budget)
         if amount > 1:
             try_opt(Opt(OptOps.UPCAST, axis, amount))
+
+
 # --8<-- [end:conv-heuristics]
