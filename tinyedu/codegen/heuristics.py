@@ -147,9 +147,12 @@ def _largest_divisor(size: int, cap: int) -> int:
 
 
 def _has_scalar_only_ops(k: Kernel) -> bool:
-    """Whether the kernel computes exp2/log2/sin/cos: they have no vector form, so each lane would be
-    taken out of its vector and put back around every call, which costs more than vectors save."""
-    return any(node.op in (UnaryOps.EXP2, UnaryOps.LOG2, UnaryOps.SIN, UnaryOps.COS) for node in k.ast.walk())
+    """Whether the kernel computes exp2/log2/sin/cos in its loops: they have no vector form, so each
+    lane would be taken out of its vector and put back around every call, which costs more than
+    vectors save. In a reduce's epilogue (matmul then GELU) they run once per output, after the
+    loop, and the reduce keeps its vectors: only the nodes under the reduce count there."""
+    root = k.ast if k.reduceop is None else k.reduceop
+    return any(node.op in (UnaryOps.EXP2, UnaryOps.LOG2, UnaryOps.SIN, UnaryOps.COS) for node in root.walk())
 
 
 def _trier(k: Kernel):
