@@ -4,14 +4,19 @@ The choices, in the order they are made (each only when it applies):
 
 1. Small kernels stay as written: fewer than SMALL_KERNEL loop iterations run in microseconds
    whatever their loops look like, and they compile faster and read better without opts.
+   A convolution (forward, input or weight gradient: an input read through overlapping windows)
+   gets its own opts instead, `_conv_optimizations` below: the channels as the vector (the window
+   axes are short and odd: 26, 13, 3), a register block along the output axes the filter does not
+   move along, threads, and the filter packed so its vectors are loads, not gathers.
 2. Threads for a full reduction (no output loops): THREAD the reduce axis, so each thread sums a
    part (this has to come first: later opts add expanded axes). A long float sum is in blocks
    (tinyedu/codegen/sum_blocks.py): threads share the blocks of its outermost level.
 3. A vector axis: the axis along which the input buffers are contiguous (stride 1), weighted by
    their sizes, a buffer read with stride 0 counting as free and any other stride against. An
    output axis is UPCAST (a vector of outputs), a reduce axis is UNROLL'ed (a vector accumulator).
-   Not in kernels that compute exp2/log2/sin/cos (no vector form: the lanes would be taken apart
-   around every call). A copy that reads along one axis and writes along another (a transpose)
+   Not in kernels that compute exp2/log2/sin/cos in their loops (no vector form: the lanes would
+   be taken apart around every call); in a reduce's epilogue (matmul then GELU) they run once per
+   output and do not count. A copy that reads along one axis and writes along another (a transpose)
    is tiled instead, so that the lines it reads and writes stay in the cache while they are used.
 4. Register blocking, for reduces that reuse what they load (matmul, convolution): UPCAST the
    output axes along which some input does not move (stride 0), until 16 vector accumulators, so

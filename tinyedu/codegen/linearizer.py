@@ -35,7 +35,8 @@ With opts (stage 5, tinyedu/codegen/opts.py) the same program gets four more fea
 - UPCAST and UNROLL axes are not loops: the loop body is written out once per position of them
   (a *combo*), with that position as a constant in the index expressions. Each UNROLL position has
   its own accumulator; they are combined after the reduce loops.
-- The innermost of them is a *vector axis* when a buffer is contiguous along it: every value is
+- The innermost of them is a *vector axis* when a buffer is contiguous along it (or PACKed into a
+  tile whose innermost axis it is): every value is
   then W lanes wide (see tinyedu/codegen/vectorize.py), loads and stores along it are vector
   LOAD/STORE, and a sum over an UNROLL vector axis ends with a horizontal sum of the lanes.
 - A THREAD loop is a RANGE whose iterations threads share; over a reduce axis (or the outermost

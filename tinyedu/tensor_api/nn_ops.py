@@ -1,8 +1,9 @@
 """Neural-network building blocks on tensors: matmul, linear, attention, and the sliding windows
 that convolution and pooling (tinyedu/tensor_api/conv.py) are built on.
 
-None of them is a primitive. matmul is a broadcast multiply and a sum; a convolution is the same
-matmul after `_pool` has cut the image into windows (im2col) with movement ops only; pooling
+None of them is a primitive. matmul is a broadcast multiply and a sum; a convolution multiplies
+the windows of the image (cut with movement ops only, as `_pool` does) by the weight and sums each
+window (the Function Conv, tinyedu/function_conv.py, whose gradients are convolutions too); pooling
 is a max or a mean over those windows.
 """
 
