@@ -823,12 +823,14 @@ def test_conv2d(case: tuple) -> None:
 
 
 # Large enough for the heuristics' convolution opts (tinyedu/codegen/heuristics.py): channels as
-# vectors, the filter packed, register blocks along odd window sizes (7, 13, 5x5 windows, 1x1).
+# vectors, the filter packed, register blocks along odd window sizes (7, 13, 5x5 windows, 1x1 with
+# and without a stride).
 CONV_OPTIMIZED = [
     ((1, 2, 7, 9), (16, 2, 3, 3), True, {}),
     ((2, 2, 9, 7), (8, 2, 3, 3), False, {"stride": 2, "padding": 1}),
     ((1, 4, 8, 9), (16, 2, 3, 3), True, {"dilation": 2, "groups": 2, "padding": 2}),
     ((2, 4, 6, 7), (32, 4, 1, 1), False, {}),
+    ((2, 8, 9, 9), (16, 8, 1, 1), True, {"stride": 2}),
     ((1, 2, 7, 6), (16, 2, 5, 5), False, {"padding": 2}),
     ((1, 3, 6, 7), (6, 3, 3, 3), False, {"padding": 1}),
 ]

@@ -7,7 +7,8 @@ The choices, in the order they are made (each only when it applies):
    A convolution (forward, input or weight gradient: an input read through overlapping windows)
    gets its own opts instead, `_conv_optimizations` below: the channels as the vector (the window
    axes are short and odd: 26, 13, 3), a register block along the output axes the filter does not
-   move along, threads, and the filter packed so its vectors are loads, not gathers.
+   move along, threads, and the filter packed so its vectors are loads, not gathers. So does a
+   matmul-like reduce that no input is contiguous along (a 1x1 convolution with a stride).
 2. Threads for a full reduction (no output loops): THREAD the reduce axis, so each thread sums a
    part (this has to come first: later opts add expanded axes). A long float sum is in blocks
    (tinyedu/codegen/sum_blocks.py): threads share the blocks of its outermost level.
@@ -62,6 +63,8 @@ def hand_coded_optimizations(kernel: Kernel, vector_width: int, threads: int) ->
         reduce_axis = k.loop_axes[0]
         try_opt(Opt(OptOps.THREAD, reduce_axis, threads))
     vector = None if _has_scalar_only_ops(k) else _pick_vector_axis(k, vector_width)
+    if vector is None and _conv_optimizations(k, try_opt, vector_width, threads, _pointwise_image(k)):
+        return k.applied_opts[start:]
     if vector is not None:
         axis, width = vector
         try_opt(Opt(OptOps.UPCAST if k.kinds[axis] is AxisKind.LOOP else OptOps.UNROLL, axis, width))
@@ -339,8 +342,25 @@ def _channel_axis(k: Kernel, image: int, vector_width: int) -> tuple[int, int, i
     return None
 
 
-def _conv_optimizations(k: Kernel, try_opt, vector_width: int, threads: int) -> bool:
-    """The opts of a convolution (forward or weight gradient), if `k` is one; False otherwise.
+def _pointwise_image(k: Kernel) -> int | None:
+    """A matmul-like reduce that no input is contiguous along (a 1x1 convolution with a stride, or
+    the input gradient of one: x[n, c, 2*y, 2*x] times w[o, c]): the larger of its two inputs, if
+    each is broadcast along an output loop that the other moves along. Such a kernel gets the
+    convolution's opts, with this input as the image and the other as the filter."""
+    loads = [p for p in range(1, len(k.bufs)) if isinstance(k.bufs[p], MemBuffer)]
+    if k.reduceop is None or len(loads) != 2:
+        return None
+    (a, sa), (b, sb) = ((p, k.sts[p].real_strides(ignore_valid=True)) for p in loads)
+    loops = [axis for axis in k.loop_axes if k.kinds[axis] is AxisKind.LOOP]
+    if not any(sa[x] == 0 and sb[x] != 0 for x in loops) or not any(sb[x] == 0 and sa[x] != 0 for x in loops):
+        return None
+    return max((a, b), key=lambda p: k.sts[p].max_index())
+
+
+def _conv_optimizations(k: Kernel, try_opt, vector_width: int, threads: int,
+                        image: int | None = None) -> bool:
+    """The opts of a convolution (forward or a gradient; `image` given: see `_pointwise_image`),
+    if `k` is one; False otherwise.
 
     Vector along the channels (`_channel_axis`); then a register block along the output axes the
     filter does not move along (`_conv_register_block`): each filter vector feeds several
@@ -348,7 +368,7 @@ def _conv_optimizations(k: Kernel, try_opt, vector_width: int, threads: int) -> 
     filter PACKed once per thread when it is not contiguous along the channels (a weight (C_out,
     C_in, kH, kW) is read C_in*kH*kW apart along C_out), so its vectors are loads, not gathers.
     """
-    image = _window_input(k)
+    image = _window_input(k) if image is None else image
     if image is None or _has_scalar_only_ops(k):
         return False
     channel = _channel_axis(k, image, vector_width)
