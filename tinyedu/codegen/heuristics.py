@@ -377,8 +377,9 @@ def _conv_optimizations(k: Kernel, try_opt, vector_width: int, threads: int,
     axis, width, filt = channel
     if not try_opt(Opt(OptOps.UPCAST, axis, width)):
         return False
-    _conv_register_block(k, try_opt, filt, width)
-    if threads > 1 and prod(k.full_shape) >= THREAD_MIN_WORK:
+    threaded = threads > 1 and prod(k.full_shape) >= THREAD_MIN_WORK
+    _conv_register_block(k, try_opt, filt, width, threaded)
+    if threaded:
         for loop in [a for a in k.loop_axes if k.kinds[a] is AxisKind.LOOP]:
             if k.full_shape[loop] >= threads and try_opt(Opt(OptOps.THREAD, loop, threads)):
                 break
@@ -390,15 +391,16 @@ def _conv_optimizations(k: Kernel, try_opt, vector_width: int, threads: int,
     return True
 
 
-def _conv_register_block(k: Kernel, try_opt, filt: int, width: int) -> None:
+def _conv_register_block(k: Kernel, try_opt, filt: int, width: int, threaded: bool) -> None:
     """UPCAST the output loops along which the filter does not move, innermost first, each by its
     largest divisor that keeps the block within ACCUMULATORS vectors: one filter vector then
     serves a row of outputs (13 of a 26-wide row, or a 3x3 window of the weight gradient). The
-    outermost output loop stays for threads, and, where the filter is to be packed, one loop
-    around the block stays too (a tile is packed before a loop), so 4x4 outputs get 4 x 2."""
+    outermost output loop stays for threads (if `threaded`), and, where the filter is to be
+    packed, one loop around the block stays too (a tile is packed before a loop), so 4x4 outputs
+    get 4 x 2."""
     strides = k.sts[filt].real_strides(ignore_valid=True)
     loops = [a for a in k.loop_axes if k.kinds[a] is AxisKind.LOOP]
-    candidates = [a for a in loops[1:] if strides[a] == 0]
+    candidates = [a for a in loops[1 if threaded else 0:] if strides[a] == 0]
     packing = strides[k.expanded_axes[-1]] != 1
     for axis in reversed(candidates):  # upcasting an axis removes or keeps it; those outside stay put
         budget = ACCUMULATORS // _vector_accumulators(k, width)  # vectors of `width` lanes
