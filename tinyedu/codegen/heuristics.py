@@ -316,9 +316,11 @@ def _windowed(k: Kernel, position: int, loops: set[int], reduces: set[int]) -> b
             max(abs(strides[a]), abs(strides[r]))
         if small * (size - 1) >= big:
             return True
-    index, _ = k.sts[position].expr_idxs(idx_vars(k.full_shape))
+    variables = idx_vars(k.full_shape)
+    axis_of = {v.name: axis for axis, v in enumerate(variables)}
+    index, _ = k.sts[position].expr_idxs(variables)
     for term in terms_and_constant(index)[0]:
-        axes = {int(v.name[3:]) for v in base_and_coefficient(term)[0].vars()}
+        axes = {axis_of[v.name] for v in base_and_coefficient(term)[0].vars() if v.name in axis_of}
         if axes & loops and axes & reduces:
             return True
     return False
