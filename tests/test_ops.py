@@ -822,6 +822,29 @@ def test_conv2d(case: tuple) -> None:
                    atol=1e-4, grad_atol=1e-4)
 
 
+# Large enough for the heuristics' convolution opts (tinyedu/codegen/heuristics.py): channels as
+# vectors, the filter packed, register blocks along odd window sizes (7, 13, 5x5 windows, 1x1 with
+# and without a stride).
+CONV_OPTIMIZED = [
+    ((1, 2, 7, 9), (16, 2, 3, 3), True, {}),
+    ((2, 2, 9, 7), (8, 2, 3, 3), False, {"stride": 2, "padding": 1}),
+    ((1, 4, 8, 9), (16, 2, 3, 3), True, {"dilation": 2, "groups": 2, "padding": 2}),
+    ((2, 4, 6, 7), (32, 4, 1, 1), False, {}),
+    ((2, 8, 9, 9), (16, 8, 1, 1), True, {"stride": 2}),
+    ((1, 2, 7, 6), (16, 2, 5, 5), False, {"padding": 2}),
+    ((1, 3, 6, 7), (6, 3, 3, 3), False, {"padding": 1}),
+]
+
+
+@pytest.mark.parametrize("case", CONV_OPTIMIZED, ids=str)
+@backends(case=CONV_OPTIMIZED[:3])
+def test_conv2d_optimized(case: tuple) -> None:
+    x_shape, w_shape, bias, kwargs = case
+    shapes = [x_shape, w_shape] + ([(w_shape[0],)] if bias else [])
+    helper_test_op(shapes, lambda *a: F.conv2d(*a, **kwargs), lambda x, *rest: x.conv2d(*rest, **kwargs),
+                   atol=1e-4, grad_atol=1e-3, numerical=False)
+
+
 @pytest.mark.parametrize("layout", ["permuted", "padded"])
 @backends(layout=["padded"])
 def test_conv2d_non_contiguous(layout: str) -> None:

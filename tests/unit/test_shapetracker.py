@@ -298,3 +298,18 @@ def test_from_shape_rejects_bad_shapes() -> None:
         ShapeTracker.from_shape((2, -1))
     with pytest.raises(ValueError, match="ShapeTracker.from_shape"):
         ShapeTracker.from_shape(3)
+
+
+@pytest.mark.parametrize("n, count, step", [(28, 3, 1), (9, 3, 2), (13, 5, 1), (7, 2, 3)])
+def test_sliding_windows_merge_into_one_view(n: int, count: int, step: int) -> None:
+    """The windows of a convolution (Tensor._windows: repeat, lay end to end, pad, cut into rows
+    `step` longer) read element p + i*step at (i, p): one view with strides (step, 1), which the
+    simplifier finds once it splits `p + i*(n+step)` as `i*n + (p + i*step)` for `// n` and `% n`."""
+    keep = n - (count - 1) * step
+    tracker = (ShapeTracker.from_shape((n,)).reshape((1, n)).expand((count, n)).reshape((count * n,))
+               .pad(((0, count * step),)).reshape((count, n + step)).shrink(((0, count), (0, keep))))
+    assert len(tracker.views) == 1 and tracker.views[0].strides == (step, 1)
+    base = np.arange(1, n + 1)
+    expected = np.stack([base[i * step:i * step + keep] for i in range(count)])
+    np.testing.assert_array_equal(gather_symbolic(tracker, base), expected)
+    np.testing.assert_array_equal(gather_loop(tracker, base), expected)

@@ -316,3 +316,17 @@ def test_substitute_matches_evaluating_with_that_value(pair: Pair, variable: Var
     assert variable not in substituted.vars()
     for env in ENVS[::7]:
         assert substituted.eval(env) == reference({**env, variable.name: value})
+
+
+def test_div_and_mod_split_every_coefficient() -> None:
+    """`(c + d*29) // 28` is d and `% 28` is c + d when c + d < 28: 29 splits as 28 + 1 (a window's
+    index); where the small part crosses a multiple of 28, the expression stays a division."""
+    c, d = Variable("c", 0, 25), Variable("d", 0, 2)
+    assert (c + d * 29) // 28 == d
+    assert (c + d * 29) % 28 == c + d
+    wide = Variable("w", 0, 27)
+    assert isinstance((wide + d * 29) // 28, DivNode)
+    for cv, dv in itertools.product(range(28), range(3)):
+        env = {"w": cv, "d": dv}
+        assert ((wide + d * 29) // 28).eval(env) == (cv + dv * 29) // 28
+        assert ((wide + d * 29) % 28).eval(env) == (cv + dv * 29) % 28

@@ -4,14 +4,21 @@ The choices, in the order they are made (each only when it applies):
 
 1. Small kernels stay as written: fewer than SMALL_KERNEL loop iterations run in microseconds
    whatever their loops look like, and they compile faster and read better without opts.
+   A convolution (forward, input or weight gradient: an input read through overlapping windows)
+   gets its own opts instead, `_conv_optimizations` below: the channels as the vector (the window
+   axes are short and odd: 26, 13, 3), a register block along the output axes the filter does not
+   move along, threads from THREAD_MIN_WORK loop iterations on (not rule 5's larger bound for
+   matmuls), and the filter packed so its vectors are loads, not gathers. So does a
+   matmul-like reduce that no input is contiguous along (a 1x1 convolution with a stride).
 2. Threads for a full reduction (no output loops): THREAD the reduce axis, so each thread sums a
    part (this has to come first: later opts add expanded axes). A long float sum is in blocks
    (tinyedu/codegen/sum_blocks.py): threads share the blocks of its outermost level.
 3. A vector axis: the axis along which the input buffers are contiguous (stride 1), weighted by
    their sizes, a buffer read with stride 0 counting as free and any other stride against. An
    output axis is UPCAST (a vector of outputs), a reduce axis is UNROLL'ed (a vector accumulator).
-   Not in kernels that compute exp2/log2/sin/cos (no vector form: the lanes would be taken apart
-   around every call). A copy that reads along one axis and writes along another (a transpose)
+   Not in kernels that compute exp2/log2/sin/cos in their loops (no vector form: the lanes would
+   be taken apart around every call); in a reduce's epilogue (matmul then GELU) they run once per
+   output and do not count. A copy that reads along one axis and writes along another (a transpose)
    is tiled instead, so that the lines it reads and writes stay in the cache while they are used.
 4. Register blocking, for reduces that reuse what they load (matmul, convolution): UPCAST the
    output axes along which some input does not move (stride 0), until 16 vector accumulators, so
@@ -20,7 +27,7 @@ The choices, in the order they are made (each only when it applies):
 5. Threads for kernels with enough work: THREAD the outermost output loop that has an iteration for
    every thread. Enough is about 100 us on one core (waking a sleeping thread, and on a busy machine
    waiting for a core, costs tens of microseconds): THREAD_MIN_WORK loop iterations, or
-   THREAD_REUSE_FACTOR times as many in a reduce that reuses its loads (matmul, convolution), whose
+   THREAD_REUSE_FACTOR times as many in a reduce that reuses its loads (a matmul), whose
    register-blocked iterations are that much cheaper (measured: a 192^3 matmul, 2^22.8 iterations
    in 75 us, gained nothing from a second core; a 2^20 sum and a 2^18 elementwise op did).
 6. Packing, for a matmul-like reduce whose reused input is read with a large stride along the
@@ -34,6 +41,8 @@ from tinyedu.codegen.kernel import AxisKind, Kernel
 from tinyedu.codegen.opts import MAX_PACK_ELEMENTS, Opt, OptError, OptOps, apply_opt, pack_tile
 from tinyedu.helpers import prod
 from tinyedu.ops import MemBuffer, UnaryOps
+from tinyedu.shape import idx_vars
+from tinyedu.shape.rules import base_and_coefficient, terms_and_constant
 
 SMALL_KERNEL = 4096          # loop iterations below which a kernel gets no opts (on a CPU)
 THREAD_MIN_WORK = 1 << 20    # loop iterations worth waking threads for (about 100 us on one core) ...
@@ -54,11 +63,15 @@ def hand_coded_optimizations(kernel: Kernel, vector_width: int, threads: int) ->
         return []
     start = len(k.applied_opts)
     try_opt = _trier(k)
+    if _conv_optimizations(k, try_opt, vector_width, threads):
+        return k.applied_opts[start:]
     reuses = _reuses_loads(k)
     if k.reduceop is not None and k.first_reduce == 0 and threads > 1 and work >= THREAD_MIN_WORK:
         reduce_axis = k.loop_axes[0]
         try_opt(Opt(OptOps.THREAD, reduce_axis, threads))
     vector = None if _has_scalar_only_ops(k) else _pick_vector_axis(k, vector_width)
+    if vector is None and _conv_optimizations(k, try_opt, vector_width, threads, _pointwise_image(k)):
+        return k.applied_opts[start:]
     if vector is not None:
         axis, width = vector
         try_opt(Opt(OptOps.UPCAST if k.kinds[axis] is AxisKind.LOOP else OptOps.UNROLL, axis, width))
@@ -149,9 +162,12 @@ def _largest_divisor(size: int, cap: int) -> int:
 
 
 def _has_scalar_only_ops(k: Kernel) -> bool:
-    """Whether the kernel computes exp2/log2/sin/cos: they have no vector form, so each lane would be
-    taken out of its vector and put back around every call, which costs more than vectors save."""
-    return any(node.op in (UnaryOps.EXP2, UnaryOps.LOG2, UnaryOps.SIN, UnaryOps.COS) for node in k.ast.walk())
+    """Whether the kernel computes exp2/log2/sin/cos in its loops: they have no vector form, so each
+    lane would be taken out of its vector and put back around every call, which costs more than
+    vectors save. In a reduce's epilogue (matmul then GELU) they run once per output, after the
+    loop, and the reduce keeps its vectors: only the nodes under the reduce count there."""
+    root = k.ast if k.reduceop is None else k.reduceop
+    return any(node.op in (UnaryOps.EXP2, UnaryOps.LOG2, UnaryOps.SIN, UnaryOps.COS) for node in root.walk())
 
 
 def _trier(k: Kernel):
@@ -286,3 +302,129 @@ def _order_for_pack(k: Kernel, try_opt) -> int | None:
                 reuse = [a for a in k.loop_axes if k.kinds[a] is AxisKind.LOOP and strides[a] == 0]
         return position
     return None
+
+
+# --8<-- [start:conv-heuristics]
+def _window_input(k: Kernel) -> int | None:
+    """The input that a convolution slides its windows over, if this kernel is one: an input whose
+    addresses along an output loop and along a reduce loop overlap (x[ox*stride + kx*dilation]
+    with a window wider than the stride: neighbouring outputs share input elements), or whose index
+    joins the two in one term (`(ox + kx) // 2`: a gradient spread out by a stride). The weight
+    gradient has the same pair the other way round (its kx is an output, the image's x a reduce).
+    A matmul's rows and columns never overlap, nor do the windows of a 2x2 conv with stride 2."""
+    if k.reduceop is None:
+        return None
+    loops = {a for a in k.loop_axes if k.kinds[a] is AxisKind.LOOP}
+    reduces = {a for a in k.loop_axes if k.kinds[a] is AxisKind.REDUCE}
+    for position, buf in enumerate(k.bufs):
+        if position > 0 and isinstance(buf, MemBuffer) and _windowed(k, position, loops, reduces):
+            return position
+    return None
+
+
+def _windowed(k: Kernel, position: int, loops: set[int], reduces: set[int]) -> bool:
+    """Whether buffer `position` is read through windows (see `_window_input`)."""
+    strides = k.sts[position].real_strides(ignore_valid=True)
+    for a, r in ((a, r) for a in loops for r in reduces if strides[a] and strides[r]):
+        (small, size), big = min((abs(strides[a]), k.full_shape[a]), (abs(strides[r]), k.full_shape[r])), \
+            max(abs(strides[a]), abs(strides[r]))
+        if small * (size - 1) >= big:
+            return True
+    variables = idx_vars(k.full_shape)
+    axis_of = {v.name: axis for axis, v in enumerate(variables)}
+    index, _ = k.sts[position].expr_idxs(variables)
+    for term in terms_and_constant(index)[0]:
+        axes = {axis_of[v.name] for v in base_and_coefficient(term)[0].vars() if v.name in axis_of}
+        if axes & loops and axes & reduces:
+            return True
+    return False
+
+
+def _channel_axis(k: Kernel, image: int, vector_width: int) -> tuple[int, int, int] | None:
+    """(axis, width, filter): the output loop to vectorize in a convolution, the channels along
+    which the image does not move (stride 0) but the other input, the filter, does. One image
+    element is broadcast to every lane and multiplied by a vector of filter values, so the window
+    axes (short, and odd sizes such as 26 or 13) never need to be vectors."""
+    image_strides = k.sts[image].real_strides(ignore_valid=True)
+    filters = [p for p in range(1, len(k.bufs)) if p != image and isinstance(k.bufs[p], MemBuffer)]
+    for axis in reversed([a for a in k.loop_axes if k.kinds[a] is AxisKind.LOOP]):
+        width = next((w for w in (vector_width, vector_width // 2, vector_width // 4)
+                      if w >= 4 and k.full_shape[axis] % w == 0), None)
+        if width is None or image_strides[axis] != 0:
+            continue
+        moving = [p for p in filters if k.sts[p].real_strides(ignore_valid=True)[axis] != 0]
+        if moving:
+            return axis, width, moving[0]
+    return None
+
+
+def _pointwise_image(k: Kernel) -> int | None:
+    """A matmul-like reduce that no input is contiguous along (a 1x1 convolution with a stride, or
+    the input gradient of one: x[n, c, 2*y, 2*x] times w[o, c]): the larger of its two inputs, if
+    each is broadcast along an output loop that the other moves along. Such a kernel gets the
+    convolution's opts, with this input as the image and the other as the filter."""
+    loads = [p for p in range(1, len(k.bufs)) if isinstance(k.bufs[p], MemBuffer)]
+    if k.reduceop is None or len(loads) != 2:
+        return None
+    (a, sa), (b, sb) = ((p, k.sts[p].real_strides(ignore_valid=True)) for p in loads)
+    loops = [axis for axis in k.loop_axes if k.kinds[axis] is AxisKind.LOOP]
+    if not any(sa[x] == 0 and sb[x] != 0 for x in loops) or not any(sb[x] == 0 and sa[x] != 0 for x in loops):
+        return None
+    return max((a, b), key=lambda p: k.sts[p].max_index())
+
+
+def _conv_optimizations(k: Kernel, try_opt, vector_width: int, threads: int,
+                        image: int | None = None) -> bool:
+    """The opts of a convolution (forward or a gradient; `image` given: see `_pointwise_image`),
+    if `k` is one; False otherwise.
+
+    Vector along the channels (`_channel_axis`); then a register block along the output axes the
+    filter does not move along (`_conv_register_block`): each filter vector feeds several
+    multiply-adds with broadcast image elements; threads on the outermost output loop; and the
+    filter PACKed once per thread when it is not contiguous along the channels (a weight (C_out,
+    C_in, kH, kW) is read C_in*kH*kW apart along C_out), so its vectors are loads, not gathers.
+    """
+    image = _window_input(k) if image is None else image
+    if image is None or _has_scalar_only_ops(k):
+        return False
+    channel = _channel_axis(k, image, vector_width)
+    if channel is None:
+        return False
+    axis, width, filt = channel
+    if not try_opt(Opt(OptOps.UPCAST, axis, width)):
+        return False
+    threaded = threads > 1 and prod(k.full_shape) >= THREAD_MIN_WORK
+    _conv_register_block(k, try_opt, filt, width, threaded)
+    if threaded:
+        for loop in [a for a in k.loop_axes if k.kinds[a] is AxisKind.LOOP]:
+            if k.full_shape[loop] >= threads and try_opt(Opt(OptOps.THREAD, loop, threads)):
+                break
+    strides = k.sts[filt].real_strides(ignore_valid=True)
+    if strides[k.expanded_axes[-1]] != 1:
+        free = [a for a in k.loop_axes if k.kinds[a] is AxisKind.LOOP and strides[a] == 0]
+        if free and prod(k.full_shape[a] for a in pack_tile(k, filt, free[0])) <= MAX_PACK_ELEMENTS:
+            try_opt(Opt(OptOps.PACK, free[0], filt))
+    return True
+
+
+def _conv_register_block(k: Kernel, try_opt, filt: int, width: int, threaded: bool) -> None:
+    """UPCAST the output loops along which the filter does not move, innermost first, each by its
+    largest divisor that keeps the block within ACCUMULATORS vectors: one filter vector then
+    serves a row of outputs (13 of a 26-wide row, or a 3x3 window of the weight gradient). The
+    outermost output loop stays for threads (if `threaded`), and, where the filter is to be
+    packed, one loop around the block stays too (a tile is packed before a loop), so 4x4 outputs
+    get 4 x 2."""
+    strides = k.sts[filt].real_strides(ignore_valid=True)
+    loops = [a for a in k.loop_axes if k.kinds[a] is AxisKind.LOOP]
+    candidates = [a for a in loops[1 if threaded else 0:] if strides[a] == 0]
+    packing = strides[k.expanded_axes[-1]] != 1
+    for axis in reversed(candidates):  # upcasting an axis removes or keeps it; those outside stay put
+        budget = ACCUMULATORS // _vector_accumulators(k, width)  # vectors of `width` lanes
+        if packing and axis == candidates[0]:
+            budget = min(budget, k.full_shape[axis] // 2)
+        amount = _largest_divisor(k.full_shape[axis], budget)
+        if amount > 1:
+            try_opt(Opt(OptOps.UPCAST, axis, amount))
+
+
+# --8<-- [end:conv-heuristics]

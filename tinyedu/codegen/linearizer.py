@@ -35,7 +35,8 @@ With opts (stage 5, tinyedu/codegen/opts.py) the same program gets four more fea
 - UPCAST and UNROLL axes are not loops: the loop body is written out once per position of them
   (a *combo*), with that position as a constant in the index expressions. Each UNROLL position has
   its own accumulator; they are combined after the reduce loops.
-- The innermost of them is a *vector axis* when a buffer is contiguous along it: every value is
+- The innermost of them is a *vector axis* when a buffer is contiguous along it (or PACKed into a
+  tile whose innermost axis it is): every value is
   then W lanes wide (see tinyedu/codegen/vectorize.py), loads and stores along it are vector
   LOAD/STORE, and a sum over an UNROLL vector axis ends with a horizontal sum of the lanes.
 - A THREAD loop is a RANGE whose iterations threads share; over a reduce axis (or the outermost
@@ -57,6 +58,7 @@ from tinyedu.codegen.index import INDEX_OPS, index_dtype  # noqa: F401 - INDEX_O
 from tinyedu.codegen.kernel import AxisKind, Kernel, ast_dtype
 from tinyedu.codegen.local_arrays import Combo  # a position of the expanded axes: ((axis, index), ...)
 from tinyedu.codegen.opt import OptOps
+from tinyedu.codegen.opts import pack_tile
 from tinyedu.codegen.uops import FusedOps, UOp, UOpBuilder, UOps, VectorDType, lowest_value
 from tinyedu.codegen.vectorize import (
     LANE,
@@ -415,7 +417,8 @@ class Linearizer:
 
     def _vector_axis(self) -> int | None:
         """The innermost expanded axis, if its size is a vector width and a 4-byte buffer is
-        contiguous along it (stride 1): then values are vectors along it."""
+        contiguous along it (stride 1), or is packed (PACK) into a tile whose innermost axis it
+        is: then values are vectors along it."""
         k = self.kernel
         if not k.expanded_axes:
             return None
@@ -426,6 +429,10 @@ class Linearizer:
         for buf, st in zip(k.bufs, k.sts, strict=True):
             if isinstance(buf, MemBuffer) and vectorizable(buf.dtype) and st.shape[axis] == size and \
                     st.real_strides()[axis] == 1:
+                return axis
+        for position, pack_axis in k.packs:
+            tile = pack_tile(k, position, pack_axis)
+            if k.gpu is None and vectorizable(k.bufs[position].dtype) and tile and tile[-1] == axis:
                 return axis
         return None
 

@@ -105,6 +105,20 @@ def split(x: Node, n: int) -> tuple[Node, Node]:
     return sum_nodes(quotient), sum_nodes(rest + [NumNode(r)])
 
 
+def split_coefficients(x: Node, n: int) -> tuple[Node, Node]:
+    """Write x as `quotient*n + rest`, also splitting every coefficient k as `(k//n)*n + k%n`.
+
+    `split` keeps `c + d*29` whole for n = 28; here it is `d*28 + (c + d)`, and when `c + d` stays
+    within one multiple of 28 (as in the index of a convolution's window, row + column*29 with a
+    short row) `// 28` is `d` and `% 28` is `c + d`: the pair of views merges into one.
+    """
+    terms, constant = terms_and_constant(x)
+    pairs = [base_and_coefficient(term) for term in terms]
+    quotient = [mul(base, k // n) for base, k in pairs] + [NumNode(constant // n)]
+    rest = [mul(base, k % n) for base, k in pairs] + [NumNode(constant % n)]
+    return sum_nodes(quotient), sum_nodes(rest)
+
+
 def common_factor(x: Node, n: int) -> int:
     """The largest g dividing n, the constant and every coefficient of x."""
     terms, constant = terms_and_constant(x)
@@ -131,6 +145,9 @@ def div(x: Node, n: int) -> Node:
     quotient, rest = split(x, n)
     if rest.min // n == rest.max // n:  # rest never crosses a multiple of n
         return sum_nodes([quotient, NumNode(rest.min // n)])
+    whole, small = split_coefficients(x, n)
+    if small.min // n == small.max // n:  # the same, once every coefficient is reduced mod n
+        return sum_nodes([whole, NumNode(small.min // n)])
     g = common_factor(rest, n)
     if g > 1:
         return sum_nodes([quotient, div(exact_div(rest, g), n // g)])
@@ -152,6 +169,9 @@ def mod(x: Node, n: int) -> Node:
     _, rest = split(x, n)
     if rest.min // n == rest.max // n:  # within one period, % n is a plain subtraction
         return sum_nodes([rest, NumNode(-(rest.min // n) * n)])
+    _, small = split_coefficients(x, n)
+    if small.min // n == small.max // n:  # the same, once every coefficient is reduced mod n
+        return sum_nodes([small, NumNode(-(small.min // n) * n)])
     g = common_factor(rest, n)
     if g > 1:
         return mul(mod(exact_div(rest, g), n // g), g)

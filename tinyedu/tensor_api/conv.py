@@ -1,7 +1,8 @@
 """Convolution, transposed convolution and pooling, in 1, 2 or 3 dimensions: one implementation each.
 
-A convolution is `_pool` (tinyedu/tensor_api/nn_ops.py) cutting the padded input into windows, then
-a matmul with the weight (im2col). A transposed convolution is a convolution of the input spread
+A convolution is the Function Conv (tinyedu/function_conv.py): the padded input cut into windows
+(as `_pool` does, tinyedu/tensor_api/nn_ops.py), multiplied by the weight and summed over each window;
+its gradients are convolutions too. A transposed convolution is a convolution of the input spread
 out by the stride, with the kernel flipped. Pooling is a max or a mean over the same windows.
 
 Arguments follow PyTorch (and its positional order: `conv2d(weight, bias, stride, padding,
@@ -15,6 +16,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import tinyedu.function_conv as FC
+from tinyedu.dtype import dtypes, least_upper_dtype
 from tinyedu.errors import ArgumentError, ShapeError
 from tinyedu.helpers import prod
 from tinyedu.tensor_api.base import TensorLike
@@ -76,6 +79,18 @@ def _check_output_size(op: str, shape: tuple[int, ...], padded: tuple[int, ...],
                          "or more padding")
 
 
+def _conv_padded(x: TensorLike, weight: TensorLike, stride: tuple[int, ...], dilation: tuple[int, ...],
+                 groups: int) -> TensorLike:
+    """The convolution of an already padded input, as one Function (tinyedu/function_conv.py) whose
+    gradients are convolutions too. Both operands in the dtype of their product, summed as `sum`
+    does: ints in int64, halves in float32 (rounded once at the end, as in matmul)."""
+    dtype = least_upper_dtype(x.dtype, weight.dtype)
+    if dtype.is_half:
+        return _conv_padded(x.float(), weight.float(), stride, dilation, groups).cast(dtype)
+    dtype = dtype if dtype.is_float else dtypes.int64
+    return x.cast(dtype)._apply(FC.Conv, weight.cast(dtype), stride=stride, dilation=dilation, groups=groups)
+
+
 class ConvMixin:
     # ---- convolution ----
     def conv1d(self: TensorLike, weight: TensorLike, bias: TensorLike | None = None, stride: Ints = 1,
@@ -94,16 +109,15 @@ class ConvMixin:
 
     def _conv(self: TensorLike, weight: TensorLike, bias: TensorLike | None, stride: Any, padding: Any,
               dilation: Any, groups: Any, nd: int, op: str) -> TensorLike:
-        """N-d convolution by im2col: pad, cut the input into windows (N, C_in, *out, *kernel) with
-        `_pool`, lay each window out as a row of C_in/groups * prod(kernel) numbers, and multiply by
-        the weight seen as a matrix. With groups, the channels are split into independent groups,
-        each with its own slice of the weight."""
+        """N-d convolution: pad, then the Function Conv (tinyedu/function_conv.py) cuts the input into
+        windows (N, C_in, *out, *kernel), multiplies each by the weight and sums it. With groups, the
+        channels are split into independent groups, each with its own slice of the weight."""
         check_tensors(op, self, weight=weight, bias=bias)
         if weight.ndim != nd + 2:
             raise ShapeError(f"{op}: expected a weight (C_out, C_in/groups, {nd} kernel sizes) with {nd + 2} "
                              f"axes, got weight {weight.shape} (input {self.shape})")
         x, unbatched = _spatial(self, nd, op, "C_in")
-        (n, cin), (cout, cin_g), kernel = x.shape[:2], weight.shape[:2], weight.shape[2:]
+        cin, (cout, cin_g), kernel = x.shape[1], weight.shape[:2], weight.shape[2:]
         if 0 in kernel:
             raise ShapeError(f"{op}: the weight {weight.shape} has an empty kernel {kernel}; every kernel "
                              "size must be >= 1")
@@ -117,14 +131,7 @@ class ConvMixin:
         pads = _padding(padding, nd, op, kernel, dilation, stride)
         x = x.pad(((0, 0), (0, 0), *pads))
         _check_output_size(op, self.shape, x.shape[2:], kernel, dilation)
-        windows = x._pool(kernel, stride, dilation)  # (n, cin, *out, *kernel)
-        out = windows.shape[2:2 + nd]
-        cols = windows.reshape(n, groups, cin_g, *out, *kernel)
-        cols = cols.permute(0, 1, *range(3, 3 + nd), 2, *range(3 + nd, 3 + 2 * nd))  # (n, g, *out, cin_g, *k)
-        cols = cols.reshape(n, groups, prod(out), cin_g * prod(kernel))  # one row per output position
-        matrix = weight.reshape(groups, cout // groups, cin_g * prod(kernel)).transpose(1, 2)
-        result = cols.matmul(matrix)  # (n, groups, prod(out), cout/groups)
-        result = result.permute(0, 1, 3, 2).reshape(n, cout, *out)
+        result = _conv_padded(x, weight, stride, dilation, groups)
         if bias is not None:
             if bias.shape != (cout,):
                 raise ShapeError(f"{op}: bias must have shape ({cout},), one per output channel, got "

@@ -1,8 +1,9 @@
 """Neural-network building blocks on tensors: matmul, linear, attention, and the sliding windows
 that convolution and pooling (tinyedu/tensor_api/conv.py) are built on.
 
-None of them is a primitive. matmul is a broadcast multiply and a sum; a convolution is the same
-matmul after `_pool` has cut the image into windows (im2col) with movement ops only; pooling
+None of them is a primitive. matmul is a broadcast multiply and a sum; a convolution multiplies
+the windows of the image (cut with movement ops only, as `_pool` does) by the weight and sums each
+window (the Function Conv, tinyedu/function_conv.py, whose gradients are convolutions too); pooling
 is a max or a mean over those windows.
 """
 
@@ -141,7 +142,9 @@ class NNMixin:
 
         Along a spatial axis of size n a window holds k elements `dilation` apart, and windows start
         every `stride` elements, so there are out = (n - dilation*(k-1) - 1) // stride + 1 of them.
-        `_windows` makes a window at *every* start; a strided shrink keeps every stride-th. All views.
+        `_windows` makes a window at *every* start; a strided shrink keeps every stride-th. Windows
+        that sit side by side (stride = k, no dilation) are a reshape instead, whose gradient is a
+        reshape too, not a sum of overlapping windows. All views.
         """
         nd = len(kernel)
         first = self.ndim - nd
@@ -150,6 +153,9 @@ class NNMixin:
             n = x.shape[first]
             out = (n - d * (k - 1) - 1) // s + 1
             x = x.permute(*range(first), *range(first + 1, x.ndim), first)  # this spatial axis goes last
+            if s == k and d == 1:  # windows side by side (2x2 pooling): a reshape, and so is its gradient
+                x = x.shrink((None,) * (x.ndim - 1) + ((0, out * k),)).reshape(*x.shape[:-1], out, k)
+                continue
             x = x._windows(k, d)  # (..., k, n - d*(k-1)): a window at every start
             x = x.shrink((None,) * (x.ndim - 1) + ((0, (out - 1) * s + 1),))  # the starts that are used...
             x = x._stride((1,) * (x.ndim - 1) + (s,))  # ...every s-th: (..., k, out)
