@@ -20,7 +20,8 @@ c_expressions = {
 # --8<-- [start:conv_loops]
 conv_loops = {
     "matmul": [3, 2, 5],        # (3, 5) @ (5, 2): 3 x 2 outputs, each a sum over 5
-    "padded_conv": [16, 2, 9],  # 4 x 4 output pixels, 2 filters, each a sum over 1 channel x 3 x 3
+    "padded_conv": [2, 4, 4, 3, 3],  # 2 filters x 4 x 4 output pixels, each a sum over the 3 x 3 window
+    # (the one input channel is a loop that runs once: no loop)
 }
 # --8<-- [end:conv_loops]
 
@@ -71,7 +72,7 @@ MISTAKES = [
             "your expression gives 0.0, the kernel nan", "relu as where(0 < v, v, 0): NaN becomes 0"),
     Mistake("05.c_expression", dict(c_expressions, sigmoid="1.0f/(1.0f+exp2f(-val0*1.442695f)"),
             "compiler rejects this expression"),
-    Mistake("05.loop_bounds", dict(conv_loops, padded_conv=[16, 9, 2]), "wrong order"),
+    Mistake("05.loop_bounds", dict(conv_loops, padded_conv=[4, 4, 2, 3, 3]), "wrong order"),
     Mistake("05.loop_bounds", dict(conv_loops, matmul=[3, 5, 5]), "broadcast (n, m, k)"),
     Mistake("05.compile_count", 4, "fewer compiles than 4"),
     Mistake("05.compile_count", 2, "more compiles than 2"),
