@@ -111,7 +111,7 @@ class LazyBuffer:
         """
         if op in (LoadOps.COPY, LoadOps.EMPTY):
             return LazyBuffer(device, st, dtype, op, arg, srcs)
-        key = (device, st, dtype, op, const_key(arg), tuple(id(s) for s in srcs))
+        key = (device, st, dtype, op, const_key(arg), tuple(map(id, srcs)))
         cached = _NODES.get(key)
         same_sources = cached is not None and len(cached.srcs) == len(srcs) and all(
             a is b for a, b in zip(cached.srcs, srcs, strict=True))
@@ -149,9 +149,17 @@ class LazyBuffer:
 
     @staticmethod
     def full(value: float | int | bool, shape: tuple[int, ...], dtype: DType, device: str) -> "LazyBuffer":
-        value = _scalar_as(const_key(value), value, dtype)
-        scalar = LazyBuffer.loadop(LoadOps.CONST, (), dtype, device, arg=value)
-        return scalar.reshape((1,) * len(shape)).expand(shape)
+        """`value` in every element of `shape`: one CONST, reshaped and expanded (free views).
+
+        Remembered by the value's bits, the shape, dtype and device while the node is alive: a formula
+        asks for the same constants again and again (exp's range reduction alone for eight), and
+        making one costs a cast, a node and two views, each looked up in the dedup cache anyway."""
+        key = ("full", const_key(value), tuple(shape), dtype, device)
+        node = _NODES.get(key)
+        if node is None:
+            scalar = LazyBuffer.loadop(LoadOps.CONST, (), dtype, device, arg=_scalar_as(key[1], value, dtype))
+            node = _NODES[key] = scalar.reshape((1,) * len(shape)).expand(shape)
+        return node
 
     # ---- the small interface the frontend uses ----
     # --8<-- [start:elementwise]
@@ -402,16 +410,14 @@ def _fold_constants(op: Any, operands: tuple[LazyBuffer, ...], dtype: DType) -> 
     The zero must be the right one for floats, compared by bits: x + (-0.0) is x for every x, but
     x + 0.0 is not (-0.0 + 0.0 is +0.0), and x - 0.0 is x but x - (-0.0) is not.
     """
-    consts = [_constant(x) for x in operands]
-    if op is UnaryOps.CAST and consts[0] is not None:
-        return LazyBuffer.full(consts[0], operands[0].shape, dtype, operands[0].device)
-    if len(operands) != 2:
-        return None
-    (x, y), (cx, cy) = operands, consts
+    if op is UnaryOps.CAST:
+        value = _constant(operands[0])
+        return None if value is None else LazyBuffer.full(value, operands[0].shape, dtype, operands[0].device)
     identity = {BinaryOps.ADD: -0.0 if dtype.is_float else 0, BinaryOps.SUB: 0.0 if dtype.is_float else 0,
                 BinaryOps.MUL: 1, BinaryOps.DIV: 1}.get(op)
-    if identity is None:
+    if identity is None or len(operands) != 2:
         return None
+    (x, y), (cx, cy) = operands, (_constant(operands[0]), _constant(operands[1]))
     if cy is not None and _is(cy, identity) and x.dtype == dtype:
         return x
     if cx is not None and _is(cx, identity) and op in (BinaryOps.ADD, BinaryOps.MUL) and y.dtype == dtype:
