@@ -32,6 +32,19 @@ class DType:
     def __repr__(self) -> str:
         return f"dtypes.{self.name}"
 
+    # The lazy graph's caches hash and compare a dtype for every node: by its name (equal dtypes have
+    # equal names) and identity first, rather than the dataclass's tuple of all six fields.
+    def __hash__(self) -> int:
+        return hash(self.name)
+
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        if not isinstance(other, DType):
+            return NotImplemented
+        return (self.priority, self.itemsize, self.name, self.np, self.c_name, self.kind) == \
+            (other.priority, other.itemsize, other.name, other.np, other.c_name, other.kind)
+
     @property
     def is_float(self) -> bool:
         return self.kind == "f"
