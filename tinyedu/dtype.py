@@ -14,6 +14,7 @@ float32 (numpy uint16), and its values are float32 arrays (see `to_storage` / `f
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Literal
 
@@ -170,6 +171,7 @@ def _category(dtype: DType) -> int:
     return 0 if dtype == dtypes.bool else 1 if dtype.is_int else 2
 
 
+@functools.lru_cache(maxsize=4096)  # a pure function asked the same few questions by every binary op
 def result_type(*operands: Operand) -> DType:
     """torch.result_type: tensors with dimensions decide; a zero-dim tensor or a Python scalar only
     counts when it is of a higher category (bool < int < float) than every tensor above it.
