@@ -8,9 +8,9 @@ Run: .venv/bin/python bench/bench_eager.py [--quick]      (not a test; prints ta
 2. matmul 256x256 end to end, `(a @ b).numpy()` on inputs in memory, against numpy's `a @ b`.
 3. Where the eager step's time goes: building the graph (Tensor ops, autograd, the optimizer's
    update), scheduling (with the cache: computing the graph's key and a lookup), the realizer's
-   own Python (programs looked up, buffers allocated, counters, and the copies assign makes of a
-   weight that a computation still pending reads: here the loss, realized after the update), and
-   the kernels themselves.
+   own Python (programs looked up, buffers allocated, counters), the copies assign makes of a
+   weight that a graph still lazy reads (here the loss, realized after the update, and the
+   gradients' graphs, which `p.grad` keeps), and the kernels themselves.
 4. First-call latency: chapter 08's CNN step in a fresh process with an empty compile cache (a
    temporary TINYEDU_CACHE), its kernels lowered ahead on COMPILE_THREADS threads or one by one.
 

@@ -155,7 +155,7 @@ class LazyBuffer:
         """`value` in every element of `shape`: one CONST, reshaped and expanded (free views).
 
         Remembered by the value's bits, the shape, dtype and device (see _Nodes.keep): every step
-        asks for the same constants again (exp's range reduction alone for eight), and making one
+        asks for the same constants again (exp's range reduction alone for about ten), and making one
         costs a cast, a node and two views. A remembered one whose CONST was given memory (assign
         may store a value into a target's buffer through it) is not handed out again."""
         key = ("full", const_key(value), tuple(shape), dtype, device)
