@@ -8,7 +8,9 @@ Run: .venv/bin/python bench/bench_eager.py [--quick]      (not a test; prints ta
 2. matmul 256x256 end to end, `(a @ b).numpy()` on inputs in memory, against numpy's `a @ b`.
 3. Where the eager step's time goes: building the graph (Tensor ops, autograd, the optimizer's
    update), scheduling (with the cache: computing the graph's key and a lookup), the realizer's
-   own Python (programs looked up, buffers allocated, counters), and the kernels themselves.
+   own Python (programs looked up, buffers allocated, counters), the copies assign makes of a
+   weight that a graph still lazy reads (here the loss, realized after the update, and the
+   gradients' graphs, which `p.grad` keeps), and the kernels themselves.
 4. First-call latency: chapter 08's CNN step in a fresh process with an empty compile cache (a
    temporary TINYEDU_CACHE), its kernels lowered ahead on COMPILE_THREADS threads or one by one.
 
@@ -234,6 +236,7 @@ def breakdown() -> None:
     watch.wrap(schedules, "schedule", "schedule")
     for owner in (realize, assign_module):
         watch.wrap(owner, "run_schedule", "run")
+    watch.wrap(assign_module, "snapshot_for_pending_readers", "snapshots")
     GlobalCounters.reset()
     start = time.perf_counter()
     for _ in range(STEPS):
@@ -241,9 +244,12 @@ def breakdown() -> None:
     total = (time.perf_counter() - start) / STEPS
     parts = {key: value / STEPS for key, value in watch.seconds.items()}
     kernels = GlobalCounters.time_sum_s / STEPS
-    rows = {"build the graph (Tensor ops, autograd, optimizer)": total - parts["schedule"] - parts["run"],
+    snapshots = parts.get("snapshots", 0.0)
+    rows = {"build the graph (Tensor ops, autograd, optimizer)":
+            total - parts["schedule"] - parts["run"] - snapshots,
             "schedule (the graph's key, a cache lookup)": parts["schedule"],
             "realizer's Python (lookups, buffers, counters)": parts["run"] - kernels,
+            "assign's snapshots for pending readers": snapshots,
             "kernels": kernels}
     for name, seconds in rows.items():
         print(f"{name:52s} {seconds * 1e3:7.2f} ms  {seconds / total * 100:5.1f}%")

@@ -223,3 +223,19 @@ def test_clone_does_not_share_memory() -> None:
     x = Tensor([1.0, 2.0], requires_grad=True)
     x.clone().sum().backward()
     np.testing.assert_array_equal(x.grad.numpy(), [1, 1])
+
+
+def test_a_constant_assigned_in_place_stays_that_constant() -> None:
+    # assign stores a constant value straight into the target's buffer; constants are remembered (by
+    # LazyBuffer.full and the node cache), and one that was stored must not later read the target
+    lr = Tensor(np.array(0.5, dtype=np.float32)).realize()
+    for value in (0.05, 0.0, 0.1, 0.05, 0.0):
+        lr.assign(Tensor(value))
+        assert lr.item() == np.float32(value)
+        assert (Tensor(value) + Tensor(np.array(0.0, dtype=np.float32))).item() == np.float32(value)
+    constant = Tensor.full((3,), 0.25)
+    target = Tensor(np.zeros(3, dtype=np.float32)).realize()
+    target.assign(constant)
+    target.assign(target + 1)
+    np.testing.assert_array_equal(Tensor.full((3,), 0.25).numpy(), [0.25] * 3)
+    np.testing.assert_array_equal(target.numpy(), [1.25] * 3)

@@ -14,6 +14,7 @@ float32 (numpy uint16), and its values are float32 arrays (see `to_storage` / `f
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Literal
 
@@ -31,6 +32,19 @@ class DType:
 
     def __repr__(self) -> str:
         return f"dtypes.{self.name}"
+
+    # The lazy graph's caches hash and compare a dtype for every node: by its name (equal dtypes have
+    # equal names) and identity first, rather than the dataclass's tuple of all six fields.
+    def __hash__(self) -> int:
+        return hash(self.name)
+
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        if not isinstance(other, DType):
+            return NotImplemented
+        return (self.priority, self.itemsize, self.name, self.np, self.c_name, self.kind) == \
+            (other.priority, other.itemsize, other.name, other.np, other.c_name, other.kind)
 
     @property
     def is_float(self) -> bool:
@@ -157,6 +171,7 @@ def _category(dtype: DType) -> int:
     return 0 if dtype == dtypes.bool else 1 if dtype.is_int else 2
 
 
+@functools.lru_cache(maxsize=4096)  # a pure function asked the same few questions by every binary op
 def result_type(*operands: Operand) -> DType:
     """torch.result_type: tensors with dimensions decide; a zero-dim tensor or a Python scalar only
     counts when it is of a higher category (bool < int < float) than every tensor above it.

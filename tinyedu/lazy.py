@@ -17,6 +17,7 @@ below this file, so `tinyedu/engine/__init__.py` calls `install_engine()` when t
 
 from __future__ import annotations
 
+import atexit
 import weakref
 from typing import Any, Protocol, Sequence
 
@@ -111,11 +112,13 @@ class LazyBuffer:
         """
         if op in (LoadOps.COPY, LoadOps.EMPTY):
             return LazyBuffer(device, st, dtype, op, arg, srcs)
-        key = (device, st, dtype, op, const_key(arg), tuple(id(s) for s in srcs))
+        key = (device, st, dtype, op, const_key(arg), tuple(map(id, srcs)))
         cached = _NODES.get(key)
-        same_sources = cached is not None and len(cached.srcs) == len(srcs) and all(
-            a is b for a, b in zip(cached.srcs, srcs, strict=True))
-        if same_sources and cached.src_versions == _versions(srcs):  # not if a source was assigned since
+        # (== on tuples of nodes compares them with `is`: LazyBuffer has no __eq__). Not if a source was
+        # assigned since, nor a CONST given memory: assign may have stored it into a target's buffer,
+        # whose contents change with the target's next assign.
+        if cached is not None and cached.srcs == srcs and cached.src_versions == _versions(srcs) and not (
+                op is LoadOps.CONST and cached.realized is not None):
             return cached
         node = LazyBuffer(device, st, dtype, op, arg, srcs)
         _NODES[key] = node
@@ -149,9 +152,19 @@ class LazyBuffer:
 
     @staticmethod
     def full(value: float | int | bool, shape: tuple[int, ...], dtype: DType, device: str) -> "LazyBuffer":
-        value = _scalar_as(const_key(value), value, dtype)
-        scalar = LazyBuffer.loadop(LoadOps.CONST, (), dtype, device, arg=value)
-        return scalar.reshape((1,) * len(shape)).expand(shape)
+        """`value` in every element of `shape`: one CONST, reshaped and expanded (free views).
+
+        Remembered by the value's bits, the shape, dtype and device (see _Nodes.keep): every step
+        asks for the same constants again (exp's range reduction alone for about ten), and making one
+        costs a cast, a node and two views. A remembered one whose CONST was given memory (assign
+        may store a value into a target's buffer through it) is not handed out again."""
+        key = ("full", const_key(value), tuple(shape), dtype, device)
+        node = _NODES.kept.get(key)
+        if node is None or node.base.realized is not None:
+            scalar = LazyBuffer.loadop(LoadOps.CONST, (), dtype, device, arg=_scalar_as(key[1], value, dtype))
+            node = scalar.reshape((1,) * len(shape)).expand(shape)
+            _NODES.keep(key, node)
+        return node
 
     # ---- the small interface the frontend uses ----
     # --8<-- [start:elementwise]
@@ -175,7 +188,9 @@ class LazyBuffer:
         folded = _fold_constants(op, operands, dtype)
         if folded is not None:
             return folded
-        return LazyBuffer.create(self.device, ShapeTracker.from_shape(self.shape), dtype, op, arg, operands)
+        # a base's tracker already is the contiguous one of its shape
+        st = self.st if self._base is None else ShapeTracker.from_shape(self.shape)
+        return LazyBuffer.create(self.device, st, dtype, op, arg, operands)
 
     def r(self, op: ReduceOps, axes: tuple[int, ...]) -> "LazyBuffer":
         """Reduce over `axes`; they keep size 1 so the result still lines up with the input."""
@@ -307,17 +322,28 @@ class LazyBuffer:
 
 
 
-class _WeakNodes:
+class _Nodes:
     """Nodes by what they compute, held by weak references so the cache never keeps a graph alive.
 
     A plain dict of weak references, swept of the dead ones whenever it has doubled since the last
     sweep: weakref.WeakValueDictionary removes each entry as its node dies, through a callback per
     node, which costs an eager step more Python time than all its lookups.
+
+    Constants are the exception (`keep`): they have no sources and no memory, so a few thousand of
+    them kept alive cost little, and a step's graph dies after every step while the next asks for
+    the same constants again.
     """
 
     def __init__(self) -> None:
         self._refs: dict[tuple, weakref.ref] = {}
         self._sweep_at = 1024
+        self.kept: dict[tuple, LazyBuffer] = {}
+
+    def keep(self, key: tuple, node: "LazyBuffer") -> None:
+        """Hold `node` strongly under `key` (all are dropped once MAX_KEPT are held)."""
+        if len(self.kept) >= MAX_KEPT:
+            self.kept.clear()
+        self.kept[key] = node
 
     def get(self, key: tuple) -> "LazyBuffer | None":
         ref = self._refs.get(key)
@@ -334,6 +360,7 @@ class _WeakNodes:
 
     def clear(self) -> None:
         self._refs.clear()
+        self.kept.clear()
 
     def __len__(self) -> int:
         """The nodes alive."""
@@ -343,7 +370,11 @@ class _WeakNodes:
 
 # Every node built, by what it computes (a node whose sources died is never handed out: `create` and
 # `_view` check that the sources are the very objects asked for).
-_NODES = _WeakNodes()
+MAX_KEPT = 4096
+_NODES = _Nodes()
+# A kept constant may have been given memory: drop them at exit, while the runtime that frees a device
+# buffer (and keeps its counters) is still there, not in the teardown of the modules.
+atexit.register(_NODES.clear)
 
 
 # The computations planned on each device buffer (weakly: a dropped graph leaves no trace). assign
@@ -402,16 +433,14 @@ def _fold_constants(op: Any, operands: tuple[LazyBuffer, ...], dtype: DType) -> 
     The zero must be the right one for floats, compared by bits: x + (-0.0) is x for every x, but
     x + 0.0 is not (-0.0 + 0.0 is +0.0), and x - 0.0 is x but x - (-0.0) is not.
     """
-    consts = [_constant(x) for x in operands]
-    if op is UnaryOps.CAST and consts[0] is not None:
-        return LazyBuffer.full(consts[0], operands[0].shape, dtype, operands[0].device)
-    if len(operands) != 2:
-        return None
-    (x, y), (cx, cy) = operands, consts
+    if op is UnaryOps.CAST:
+        value = _constant(operands[0])
+        return None if value is None else LazyBuffer.full(value, operands[0].shape, dtype, operands[0].device)
     identity = {BinaryOps.ADD: -0.0 if dtype.is_float else 0, BinaryOps.SUB: 0.0 if dtype.is_float else 0,
                 BinaryOps.MUL: 1, BinaryOps.DIV: 1}.get(op)
-    if identity is None:
+    if identity is None or len(operands) != 2:
         return None
+    (x, y), (cx, cy) = operands, (_constant(operands[0]), _constant(operands[1]))
     if cy is not None and _is(cy, identity) and x.dtype == dtype:
         return x
     if cx is not None and _is(cx, identity) and op in (BinaryOps.ADD, BinaryOps.MUL) and y.dtype == dtype:

@@ -40,36 +40,44 @@ from tinyedu.shape import ShapeTracker
 from tinyedu.shape.memo import cached_hash
 
 
-class UnaryOps(Enum):
+class OpEnum(Enum):
+    """An enum of ops, hashed by identity: its members are singletons, compared with `is`, and the
+    lazy graph's caches hash an op for every node they look up (Enum's own hash is a Python call
+    that hashes the member's name)."""
+
+    __hash__ = object.__hash__
+
+
+class UnaryOps(OpEnum):
     NEG = auto(); EXP2 = auto(); LOG2 = auto(); SIN = auto(); COS = auto(); SQRT = auto()  # noqa: E702
     RECIP = auto()
     CAST = auto()  # arg: the target DType
 
 
-class BinaryOps(Enum):
+class BinaryOps(OpEnum):
     ADD = auto(); SUB = auto(); MUL = auto(); DIV = auto(); MAX = auto(); MOD = auto()  # noqa: E702
     CMPLT = auto(); CMPEQ = auto()  # noqa: E702
     AND = auto(); OR = auto(); XOR = auto()  # noqa: E702 - bitwise on ints, logical on bools
 
 
-class TernaryOps(Enum):
+class TernaryOps(OpEnum):
     WHERE = auto()  # where(cond, a, b)
 
 
-class ReduceOps(Enum):
+class ReduceOps(OpEnum):
     SUM = auto(); MAX = auto()  # noqa: E702 - arg: the reduced axes (they keep size 1)
 
 
-class MovementOps(Enum):
+class MovementOps(OpEnum):
     RESHAPE = auto(); PERMUTE = auto(); EXPAND = auto(); PAD = auto(); SHRINK = auto()  # noqa: E702
     STRIDE = auto()
 
 
-class LoadOps(Enum):
+class LoadOps(OpEnum):
     EMPTY = auto(); CONST = auto(); COPY = auto(); CONTIGUOUS = auto()  # noqa: E702
 
 
-class BufferOps(Enum):
+class BufferOps(OpEnum):
     LOAD = auto(); CONST = auto(); STORE = auto()  # noqa: E702
 
 

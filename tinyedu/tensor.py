@@ -187,11 +187,12 @@ class Tensor(CreationMixin, ElementwiseMixin, RoundingMixin, ActivationMixin, Re
     def _apply(self, function: type[F.Function], *others: "Tensor", **kwargs: Any) -> "Tensor":
         """Run a Function's forward on the LazyBuffers and, if any input needs it, record it for backward."""
         inputs = (self, *others)
-        needs = tuple(bool(t.requires_grad) and GradMode.enabled for t in inputs)
+        enabled = GradMode.enabled
+        needs = tuple([bool(t.requires_grad) and enabled for t in inputs])
         ctx = function(needs)
         for counts in count_primitives.active:
             counts[function.__name__] += 1
-        out = Tensor(ctx.forward(*(t.lazydata for t in inputs), **kwargs), device=self.device)
+        out = Tensor(ctx.forward(*[t.lazydata for t in inputs], **kwargs), device=self.device)
         # Only floats carry gradients (as in PyTorch): a comparison or an int cast ends the graph.
         if any(needs) and out.dtype.is_float:
             out.requires_grad, out._ctx, out._parents = True, ctx, inputs

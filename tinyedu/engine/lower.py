@@ -61,6 +61,7 @@ class Program:
     source: Any = None                # C source; on PYTHON the UOps; None on NUMPY
     seconds: dict[str, float] = field(default_factory=dict)  # time spent in each lowering step
     runs: int = 0                     # how often the realizer ran it (DEBUG=2 shows setup on the first)
+    flops: int | None = None          # the realizer's count for one run (counted on the first)
 
     @property
     def opts(self) -> list[Opt]:
@@ -133,7 +134,7 @@ def lower_ahead(kernels: list[tuple[str, LazyOp]]) -> dict[tuple[str, LazyOp], P
     when its turn comes, which raises any error then, in order. BEAM searches are not run ahead:
     they time candidates on the device, which other threads' compilers would disturb.
     """
-    settings = {device: settings_key(device) for device, _ in kernels}
+    settings = {device: settings_key(device) for device in {device for device, _ in kernels}}
     found: dict[tuple[str, LazyOp], Program] = {}
     new: dict[tuple[str, LazyOp], None] = {}
     for device, ast in kernels:
@@ -142,9 +143,10 @@ def lower_ahead(kernels: list[tuple[str, LazyOp]]) -> dict[tuple[str, LazyOp], P
             found[(device, ast)] = program
         elif device in COMPILES_IN_A_PROCESS:
             new[(device, ast)] = None
-    threads = min(compile_threads(), len(new))
-    if threads >= 2 and optimization_mode() != "beam":
-        found.update(_lower_in_parallel(list(new), threads))
+    if len(new) >= 2 and optimization_mode() != "beam":  # (a repeated step has nothing new: no threads)
+        threads = min(compile_threads(), len(new))
+        if threads >= 2:
+            found.update(_lower_in_parallel(list(new), threads))
     return found
 
 

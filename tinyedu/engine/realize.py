@@ -69,6 +69,7 @@ def run_schedule(schedule: list[ScheduleItem]) -> None:
     """Run (and empty) `schedule` in order (its new kernels are compiled first, side by side)."""
     programs = lower_ahead([(item.out.device, item.ast) for item in schedule
                             if not isinstance(item.ast.op, LoadOps)])
+    level = debug_level()  # read once per schedule, not per kernel
     schedule.reverse()
     while schedule:
         item = schedule.pop()
@@ -86,7 +87,7 @@ def run_schedule(schedule: list[ScheduleItem]) -> None:
         elif op is LoadOps.EMPTY:
             run_program(item.name, None, Fill(0), [buffer])  # deterministic: never garbage
         else:
-            _run_kernel(item, buffer, programs.get((out.device, item.ast)))
+            _run_kernel(item, buffer, programs.get((out.device, item.ast)), level)
         GlobalCounters.mem_peak = max(GlobalCounters.mem_peak, GlobalCounters.mem_used)
         out.realized = buffer
         out.srcs = ()  # a realized buffer is a leaf: its sources (and their memory) can go
@@ -96,8 +97,9 @@ def run_schedule(schedule: list[ScheduleItem]) -> None:
 
 
 # --8<-- [end:run]
-def _run_kernel(item: ScheduleItem, buffer: Buffer, program: LoweredProgram | None) -> None:
-    """Run one kernel: its `program` (None: not lowered ahead, so lowered now), timed and counted."""
+def _run_kernel(item: ScheduleItem, buffer: Buffer, program: LoweredProgram | None, level: int) -> None:
+    """Run one kernel: its `program` (None: not lowered ahead, so lowered now), timed and counted;
+    `level` is DEBUG's."""
     inputs = [x.realized for x in item.inputs]
     start = time.perf_counter()
     if program is None:
@@ -113,13 +115,14 @@ def _run_kernel(item: ScheduleItem, buffer: Buffer, program: LoweredProgram | No
         raise
     elapsed = time.perf_counter() - loaded
     program.runs += 1
-    flops = count_flops(item.ast)
+    if program.flops is None:  # the same for every AST equal to this one: counted once per program
+        program.flops = count_flops(item.ast)
+    flops = program.flops
     moved = buffer.nbytes + sum(x.nbytes for x in inputs)
     GlobalCounters.kernel_count += 1
     GlobalCounters.global_ops += flops
     GlobalCounters.global_mem += moved
     GlobalCounters.time_sum_s += elapsed
-    level = debug_level()
     if level >= 2:
         seconds = max(elapsed, 1e-9)
         print(f"*** {item.out.device:6s} {GlobalCounters.kernel_count:4d} {item.name:28s} "

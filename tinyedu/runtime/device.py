@@ -161,6 +161,7 @@ class Buffer:
         # host copy, and each side is copied over only when the other wrote since (see device_copy).
         self.device_memory: DeviceMemory | None = None
         self.host_current, self.device_current = True, False
+        self._address: int | None = None  # of the host memory, looked up on first use (host_address)
         self.serial = Buffer._serial
         Buffer._serial += 1
         GlobalCounters.mem_used += self.nbytes
@@ -202,6 +203,14 @@ class Buffer:
             self.host_current = True
         self.device_current = False
         return self._memory
+
+    def host_address(self) -> int:
+        """The address of the host memory (what as_numpy() returns), for a CPU kernel's pointer
+        argument. Looked up once: a buffer's memory never moves, and numpy's lookup costs about a
+        microsecond, paid for every argument of every kernel an eager step runs."""
+        if self._address is None or self.device_memory is not None:  # (a GPU's buffer: fetch it first)
+            self._address = self.as_numpy().ctypes.data
+        return self._address
 
     def device_copy(self, allocate: Callable[[int], DeviceMemory]) -> DeviceMemory:
         """This buffer in a GPU's memory, for a kernel to use: allocated on first use with

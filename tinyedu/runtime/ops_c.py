@@ -149,22 +149,32 @@ class CProgram:
     def __init__(self, name: str, library: CachedFile, launch: LaunchDims | None = None):
         cpu_only("C", name, launch)
         self.name, self.library, self.path = name, library, library.file
+        self._loaded: ctypes.CDLL | None = None  # the library `_function` was looked up in
+        self._function: Any = None
+
+    def _load(self) -> ctypes.CDLL:
+        return ctypes.CDLL(str(self.library.path()))
 
     @property
     def function(self) -> Any:
         """The C function (a ctypes object), its library loaded now if it is not. Call it right away:
-        the library may be unloaded later to make room for others, and the function with it."""
-        loaded = LOADED.get(self.library.file, lambda: ctypes.CDLL(str(self.library.path())))
-        function = getattr(loaded, self.name)
-        function.restype = None
-        return function
+        the library may be unloaded later to make room for others, and the function with it.
+
+        The function is looked up again only when its library was loaded anew (after an eviction):
+        a repeated step calls the same few programs, and the lookup would cost more than the call."""
+        loaded = LOADED.get(self.library.file, self._load)
+        if loaded is not self._loaded:
+            function = getattr(loaded, self.name)
+            function.restype = None
+            self._loaded, self._function = loaded, function
+        return self._function
 
     def prepare(self) -> None:
         """Load (and check) the library now, so that DEBUG=2 times loading apart from running."""
         _ = self.function
 
     def __call__(self, buffers: list[Buffer]) -> None:
-        self.function(*(ctypes.c_void_p(b.as_numpy().ctypes.data) for b in buffers))
+        self.function(*[ctypes.c_void_p(b.host_address()) for b in buffers])
 
     def disassemble(self) -> str:
         return disassemble(self.path, self.name, ("objdump", "llvm-objdump"),

@@ -6,7 +6,8 @@ every step, with the same shapes: the lazy graph, the scheduler and the kernels 
 around. Remembering the answers removes most of the Python time a step spends on shapes.
 
 - `cached_hash`: a frozen dataclass hashes all its fields on every dict lookup; this computes the
-  hash once per object (dict lookups keyed by trackers happen for every graph node).
+  hash once per object (dict lookups keyed by trackers happen for every graph node). `same_fields`
+  compares two by identity first, then by that hash, before comparing fields.
 - `@memoized`: remembers a function's result per arguments, in a bounded dict (cleared when full,
   which is rare and cheap). Lists in the arguments are looked up as tuples, but on a miss the
   function gets the arguments exactly as given, so its checks and error messages are unchanged.
@@ -29,6 +30,18 @@ def cached_hash(self: Any) -> int:
         value = hash(tuple(getattr(self, name) for name in self.__dataclass_fields__))
         object.__setattr__(self, "_hash", value)
     return value
+
+
+def same_fields(self: Any, other: Any) -> bool:
+    """__eq__ for a frozen dataclass with `cached_hash`: the same object, or the same class, hash and
+    fields. The dataclass's own __eq__ builds and compares tuples of all fields even for an object
+    compared with itself, which the lazy graph does for every view it makes."""
+    if self is other:
+        return True
+    if other.__class__ is not self.__class__:
+        return NotImplemented
+    return cached_hash(self) == cached_hash(other) and all(
+        getattr(self, name) == getattr(other, name) for name in self.__dataclass_fields__)
 
 
 def _frozen(x: Any) -> Any:

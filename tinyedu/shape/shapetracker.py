@@ -23,7 +23,7 @@ import numpy as np
 
 from tinyedu.helpers import prod
 from tinyedu.shape import checks
-from tinyedu.shape.memo import cached_hash, memoized
+from tinyedu.shape.memo import cached_hash, memoized, same_fields
 from tinyedu.shape.rules import base_and_coefficient, terms_and_constant
 from tinyedu.shape.symbolic import AndNode, LtNode, Node, NumNode, Variable
 from tinyedu.shape.view import View, unflatten
@@ -46,6 +46,7 @@ class ShapeTracker:
             raise ValueError("ShapeTracker: needs at least one View; use ShapeTracker.from_shape(shape)")
 
     __hash__ = cached_hash  # hashed on every graph-node lookup: computed once per tracker
+    __eq__ = same_fields
 
     @staticmethod
     def from_shape(shape: Sequence[int]) -> ShapeTracker:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Optional, Sequence
 
 from tinyedu.helpers import prod
-from tinyedu.shape.memo import cached_hash, memoized
+from tinyedu.shape.memo import cached_hash, memoized, same_fields
 from tinyedu.shape.symbolic import Node, NumNode, to_node
 
 Mask = Optional[tuple[tuple[int, int], ...]]
@@ -51,6 +51,7 @@ class View:
     contiguous: bool
 
     __hash__ = cached_hash
+    __eq__ = same_fields
 
     # --8<-- [start:create]
     @staticmethod

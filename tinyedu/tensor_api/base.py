@@ -82,6 +82,8 @@ class TensorLike(Protocol):
 
 def broadcast_shape(*shapes: tuple[int, ...], op: str = "broadcast") -> tuple[int, ...]:
     """numpy broadcasting: align on the right; each axis must match or be 1."""
+    if len(shapes) == 2 and shapes[0] == shapes[1] and type(shapes[0]) is tuple:
+        return shapes[0]  # the usual case (x + y of one shape), answered first
     ndim = max(len(s) for s in shapes)
     padded = [(1,) * (ndim - len(s)) + tuple(s) for s in shapes]
     out = []
