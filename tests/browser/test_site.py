@@ -214,7 +214,9 @@ def test_every_implement_this_exercise_lists_its_answer_for_the_site() -> None:
     from tinyedu.exercises import exercises
 
     answers = site_hooks().EXERCISE_ANSWERS
-    assert set(answers) == {e.name for e in exercises() if e.hook}
+    # every implement-this exercise hides its library piece; an exercise written apart from the library
+    # may hide the library code that holds its answer too (13.online_softmax: FlashAttention.forward)
+    assert {e.name for e in exercises() if e.hook} <= set(answers) <= {e.name for e in exercises()}
     for exercise, (path, names) in answers.items():
         found = answer_bodies(path, names)
         assert set(found) == set(names), f"{exercise}: {path} has no definition of {set(names) - set(found)}"
