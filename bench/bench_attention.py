@@ -10,32 +10,18 @@ run (the inputs excluded); times are the best of a few runs after a warm-up (whi
 from __future__ import annotations
 
 import os
-import sys
-import time
-from typing import Callable
 
 import numpy as np
+from timing import QUICK, best_time, optional
 
 from tinyedu import Tensor
 from tinyedu.helpers import GlobalCounters
 
-QUICK = "--quick" in sys.argv
 REPEAT = 1 if QUICK else 3
 
-try:
-    import torch
-except ImportError:
-    torch = None
+torch = optional("torch")
 
 
-def best_time(run: Callable[[], object]) -> float:
-    run()
-    best = float("inf")
-    for _ in range(REPEAT):
-        start = time.perf_counter()
-        run()
-        best = min(best, time.perf_counter() - start)
-    return best
 
 
 def inputs(length: int, grad: bool) -> list[Tensor]:
@@ -59,7 +45,7 @@ def attention_step(length: int, fused: bool, backward: bool) -> tuple[float, flo
             t.realize()
         q.grad = k.grad = v.grad = None
 
-    seconds = best_time(run)
+    seconds = best_time(run, REPEAT)
     GlobalCounters.mem_peak = base = GlobalCounters.mem_used
     run()
     return seconds, (GlobalCounters.mem_peak - base) / 2**20
@@ -75,7 +61,7 @@ def torch_time(length: int, backward: bool) -> float | None:
         if backward:
             out.sum().backward()
 
-    return best_time(run)
+    return best_time(run, REPEAT)
 
 
 def main() -> None:

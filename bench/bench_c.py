@@ -16,38 +16,21 @@ from __future__ import annotations
 
 import os
 import statistics
-import sys
 import tempfile
 import time
 from typing import Callable
 
 import numpy as np
+from timing import QUICK, median_time, optional
 
 from tinyedu import Tensor
 from tinyedu.helpers import GlobalCounters
 
-QUICK = "--quick" in sys.argv
 REPEAT = 3 if QUICK else 5
 
-try:
-    import torch
-except ImportError:
-    torch = None
-try:
-    import tinygrad
-except ImportError:
-    tinygrad = None
+torch, tinygrad = optional("torch"), optional("tinygrad")
 
 
-def median_time(run: Callable[[], object], repeat: int = REPEAT) -> float:
-    """Median seconds of `run()` after one warm-up call (which also compiles)."""
-    run()
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def tinyedu_times(build: Callable[[], Tensor]) -> tuple[float, float]:
@@ -55,7 +38,7 @@ def tinyedu_times(build: Callable[[], Tensor]) -> tuple[float, float]:
     def run() -> None:
         build().realize()  # the result is dropped, so the next build is new work, not a cache hit
 
-    total = median_time(run)
+    total = median_time(run, REPEAT, warmup=1)
     kernel_times = []
     for _ in range(REPEAT):
         GlobalCounters.reset()
@@ -69,7 +52,7 @@ def row(name: str, tinyedu_build: Callable[[], Tensor], others: dict[str, Callab
     cells = [f"{name:28s} {total * 1e3:9.2f} {kernels * 1e3:9.2f}"]
     for label in ("numpy", "torch", "tinygrad"):
         if label in others:
-            t = median_time(others[label])
+            t = median_time(others[label], REPEAT, warmup=1)
             cells.append(f"{t * 1e3:9.2f} {t / total:6.2f}x")
         else:
             cells.append(f"{'-':>9} {'-':>7}")

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Callable
 
 import numpy as np
+from timing import QUICK, median_time, optional
 
 from tinyedu import Tensor, TinyJit
 from tinyedu.engine import beam
@@ -43,30 +44,12 @@ from tinyedu.nn.optim import SGD
 from tinyedu.nn.state import get_parameters
 from tinyedu.runtime.device import Device, DeviceUnavailable, thread_count
 
-QUICK = "--quick" in sys.argv
 REPEAT = 5 if QUICK else 20
 ROOT = Path(__file__).resolve().parents[1]
 
-try:
-    import torch
-except ImportError:
-    torch = None
-try:
-    import tinygrad
-except ImportError:
-    tinygrad = None
+torch, tinygrad = optional("torch"), optional("tinygrad")
 
 
-def median_time(run: Callable[[], object], repeat: int = REPEAT) -> float:
-    """Median seconds of `run()`, after 3 warm-up calls (which compile, and record a JIT)."""
-    for _ in range(3):
-        run()
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def load() -> str:
@@ -193,7 +176,7 @@ def cases_table() -> None:
             times = {}
             for framework, run in runs.items():
                 try:
-                    times[framework] = median_time(run)
+                    times[framework] = median_time(run, REPEAT)
                 except Exception as error:  # e.g. tinygrad without clang
                     print(f"  {framework} skipped on {name.strip()}: {type(error).__name__}: {error}"[:160])
             reference = "numpy" if "numpy" in times else "torch"

@@ -24,7 +24,6 @@ machine, not the frameworks.
 from __future__ import annotations
 
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -32,6 +31,7 @@ import time
 from typing import Callable
 
 import numpy as np
+from timing import QUICK, median_time, optional
 
 from tinyedu import Tensor, TinyJit
 from tinyedu.engine import assign as assign_module
@@ -43,29 +43,11 @@ from tinyedu.nn.optim import SGD
 from tinyedu.nn.state import get_parameters
 from tinyedu.runtime.device import thread_count
 
-QUICK = "--quick" in sys.argv
 STEPS = 10 if QUICK else 40
 
-try:
-    import torch
-except ImportError:
-    torch = None
-try:
-    import tinygrad
-except ImportError:
-    tinygrad = None
+torch, tinygrad = optional("torch"), optional("tinygrad")
 
 
-def median_time(step: Callable[[], object], steps: int = STEPS) -> float:
-    """Median seconds of one call, after 3 warm-up calls (which compile and fill the caches)."""
-    for _ in range(3):
-        step()
-    times = []
-    for _ in range(steps):
-        start = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def with_env(name: str, value: str, run: Callable[[], float]) -> float:
@@ -156,14 +138,15 @@ def tinygrad_mlp_step() -> Callable[[], object]:
 def mlp_table() -> None:
     print("\n== eager MLP 784-256-10 SGD step, batch 128 (no TinyJit)")
     step = tinyedu_mlp_step()
-    cached = median_time(step)
-    uncached = with_env("SCHEDULE_CACHE", "0", lambda: median_time(step))
+    cached = median_time(step, STEPS)
+    uncached = with_env("SCHEDULE_CACHE", "0", lambda: median_time(step, STEPS))
     jit = TinyJit(step)
-    replay = median_time(jit)
+    replay = median_time(jit, STEPS)
     rows = {"tinyedu eager, schedule cache": cached, "tinyedu eager, SCHEDULE_CACHE=0": uncached,
             "tinyedu TinyJit replay": replay}
     if torch is not None:
-        rows[f"PyTorch ({torch.get_num_threads()} threads)"] = torch_reference = median_time(torch_mlp_step())
+        torch_reference = median_time(torch_mlp_step(), STEPS)
+        rows[f"PyTorch ({torch.get_num_threads()} threads)"] = torch_reference
     if tinygrad is not None:
         try:
             rows["tinygrad 0.14 eager"] = median_time(tinygrad_mlp_step(), max(3, STEPS // 4))

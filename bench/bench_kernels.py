@@ -24,38 +24,21 @@ import time
 from typing import Callable
 
 import numpy as np
+from timing import QUICK, best_time, optional
 
 from tinyedu import Tensor
 from tinyedu.helpers import GlobalCounters
 
-QUICK = "--quick" in sys.argv
 REPEAT = 3 if QUICK else 7
 
-try:
-    import torch
-except ImportError:
-    torch = None
-try:
-    import tinygrad
-    from tinygrad import Device as TinygradDevice
-except ImportError:
-    tinygrad = None
+torch, tinygrad = optional("torch"), optional("tinygrad")
 
 
-def best_time(run: Callable[[], object], repeat: int = REPEAT) -> float:
-    """Best seconds of `run()` after one warm-up call (which also compiles)."""
-    run()
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.perf_counter()
-        run()
-        best = min(best, time.perf_counter() - start)
-    return best
 
 
 def tinyedu_times(build: Callable[[], Tensor]) -> tuple[float, float]:
     """(end to end, kernels only) for realizing a freshly built graph each time."""
-    total = best_time(lambda: build().realize())
+    total = best_time(lambda: build().realize(), REPEAT)
     kernels = float("inf")
     for _ in range(REPEAT):
         GlobalCounters.reset()
@@ -67,7 +50,7 @@ def tinyedu_times(build: Callable[[], Tensor]) -> tuple[float, float]:
 def tinygrad_run(build: Callable[[], object]) -> Callable[[], object]:
     def run() -> None:
         build().realize()
-        TinygradDevice[TinygradDevice.DEFAULT].synchronize()
+        tinygrad.Device[tinygrad.Device.DEFAULT].synchronize()
     return run
 
 
@@ -86,7 +69,7 @@ def machine() -> dict[str, float]:
         result[f"peak GFLOPS ({t} threads)"] = peak_gflops(t, iterations)
     n = 1 << 25
     x, out = np.ones(n, np.float32), np.zeros(n, np.float32)
-    result["numpy copy GB/s"] = 8 * n / best_time(lambda: np.copyto(out, x)) * 1e-9
+    result["numpy copy GB/s"] = 8 * n / best_time(lambda: np.copyto(out, x), REPEAT) * 1e-9
     return result
 
 
@@ -103,7 +86,7 @@ class Row:
 def measure(row: Row, tinyedu_build: Callable[[], Tensor], others: dict[str, Callable[[], object]]) -> Row:
     row.times["tinyedu"], row.times["kernels"] = tinyedu_times(tinyedu_build)
     for label, run in others.items():
-        row.times[label] = best_time(run)
+        row.times[label] = best_time(run, REPEAT)
     return row
 
 
@@ -309,7 +292,8 @@ def main() -> None:
     probes = machine()
     print(f"tinyedu device C; numpy {np.__version__}"
           + (f"; torch {torch.__version__} ({torch.get_num_threads()} threads)" if torch else "; no torch")
-          + (f"; tinygrad {_version('tinygrad')} ({TinygradDevice.DEFAULT})" if tinygrad else "; no tinygrad")
+          + (f"; tinygrad {_version('tinygrad')} ({tinygrad.Device.DEFAULT})" if tinygrad
+             else "; no tinygrad")
           + f"; {os.cpu_count()} cores, tinyedu THREADS={probes['threads']}")
     print(f"load average before: {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f} "
           "(above 0 means other processes share the machine; timings are then noisy)")

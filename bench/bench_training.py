@@ -19,11 +19,11 @@ The machine may be shared: compare ratios measured side by side in the same run,
 from __future__ import annotations
 
 import statistics
-import sys
 import time
 from typing import Callable
 
 import numpy as np
+from timing import QUICK, median_time, optional
 
 from tinyedu import Device, Tensor, TinyJit
 from tinyedu.helpers import GlobalCounters
@@ -31,29 +31,11 @@ from tinyedu.nn import Conv2d, Linear
 from tinyedu.nn.optim import SGD
 from tinyedu.nn.state import get_parameters
 
-QUICK = "--quick" in sys.argv
 STEPS = 10 if QUICK else 30
 
-try:
-    import torch
-except ImportError:
-    torch = None
-try:
-    import tinygrad
-except ImportError:
-    tinygrad = None
+torch, tinygrad = optional("torch"), optional("tinygrad")
 
 
-def median_step(step: Callable[[], object], steps: int = STEPS) -> float:
-    """Median seconds of one step, after 3 warm-up steps (which compile and record)."""
-    for _ in range(3):
-        step()
-    times = []
-    for _ in range(steps):
-        start = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 # ---- the models, in each framework ----
@@ -87,7 +69,7 @@ def tinyedu_row(make: Callable[[], object], x_np: np.ndarray, y_np: np.ndarray) 
         opt.step()
         return loss
 
-    eager = median_step(lambda: step(x, y).realize())
+    eager = median_time(lambda: step(x, y).realize(), STEPS)
     GlobalCounters.reset()
     step(x, y).realize()
     eager_kernels = GlobalCounters.kernel_count
@@ -120,7 +102,7 @@ def torch_step(kind: str, x_np: np.ndarray, y_np: np.ndarray) -> float:
         loss.backward()
         opt.step()
 
-    return median_step(step, 3 * STEPS)
+    return median_time(step, 3 * STEPS)
 
 
 def tinygrad_step(kind: str, x_np: np.ndarray, y_np: np.ndarray) -> float:
@@ -157,7 +139,7 @@ def tinygrad_step(kind: str, x_np: np.ndarray, y_np: np.ndarray) -> float:
             opt.step()
             return loss.realize()
 
-        return median_step(lambda: step(x, y).item())
+        return median_time(lambda: step(x, y).item(), STEPS)
 
 
 def report(name: str, kind: str, make: Callable[[], object], shape: tuple[int, ...]) -> None:
