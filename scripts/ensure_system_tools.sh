@@ -6,7 +6,8 @@
 #     Linux, the aarch64 cross compiler and qemu-user that run the NEON device's kernels (on arm64
 #     NEON is native; elsewhere its tests are skipped, saying why), and on Linux an OpenCL platform
 #     for the GPU device (PoCL, which runs OpenCL kernels on the CPU, and the ICD loader; macOS has
-#     OpenCL built in),
+#     OpenCL built in), clang and lld for the WASM device, and Mesa's Vulkan drivers (lavapipe) for
+#     the WEBGPU device,
 #   - with --bench: clang, which tinygrad's CPU backend (compared against in bench/) compiles with.
 # On Debian/Ubuntu it installs what is missing with apt-get, on macOS with brew; anywhere else it
 # stops and prints exactly what to run.
@@ -54,6 +55,16 @@ fi
 if [ "$want_browser" = 1 ] && [ "$(uname -s)" = Linux ] && \
    { ! ls /etc/OpenCL/vendors/*.icd >/dev/null 2>&1 || ! ldconfig -p 2>/dev/null | grep -q libOpenCL.so.1; }; then
   missing_apt+=(pocl-opencl-icd ocl-icd-libopencl1)
+fi
+
+# The WASM device builds wasm32 modules with clang and wasm-ld (lld); the WEBGPU device runs through
+# Vulkan, which Mesa's lavapipe provides on a machine without a GPU (macOS has Metal built in).
+if [ "$want_browser" = 1 ] && [ "$(uname -s)" = Linux ] && { ! have clang || ! have wasm-ld; }; then
+  missing_apt+=(clang lld)
+fi
+if [ "$want_browser" = 1 ] && [ "$(uname -s)" = Linux ] && \
+   ! ls /usr/share/vulkan/icd.d/*.json >/dev/null 2>&1 && ! ls /etc/vulkan/icd.d/*.json >/dev/null 2>&1; then
+  missing_apt+=(mesa-vulkan-drivers)
 fi
 
 if [ "$want_bench" = 1 ] && ! have clang; then
