@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Iterable
+from typing import Callable, Iterable, Sequence, TypeVar
+
+T = TypeVar("T")
 
 
 def getenv(key: str, default: int | str = 0) -> int | str:
@@ -33,6 +35,31 @@ def debug_level() -> int:
 def graph_enabled() -> bool:
     """True when GRAPH=1 asks every realized schedule to be drawn."""
     return getenv("GRAPH", 0) != 0
+
+
+def postorder(roots: Sequence[T], children: Callable[[T], Iterable[T]]) -> list[T]:
+    """Every node reachable from `roots` once, each after all the nodes `children` leads to.
+
+    This is the one graph walk of the library: the lazy graph is computed in this order (sources
+    before users), a kernel AST is rebuilt and linearized in it, and backward walks it reversed.
+    Nodes are told apart by identity, so a node shared by two users is listed once. Children are
+    visited left to right as `children` gives them. It keeps its own stack instead of recursing,
+    because Python's recursion limit (about 1000) is far below the depth of a long training graph.
+    """
+    order: list[T] = []
+    done: set[int] = set()
+    stack: list[tuple[T, bool]] = [(root, False) for root in reversed(roots)]
+    while stack:
+        node, children_done = stack.pop()
+        if id(node) in done:
+            continue
+        if children_done:  # every child is in `order` already
+            done.add(id(node))
+            order.append(node)
+            continue
+        stack.append((node, True))  # come back to `node` once its children are done
+        stack.extend((c, False) for c in reversed(tuple(children(node))) if id(c) not in done)
+    return order
 
 
 def prod(xs: Iterable[int]) -> int:

@@ -36,6 +36,7 @@ from enum import Enum, auto
 from typing import Any, Union
 
 from tinyedu.dtype import DType
+from tinyedu.helpers import postorder
 from tinyedu.shape import ShapeTracker
 from tinyedu.shape.memo import cached_hash
 
@@ -237,18 +238,7 @@ class LazyOp:
 
     def toposort(self) -> list["LazyOp"]:
         """Every distinct node once, each after all of its sources (children before parents)."""
-        order, done, stack = [], set(), [(self, False)]
-        while stack:
-            node, sources_done = stack.pop()
-            if id(node) in done:
-                continue
-            if sources_done:
-                done.add(id(node))
-                order.append(node)
-                continue
-            stack.append((node, True))
-            stack.extend((s, False) for s in reversed(node.src) if id(s) not in done)
-        return order
+        return postorder([self], lambda node: node.src)
 
     @property
     def leaves(self) -> list["LazyOp"]:

@@ -21,7 +21,7 @@ import numpy as np
 import tinyedu.function as F
 from tinyedu.dtype import DType, cast_array, check_fits, dtypes, from_storage, result_type, scalar_dtype
 from tinyedu.errors import DeviceError, DTypeError, ShapeError
-from tinyedu.helpers import prod
+from tinyedu.helpers import postorder, prod
 from tinyedu.lazy import LazyBuffer, engine
 from tinyedu.tensor_api.activations import ActivationMixin
 from tinyedu.tensor_api.assign import AssignMixin
@@ -202,17 +202,10 @@ class Tensor(CreationMixin, ElementwiseMixin, RoundingMixin, ActivationMixin, Re
     # --8<-- [end:apply]
     # --8<-- [start:backward]
     def _graph_order(self) -> list["Tensor"]:
-        """Tensors from self back to the leaves, each after all its users (iterative, no recursion)."""
-        order, visited, stack = [], set(), [(self, False)]
-        while stack:
-            node, expanded = stack.pop()
-            if expanded:
-                order.append(node)
-            elif id(node) not in visited:
-                visited.add(id(node))
-                stack.append((node, True))
-                stack.extend((p, False) for p in node._parents if p._ctx is not None or p.requires_grad)
-        return order[::-1]
+        """Tensors from self back to the leaves, each after all its users: the forward order reversed."""
+        def inputs_with_grad(t: Tensor) -> list[Tensor]:
+            return [p for p in reversed(t._parents) if p._ctx is not None or p.requires_grad]
+        return postorder([self], inputs_with_grad)[::-1]
 
     def backward(self, gradient: "Tensor | None" = None, retain_graph: bool = False) -> "Tensor":
         """Fill `.grad` of every leaf that requires a gradient, adding to what is there (like PyTorch).

@@ -75,6 +75,7 @@ from tinyedu.codegen.vectorize import (
     vectorizable,
 )
 from tinyedu.dtype import DType, dtypes
+from tinyedu.helpers import postorder
 from tinyedu.ops import BinaryOps, BufferOps, LazyOp, MemBuffer, ReduceOps, TernaryOps, UnaryOps
 from tinyedu.shape import Node, NumNode, Variable
 
@@ -449,22 +450,15 @@ def _postorder(root: LazyOp, into_reduce: bool = False, known: dict | None = Non
     The walk stops at a REDUCE below `root` (its loops are lowered separately) unless `into_reduce`,
     and at nodes whose id is in `known` (already handled).
     """
-    order: list[LazyOp] = []
-    done: set[int] = set()
     known = known or {}
-    stack: list[tuple[LazyOp, bool]] = [(root, False)]
-    while stack:
-        node, sources_done = stack.pop()
-        if id(node) in done or id(node) in known:
-            continue
-        if sources_done:
-            done.add(id(node))
-            order.append(node)
-            continue
-        stack.append((node, True))
-        if into_reduce or not isinstance(node.op, ReduceOps):
-            stack.extend((s, False) for s in reversed(node.src) if id(s) not in done and id(s) not in known)
-    return order
+    if id(root) in known:
+        return []
+
+    def sources(node: LazyOp) -> list[LazyOp]:
+        if not into_reduce and isinstance(node.op, ReduceOps):
+            return []
+        return [s for s in node.src if id(s) not in known]
+    return postorder([root], sources)
 
 
 def linearize(kernel: Kernel, max_vector: int = 16) -> list[UOp]:

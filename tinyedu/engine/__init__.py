@@ -7,15 +7,24 @@ renderer/ and runtime/), realize.py runs the schedule, assign.py writes into exi
 The lazy graph (tinyedu/lazy.py) sits above the engine and never imports it; it declares the small
 `Engine` interface it calls, and this is the one place that installs it: importing tinyedu imports
 this package, which installs `Engine()` below.
+
+`schedule_hooks` is the seam for watching: each function in it sees every schedule before it runs.
+The engine never imports the drawings; tinyedu/viz/__init__.py adds the hook that draws a schedule
+when GRAPH=1.
 """
+
+from typing import Callable
 
 from tinyedu import lazy
 from tinyedu.engine import assign, realize
+from tinyedu.engine.schedule import ScheduleItem
 from tinyedu.engine.schedule_cache import schedules
-from tinyedu.helpers import debug_level, graph_enabled
+from tinyedu.helpers import debug_level
 from tinyedu.ops import LoadOps
 from tinyedu.runtime.device import Device
-from tinyedu.viz.lazy_graph import save_schedule_graph
+
+#: called as hook(outs, items) with every schedule, before it runs (GRAPH=1 draws it: see tinyedu/viz/)
+schedule_hooks: list[Callable[[list[lazy.LazyBuffer], list[ScheduleItem]], None]] = []
 
 
 class Engine:
@@ -32,8 +41,8 @@ class Engine:
             loads = [item.name for item in items if isinstance(item.ast.op, LoadOps)]
             named = f": {', '.join(loads)}" if loads else ""
             print(f"scheduled {len(items) - len(loads)} kernels ({len(loads)} loads{named})")
-        if graph_enabled():
-            print(f"GRAPH: wrote {save_schedule_graph(outs, items)}")
+        for hook in schedule_hooks:
+            hook(outs, items)
         realize.run_schedule(items)
 
     def assign(self, pairs: list[tuple[lazy.LazyBuffer, lazy.LazyBuffer]]) -> None:

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from tinyedu.helpers import getenv, prod
+from tinyedu.helpers import getenv, postorder, prod
 from tinyedu.lazy import LazyBuffer
 from tinyedu.ops import (
     ALU_OPS,
@@ -126,22 +126,12 @@ def leaf_shape(ast: LazyOp) -> tuple[int, ...]:
 
 # ---- step 1: the lazy graph, sources first ----
 def bases_to_run(outs: list[LazyBuffer]) -> list[LazyBuffer]:
-    """Unrealized bases the outputs depend on, sources before users (an iterative DFS, no recursion)."""
-    order: list[LazyBuffer] = []
-    visited: set[int] = set()
-    stack: list[tuple[LazyBuffer, bool]] = [(out.base, False) for out in reversed(outs)]
-    while stack:
-        node, children_done = stack.pop()
-        if children_done:
-            order.append(node)
-            continue
-        if id(node) in visited or node.realized is not None:
-            continue
-        visited.add(id(node))
+    """Unrealized bases the outputs depend on, sources before users."""
+    def unrealized_sources(node: LazyBuffer) -> list[LazyBuffer]:
+        return [src.base for src in node.srcs if src.base.realized is None]
+    order = postorder([out.base for out in outs if out.base.realized is None], unrealized_sources)
+    for node in order:
         _check_versions(node)
-        stack.append((node, True))
-        for src in reversed(node.srcs):
-            stack.append((src.base, False))
     return order
 
 
@@ -450,18 +440,9 @@ def _reshape_leaves(ast: LazyOp, shape: tuple[int, ...]) -> LazyOp:
     """Reshape the leaves of the part of an AST above its REDUCE, so the kernel runs in one shape.
 
     Each node is rebuilt once, after its sources, so a shared node stays one shared node."""
-    order, seen, stack = [], set(), [(ast, False)]
-    while stack:  # the nodes above the REDUCE, sources first
-        node, sources_done = stack.pop()
-        if sources_done:
-            order.append(node)
-        elif id(node) not in seen:
-            seen.add(id(node))
-            stack.append((node, True))
-            if not isinstance(node.op, ReduceOps):
-                stack.extend((s, False) for s in node.src)
+    above_reduce = postorder([ast], lambda node: () if isinstance(node.op, ReduceOps) else node.src)
     new: dict[int, LazyOp] = {}
-    for node in order:
+    for node in above_reduce:
         if isinstance(node.op, ReduceOps):
             new[id(node)] = node
         elif node.op in (BufferOps.LOAD, BufferOps.CONST):

@@ -15,6 +15,7 @@ from typing import Sequence
 import graphviz
 
 from tinyedu.engine.schedule import ScheduleItem, create_schedule
+from tinyedu.helpers import postorder
 from tinyedu.lazy import LazyBuffer
 from tinyedu.ops import BinaryOps, BufferOps, LazyOp, LoadOps, ReduceOps, TernaryOps, UnaryOps
 
@@ -80,20 +81,10 @@ def draw_lazy(outs: Sequence[LazyBuffer], schedule: list[ScheduleItem] | None = 
 
 
 def _bases_in_order(outs: Sequence[LazyBuffer]) -> list[LazyBuffer]:
-    """Every base buffer behind `outs`, sources before users, in a fixed order (an iterative DFS)."""
-    order: list[LazyBuffer] = []
-    seen: set[int] = set()
-    stack = [(o.base, False) for o in reversed(outs)]
-    while stack:
-        node, ready = stack.pop()
-        if ready:
-            order.append(node)
-        elif id(node) not in seen:
-            seen.add(id(node))
-            stack.append((node, True))
-            stack.extend((src.base, False) for src in reversed(node.srcs)
-                         if id(src.base) not in seen and not src.is_const())
-    return order
+    """Every base buffer behind `outs`, sources before users, in a fixed order."""
+    def drawn_sources(node: LazyBuffer) -> list[LazyBuffer]:
+        return [src.base for src in node.srcs if not src.is_const()]
+    return postorder([o.base for o in outs], drawn_sources)
 
 
 def _kernels_of(schedule: list[ScheduleItem], stored: dict[int, int]) -> dict[int, set[int]]:
