@@ -76,7 +76,8 @@ def broadcast(tensor: Tensor, root: int = 0) -> Tensor:
     """Rank `root`'s tensor, on every rank (each rank passes a tensor of the same shape and dtype)."""
     comm = mpi().COMM_WORLD
     if not 0 <= root < comm.Get_size():
-        raise ValueError(f"broadcast: root {root} is not a rank of this job (ranks 0 .. {comm.Get_size() - 1})")
+        raise ValueError(f"broadcast: root {root} is not a rank of this job "
+                         f"(ranks 0 .. {comm.Get_size() - 1})")
     values = np.ascontiguousarray(tensor.numpy())
     comm.Bcast(values, root=root)
     return Tensor(values, device=tensor.device)
