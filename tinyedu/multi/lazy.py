@@ -170,7 +170,7 @@ class MultiLazyBuffer:
         shape = tuple(shape)
         if self.axis is None:
             return MultiLazyBuffer([lb.reshape(shape) for lb in self.lbs], None)
-        new_axis = _reshaped_axis(self.shape, self.axis, [hi - lo for lo, hi in self.bounds], shape)
+        new_axis = reshaped_axis(self.shape, self.axis, [hi - lo for lo, hi in self.bounds], shape)
         if new_axis is None:  # the slices would mix: gather first
             return self.gathered().reshape(shape)
         axis, sizes = new_axis
@@ -245,7 +245,7 @@ def _span(shape: tuple[int, ...], axis: int, lo: int, hi: int) -> tuple[tuple[in
     return tuple((lo, hi) if a == axis else (0, s) for a, s in enumerate(shape))
 
 
-def _reshaped_axis(old: tuple[int, ...], axis: int, sizes: list[int],
+def reshaped_axis(old: tuple[int, ...], axis: int, sizes: list[int],
                    new: tuple[int, ...]) -> tuple[int, list[int]] | None:
     """Where the sharded axis goes in a reshape, and each device's extent there; None if the
     devices' slices would not stay whole blocks of one axis of the new shape.
