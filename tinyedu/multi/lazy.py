@@ -130,6 +130,7 @@ class MultiLazyBuffer:
                                 for lb, (lo, hi) in zip(self.lbs, bounds, strict=True)], axis)
 
     # ---- compute ----
+    # --8<-- [start:elementwise]
     def e(self, op: UnaryOps | BinaryOps | TernaryOps, *srcs: "MultiLazyBuffer",
           arg: Any = None) -> "MultiLazyBuffer":
         operands = [self, *srcs]
@@ -145,7 +146,9 @@ class MultiLazyBuffer:
                         x.gathered()._cut(lead.axis, lead.bounds) for x in operands]
         lbs = [first.e(op, *rest, arg=arg) for first, *rest in zip(*(x.lbs for x in operands), strict=True)]
         return MultiLazyBuffer(lbs, operands[0].axis)
+    # --8<-- [end:elementwise]
 
+    # --8<-- [start:reduce]
     def r(self, op: ReduceOps, axes: tuple[int, ...]) -> "MultiLazyBuffer":
         partial = MultiLazyBuffer([lb.r(op, axes) for lb in self.lbs], self.axis)
         if self.axis is None or self.axis not in axes:
@@ -153,6 +156,7 @@ class MultiLazyBuffer:
         # Over the sharded axis: each device reduced its own slice; combine the partial results.
         name = "sum" if op is ReduceOps.SUM else "max"
         return MultiLazyBuffer(ALL_REDUCE[MultiLazyBuffer.all_reduce](partial.lbs, name), None)
+    # --8<-- [end:reduce]
 
     def cast(self, dtype: DType) -> "MultiLazyBuffer":
         return MultiLazyBuffer([lb.cast(dtype) for lb in self.lbs], self.axis)
@@ -245,6 +249,7 @@ def _span(shape: tuple[int, ...], axis: int, lo: int, hi: int) -> tuple[tuple[in
     return tuple((lo, hi) if a == axis else (0, s) for a, s in enumerate(shape))
 
 
+# --8<-- [start:reshaped-axis]
 def reshaped_axis(old: tuple[int, ...], axis: int, sizes: list[int],
                    new: tuple[int, ...]) -> tuple[int, list[int]] | None:
     """Where the sharded axis goes in a reshape, and each device's extent there; None if the
@@ -262,3 +267,4 @@ def reshaped_axis(old: tuple[int, ...], axis: int, sizes: list[int],
         if all(n * inner % new_inner == 0 for n in sizes) and new[k] * new_inner == old[axis] * inner:
             return k, [n * inner // new_inner for n in sizes]
     return None
+# --8<-- [end:reshaped-axis]
