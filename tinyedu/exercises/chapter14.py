@@ -103,23 +103,24 @@ def check_reshaped_axis(reshaped_axis: Callable[..., Any]) -> str:
             if shape[axis] < len(devices):
                 continue
             sizes = [hi - lo for lo, hi in allreduce.chunk_bounds(shape[axis], len(devices))]
-            got, want = reshaped_axis(shape, axis, list(sizes), new), library(shape, axis, list(sizes), new)
+            got = reshaped_axis(shape, axis, list(sizes), new)
+            want = library(shape, axis, list(sizes), new)
             if got != want:
                 kind = "keeps the slices as blocks of one axis" if want is not None else \
                     "mixes the devices' slices (a gather is needed)"
                 raise AssertionError(
                     f"reshaping {shape} sharded on axis {axis} (slices of {sizes}) to {new}: you answered "
                     f"{got}, but this reshape {kind}{'' if want is None else f': {want}'}. Hint: device i "
-                    "holds, for each index of the axes before the sharded one, a block of sizes[i] * (product "
-                    "of the axes after it) elements; find the new axis whose axes before it have the same "
-                    "product and whose inner size divides every block.")
+                    "holds, for each index of the axes before the sharded one, a block of sizes[i] * "
+                    "(product of the axes after it) elements; find the new axis whose axes before it have "
+                    "the same product and whose inner size divides every block.")
     data = np.arange(48, dtype=np.float32).reshape(8, 6)
     with plug(multi_lazy, "reshaped_axis", reshaped_axis) as plugged:
         x = Tensor(data).shard(("NUMPY:0", "NUMPY:1"), 0)
         out = [x.reshape(48), x.reshape(4, 12), x.permute(1, 0).reshape(48)]
         values = [o.numpy() for o in out]
     plugged.require_called("reshaped_axis")
-    for o, v, want in zip(out, values, [data.reshape(48), data.reshape(4, 12), data.T.reshape(48)], strict=True):
+    for v, want in zip(values, [data.reshape(48), data.reshape(4, 12), data.T.reshape(48)], strict=True):
         if not np.array_equal(v, want):
             raise AssertionError(f"with your reshaped_axis a reshape to {want.shape} gives wrong values")
     return ("your decision matches the library's on 12 reshapes over 2 and 3 devices; sharded reshapes "

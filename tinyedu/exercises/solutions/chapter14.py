@@ -35,7 +35,8 @@ def _wrong_chunk(chunks, step, op="sum"):
         c = (i + step) % n
         if chunks[i][c] is not None:
             j = (i + 1) % n
-            chunks[j][c] = allreduce.combine(op, chunks[i][c].copy_to_device(chunks[j][c].device), chunks[j][c])
+            received = chunks[i][c].copy_to_device(chunks[j][c].device)
+            chunks[j][c] = allreduce.combine(op, received, chunks[j][c])
 
 
 def _replace_not_add(chunks, step, op="sum"):
@@ -48,7 +49,8 @@ def _replace_not_add(chunks, step, op="sum"):
 
 
 def _never_gathers(old, axis, sizes, new):
-    return next(((k, list(sizes)) for k in range(len(new)) if new[k] == old[axis]), None) or (axis, list(sizes))
+    kept = next(((k, list(sizes)) for k in range(len(new)) if new[k] == old[axis]), None)
+    return kept or (axis, list(sizes))
 
 
 MISTAKES = [
