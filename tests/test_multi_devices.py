@@ -85,3 +85,26 @@ def test_sharding_errors_name_the_problem() -> None:
         Tensor.ones(4).shard(DEVICES) + Tensor.ones(4).shard(("C", "C:2"))
     with pytest.raises(TypeError, match="expected a tuple of device names"):
         Tensor.ones(4).shard("C:1")
+
+
+def test_the_schedule_drawing_names_the_copies_between_devices() -> None:
+    from tinyedu.viz.lazy_graph import draw_lazy
+    x = Tensor(np.ones((4, 3), np.float32)).shard(("NUMPY:0", "NUMPY:1"), 0).realize()
+    total = x.sum(0)
+    outs = list(total.lazydata.lbs)
+    source = draw_lazy(outs, create_schedule(outs)).source
+    assert "LoadOps.COPY NUMPY->NUMPY:1" in source and "LoadOps.COPY NUMPY:1->NUMPY" in source
+    assert "ReduceOps.SUM axes=(0,) on NUMPY:1" in source
+
+
+def test_a_tensor_sharded_over_c_and_the_gpu() -> None:
+    from tinyedu.runtime.device import DeviceUnavailable
+    try:
+        Device["GPU"].check_runnable()
+    except DeviceUnavailable as missing:
+        pytest.skip(str(missing))
+    data = np.arange(20, dtype=np.float32).reshape(5, 4)
+    x = Tensor(data).shard(("C", "GPU"), 0)
+    assert x.lazydata.lbs[1].device == "GPU"
+    np.testing.assert_array_equal(((x * 2).sum(0) + 1).numpy(), (data * 2).sum(0) + 1)
+    np.testing.assert_array_equal(x.relu().to("C").numpy(), data)
