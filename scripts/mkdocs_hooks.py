@@ -88,6 +88,8 @@ EXERCISE_ANSWERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "13.merge_pair": ("tinyedu/text/bpe.py", ("merge_pair",)),
     "13.kv_cache_update": ("tinyedu/models/gpt.py", ("write_rows",)),
     "13.online_softmax": ("tinyedu/function_attention.py", ("FlashAttention.forward",)),
+    "14.reduce_scatter_step": ("tinyedu/multi/allreduce.py", ("reduce_scatter_step",)),
+    "14.reshaped_axis": ("tinyedu/multi/lazy.py", ("reshaped_axis",)),
 }
 _HREF = re.compile(r'href="(\.\./docs/[^"#]+\.md|[A-Za-z0-9_.-]+\.ipynb)(#[^"]*)?"')
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from tinyedu.dtype import dtypes
 from tinyedu.lazy import LazyBuffer
+from tinyedu.multi.lazy import full
 from tinyedu.ops import BinaryOps, ReduceOps, TernaryOps, UnaryOps
 
 
@@ -63,7 +64,7 @@ class Expr:
         like = next((v.lazydata for v in (a, b) if isinstance(v, Expr)), None)
         dtype = like.dtype if like is not None else dtypes.float32
         a, b = (v.lazydata if isinstance(v, Expr) else
-                LazyBuffer.full(v, self.lazydata.shape, dtype, self.lazydata.device) for v in (a, b))
+                full(v, self.lazydata.shape, dtype, self.lazydata.device) for v in (a, b))
         return Expr(self.lazydata.e(TernaryOps.WHERE, a, b))
 
     def fmod(self, o: Any) -> "Expr":

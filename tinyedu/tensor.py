@@ -23,6 +23,7 @@ from tinyedu.dtype import DType, cast_array, check_fits, dtypes, from_storage, r
 from tinyedu.errors import DeviceError, DTypeError, ShapeError
 from tinyedu.helpers import postorder, prod
 from tinyedu.lazy import LazyBuffer, engine
+from tinyedu.multi.lazy import MultiLazyBuffer, full
 from tinyedu.tensor_api.activations import ActivationMixin
 from tinyedu.tensor_api.assign import AssignMixin
 from tinyedu.tensor_api.attention import AttentionMixin
@@ -41,6 +42,7 @@ from tinyedu.tensor_api.reduce import ReduceMixin
 from tinyedu.tensor_api.repr import format_tensor
 from tinyedu.tensor_api.rounding import RoundingMixin
 from tinyedu.tensor_api.scans import ScanMixin
+from tinyedu.tensor_api.sharding import ShardingMixin
 from tinyedu.tensor_api.sorting import SortingMixin
 
 
@@ -64,12 +66,14 @@ class count_primitives:  # noqa: N801 - used like no_grad
 
 class Tensor(CreationMixin, ElementwiseMixin, RoundingMixin, ActivationMixin, ReduceMixin, MovementMixin,
              IndexingMixin, CombineMixin, NNMixin, ConvMixin, NormalizationMixin, LossMixin, AssignMixin,
-             ScanMixin, SortingMixin, AttentionMixin):
+             ScanMixin, SortingMixin, AttentionMixin, ShardingMixin):
     def __init__(self, data: Any, device: str | None = None, dtype: DType | str | type | None = None,
                  requires_grad: bool | None = None):
         device = engine().canonical_device(device)
         want = None if dtype is None else dtypes.from_any(dtype)
-        if isinstance(data, LazyBuffer):
+        if isinstance(device, tuple) and not isinstance(data, (LazyBuffer, MultiLazyBuffer)):
+            data = MultiLazyBuffer.shard(Tensor(data, device[0], dtype).lazydata, device, None)  # (on each)
+        if isinstance(data, (LazyBuffer, MultiLazyBuffer)):
             lazydata = data
         elif isinstance(data, Tensor):
             lazydata = data.lazydata
@@ -85,11 +89,11 @@ class Tensor(CreationMixin, ElementwiseMixin, RoundingMixin, ActivationMixin, Re
         else:
             raise TypeError(f"Tensor: cannot make a tensor from {type(data).__name__}; pass a number, a "
                             "(nested) list or tuple of numbers, a numpy array or another Tensor")
-        if lazydata.device != device and not isinstance(data, LazyBuffer):
+        if lazydata.device != device and not isinstance(data, (LazyBuffer, MultiLazyBuffer)):
             lazydata = lazydata.copy_to_device(device)
         if want is not None and lazydata.dtype != want:
             lazydata = lazydata.cast(want)
-        self.lazydata: LazyBuffer = lazydata
+        self.lazydata: LazyBuffer | MultiLazyBuffer = lazydata
         self.grad: Tensor | None = None
         self._ctx: F.Function | None = None
         self._parents: tuple[Tensor, ...] = ()
@@ -153,7 +157,8 @@ class Tensor(CreationMixin, ElementwiseMixin, RoundingMixin, ActivationMixin, Re
     @staticmethod
     def realize_all(*tensors: "Tensor") -> None:
         """Realize several tensors with one schedule, so work they share is scheduled once."""
-        engine().realize([t.lazydata for t in tensors if t.lazydata.base.realized is None])
+        lazy = [lb for t in tensors for lb in getattr(t.lazydata, "lbs", (t.lazydata,))]  # (a shard each)
+        engine().realize([lb for lb in lazy if lb.base.realized is None])
 
     corealize = realize_all  # tinygrad's name
 
@@ -176,6 +181,8 @@ class Tensor(CreationMixin, ElementwiseMixin, RoundingMixin, ActivationMixin, Re
         device = engine().canonical_device(device)
         if device == self.device:
             return self
+        if isinstance(device, tuple) or isinstance(self.device, tuple):  # several devices (tinyedu/multi)
+            return self.shard(device, None) if isinstance(device, tuple) else self.unshard(device)
         return self._apply(F.Copy, device=device)
 
     def detach(self) -> "Tensor":
@@ -259,7 +266,7 @@ class Tensor(CreationMixin, ElementwiseMixin, RoundingMixin, ActivationMixin, Re
     def _to_tensor(self, x: "Tensor | Scalar", dtype: DType) -> "Tensor":
         if isinstance(x, Tensor):
             return x if x.dtype == dtype else x.cast(dtype)
-        return Tensor(LazyBuffer.full(x, (), dtype, self.device), device=self.device)
+        return Tensor(full(x, (), dtype, self.device), device=self.device)  # (multi: on each device)
 
     # --8<-- [start:broadcast]
     def _broadcasted(self, other: "Tensor | Scalar", op: str, reverse: bool = False,

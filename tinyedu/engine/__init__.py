@@ -33,6 +33,8 @@ class Engine:
     def canonical_device(self, device: str | None) -> str:
         if device in Device.known:  # already canonical (every op passes its input's device on)
             return device
+        if isinstance(device, tuple):  # several devices: a sharded or replicated tensor (tinyedu/multi)
+            return _canonical_devices(device)
         return Device.canonicalize(device)
 
     def realize(self, outs: list[lazy.LazyBuffer]) -> None:
@@ -47,6 +49,14 @@ class Engine:
 
     def assign(self, pairs: list[tuple[lazy.LazyBuffer, lazy.LazyBuffer]]) -> None:
         assign.assign(pairs)
+
+
+def _canonical_devices(devices: tuple) -> tuple[str, ...]:
+    names = tuple(Device.canonicalize(d) for d in devices)
+    if not names or len(set(names)) != len(names):
+        raise ValueError(f"devices: expected distinct devices, got {devices}; number devices of one kind "
+                         "('C:0', 'C:1', ...)")
+    return names
 
 
 lazy.install_engine(Engine())

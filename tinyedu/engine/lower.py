@@ -141,7 +141,7 @@ def lower_ahead(kernels: list[tuple[str, LazyOp]]) -> dict[tuple[str, LazyOp], P
         program = Device[device].programs.get((ast, settings[device]))
         if program is not None:
             found[(device, ast)] = program
-        elif device in COMPILES_IN_A_PROCESS:
+        elif Device.kind(device) in COMPILES_IN_A_PROCESS:
             new[(device, ast)] = None
     if len(new) >= 2 and optimization_mode() != "beam":  # (a repeated step has nothing new: no threads)
         threads = min(compile_threads(), len(new))

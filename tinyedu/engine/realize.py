@@ -82,6 +82,8 @@ def run_schedule(schedule: list[ScheduleItem]) -> None:
                 run_program(item.name, None, HostCopy(item.ast.arg), [buffer])
             else:
                 run_program(item.name, None, BufferCopy(), [buffer, item.inputs[0].realized])
+                if level >= 2:  # a copy between devices is communication: DEBUG=2 shows it with the kernels
+                    print(f"*** {out.device:6s} {'':4s} {item.name:28s} {buffer.nbytes:9d} bytes")
         elif op is LoadOps.CONST:
             run_program(item.name, None, Fill(item.ast.arg), [buffer])
         elif op is LoadOps.EMPTY:

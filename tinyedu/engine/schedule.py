@@ -102,7 +102,10 @@ class ScheduleItem:
     def name(self) -> str:
         """`E_4_16` for an elementwise kernel over (4, 16), `r_4_16` for a reduce over a (4, 16) input."""
         if isinstance(self.ast.op, LoadOps):
-            return f"{self.ast.op.name.lower()}_{'_'.join(map(str, self.out.shape)) or 'scalar'}"
+            name = f"{self.ast.op.name.lower()}_{'_'.join(map(str, self.out.shape)) or 'scalar'}"
+            if self.ast.op is LoadOps.COPY and self.inputs and self.inputs[0].device != self.out.device:
+                name += f"_{self.inputs[0].device}->{self.out.device}"  # a copy between two devices
+            return name
         return kernel_name(self.ast)
 
 

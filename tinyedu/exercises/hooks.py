@@ -31,6 +31,7 @@ The hooks the chapters use (each chapter's notebook says which one its exercise 
 | `export.memory.place_buffers`, `export.program.buffer_lifetimes` | 11 | the memory plan; buffer lifetimes |
 | `codegen.gpu.combine_groups`, `heuristics.gpu_optimizations` | 12 | GROUP's combine; a workgroup's shape |
 | `text.bpe.merge_pair`, `models.gpt.write_rows` | 13 | the BPE merge step; the KV-cache update |
+| `multi.allreduce.reduce_scatter_step`, `multi.lazy.reshaped_axis` | 14 | a ring step; a sharded reshape |
 """
 
 from __future__ import annotations

@@ -290,17 +290,24 @@ class _DeviceRegistry:
         upper = self.aliases.get(kind.upper(), kind.upper())
         if upper not in self.known:
             raise ValueError(f"device: unknown device {name!r}; valid devices are {', '.join(self.known)}")
-        if colon and index != "0":  # (one device of each kind: "C" and "C:0" name the same)
+        # Several devices of one kind are numbered: "C:1" is a second C device (its own buffers; a copy
+        # between C and C:1 is an explicit item). Number 0 is the plain name: "C" and "C:0" are the same.
+        if colon and not (index.isdigit() and index.isascii() and (index == "0" or index[0] != "0")):
             raise ValueError(f"device: {name!r} is not a valid device string; write {upper!r} or "
-                             f"'{upper}:0' (there is one {upper} device, number 0)")
-        return upper
+                             f"'{upper}:n' with a device number n (0, 1, 2, ...)")
+        return upper if not colon or index == "0" else f"{upper}:{index}"
+
+    @staticmethod
+    def kind(name: str) -> str:
+        """The kind of a canonical device name: "C:1" -> "C" (its backend is the kind's)."""
+        return name.partition(":")[0]
 
     @property
     def DEFAULT(self) -> str:  # noqa: N802 - reads like a constant
         return self.canonicalize(os.environ.get("DEVICE") or self.fallback)
 
     def __getitem__(self, name: str) -> DeviceBackend:
-        name = self.canonicalize(name)
+        name = self.kind(self.canonicalize(name))  # (every numbered device of a kind shares its backend)
         if name not in self._backends:
             module_name = f"tinyedu.runtime.ops_{name.lower()}"
             try:

@@ -11,6 +11,7 @@ from tinyedu.dtype import DType, check_fits, dtypes
 from tinyedu.errors import ArgumentError, DTypeError, ShapeError
 from tinyedu.helpers import flatten_args
 from tinyedu.lazy import LazyBuffer, engine
+from tinyedu.multi.lazy import full
 from tinyedu.ops import LoadOps
 from tinyedu.tensor_api.base import TensorLike
 
@@ -42,7 +43,7 @@ class CreationMixin:
             raise TypeError(f"full: fill_value must be a Python number, got {type(fill_value).__name__}")
         check_fits(fill_value, dtype, "full")
         device = engine().canonical_device(device)
-        buffer = LazyBuffer.full(fill_value, shape, dtype, device)
+        buffer = full(fill_value, shape, dtype, device)  # (several devices: a constant on each)
         return cls(buffer, device=device, requires_grad=requires_grad)
 
     @classmethod

@@ -152,6 +152,10 @@ def _base_label(buf: LazyBuffer, kernel: int | None) -> str:
         op += f" axes={buf.arg}"
     elif buf.op is UnaryOps.CAST:
         op += f" {buf.arg.name}"
+    if buf.op is LoadOps.COPY and buf.srcs and buf.srcs[0].device != buf.device:
+        op += f" {buf.srcs[0].device}->{buf.device}"  # a copy between devices: communication
+    elif ":" in buf.device:  # a numbered device (several devices in one graph)
+        op += f" on {buf.device}"
     label = f"{op}\n{_shape_text(buf.shape)} {buf.dtype.name}"
     if buf.realized is not None:
         label += "\n(in memory)"
