@@ -6,6 +6,7 @@ Each benchmark is a script (`python bench/bench_x.py`), so this folder is on its
 from __future__ import annotations
 
 import importlib
+import os
 import statistics
 import sys
 import time
@@ -21,6 +22,11 @@ def optional(name: str) -> ModuleType | None:
         return importlib.import_module(name)
     except ImportError:
         return None
+
+
+def load() -> str:
+    """The load average (1, 5, 15 minutes): printed beside every table, since the machine may be shared."""
+    return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def median_time(run: Callable[[], object], repeat: int, warmup: int = 3) -> float:
