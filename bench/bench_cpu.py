@@ -14,10 +14,11 @@ Run: .venv/bin/python bench/bench_cpu.py [--quick]      (not a test; prints tabl
    the THREADS=1 time; with none, default threads not slower.
 3. LLVM threads: kernels alone, THREADS=1 against default threads, on LLVM and on C.
 
-tinyedu sets OMP_WAIT_POLICY=passive when imported (tinyedu/runtime/device.py); PyTorch's OpenMP runtime
-is the same libgomp, so PyTorch here waits passively too. PyTorch keeps its default threads (setting
-them would also set the thread count of tinyedu's kernels: the two share the runtime). tinygrad runs
-on its CPU backend (it needs clang), eager and under its own TinyJit.
+PyTorch and tinygrad are imported before tinyedu (bench/timing.py), so PyTorch's OpenMP runtime is
+loaded with its own default policy before any tinyedu kernel runs; tinyedu's kernels then share that
+runtime (one libgomp.so.1 per process) and its policy. PyTorch runs with threads = cores (its
+default, set by timing.py), forward-only cases under torch.no_grad. tinygrad runs on its CPU backend
+(it needs clang), eager and under its own TinyJit.
 The machine may be shared: read the ratios, and the load averages printed with each section.
 """
 
@@ -33,7 +34,7 @@ from pathlib import Path
 from typing import Callable
 
 import numpy as np
-from timing import QUICK, median_time, optional
+from timing import QUICK, load, median_time, peer_note, tinygrad, torch
 
 from tinyedu import Tensor, TinyJit
 from tinyedu.engine import beam
@@ -47,13 +48,8 @@ from tinyedu.runtime.device import Device, DeviceUnavailable, thread_count
 REPEAT = 5 if QUICK else 20
 ROOT = Path(__file__).resolve().parents[1]
 
-torch, tinygrad = optional("torch"), optional("tinygrad")
 
 
-
-
-def load() -> str:
-    return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 # ---- 1. the cases, in each framework: {framework: run} ----
@@ -76,7 +72,11 @@ def conv_cases(rng: np.random.Generator) -> dict[str, dict[str, Callable[[], obj
             tw.grad = None
             torch.nn.functional.conv2d(tx, tw, padding=1).sum().backward()
 
-        forward["torch"] = lambda: torch.nn.functional.conv2d(tx, tw, padding=1)
+        def torch_forward() -> None:
+            with torch.no_grad():  # a forward pass alone: no autograd graph
+                torch.nn.functional.conv2d(tx, tw, padding=1)
+
+        forward["torch"] = torch_forward
         backward["torch"] = torch_backward
     if tinygrad:
         gx, gw = tinygrad.Tensor(X).realize(), tinygrad.Tensor(W).realize()
@@ -270,6 +270,7 @@ if __name__ == "__main__":
     if "--jit-step" in sys.argv:
         jit_step_only(int(sys.argv[sys.argv.index("--jit-step") + 1]))
         sys.exit()
+    print(peer_note())
     print(f"{os.cpu_count()} cores; numpy {np.__version__}"
           + (f"; torch {torch.__version__} ({torch.get_num_threads()} threads)" if torch else "; no torch")
           + (f"; tinygrad {version('tinygrad')}" if tinygrad else "; no tinygrad")

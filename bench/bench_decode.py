@@ -25,13 +25,11 @@ import statistics
 import time
 
 import numpy as np
-from timing import QUICK, load, optional
+from timing import QUICK, load, torch
 
-torch = optional("torch")  # imported before tinyedu
-
-from tinyedu import Tensor  # noqa: E402
-from tinyedu.models.gpt import GPT  # noqa: E402
-from tinyedu.nn.state import get_state_dict, load_state_dict  # noqa: E402
+from tinyedu import Tensor
+from tinyedu.models.gpt import GPT
+from tinyedu.nn.state import get_state_dict, load_state_dict
 
 CONFIG = {"vocab_size": 512, "block_size": 64, "dim": 96, "n_heads": 4, "n_layers": 3}
 PROMPT = [7, 300, 41, 9, 122, 5, 77, 18, 250, 3, 64, 199]
@@ -159,7 +157,7 @@ def main() -> None:
             tried[count] = measure(port.generate, cache)
         threads[cache] = min(tried, key=lambda c: tried[c]["steady"])
         results["torch", cache] = tried[threads[cache]]
-        results["torch", cache]["first"] = tried[max(tried)]["first"]  # (its first call: its first run)
+        results["torch", cache]["first"] = tried[min(tried)]["first"]  # (measured first: its first run)
     print(f"PyTorch's threads, the faster of 1 and {os.cpu_count()}: {threads[True]} with the cache, "
           f"{threads[False]} without [{load()}]")
     print(f"{'case':34s} {'PyTorch':>14s} {'tinyedu':>14s} {'ratio':>7s}  goal")

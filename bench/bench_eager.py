@@ -31,7 +31,7 @@ import time
 from typing import Callable
 
 import numpy as np
-from timing import QUICK, median_time, optional
+from timing import QUICK, load, median_time, peer_note, tinygrad, torch
 
 from tinyedu import Tensor, TinyJit
 from tinyedu.engine import assign as assign_module
@@ -45,7 +45,6 @@ from tinyedu.runtime.device import thread_count
 
 STEPS = 10 if QUICK else 40
 
-torch, tinygrad = optional("torch"), optional("tinygrad")
 
 
 
@@ -290,9 +289,7 @@ def first_call_table() -> None:
 
 
 if __name__ == "__main__":
-    if torch is not None:
-        torch.set_num_threads(thread_count())
-    print(f"load average {os.getloadavg()[0]:.2f}; tinyedu and PyTorch threads: {thread_count()}")
+    print(f"tinyedu threads: {thread_count()}; {peer_note()} [{load()}]")
     mlp_table()
     matmul_table()
     breakdown()
