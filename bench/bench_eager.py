@@ -15,7 +15,8 @@ Run: .venv/bin/python bench/bench_eager.py [--quick]      (not a test; prints ta
    temporary TINYEDU_CACHE), its kernels lowered ahead on COMPILE_THREADS threads or one by one.
 
 The machine may be shared: every row of a table is measured in the same run, so compare ratios.
-PyTorch gets as many threads as tinyedu's kernels (THREADS, default: the cores); numpy's BLAS uses
+PyTorch is imported before tinyedu and gets threads = cores (bench/timing.py), as do tinyedu's
+kernels unless THREADS says otherwise; numpy's BLAS uses
 what its environment says (OPENBLAS_NUM_THREADS / OMP_NUM_THREADS). On a busy machine, run with
 THREADS=1 OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1: threads that wait for taken cores measure the
 machine, not the frameworks.

@@ -49,6 +49,19 @@ def peer_note() -> str:
     return "; ".join(parts) + "; imported before tinyedu, in this process"
 
 
+def blas_note() -> str:
+    """Which BLAS numpy calls, with how many threads and which CPU kernel (OpenBLAS picks one per CPU,
+    or the one OPENBLAS_CORETYPE names): the reference of every matmul ratio."""
+    threadpoolctl = optional("threadpoolctl")
+    coretype = os.environ.get("OPENBLAS_CORETYPE")
+    note = f"OPENBLAS_CORETYPE={coretype}" if coretype else "OPENBLAS_CORETYPE unset"
+    if threadpoolctl is None:
+        return note + " (pip install threadpoolctl to see numpy's BLAS)"
+    pools = [p for p in threadpoolctl.threadpool_info() if p.get("user_api") == "blas"]
+    return "; ".join([note] + [f"numpy's BLAS: {p['internal_api']} {p['version']}, kernel "
+                               f"{p.get('architecture')}, {p['num_threads']} threads" for p in pools])
+
+
 def load() -> str:
     """The load average (1, 5, 15 minutes): printed beside every table, since the machine may be shared."""
     return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
