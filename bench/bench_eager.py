@@ -15,7 +15,8 @@ Run: .venv/bin/python bench/bench_eager.py [--quick]      (not a test; prints ta
    temporary TINYEDU_CACHE), its kernels lowered ahead on COMPILE_THREADS threads or one by one.
 
 The machine may be shared: every row of a table is measured in the same run, so compare ratios.
-PyTorch gets as many threads as tinyedu's kernels (THREADS, default: the cores); numpy's BLAS uses
+PyTorch is imported before tinyedu and gets threads = cores (bench/timing.py), as do tinyedu's
+kernels unless THREADS says otherwise; numpy's BLAS uses
 what its environment says (OPENBLAS_NUM_THREADS / OMP_NUM_THREADS). On a busy machine, run with
 THREADS=1 OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1: threads that wait for taken cores measure the
 machine, not the frameworks.
@@ -31,7 +32,7 @@ import time
 from typing import Callable
 
 import numpy as np
-from timing import QUICK, median_time, optional
+from timing import QUICK, load, median_time, peer_note, tinygrad, torch
 
 from tinyedu import Tensor, TinyJit
 from tinyedu.engine import assign as assign_module
@@ -45,7 +46,6 @@ from tinyedu.runtime.device import thread_count
 
 STEPS = 10 if QUICK else 40
 
-torch, tinygrad = optional("torch"), optional("tinygrad")
 
 
 
@@ -290,9 +290,7 @@ def first_call_table() -> None:
 
 
 if __name__ == "__main__":
-    if torch is not None:
-        torch.set_num_threads(thread_count())
-    print(f"load average {os.getloadavg()[0]:.2f}; tinyedu and PyTorch threads: {thread_count()}")
+    print(f"tinyedu threads: {thread_count()}; {peer_note()} [{load()}]")
     mlp_table()
     matmul_table()
     breakdown()
