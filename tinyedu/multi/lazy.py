@@ -92,7 +92,9 @@ class MultiLazyBuffer:
         return f"<MLB {self.shape} {self.dtype.name} {how} on {', '.join(self.device)}>"
 
     def realize(self) -> "MultiLazyBuffer":
-        engine().realize([lb for lb in self.lbs if lb.base.realized is None])
+        pending = [lb for lb in self.lbs if lb.base.realized is None]
+        if pending:
+            engine().realize(pending)
         return self
 
     def numpy(self) -> np.ndarray:
