@@ -108,3 +108,36 @@ def test_a_tensor_sharded_over_c_and_the_gpu() -> None:
     assert x.lazydata.lbs[1].device == "GPU"
     np.testing.assert_array_equal(((x * 2).sum(0) + 1).numpy(), (data * 2).sum(0) + 1)
     np.testing.assert_array_equal(x.relu().to("C").numpy(), data)
+
+
+def test_sgd_on_replicated_weights_and_a_sharded_batch_follows_one_device() -> None:
+    """Data parallelism with sharded tensors: the weights replicated, the batch cut over the devices,
+    the optimizer's assign writing each device's copy; the same steps as on one device."""
+    from tinyedu.models.mlp import MnistMLP
+    from tinyedu.nn.optim import SGD
+    from tinyedu.nn.state import get_parameters
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal((10, 28, 28)).astype(np.float32), rng.integers(0, 10, 10).astype(np.int32)
+    losses = {}
+    for devices in (None, ("NUMPY:0", "NUMPY:1", "NUMPY:2")):
+        Tensor.manual_seed(0)
+        model = MnistMLP(hidden=16)
+        params = get_parameters(model)
+        if devices is not None:
+            for p in params:
+                p.shard_(devices, axis=None)  # a replica of each weight on every device
+        opt = SGD(params, lr=0.5)
+        xs, ys = Tensor(x), Tensor(y)
+        if devices is not None:
+            xs, ys = xs.shard(devices), ys.shard(devices)
+        losses[devices] = []
+        for _ in range(3):
+            opt.zero_grad()
+            losses[devices].append(model(xs).cross_entropy(ys).backward().item())
+            opt.step()
+        if devices is not None:
+            w = model.l1.weight.lazydata
+            assert w.axis is None and all(np.array_equal(lb.numpy(), w.lbs[0].numpy()) for lb in w.lbs)
+    one, many = losses.values()
+    np.testing.assert_allclose(many, one, rtol=1e-5)
+    assert one[-1] < one[0]

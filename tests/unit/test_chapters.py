@@ -18,8 +18,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 CHAPTERS = sorted((ROOT / "notebooks").glob("[0-9][0-9]*_*.ipynb"))
 # A walkthrough page: a stage's page, one of the pages of the training stack (chapter 08), the models
-# page (chapters 09-10), the export page (chapter 11) or the language model page (chapter 13).
-PAGES = r"stage\d_\w+|numerics_and_semantics|nn|optim|state|jit|models|export|language_model"
+# page (chapters 09-10), the export page (chapter 11), the language model page (chapter 13) or the
+# many devices page (chapter 14).
+PAGES = r"stage\d_\w+|numerics_and_semantics|nn|optim|state|jit|models|export|language_model|multi"
 WALKTHROUGH = rf"\]\(\.\./docs/((?:{PAGES})\.md)\)"
 
 

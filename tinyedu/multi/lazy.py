@@ -92,7 +92,9 @@ class MultiLazyBuffer:
         return f"<MLB {self.shape} {self.dtype.name} {how} on {', '.join(self.device)}>"
 
     def realize(self) -> "MultiLazyBuffer":
-        engine().realize([lb for lb in self.lbs if lb.base.realized is None])
+        pending = [lb for lb in self.lbs if lb.base.realized is None]
+        if pending:
+            engine().realize(pending)
         return self
 
     def numpy(self) -> np.ndarray:
@@ -122,6 +124,18 @@ class MultiLazyBuffer:
             return _replica(self.lbs[0], device)
         pieces = [lb.copy_to_device(device) for lb in self.lbs]
         return allreduce.join(pieces, self.bounds, self.axis)
+
+    def writable(self) -> "MultiLazyBuffer":
+        """Each device's part in memory of its own (what assign writes into)."""
+        return MultiLazyBuffer([lb.writable() for lb in self.lbs], self.axis)
+
+    def assign_pairs(self, value: "MultiLazyBuffer") -> list[tuple[LazyBuffer, LazyBuffer]]:
+        """(target, value) per device, for assign: the value cut the way this tensor is (a replicated
+        value is cut with views; one sharded another way is gathered first)."""
+        if value.axis != self.axis or value.bounds != self.bounds:
+            value = value.gathered()
+            value = value if self.axis is None else value._cut(self.axis, self.bounds)
+        return list(zip(self.lbs, value.lbs, strict=True))
 
     def _cut(self, axis: int, bounds: list[tuple[int, int]]) -> "MultiLazyBuffer":
         """A replicated value cut to each device's slice of `axis` (views, no copies)."""

@@ -20,6 +20,7 @@ import numpy as np
 
 from tinyedu.errors import DeviceError, ShapeError
 from tinyedu.lazy import engine
+from tinyedu.multi.lazy import MultiLazyBuffer
 from tinyedu.tensor_api.base import TensorLike
 
 
@@ -40,7 +41,9 @@ class AssignMixin:
         checked = [_checked_value(cls, t, v) for t, v in zip(targets, values, strict=True)]
         for target in targets:
             target.lazydata = target.lazydata.writable()  # memory of its own, if it had none yet
-        engine().assign([(t.lazydata, v.lazydata) for t, v in zip(targets, checked, strict=True)])
+        engine().assign([pair for t, v in zip(targets, checked, strict=True) for pair in
+                         (t.lazydata.assign_pairs(v.lazydata) if isinstance(t.lazydata, MultiLazyBuffer)
+                          else [(t.lazydata, v.lazydata)])])  # (several devices: a pair per device)
     # --8<-- [end:assign]
 
 

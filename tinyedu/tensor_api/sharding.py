@@ -3,7 +3,9 @@
 `x.shard(("C:0", "C:1"), axis=0)` cuts x along axis 0, one slice per device; `axis=None` puts a
 whole copy on each (a replica). The result is a Tensor like any other: its ops run slice by slice
 on each device and communicate where they must (see tinyedu/multi/lazy.py), and its gradient is
-sharded the same way. `x.to("C")` (or `x.unshard("C")`) joins the slices on one device.
+sharded the same way. `x.to("C")` (or `x.unshard("C")`) joins the slices on one device, and
+`w.shard_(devices, None)` replicates a model's weight in place (an optimizer's assign then writes
+each device's copy).
 """
 
 from __future__ import annotations
@@ -27,6 +29,15 @@ class ShardingMixin:
         if self.device == devices and getattr(self.lazydata, "axis", None) == axis:
             return self
         return self._apply(Shard, devices=devices, axis=axis)
+
+    def shard_(self: TensorLike, devices: Sequence[str], axis: int | None = 0) -> TensorLike:
+        """Shard this tensor in place (tinygrad's name): a model's weights, which the model and its
+        optimizer hold, move to the devices without being replaced."""
+        if self._ctx is not None:
+            raise RuntimeError("shard_: only a leaf tensor (a weight, an input) can be sharded in place; "
+                               "use shard(), which keeps the graph")
+        self.lazydata = self.shard(devices, axis).lazydata
+        return self
 
     def unshard(self: TensorLike, device: str | None = None) -> TensorLike:
         """The whole value on one device (default: the first of its devices)."""
