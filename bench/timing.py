@@ -9,8 +9,9 @@ checks that tinyedu changes nothing, and bench/bench_import.py times it). PyTorc
 documented CPU settings: threads = cores (torch.set_num_threads; THREADS=n, which sets tinyedu's,
 sets PyTorch's too: on a busy machine THREADS=1 OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 compares
 one thread with one thread, where waiting for taken cores would measure the machine), and its
-forward passes run under torch.no_grad or torch.inference_mode in each benchmark. `peer_note()` says so beside each table,
-and `load()` gives the load average: the machine may be shared, so read the ratios of one run.
+forward passes run under torch.no_grad or torch.inference_mode in each benchmark. `peer_note()` says
+so beside each table, and `load()` gives the load average: the machine may be shared, so read the
+ratios of one run.
 """
 
 from __future__ import annotations
