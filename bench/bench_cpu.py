@@ -7,6 +7,8 @@ Run: .venv/bin/python bench/bench_cpu.py [--quick]      (not a test; prints tabl
      channels 32x32, batch 8; a 1x1 with stride 2 to 128 channels): forward, and forward + backward
      to the weights;
    - MLP 784-256-10 SGD step, batch 128: eager (build the graph, schedule, run) and under TinyJit;
+   - exp, tanh, sigmoid and gelu of 2^22 float32 (tinyedu/renderer/c_vector_math.py vectorizes
+     their exp2 on the C device; TINYEDU_NO_VECTOR_MATH=1 times the exp2f calls it replaces);
    - matmul 256x256 and 1024x1024 end to end (build, schedule, run, read back), against numpy (its
      BLAS, kernel and threads printed above the table: threadpoolctl).
    Each cell is a time and its ratio to the reference (PyTorch, or numpy for the matmul): < 1 is faster.
@@ -191,11 +193,36 @@ def matmul_case(rng: np.random.Generator) -> dict[str, dict[str, Callable[[], ob
     return cases
 
 
+def transcendental_cases(rng: np.random.Generator) -> dict[str, dict[str, Callable[[], object]]]:
+    """exp, tanh, sigmoid, gelu of 2^22 float32 (2^18 with --quick), realized (PyTorch: no_grad)."""
+    X = rng.standard_normal(1 << (18 if QUICK else 22)).astype(np.float32)
+    x = Tensor(X).realize()
+    ops = {"exp": (Tensor.exp, "exp"), "tanh": (Tensor.tanh, "tanh"), "sigmoid": (Tensor.sigmoid, "sigmoid"),
+           "gelu": (Tensor.gelu, None)}
+    cases = {}
+    for name, (ours, theirs) in ops.items():
+        runs: dict[str, Callable[[], object]] = {"tinyedu": lambda f=ours: f(x).realize()}
+        if torch:
+            tx = torch.from_numpy(X)
+            function = getattr(torch, theirs) if theirs else torch.nn.functional.gelu
+
+            def torch_run(function=function, tx=tx) -> None:
+                with torch.no_grad():
+                    function(tx)
+
+            runs["torch"] = torch_run
+        if tinygrad:
+            gx = tinygrad.Tensor(X).realize()
+            runs["tinygrad"] = lambda name=name, gx=gx: getattr(gx, name)().realize()
+        cases[f"{name} of 2^{18 if QUICK else 22} float32"] = runs
+    return cases
+
+
 def cases_table() -> None:
     rng = np.random.default_rng(0)
     print(f"== 1. cases ({load()}); times in ms, (x) = time / reference's time")
     print(f"{'case':40s} {'reference':>12s} {'PyTorch':>16s} {'tinygrad':>16s} {'tinyedu':>16s}")
-    for make in (conv_cases, mlp_cases, matmul_case):
+    for make in (conv_cases, mlp_cases, matmul_case, transcendental_cases):
         for name, runs in make(rng).items():
             times = {}
             for framework, run in runs.items():

@@ -6,9 +6,12 @@ The peers (PyTorch, tinygrad) are imported here, when a benchmark imports this m
 before it imports tinyedu (`from timing import ...` sorts before `from tinyedu import ...`): a
 library loaded first cannot be changed by what tinyedu does later (tests/test_import_side_effects.py
 checks that tinyedu changes nothing, and bench/bench_import.py times it). PyTorch gets its best
-documented CPU settings: threads = cores (torch.set_num_threads), and its forward passes run under
-torch.no_grad or torch.inference_mode in each benchmark. `peer_note()` says so beside each table,
-and `load()` gives the load average: the machine may be shared, so read the ratios of one run.
+documented CPU settings: threads = cores (torch.set_num_threads; THREADS=n, which sets tinyedu's,
+sets PyTorch's too: on a busy machine THREADS=1 OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 compares
+one thread with one thread, where waiting for taken cores would measure the machine), and its
+forward passes run under torch.no_grad or torch.inference_mode in each benchmark. `peer_note()` says
+so beside each table, and `load()` gives the load average: the machine may be shared, so read the
+ratios of one run.
 """
 
 from __future__ import annotations
@@ -34,8 +37,8 @@ def optional(name: str) -> ModuleType | None:
 
 def _peer(name: str) -> ModuleType | None:
     module = optional(name)
-    if name == "torch" and module is not None:
-        module.set_num_threads(os.cpu_count() or 1)
+    if name == "torch" and module is not None:  # as many threads as tinyedu's kernels get (THREADS)
+        module.set_num_threads(int(os.environ.get("THREADS") or os.cpu_count() or 1))
     return module
 
 

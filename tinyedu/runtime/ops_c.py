@@ -44,6 +44,7 @@ from typing import Any
 
 from tinyedu.codegen.launch import LaunchDims
 from tinyedu.helpers import getenv
+from tinyedu.renderer.c_vector_math import render_c_vector_math
 from tinyedu.renderer.cstyle import render_c
 from tinyedu.runtime.compile_cache import CachedFile, LoadedLRU, cache_dir, dlclose, key_digest
 from tinyedu.runtime.device import Backend, Buffer, cpu_only, thread_count
@@ -190,8 +191,12 @@ class CDevice(Backend):
     """C source in, a loaded shared library out (see the lowering in tinyedu/engine/lower.py)."""
 
     name = "C"
-    renderer = staticmethod(render_c)
     runtime = CProgram
+
+    def renderer(self, name: str, uops: list) -> str:
+        """C source, its loops of exp2 vectorized (tinyedu/renderer/c_vector_math.py; TINYEDU_NO_VECTOR_MATH=1
+        renders every exp2 as a call of the C library's exp2f, one element at a time)."""
+        return (render_c if getenv("TINYEDU_NO_VECTOR_MATH", 0) else render_c_vector_math)(name, uops)
 
     @property
     def compiler(self) -> Compiler:
