@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from tinyedu import Tensor
+from tinyedu.codegen.gpu import tile_layout
 from tinyedu.codegen.opts import Opt, OptOps
 from tinyedu.dtype import dtypes
 from tinyedu.engine.lower import lower
@@ -37,11 +38,11 @@ def counts(t: Tensor, opts: list[Opt], *inputs: np.ndarray) -> tuple[MemoryCount
 
 def test_sectors_of_one_warp_request():
     threads = np.arange(32)
-    assert global_sectors(threads, threads, 4) == (1, 4)            # 128 consecutive bytes: 4 sectors
-    assert global_sectors(threads, threads * 1024, 4) == (1, 32)    # 4 KB apart: one sector each
-    assert global_sectors(threads, threads * 2, 4) == (1, 8)        # every other float: twice the sectors
-    assert global_sectors(threads, np.zeros(32, dtype=int), 4) == (1, 1)  # all the same float
-    assert global_sectors(np.arange(64), np.arange(64), 4) == (2, 8)      # two warps
+    assert global_sectors(threads, threads, 4) == (1, 4, 128)            # 128 consecutive bytes: 4 sectors
+    assert global_sectors(threads, threads * 1024, 4) == (1, 32, 128)    # 4 KB apart: one sector each
+    assert global_sectors(threads, threads * 2, 4) == (1, 8, 128)        # every other float: twice the sectors
+    assert global_sectors(threads, np.zeros(32, dtype=int), 4) == (1, 1, 4)  # one float for all
+    assert global_sectors(np.arange(64), np.arange(64), 4) == (2, 8, 256)      # two warps
 
 
 def test_bank_conflicts_of_one_warp_request():
@@ -67,20 +68,32 @@ def test_a_coalesced_copy_and_a_transposing_one():
     assert flipped.sectors_per_request == pytest.approx(18.0)
 
 
-def test_the_tiled_matmul_stores_its_a_tile_transposed():
-    """16 x 16 workgroups, a 16-wide tile: shared0[lid0*16+lid1] puts the 32 threads of a warp (lid0
-    0..15, lid1 0..1) in 4 banks with 8 words each: 8 passes, 7 conflicts per warp; the reads and
-    the B tile are conflict-free. A 32 x 32 x 32 matmul: 4 workgroups, 2 tiles each, 8 warps: 448
-    conflicts; 3 barriers per tile."""
+def test_a_tile_copied_down_its_columns_gets_padded_rows():
+    """A 16 x 16 tile copied column by column (the warp's lane l writes row l % 16, column l // 16):
+    row-major, the 16 rows of a column are words 0, 16, 32, ... in banks 0 and 16 only, 8 words each:
+    8 passes. Rows padded to 17 words still put lanes 15 and 16 in one bank (15 * 17 = 255, 256);
+    padded to 18, a column's words are the 16 even banks and the next column's the odd ones."""
+    assert tile_layout([16, 16], [1, 0], [16, 16], 256) == [18, 1, 16 * 18]
+    assert tile_layout([16, 16], [0, 1], [16, 16], 256) == [16, 1, 256]  # copied along its rows: as it is
+    lanes = np.arange(32)
+    assert bank_passes(lanes, lanes % 16 * 16 + lanes // 16, 4) == (1, 7)
+    assert bank_passes(lanes, lanes % 16 * 18 + lanes // 16, 4) == (1, 0)
+
+
+def test_the_tiled_matmul_has_no_bank_conflicts():
+    """16 x 16 workgroups, a 16-wide reduce tile: the A tile is copied down its columns (padded, as
+    above), B along its rows; the reads are broadcasts or consecutive words. A 32 x 32 x 32 matmul:
+    4 workgroups, 2 tiles each, 3 barriers per tile."""
     a = np.random.default_rng(0).standard_normal((32, 32)).astype(np.float32)
     b = np.random.default_rng(1).standard_normal((32, 32)).astype(np.float32)
     opts = [Opt(OptOps.GLOBAL, 0, 0), Opt(OptOps.GLOBAL, 1, 0), Opt(OptOps.LOCAL, 0, 16),
             Opt(OptOps.LOCAL, 1, 16), Opt(OptOps.TILE, 4, 16), Opt(OptOps.PACK, 5, 1), Opt(OptOps.PACK, 5, 2)]
     traffic, out = counts(Tensor(a) @ Tensor(b), opts, a, b)
     np.testing.assert_allclose(out.reshape(32, 32), a @ b, rtol=1e-5, atol=1e-5)
-    assert traffic.bank_conflicts == 4 * 2 * 8 * 7
+    assert traffic.bank_conflicts == 0
     assert traffic.barriers == 4 * 2 * 3
     assert traffic.idle_steps == 0
+    assert traffic.sectors_per_request == 4.0  # every global load and store coalesced
 
 
 def test_a_group_reduce_leaves_threads_idle_while_one_combines():

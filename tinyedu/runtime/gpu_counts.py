@@ -36,7 +36,7 @@ class MemoryCounts:
 
     global_requests: int = 0     # warp-wide global LOADs and STOREs executed
     global_sectors: int = 0      # 32-byte sectors those touched
-    global_bytes: int = 0        # bytes the threads asked for (the useful part of the sectors)
+    global_bytes: int = 0        # distinct bytes each warp asked for (the useful part of the sectors)
     shared_requests: int = 0     # warp-wide shared LOADs and STOREs executed
     bank_conflicts: int = 0      # extra passes they needed (0: conflict-free)
     barriers: int = 0            # BARRIERs executed, summed over workgroups
@@ -73,16 +73,19 @@ def warps_of(threads: np.ndarray) -> np.ndarray:
     return threads // WARP
 
 
-def global_sectors(threads: np.ndarray, at: np.ndarray, itemsize: int) -> tuple[int, int]:
-    """(warp requests, distinct 32-byte sectors per warp summed) of one global access: thread
-    `threads[i]` touching element `at[i]` (a row of elements for a vector access). An element of 1,
-    2, 4 or 8 bytes never straddles two sectors."""
+def global_sectors(threads: np.ndarray, at: np.ndarray, itemsize: int) -> tuple[int, int, int]:
+    """(warp requests, distinct 32-byte sectors per warp, distinct bytes per warp), summed over the
+    warps, of one global access: thread `threads[i]` touching element `at[i]` (a row of elements for
+    a vector access). An element of 1, 2, 4 or 8 bytes never straddles two sectors; threads of a warp
+    that read the same element share it."""
     if threads.size == 0:
-        return 0, 0
+        return 0, 0, 0
     rows = at if at.ndim == 2 else at[:, None]
-    sectors = rows.reshape(-1) * itemsize // SECTOR
+    elements = rows.reshape(-1)
     warp = np.repeat(warps_of(threads), rows.shape[1])
-    return int(np.unique(warp).size), int(np.unique(np.stack([warp, sectors]), axis=1).shape[1])
+    sectors = np.unique(np.stack([warp, elements * itemsize // SECTOR]), axis=1).shape[1]
+    distinct = np.unique(np.stack([warp, elements]), axis=1).shape[1]
+    return int(np.unique(warp).size), int(sectors), int(distinct * itemsize)
 
 
 def bank_passes(threads: np.ndarray, at: np.ndarray, itemsize: int) -> tuple[int, int]:

@@ -378,10 +378,10 @@ class Workgroup:
     def count_access(self, threads: np.ndarray, at: np.ndarray, source: UOp, itemsize: int) -> None:
         """Add one access's warp requests and sectors (global) or bank conflicts (shared)."""
         if source.op is UOps.DEFINE_GLOBAL:
-            requests, sectors = global_sectors(threads, at, itemsize)
+            requests, sectors, useful = global_sectors(threads, at, itemsize)
             self.traffic.global_requests += requests
             self.traffic.global_sectors += sectors
-            self.traffic.global_bytes += at.size * itemsize
+            self.traffic.global_bytes += useful
         elif source.op is UOps.DEFINE_SHARED:
             requests, conflicts = bank_passes(threads, at, itemsize)
             self.traffic.shared_requests += requests
