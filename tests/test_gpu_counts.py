@@ -48,7 +48,7 @@ def test_sectors_of_one_warp_request():
 def test_bank_conflicts_of_one_warp_request():
     threads = np.arange(32)
     assert bank_passes(threads, threads, 4) == (1, 0)               # one word per bank
-    assert bank_passes(threads, np.zeros(32, dtype=int), 4) == (1, 0)  # one word for all: a broadcast
+    assert bank_passes(threads, np.zeros(32, dtype=int), 4) == (1, 0)  # one word for all: broadcast
     assert bank_passes(threads, threads * 2, 4) == (1, 1)           # stride 2: two words in 16 banks
     assert bank_passes(threads, threads * 32, 4) == (1, 31)         # stride 32: every word in bank 0
     assert bank_passes(threads, threads * 33, 4) == (1, 0)          # padded to 33: all banks again

@@ -172,7 +172,8 @@ def tile_layout(sizes: list[int], order: list[int], order_sizes: list[int], thre
     tiled matmul's transposed A tile: 8-way). A padded row shifts the next one by a bank or two."""
     lanes = np.arange(min(WARP, threads, prod(sizes)))
     walk = strides_for_shape(order_sizes)
-    coords = {axis: lanes // stride % size for axis, size, stride in zip(order, order_sizes, walk, strict=True)}
+    coords = {axis: lanes // stride % size
+              for axis, size, stride in zip(order, order_sizes, walk, strict=True)}
     best: tuple[int, list[int]] | None = None
     for pad in (0, 1, 2) if len([n for n in sizes if n > 1]) >= 2 else (0,):
         padded = [*sizes[:-1], sizes[-1] + pad]
