@@ -40,7 +40,7 @@ def test_sectors_of_one_warp_request():
     threads = np.arange(32)
     assert global_sectors(threads, threads, 4) == (1, 4, 128)            # 128 consecutive bytes: 4 sectors
     assert global_sectors(threads, threads * 1024, 4) == (1, 32, 128)    # 4 KB apart: one sector each
-    assert global_sectors(threads, threads * 2, 4) == (1, 8, 128)        # every other float: twice the sectors
+    assert global_sectors(threads, threads * 2, 4) == (1, 8, 128)        # every other float: 2x the sectors
     assert global_sectors(threads, np.zeros(32, dtype=int), 4) == (1, 1, 4)  # one float for all
     assert global_sectors(np.arange(64), np.arange(64), 4) == (2, 8, 256)      # two warps
 
