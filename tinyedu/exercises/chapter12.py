@@ -221,8 +221,8 @@ def check_barriers(place_barriers: Callable) -> str:
             raise AssertionError(
                 f"{what}: your {count} BARRIER UOps are executed {mine} times in all (summed over the "
                 f"workgroups, in the emulator), where {theirs} suffice. Every thread of the workgroup waits "
-                "at each one, and one inside a loop waits on every iteration: put one only between a write to "
-                "shared memory and a read of it by another thread (or a write after such a read), outside "
+                "at each one, and one inside a loop waits on every iteration: put one only between a write "
+                "to shared memory and a read of it by another thread (or a write after such a read), outside "
                 "the loops that do not need it.")
         if device is not None:
             _compare(run_uops("GPU", placed, expected.size, arrays), expected, f"{what}, on the GPU device")
