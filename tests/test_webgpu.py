@@ -114,6 +114,21 @@ def test_the_limits_are_the_adapter_s(webgpu):
         webgpu.check_launch("k", LaunchDims((webgpu.limits.max_groups[0] + 1, 1, 1), (1, 1, 1)))
 
 
+def test_lavapipe_s_loop_limit_is_an_error_not_a_wrong_answer(webgpu, monkeypatch):
+    if webgpu.loop_limit is None:
+        pytest.skip(f"{webgpu.adapter_name} has no loop limit")
+    monkeypatch.setenv("NOOPT", "1")  # one thread runs the whole loop
+    with pytest.raises(ValueError, match="loop of 70000 iterations.*stops every loop after 65535"):
+        (Tensor(np.ones(70000, np.float32), device="WEBGPU") + 1).numpy()
+
+
+def test_a_large_elementwise_kernel_is_spread_over_the_grid(webgpu):
+    """2^20 elements: more than 65535 workgroups of one thread; GLOBAL is allowed because LOCAL then
+    divides it (and lavapipe's loop limit never applies: no thread loops)."""
+    x = np.arange(1 << 20, dtype=np.float32)
+    np.testing.assert_array_equal((Tensor(x, device="WEBGPU") * 2 + 1).numpy(), x * 2 + 1)
+
+
 def test_without_an_adapter_the_device_says_what_to_install(monkeypatch):
     wgpu = pytest.importorskip("wgpu")
     monkeypatch.setattr(wgpu.gpu, "request_adapter_sync", lambda **kwargs: None)

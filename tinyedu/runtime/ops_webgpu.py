@@ -16,6 +16,9 @@ The steps, as in the GPU (OpenCL) device:
    `LaunchDims.groups` workgroups; the workgroup size is in the WGSL source (`@workgroup_size`).
    The call returns when the GPU is done, so the realizer's timings are the kernel's.
 
+Mesa's llvmpipe stops every loop after 65535 iterations without a word; on lavapipe a kernel with
+a longer loop (a one-thread kernel over a large buffer, NOOPT=1) is refused with an error instead.
+
 The limits the GPU opts and heuristics read (threads per workgroup, shared memory, workgroups per
 dimension) are the adapter's, asked for in full when the device is made. WebGPU does not tell the
 width of the GPU's SIMD groups here, so `warp_size` is 32 (what the lockstep emulator counts with).
@@ -31,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from tinyedu.codegen.launch import GPULimits, LaunchDims
+from tinyedu.codegen.uops import UOp, UOps
 from tinyedu.dtype import DType, dtypes
 from tinyedu.renderer.wgsl import render_wgsl
 from tinyedu.runtime.device import Backend, Buffer, DeviceUnavailable
@@ -46,6 +50,8 @@ LIMITS = ("max-compute-invocations-per-workgroup", "max-compute-workgroup-size-x
           "max-compute-workgroups-per-dimension", "max-storage-buffers-per-shader-stage",
           "max-storage-buffer-binding-size", "max-buffer-size")
 # the element type a buffer has on the GPU (WGSL storage holds 4-byte scalars)
+# Mesa's llvmpipe (lavapipe's compiler) stops every loop after this many iterations, silently
+LLVMPIPE_LOOP_LIMIT = 65535
 WIDENED = {dtypes.bool: np.uint32, dtypes.uint8: np.uint32, dtypes.uint16: np.uint32,
            dtypes.int8: np.int32, dtypes.int16: np.int32}
 
@@ -193,7 +199,7 @@ class WebGPUDevice(Backend):
         features = ["shader-int64"] if self.int64 else []
         self.device = self.adapter.request_device_sync(required_limits={n: limits[n] for n in LIMITS},
                                                        required_features=features)
-        self.renderer = functools.partial(render_wgsl, int64=self.int64)
+        self.loop_limit = LLVMPIPE_LOOP_LIMIT if "llvmpipe" in self.adapter_name else None
         self.compiler = WebGPUCompiler(self)
         self.max_workgroup_size = int(limits["max-compute-invocations-per-workgroup"])
         self.max_local_sizes = tuple(int(limits[f"max-compute-workgroup-size-{axis}"]) for axis in "xyz")
@@ -203,6 +209,19 @@ class WebGPUDevice(Backend):
         self.limits = GPULimits(self.max_workgroup_size, self.max_local_sizes,  # type: ignore[arg-type]
                                 (int(limits["max-compute-workgroups-per-dimension"]),) * 3,
                                 self.local_memory_bytes, 32)
+
+    def renderer(self, name: str, uops: list[UOp]) -> str:
+        """The kernel's WGSL; on lavapipe, a loop it would cut short is an error here, not a wrong result."""
+        if self.loop_limit is not None:
+            for u in uops:
+                if u.op is UOps.RANGE and all(s.op is UOps.CONST for s in u.src) and \
+                        u.src[1].arg - u.src[0].arg > self.loop_limit:
+                    raise ValueError(
+                        f"WEBGPU: kernel {name} has a loop of {u.src[1].arg - u.src[0].arg} iterations "
+                        f"({u.arg.name}); {self.adapter_name} (Mesa's llvmpipe) stops every loop after "
+                        f"{self.loop_limit}. Let the GPU opts split it over threads (no NOOPT=1), or run "
+                        "it on a GPU's driver")
+        return render_wgsl(name, uops, int64=self.int64)
 
     def allocate_for(self, buffer: Buffer, nbytes: int) -> WebGPUMemory:
         return WebGPUMemory(self, buffer.dtype, buffer.size)
