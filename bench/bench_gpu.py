@@ -9,8 +9,12 @@ Run: .venv/bin/python bench/bench_gpu.py [--quick]          (not a test; prints 
    4096² float32 matmul in GFLOPS, a row softmax and a sum in GB/s, and the fused elementwise chain
    relu(a*b+c)*0.5-a in GB/s, against PyTorch's unfused ops. Ratio = tinyedu's rate / PyTorch's, so
    > 1 means tinyedu is faster; the goals of issue 19 are printed with them (PASS / MISS).
-3. On the OpenCL device, the same kernels at smaller sizes against the C device (report only: PoCL
-   on a CPU says that the kernels run, not how fast a GPU is).
+3. On the OpenCL device and on the WEBGPU device (WGSL through wgpu: the machine's GPU, or lavapipe
+   on the CPU; the adapter is printed), the same kernels at smaller sizes against the C device
+   (report only: PoCL and lavapipe on a CPU say that the kernels run, not how fast a GPU is).
+4. The lockstep emulator's counts of the same kernels (small sizes, the GPU heuristics' opts):
+   32-byte sectors per warp request, shared-memory bank conflicts, barriers executed, idle threads
+   (tinyedu/runtime/gpu_counts.py): what they would cost a GPU, measured without one.
 
 tinyedu's times are its kernels alone, each lowered with the default heuristics and timed on scratch
 buffers (the best of several runs; a kernel call waits for the kernel to finish). A workload that is
@@ -138,11 +142,12 @@ def present() -> dict[str, str | None]:
         found["torch"] = f"PyTorch {torch.__version__} sees no CUDA GPU"
     else:
         found["torch"] = None
-    try:
-        Device["GPU"]
-        found["GPU"] = None
-    except DeviceUnavailable as missing:
-        found["GPU"] = str(missing)
+    for device in ("GPU", "WEBGPU"):
+        try:
+            Device[device]
+            found[device] = None
+        except DeviceUnavailable as missing:
+            found[device] = str(missing)
     return found
 
 
@@ -168,19 +173,51 @@ def bench_cuda() -> None:
               f"{check(work, arrays, 'CUDA')}")
 
 
-# ---- 3. OpenCL against the C device ----
-def bench_opencl() -> None:
-    print(f"OpenCL (GPU device) against the C device, {os.cpu_count()} cores here; report only")
-    print(f"{'workload':32s} {'kernels':>7s} {'GPU':>14s} {'C':>14s} {'GPU / C':>8s} check")
+# ---- 3. OpenCL and WebGPU against the C device ----
+def bench_against_c(device: str) -> None:
+    what = "OpenCL (GPU device)" if device == "GPU" else f"WebGPU ({Device['WEBGPU'].adapter_name})"
+    print(f"{what} against the C device, {os.cpu_count()} cores here; report only")
+    print(f"{'workload':32s} {'kernels':>7s} {device:>14s} {'C':>14s} {'ratio':>8s} check")
     for work in workloads(on_gpu=False):
         arrays = inputs(work)
         rates = {}
-        for device in ("GPU", "C"):
-            seconds, count = kernel_seconds(work, arrays, device)
-            rates[device] = work.amount(work.shapes) / seconds * 1e-9
-        both = f"{rates['GPU']:7.1f} {work.unit:6s} {rates['C']:7.1f} {work.unit:6s}"
-        ratio = rates["GPU"] / rates["C"]
-        print(f"{work.name:32s} {count:7d} {both} {ratio:7.2f}x {check(work, arrays, 'GPU')}")
+        for name in (device, "C"):
+            seconds, count = kernel_seconds(work, arrays, name)
+            rates[name] = work.amount(work.shapes) / seconds * 1e-9
+        both = f"{rates[device]:7.1f} {work.unit:6s} {rates['C']:7.1f} {work.unit:6s}"
+        ratio = rates[device] / rates["C"]
+        print(f"{work.name:32s} {count:7d} {both} {ratio:7.2f}x {check(work, arrays, device)}")
+
+
+# ---- 4. the emulator's counts ----
+SMALL = [("matmul 256x256", [(256, 256)] * 2, lambda a, b: a @ b),
+         ("softmax rows 64x512", [(64, 512)], lambda x: x.softmax(-1)),
+         ("sum 2^16", [(1 << 16,)], lambda x: x.sum()),
+         ("column sum 512x256", [(512, 256)], lambda x: x.sum(0)),
+         ("relu(a*b+c)*0.5-a 2^16", [(1 << 16,)] * 3, lambda a, b, c: (a * b + c).relu() * 0.5 - a)]
+
+
+def emulator_counts() -> None:
+    """Each small workload's kernels on PYTHON with PYTHON_GPU=1 (lowered GPU-style with the GPU
+    heuristics for a typical GPU's limits, run in lockstep): the memory counts of every kernel."""
+    print("Emulator counts (PYTHON in lockstep, the GPU heuristics' opts for a typical GPU's limits)")
+    saved = os.environ.get("PYTHON_GPU")
+    os.environ["PYTHON_GPU"] = "1"
+    try:
+        rng = np.random.default_rng(0)
+        for name, shapes, build in SMALL:
+            tensors = [Tensor(rng.standard_normal(s).astype(np.float32), device="PYTHON").realize()
+                       for s in shapes]
+            for item in create_schedule([build(*tensors).lazydata]):
+                if not isinstance(item.ast.op, LoadOps):
+                    runner = lower("PYTHON", item.ast).runner
+                    runner(scratch_buffers(item.ast, "PYTHON"))
+                    print(f"  {name:24s} {item.name:20s} {runner.traffic}")
+    finally:
+        if saved is None:
+            del os.environ["PYTHON_GPU"]
+        else:
+            os.environ["PYTHON_GPU"] = saved
 
 
 def main() -> None:
@@ -196,10 +233,13 @@ def main() -> None:
         missing = "the CUDA device cannot run" if found["CUDA"] is not None else "PyTorch has no CUDA"
         print(f"CUDA against PyTorch: skipped ({missing}; see above)")
     print()
-    if found["GPU"] is None:
-        bench_opencl()
-    else:
-        print("OpenCL against C: skipped (no OpenCL platform; see above)")
+    for device, name in (("GPU", "OpenCL"), ("WEBGPU", "WebGPU")):
+        if found[device] is None:
+            bench_against_c(device)
+        else:
+            print(f"{name} against C: skipped ({device} cannot run here; see above)")
+        print()
+    emulator_counts()
 
 
 if __name__ == "__main__":

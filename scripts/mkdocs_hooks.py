@@ -279,3 +279,12 @@ def on_page_content(html: str, page, config, files: Files) -> str:
 
         html = html.replace(PICTURE_MARKER, pipeline_figure())
     return html
+
+
+def on_post_build(config) -> None:
+    """The WebGPU page, webgpu/index.html: tinyedu's WGSL kernels run by the reader's browser
+    (written by scripts/site_webgpu.py)."""
+    spec = importlib.util.spec_from_file_location("site_webgpu", ROOT / "scripts" / "site_webgpu.py")
+    site_webgpu = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(site_webgpu)
+    site_webgpu.write_page(Path(config["site_dir"]))

@@ -214,7 +214,7 @@ def test_every_device_agrees_with_opts_on_every_kernel(program: tuple[np.ndarray
             Device[device].programs.clear()
 
 
-GPUS = [] if SANITIZED else [d for d in ("GPU", "CUDA") if available(d)]
+GPUS = [] if SANITIZED else [d for d in ("GPU", "CUDA", "WEBGPU") if available(d)]
 
 
 @settings(max_examples=max(EXAMPLES // 4, 10), deadline=None, suppress_health_check=[HealthCheck.too_slow])

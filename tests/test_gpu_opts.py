@@ -32,7 +32,7 @@ def available(device: str) -> bool:
         return False
 
 
-DEVICES = ["PYTHON", *(d for d in ("GPU", "CUDA") if available(d))]
+DEVICES = ["PYTHON", *(d for d in ("GPU", "CUDA", "WEBGPU") if available(d))]
 
 
 @pytest.fixture(autouse=True)
@@ -124,6 +124,8 @@ CASES = {  # what the GPU heuristics lower (tiles, GROUP, LOCAL) against float64
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("case", CASES)
 def test_the_gpu_heuristics_give_numpy_s_answer(device: str, case: str):
+    if device == "WEBGPU" and case == "f64_sum":
+        pytest.skip("WGSL has no float64 (tests/test_webgpu.py checks the error)")
     make, want = CASES[case]
     np.testing.assert_allclose(make(device).numpy(), want, rtol=1e-5, atol=1e-5)
 
@@ -167,9 +169,14 @@ def test_gpu_opts_need_a_gpu_and_fit_its_limits():
     ast = ast_of(Tensor(A) @ Tensor(B))
     with pytest.raises(OptError, match="this kernel is for a CPU device"):
         apply_opts(Kernel(ast), [Opt(OptOps.GLOBAL, 0, 0)])
-    tiny = GPULimits(max_workgroup_size=64, shared_memory_bytes=512, max_groups=(4, 4, 4))
+    tiny = GPULimits(max_workgroup_size=64, max_local=(8, 8, 8), shared_memory_bytes=512,
+                     max_groups=(4, 4, 4))
     with pytest.raises(OptError, match="grid dimension 0 would have 36 workgroups, over this GPU's limit"):
-        apply_opts(gpu_kernel(ast, tiny), [Opt(OptOps.GLOBAL, 1, 0)])
+        apply_opts(gpu_kernel(ast, tiny), [Opt(OptOps.GLOBAL, 1, 0)])  # more than LOCAL could divide
+    roomy = GPULimits(max_workgroup_size=64, max_local=(64, 64, 64), max_groups=(4, 4, 4))
+    kernel = apply_opts(gpu_kernel(ast, roomy), [Opt(OptOps.GLOBAL, 1, 0)])  # LOCAL may still divide it ...
+    with pytest.raises(OptError, match="grid dimension 0 would have 12 workgroups"):
+        apply_opts(kernel, [Opt(OptOps.LOCAL, 0, 3)])                      # ... but must, within the limit
     opts = [Opt(OptOps.GLOBAL, 0, 0), Opt(OptOps.GLOBAL, 1, 0), Opt(OptOps.LOCAL, 0, 4),
             Opt(OptOps.LOCAL, 1, 4), Opt(OptOps.PACK, 4, 1)]
     with pytest.raises(OptError, match="640 bytes of shared memory, over this GPU's 512"):

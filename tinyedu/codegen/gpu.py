@@ -34,6 +34,8 @@ from __future__ import annotations
 import math
 from typing import Any, Callable
 
+import numpy as np
+
 from tinyedu.codegen.index import INDEX_OPS
 from tinyedu.codegen.kernel import GPU_KINDS, AxisKind, Kernel
 from tinyedu.codegen.opts import pack_tile
@@ -43,6 +45,7 @@ from tinyedu.helpers import prod
 from tinyedu.ops import BinaryOps, ReduceOps
 from tinyedu.shape import Node, NumNode, ShapeTracker, Variable, View, strides_for_shape
 
+WARP, BANKS = 32, 32  # threads that access shared memory together; 4-byte banks of shared memory
 Load = Callable[[UOp, Node, Node, DType, int], Any]  # the linearizer's load(buffer, index, valid, ...)
 
 
@@ -114,9 +117,13 @@ def stage_tile(k: Kernel, b: UOpBuilder, loops: dict[str, UOp], position: int, a
     buf, st = k.bufs[position], k.sts[position]
     tile = pack_tile(k, position, axis)
     sizes = [k.full_shape[a] for a in tile]
-    shared = b.define_shared(prod(sizes), buf.dtype)
     threads = k.axes_of(AxisKind.LOCAL, AxisKind.GROUP)
     count = prod(k.full_shape[a] for a in threads)
+    memory = st.real_strides(ignore_valid=True)  # walk the tile in memory order: the smallest stride last
+    order = sorted(tile, key=lambda a: -abs(memory[a]) if memory[a] is not None else 0)
+    order_sizes = [k.full_shape[a] for a in order]
+    layout = tile_layout(sizes, [tile.index(a) for a in order], order_sizes, count)
+    shared = b.define_shared(layout[-1], buf.dtype)
     element: Node = NumNode(0)
     for a in threads:  # this thread's number in the workgroup, row-major
         element = element * k.full_shape[a] + Variable(k.loop_names[a], 0, k.full_shape[a] - 1)
@@ -125,9 +132,6 @@ def stage_tile(k: Kernel, b: UOpBuilder, loops: dict[str, UOp], position: int, a
         name = f"s{position}idx"
         loops[name] = b.open_range(name, rounds)
         element = element + Variable(name, 0, rounds - 1) * count
-    memory = st.real_strides(ignore_valid=True)  # walk the tile in memory order: the smallest stride last
-    order = sorted(tile, key=lambda a: -abs(memory[a]) if memory[a] is not None else 0)
-    order_sizes = [k.full_shape[a] for a in order]
     coords = {a: (element // stride) % size
               for a, size, stride in zip(order, order_sizes, strides_for_shape(order_sizes), strict=True)}
     idxs: list[Node] = []
@@ -144,7 +148,7 @@ def stage_tile(k: Kernel, b: UOpBuilder, loops: dict[str, UOp], position: int, a
         valid = Node.ands([valid, element < prod(sizes)])
         b.open_if(_uop(b, loops, element < prod(sizes)))
     value = load(source, index, valid, buf.dtype, 1)
-    strides = dict(zip(tile, strides_for_shape(sizes), strict=True))  # the shared tile's own layout
+    strides = dict(zip(tile, layout[:-1], strict=True))
     where = Node.sum([coords[a] * strides[a] for a in tile])
     b.emit(UOps.STORE, None, (shared, _uop(b, loops, where), value), hoist=False)
     if not exact:
@@ -155,6 +159,30 @@ def stage_tile(k: Kernel, b: UOpBuilder, loops: dict[str, UOp], position: int, a
     view = View.create(k.full_shape, tuple(strides.get(a, 0) for a in range(len(k.full_shape))))
     return shared, ShapeTracker((view,))
 # --8<-- [end:stage-tile]
+
+
+def tile_layout(sizes: list[int], order: list[int], order_sizes: list[int], threads: int) -> list[int]:
+    """The strides of a shared tile (its axes `sizes`, row-major) and its size in elements (last):
+    its rows padded by 0, 1 or 2 unused elements, whichever gives the first warp's copy into it the
+    fewest bank conflicts (the least padding among equals).
+
+    Shared memory is 32 banks of 4-byte words. Threads copy the tile in the global buffer's memory
+    order (`order`: tile axes, slowest first), which can be down the tile's columns: with rows of 16
+    or 64 floats a column sits in a few banks, and the warp's threads wait for each other (the
+    tiled matmul's transposed A tile: 8-way). A padded row shifts the next one by a bank or two."""
+    lanes = np.arange(min(WARP, threads, prod(sizes)))
+    walk = strides_for_shape(order_sizes)
+    coords = {axis: lanes // stride % size
+              for axis, size, stride in zip(order, order_sizes, walk, strict=True)}
+    best: tuple[int, list[int]] | None = None
+    for pad in (0, 1, 2) if len([n for n in sizes if n > 1]) >= 2 else (0,):
+        padded = [*sizes[:-1], sizes[-1] + pad]
+        layout = [*strides_for_shape(padded)[:-1], 1, prod(padded)]
+        words = np.unique(sum(coords[axis] * layout[axis] for axis in coords))
+        passes = int(np.bincount(words % BANKS).max())  # the busiest bank's distinct words
+        if best is None or passes < best[0]:
+            best = (passes, layout)
+    return best[1]
 
 
 def _uop(b: UOpBuilder, loops: dict[str, UOp], node: Node) -> UOp:

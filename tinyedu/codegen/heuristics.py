@@ -54,6 +54,9 @@ WORKGROUP = 256              # GPU: threads per workgroup the heuristics aim for
 GROUP_MIN = 256              # GPU: reduces at least this long are shared by a workgroup's threads ...
 GROUP_OUTPUTS = 1 << 13      # ... when there are fewer outputs than this (too few threads otherwise)
 TILE_REDUCE = 16             # GPU: the reduce tile staged in shared memory (with a 16 x 16 workgroup)
+GPU_BLOCK = 4                # GPU: outputs per thread along each reused output axis (a 4 x 4 register block)
+GPU_BLOCK_MIN = 256          # GPU: ... on output axes at least this long (so enough workgroups remain)
+COLUMN_GROUP = 4             # GPU: threads sharing one column of a column reduce (8 columns per warp row)
 
 
 # --8<-- [start:heuristics]
@@ -100,8 +103,14 @@ def hand_coded_optimizations(kernel: Kernel, vector_width: int, threads: int) ->
 def gpu_optimizations(kernel: Kernel) -> list[Opt]:
     """The opts for a GPU kernel (`kernel.gpu` holds the device's limits), chosen in this order:
 
+    0. Register blocking, for a long reduce that reuses its loads (matmul): UPCAST each output axis of
+       at least GPU_BLOCK_MIN along which an input does not move by GPU_BLOCK, so each thread
+       computes a 4 x 4 block of outputs: every value it loads feeds 4 multiply-adds, not 1.
     1. GROUP a long reduce (at least GROUP_MIN elements) when there are too few outputs to keep the
-       GPU busy one thread each: a workgroup's threads share each output's reduce.
+       GPU busy one thread each: a workgroup's threads share each output's reduce. Not a column
+       reduce (the input is contiguous along an output axis, not along the reduce): its GROUP
+       threads would read addresses a row apart, one 32-byte sector each. There the threads take
+       neighbouring columns (LOCAL, coalesced), and COLUMN_GROUP of them share each column, after.
     2. GLOBAL the (up to three) innermost output loops: a workgroup per index, the innermost axis on
        the grid's dimension 0, where neighbouring workgroups read neighbouring memory.
     3. LOCAL: threads per workgroup along the GLOBAL axes (a 16 x 16 square for two axes), up to
@@ -118,10 +127,16 @@ def gpu_optimizations(kernel: Kernel) -> list[Opt]:
     budget = min(WORKGROUP, limits.max_workgroup_size)
     reduces = k.axes_of(AxisKind.REDUCE)
     outputs = prod(k.full_shape[a] for a in k.axes_of(AxisKind.LOOP))
-    if reduces and k.full_shape[reduces[-1]] >= GROUP_MIN and outputs < GROUP_OUTPUTS:
+    long_reduce = bool(reduces) and k.full_shape[reduces[-1]] >= GROUP_MIN
+    if long_reduce and _reuses_loads(k):
+        _register_block_gpu(k, try_opt)
+    column = long_reduce and _column_reduce(k, reduces[-1])
+    if long_reduce and outputs < GROUP_OUTPUTS and not column:
         amount = _largest_divisor(k.full_shape[reduces[-1]], budget)
         if amount > 1 and try_opt(Opt(OptOps.GROUP, reduces[-1], amount)):
             budget //= amount
+    if column and outputs < GROUP_OUTPUTS:
+        budget //= COLUMN_GROUP  # kept for the GROUP that follows the LOCAL columns
     for _ in range(3):
         loops = [a for a in k.axes_of(AxisKind.LOOP) if not k.is_reduce_axis(a)]
         candidates = loops[-3 + len(k.axes_of(AxisKind.GLOBAL)):]  # outermost of the innermost three first
@@ -133,8 +148,30 @@ def gpu_optimizations(kernel: Kernel) -> list[Opt]:
         amount = _largest_divisor(k.full_shape[axis], cap)
         if amount > 1 and try_opt(Opt(OptOps.LOCAL, axis, amount)):
             budget //= amount
+    if column and outputs < GROUP_OUTPUTS:
+        reduce = k.axes_of(AxisKind.REDUCE)[-1]
+        amount = _largest_divisor(k.full_shape[reduce], COLUMN_GROUP)
+        if amount > 1:
+            try_opt(Opt(OptOps.GROUP, reduce, amount))
     _stage_shared_tiles(k, try_opt)
     return k.applied_opts[start:]
+
+
+def _register_block_gpu(k: Kernel, try_opt) -> None:
+    """Step 0 of gpu_optimizations: a GPU_BLOCK x GPU_BLOCK block of outputs per thread, along the
+    output axes some input does not move along (its loads are reused across the block)."""
+    strides = [s for _, s in _strides(k)]
+    for axis in [a for a in k.axes_of(AxisKind.LOOP) if not k.is_reduce_axis(a)][-2:]:
+        reused = any(s[axis] == 0 for s in strides)
+        if reused and k.full_shape[axis] >= GPU_BLOCK_MIN and k.full_shape[axis] % (GPU_BLOCK * 16) == 0:
+            try_opt(Opt(OptOps.UPCAST, axis, GPU_BLOCK))
+
+
+def _column_reduce(k: Kernel, reduce: int) -> bool:
+    """Whether some input is contiguous along an output axis and strided along the reduce: a column
+    sum, whose GROUP threads would each read a different row (uncoalesced)."""
+    outputs = [a for a in k.axes_of(AxisKind.LOOP) if not k.is_reduce_axis(a)]
+    return any(s[reduce] not in (0, 1) and any(s[a] == 1 for a in outputs) for _, s in _strides(k))
 
 
 def _stage_shared_tiles(k: Kernel, try_opt) -> None:

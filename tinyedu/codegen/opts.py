@@ -297,7 +297,10 @@ def _check_gpu(k: Kernel, opt: Opt, kind: AxisKind, size: int) -> None:
     if opt.op is OptOps.GLOBAL:
         if len(k.axes_of(AxisKind.GLOBAL)) == 3:
             _fail(k, opt, "a grid has three dimensions, and three axes are GLOBAL already")
-        _check_grid(k, opt, [size] + [k.full_shape[a] for a in reversed(k.axes_of(AxisKind.GLOBAL))])
+        # (a LOCAL that follows divides the new axis's workgroups by up to max_local: allowed for now,
+        # checked again by LOCAL and by the device when it launches)
+        _check_grid(k, opt, [size] + [k.full_shape[a] for a in reversed(k.axes_of(AxisKind.GLOBAL))],
+                    slack=limits.max_local[0])
         return
     if not isinstance(opt.amount, int) or opt.amount < 2 or size % opt.amount:
         divisors = [d for d in range(2, size + 1) if size % d == 0][:8]
@@ -322,11 +325,12 @@ def _check_gpu(k: Kernel, opt: Opt, kind: AxisKind, size: int) -> None:
                           f"{limits.shared_memory_bytes}")
 
 
-def _check_grid(k: Kernel, opt: Opt, sizes_inner_first: list[int]) -> None:
-    """Each grid dimension (dimension 0 is the innermost GLOBAL axis) within the GPU's limit."""
+def _check_grid(k: Kernel, opt: Opt, sizes_inner_first: list[int], slack: int = 1) -> None:
+    """Each grid dimension (dimension 0 is the innermost GLOBAL axis) within the GPU's limit (the
+    first one within `slack` times it: a GLOBAL axis that LOCAL will still divide)."""
     for dim, (size, limit) in enumerate(zip(sizes_inner_first, k.gpu.max_groups[:len(sizes_inner_first)],
                                             strict=True)):
-        if size > limit:
+        if size > limit * (slack if dim == 0 else 1):
             _fail(k, opt, f"grid dimension {dim} would have {size} workgroups, over this GPU's limit of "
                           f"{limit}; make the larger axis the innermost GLOBAL one, or LOCAL it first")
 

@@ -131,6 +131,8 @@ def _run_kernel(item: ScheduleItem, buffer: Buffer, program: LoweredProgram | No
               f"{elapsed * 1e3:9.3f} ms {flops / seconds * 1e-9:8.3f} GFLOPS "
               f"{moved / seconds * 1e-9:8.3f} GB/s  opts {program.opts}"
               f"{_setup_text(program, lowered - start, loaded - lowered)}")
+        if getattr(program.runner, "traffic", None) is not None:  # the lockstep emulator's (PYTHON)
+            print(f"    counts: {program.runner.traffic}")
     if level >= 3:
         print(f"stored because {item.reason}\n{item.ast}")
         show(program)

@@ -54,13 +54,18 @@ def _gpu() -> Any:
 
 def run_uops(device: str, uops: list[UOp], size: int, inputs: list[np.ndarray]) -> np.ndarray:
     """Run a GPU-style UOp list on PYTHON (lockstep) or GPU (rendered as OpenCL); the float32 output."""
+    return _run(device, uops, size, inputs)[0]
+
+
+def _run(device: str, uops: list[UOp], size: int, inputs: list[np.ndarray]) -> tuple[np.ndarray, Any]:
+    """run_uops, and the runner (on PYTHON its `traffic`: barriers executed, ...)."""
     backend = Device[device]
     program = uops if device == "PYTHON" else backend.compiler.build(render_opencl("k", uops))
     runner = backend.runtime("k", program, launch_dims(uops))
     buffers = [Buffer(device, size, dtypes.float32)]
     buffers += [Buffer(device, a.size, dtypes.float32).copyin(a.reshape(-1)) for a in inputs]
     runner(buffers)
-    return buffers[0].as_numpy().copy()
+    return buffers[0].as_numpy().copy(), runner
 
 
 def _compare(got: np.ndarray, expected: np.ndarray, what: str) -> None:
@@ -98,6 +103,37 @@ def _lower_with(ast: Any, opts: list[Opt], what: str) -> list[UOp]:
         raise
 
 
+def _group_size(opts: list[Opt]) -> int:
+    return next(o.amount for o in opts if o.op is OptOps.GROUP)
+
+
+def _compare_combined(got: np.ndarray, expected: np.ndarray, opts: list[Opt], first: np.ndarray,
+                      what: str) -> None:
+    """_compare, with a hint for the usual ways a combine gets the numbers wrong (`first`: what GROUP
+    thread 0's partials alone give)."""
+    expected = expected.reshape(-1)
+    if np.allclose(got, expected, rtol=1e-4, atol=1e-4):
+        return
+    size = _group_size(opts)
+    right = np.isclose(got, expected, rtol=1e-4, atol=1e-4)
+    if np.allclose(got, first.reshape(-1), rtol=1e-4, atol=1e-4):
+        hint = (f"each output is GROUP thread 0's partial alone: the combine read one partial, not all "
+                f"{size}; loop over the {size} GROUP threads' slots (b.open_range), adding each to the "
+                "accumulator")
+    elif right.any():
+        good, bad = np.flatnonzero(right)[:4].tolist(), np.flatnonzero(~right)[:4].tolist()
+        hint = (f"outputs {good} are right and {bad} are not: the slots of different outputs are mixed up. "
+                "Each (LOCAL thread, partial) has its own slots: first_slot = (the LOCAL thread's number) * "
+                "size * slots, partial n at first_slot + n, GROUP thread g's copy at + g * slots, and the "
+                "combine reads them at the same places")
+    else:
+        hint = (f"each output must be the {size} partials of its own slots combined (first_slot + n + "
+                f"g * slots for g < {size}), from an accumulator that starts at 0 for a sum; check that the "
+                "stores and the combine's loads use the same index")
+    worst = int(np.argmax(np.abs(got - expected)))
+    raise AssertionError(f"{what}: output {worst} is {got[worst]}, numpy says {expected[worst]}. {hint}.")
+
+
 @exercise("12.group_combine", answer="combine_groups", title="GROUP: partials into shared memory, a barrier, "
           "one thread combines", hook="codegen.gpu.combine_groups")
 def check_group_combine(combine_groups: Callable) -> str:
@@ -119,14 +155,17 @@ def check_group_combine(combine_groups: Callable) -> str:
                 raise AssertionError(f"{what}: got {got[:3]}..., numpy says {expected[:3]}... A max starts "
                                      "from the lowest value of the dtype, not 0 (lowest_value(dtype)), and "
                                      "combines with BinaryOps.MAX (k.reduceop.op says which reduce it is).")
-            _compare(got, expected, f"{what}, on the PYTHON device")
+            first = reference(arrays[0][:, ::_group_size(opts)].astype(np.float64))
+            _compare_combined(got, expected, opts, first, f"{what}, on the PYTHON device")
         plugged.require_called("gpu.combine_groups")
         device = _gpu()
         if device is not None:
             for what, expr, shapes, opts, reference in GROUP_CASES:
                 ast, arrays = _ast(expr, *shapes)
                 got = run_uops("GPU", _lower_with(ast, opts, what), shapes[0][0], arrays)
-                _compare(got, reference(arrays[0].astype(np.float64)), f"{what}, on the GPU device")
+                first = reference(arrays[0][:, ::_group_size(opts)].astype(np.float64))
+                _compare_combined(got, reference(arrays[0].astype(np.float64)), opts, first,
+                                  f"{what}, on the GPU device (PYTHON in lockstep agreed)")
     where = "on PYTHON in lockstep (no race) and on the GPU device" if device else \
         "on PYTHON in lockstep (no race; the GPU device is not installed here)"
     return (f"sums and maxima with GROUP, with LOCAL threads, two partials per thread and in an output "
@@ -170,15 +209,21 @@ def check_barriers(place_barriers: Callable) -> str:
         placed = place_barriers(list(stripped))
         _check_placed(placed, stripped, what)
         try:
-            got = run_uops("PYTHON", placed, expected.size, arrays)
+            got, runner = _run("PYTHON", placed, expected.size, arrays)
         except GPUEmulationError as error:
             raise AssertionError(f"{what}: the PYTHON device stopped the kernel: {error}") from None
         _compare(got, expected, f"{what}, on the PYTHON device")
-        mine, theirs = (sum(u.op is UOps.BARRIER for u in lst) for lst in (placed, library))
+        # what costs is a barrier *executed*: one inside a loop runs on every iteration
+        mine = runner.traffic.barriers
+        theirs = _run("PYTHON", library, expected.size, arrays)[1].traffic.barriers
         if mine > theirs:
-            raise AssertionError(f"{what}: {mine} BARRIERs where {theirs} suffice. Every thread of the "
-                                 "workgroup waits at each one: put one only between a write to shared memory "
-                                 "and a read of it by another thread (or a write after such a read).")
+            count = sum(u.op is UOps.BARRIER for u in placed)
+            raise AssertionError(
+                f"{what}: your {count} BARRIER UOps are executed {mine} times in all (summed over the "
+                f"workgroups, in the emulator), where {theirs} suffice. Every thread of the workgroup waits "
+                "at each one, and one inside a loop waits on every iteration: put one only between a write "
+                "to shared memory and a read of it by another thread (or a write after such a read), outside "
+                "the loops that do not need it.")
         if device is not None:
             _compare(run_uops("GPU", placed, expected.size, arrays), expected, f"{what}, on the GPU device")
     return ("GROUP's combine, GROUP in an output loop and the tiled matmul run without a race on PYTHON in "
@@ -210,7 +255,7 @@ def _workgroup_hint(kernel: Kernel, what: str) -> None:
         raise AssertionError(f"{what}: lid0 (the threads next to each other in a warp) runs along an axis of "
                              f"stride {strides[lid0]} and size {kernel.full_shape[lid0]} in the output. For "
                              "coalesced memory access, give lid0 at least 8 threads along the axis where the "
-                             "output is contiguous (LOCAL the innermost GLOBAL axis first).")
+                             "output is contiguous (LOCAL it last: the axis LOCAL'd last is lid0).")
 
 
 @exercise("12.local_sizes", answer="gpu_opts", title="Choose the GLOBAL and LOCAL opts of an elementwise "

@@ -12,6 +12,10 @@ element, at least one writing, with no BARRIER between), a BARRIER that only som
 workgroup reach, a loop whose bounds differ between threads, and an index outside a buffer. Each is
 an exception naming the UOp (its position and its `uops_listing` line), the workgroup and the threads.
 
+And it counts what the kernel costs a GPU (runtime/gpu_counts.py): the 32-byte sectors each warp's
+global loads and stores touch, shared-memory bank conflicts, barriers executed and idle threads.
+After a run, `program.traffic` holds that run's MemoryCounts (DEBUG=2 prints them).
+
 Every operation gives the same bits as the scalar interpreter (ops_python.PythonProgram): the ALU's
 array forms (lockstep_alu.py) follow tinyedu/runtime/python_alu.py exactly, and use its scalar
 functions lane by lane where an array form would not (64-bit integer division, MULACC that needs
@@ -31,6 +35,7 @@ import numpy as np
 from tinyedu.codegen.launch import LaunchDims
 from tinyedu.codegen.uops import UOp, UOps, is_vector, scalar_of, uops_listing
 from tinyedu.dtype import cast_array, dtypes, from_storage, to_storage
+from tinyedu.runtime.gpu_counts import MemoryCounts, bank_passes, global_sectors
 from tinyedu.runtime.lockstep_alu import LanesALU, lane_type, spread
 from tinyedu.runtime.python_alu import to_dtype
 
@@ -195,6 +200,7 @@ class LockstepProgram:
         l0, l1, _ = launch.local
         lane = self.threads  # thread x varies fastest, as in CUDA
         self.lid = (lane % l0, lane // l0 % l1, lane // (l0 * l1))
+        self.traffic = MemoryCounts()  # the last run's
 
     @cached_property
     def listing(self) -> list[str]:
@@ -203,6 +209,7 @@ class LockstepProgram:
     def __call__(self, buffers: list[Any]) -> None:
         memory = [b.as_numpy() for b in buffers]
         g0, g1, g2 = self.launch.groups
+        self.traffic = MemoryCounts()
         with np.errstate(all="ignore"):  # inf and nan are values here, as in C and numpy
             for z, y, x in itertools.product(range(g2), range(g1), range(g0)):
                 Workgroup(self, memory, (x, y, z)).run()
@@ -219,14 +226,17 @@ class Workgroup:
         self.masks: list[tuple[int, np.ndarray]] = []  # (position of the IF, lanes that run its body)
         self.active = np.ones(program.lanes, dtype=bool)  # the lanes that run the current UOp
         self.shared: dict[int, SharedAccess] = {}  # position of a DEFINE_SHARED -> its access record
+        self.traffic = program.traffic
+        self.idle = 0  # threads of the workgroup outside the IF they are in (sitting out each step)
 
     # --8<-- [start:lockstep]
     def run(self) -> None:
         """The UOps in order, each for all active lanes at once; jumps for loops and IFs."""
         uops, srcs, values = self.program.uops, self.program.srcs, self.values
-        pc = 0
+        pc = steps = idle = 0
         while pc < len(uops):
             u, args = uops[pc], [values[i] for i in srcs[pc]]
+            steps, idle = steps + 1, idle + self.idle
             if u.op is UOps.RANGE:
                 pc = self.start_loop(pc, args)
                 continue
@@ -239,6 +249,7 @@ class Workgroup:
             if u.op is UOps.ENDIF:
                 self.masks.pop()
                 self.active = self.masks[-1][1] if self.masks else np.ones(self.program.lanes, dtype=bool)
+                self.idle = self.program.lanes - int(self.active.sum())
             elif u.op is UOps.BARRIER:
                 self.barrier(pc)
             elif u.op is UOps.LOAD:
@@ -252,6 +263,8 @@ class Workgroup:
             else:
                 values[pc] = self.value(pc, u, args)
             pc += 1
+        self.traffic.thread_steps += steps * self.program.lanes
+        self.traffic.idle_steps += idle
     # --8<-- [end:lockstep]
 
     def value(self, pc: int, u: UOp, args: list[Any]) -> Any:
@@ -314,6 +327,7 @@ class Workgroup:
             return self.program.block_end[pc] + 1
         self.masks.append((pc, inside))
         self.active = inside
+        self.idle = self.program.lanes - int(inside.sum())
         return pc + 1
 
     def barrier(self, pc: int) -> None:
@@ -325,6 +339,7 @@ class Workgroup:
                 f"{self.place.threads(np.flatnonzero(~self.active))}: the IF at {self.place.uop(branch)} is "
                 "true in some threads of the workgroup only. A barrier waits for every thread of the "
                 "workgroup, so on a GPU this hangs or goes wrong; move the BARRIER out of the IF")
+        self.traffic.barriers += 1
         for record in self.shared.values():
             record.barrier()
 
@@ -356,7 +371,21 @@ class Workgroup:
                 f"{self.place.thread(int(threads[i]))} {verb} "
                 + (f"index {at[i]}" if count == 1 else f"{count} elements from index {at[i]}")
                 + f" of {name}, which has {size} elements (valid: 0 to {size - 1})")
-        return threads, at if count == 1 else at[:, None] + np.arange(count), source
+        at = at if count == 1 else at[:, None] + np.arange(count)
+        self.count_access(threads, at, source, buffer.dtype.itemsize)
+        return threads, at, source
+
+    def count_access(self, threads: np.ndarray, at: np.ndarray, source: UOp, itemsize: int) -> None:
+        """Add one access's warp requests and sectors (global) or bank conflicts (shared)."""
+        if source.op is UOps.DEFINE_GLOBAL:
+            requests, sectors, useful = global_sectors(threads, at, itemsize)
+            self.traffic.global_requests += requests
+            self.traffic.global_sectors += sectors
+            self.traffic.global_bytes += useful
+        elif source.op is UOps.DEFINE_SHARED:
+            requests, conflicts = bank_passes(threads, at, itemsize)
+            self.traffic.shared_requests += requests
+            self.traffic.bank_conflicts += conflicts
 
     def load(self, pc: int, args: list[Any]) -> np.ndarray:
         """buffer[index] in every lane that is active and whose gate holds; 0 in the others."""

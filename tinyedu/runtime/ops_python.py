@@ -59,6 +59,11 @@ class PythonProgram:
         self.loop_end: dict[int, int] = {position[u.src[0]]: i for i, u in enumerate(uops)
                                           if u.op is UOps.ENDRANGE}
 
+    @property
+    def traffic(self):
+        """A GPU-style list's memory counts from its last run (runtime/gpu_counts.py), else None."""
+        return self.lockstep.traffic if self.lockstep is not None else None
+
     # --8<-- [start:run]
     def __call__(self, buffers: list[Buffer]) -> None:
         if self.lockstep is not None:  # a GPU-style list

@@ -87,13 +87,36 @@ def _barrier_everywhere(uops: list[UOp]) -> list[UOp]:
     return place_barriers(placed)
 
 
+def _combine_one_partial(k: Kernel, b: UOpBuilder, loops: dict, dtype: Any, partials: dict) -> dict:
+    """The combine's loop over the GROUP threads' slots cut to one slot: thread 0's partial only."""
+    open_range = UOpBuilder.open_range
+
+    def first_only(self: UOpBuilder, name: str, size: int, threads: int = 1) -> UOp:
+        return open_range(self, name, 1 if name.startswith("group") else size, threads)
+
+    with plug(UOpBuilder, "open_range", first_only):
+        return combine_groups(k, b, loops, dtype, partials)
+
+
+def _barrier_in_the_k_loop(uops: list[UOp]) -> list[UOp]:
+    """The right barriers, except the one after the tile's use, moved into the loop that reads the
+    tiles: as many BARRIER UOps, no race, but one wait per step of the loop instead of one per tile."""
+    placed = place_barriers(uops)
+    for i, u in enumerate(placed):
+        if u.op is UOps.BARRIER and i > 0 and placed[i - 1].op is UOps.ENDRANGE:
+            return placed[:i - 1] + [u, placed[i - 1]] + placed[i + 1:]
+    return placed
+
+
 MISTAKES = [
     Mistake("12.group_combine", _combine_without_barrier, "race on shared0", "no barrier after the writes"),
     Mistake("12.group_combine", _combine_closing_the_if, "Leave exactly one IF open", "closed the IF"),
     Mistake("12.group_combine", _combine_max_from_zero, "lowest value", "a max starting from 0"),
+    Mistake("12.group_combine", _combine_one_partial, "read one partial", "only thread 0's partial"),
     Mistake("12.group_combine", "combine", "expected a function"),
     Mistake("12.barriers", lambda uops: uops, "race on shared0", "no barrier at all"),
     Mistake("12.barriers", _barrier_everywhere, "suffice", "a barrier after every shared write"),
+    Mistake("12.barriers", _barrier_in_the_k_loop, "executed", "the end-of-tile barrier inside the k loop"),
     Mistake("12.barriers", lambda uops: uops[1:], "the same UOps in the same order", "dropped a UOp"),
     Mistake("12.barriers", lambda uops: "BARRIER", "must return a list of UOps"),
     Mistake("12.local_sizes", lambda k: [Opt(OptOps.GLOBAL, 0, 0), Opt(OptOps.GLOBAL, 1, 0)],

@@ -1,0 +1,301 @@
+"""UOps -> WGSL, the WebGPU Shading Language: the GPU kernel every browser and laptop GPU runs.
+
+    @group(0) @binding(0) var<storage, read_write> data0: array<f32>;
+    @group(0) @binding(1) var<storage, read> data1: array<f32>;
+    @compute @workgroup_size(16, 1, 1)
+    fn E_64(@builtin(workgroup_id) gid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+      let gid0: i32 = i32(gid.x);
+      let lid0: i32 = i32(lid.x);
+      data0[gid0*16+lid0] = exp2(data1[gid0*16+lid0]);
+    }
+
+The same UOps as OpenCL C and CUDA (renderer/gpu.py), in a language of its own. The C renderer's
+walk is kept (names, one statement per line, a value used once written inline: CRenderer.bind); what
+WGSL spells differently is here:
+
+| what               | OpenCL C / CUDA                 | WGSL                                           |
+| ------------------ | ------------------------------- | ---------------------------------------------- |
+| buffer argument    | a pointer parameter             | `@binding(N) var<storage, read> dataN: array<f32>` |
+| threads per group  | chosen when launching           | `@workgroup_size(x, y, z)`, in the source      |
+| gidN / lidN        | get_group_id / blockIdx         | `@builtin(workgroup_id)` / `local_invocation_id` |
+| shared array       | `__local float shared0[64];`    | `var<workgroup> shared0: array<f32, 64>;`      |
+| BARRIER            | barrier / __syncthreads         | `workgroupBarrier();`                          |
+| a value            | `float alu0 = ...;`             | `let alu0: f32 = ...;` (`var` if it changes)   |
+| c ? a : b          | evaluates one side              | `select(b, a, c)` evaluates both               |
+
+WGSL has f32, i32, u32 and bool, and a storage buffer cannot hold bool. So:
+- a bool buffer (and an int8/uint8/int16/uint16 one) lives on the GPU as 32-bit integers, widened
+  and narrowed by the device when it copies (runtime/ops_webgpu.py); a narrow int is computed in
+  i32/u32 and wrapped back to its width after every op, as C's narrow variables wrap;
+- int64 and uint64 are i64 and u64 where the adapter has wgpu-native's `shader-int64` feature
+  (Vulkan and Metal GPUs, lavapipe; not the browsers); float64 (naga has no f64 math functions)
+  and the 16-bit floats are a clear error naming the dtype.
+Numerics, where WGSL's rules differ from numpy's:
+- integer `x / 0` is x in WGSL, 0 in tinyedu (`div_i32`); signed overflow wraps in both;
+- `max` and `!=` may ignore NaN (lavapipe compiles `x != x` to false): NaN is tested on the bits;
+- float -> int conversions clamp in WGSL; tinyedu's rule (out of range and NaN give INT32_MIN) is a
+  helper, as in C;
+- a gated load is an `if` around the read, so a masked (padded) index never touches memory.
+"""
+
+from __future__ import annotations
+
+import math
+
+from tinyedu.codegen.launch import launch_dims
+from tinyedu.codegen.uops import INT32_MIN, FusedOps, UOp, UOps, is_vector
+from tinyedu.dtype import DType, dtypes
+from tinyedu.ops import BinaryOps, TernaryOps, UnaryOps
+from tinyedu.renderer.cstyle import BINARY_SYMBOLS, CRenderer, _shortest_float32, _unwrap, _wrap
+
+# The type a dtype has inside a kernel, and in a storage buffer (where bool and narrow ints widen).
+WGSL_TYPES = {dtypes.float32: "f32", dtypes.int32: "i32", dtypes.uint32: "u32", dtypes.bool: "bool",
+              dtypes.int8: "i32", dtypes.int16: "i32", dtypes.uint8: "u32", dtypes.uint16: "u32"}
+INT64_TYPES = {dtypes.int64: "i64", dtypes.uint64: "u64"}  # with wgpu-native's shader-int64 feature
+STORAGE_TYPES = {**WGSL_TYPES, **INT64_TYPES, dtypes.bool: "u32"}
+# how a narrow int computed in 32 bits is wrapped back to its width
+NARROW = {dtypes.int8: "(({x} << 24u) >> 24u)", dtypes.int16: "(({x} << 16u) >> 16u)",
+          dtypes.uint8: "({x} & 255u)", dtypes.uint16: "({x} & 65535u)"}
+MISSING = {"float64": "WGSL has no 64-bit floats: cast to float32 first (x.float())",
+           "int64": "this adapter has no 64-bit integers (WGSL's shader-int64 feature): use int32",
+           "uint64": "this adapter has no 64-bit integers (WGSL's shader-int64 feature): use uint32",
+           "float16": "WGSL's f16 needs an optional feature that not every GPU has: use float32",
+           "bfloat16": "WGSL has no bfloat16: use float32"}
+
+HELPERS = {
+    "is_nan": "fn is_nan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }",
+    "max_f32": "fn max_f32(a: f32, b: f32) -> f32 { return select(b, a, a > b || is_nan(a)); }",
+    "div_i32": "fn div_i32(a: i32, b: i32) -> i32 { return select(a / b, 0, b == 0); }",
+    "mod_i32": "fn mod_i32(a: i32, b: i32) -> i32 { return select(a % b, 0, b == 0 || b == -1); }",
+    "div_u32": "fn div_u32(a: u32, b: u32) -> u32 { return select(a / b, 0u, b == 0u); }",
+    "mod_u32": "fn mod_u32(a: u32, b: u32) -> u32 { return select(a % b, 0u, b == 0u); }",
+    "div_i64": "fn div_i64(a: i64, b: i64) -> i64 { return select(a / b, 0li, b == 0li); }",
+    "mod_i64": "fn mod_i64(a: i64, b: i64) -> i64 { return select(a % b, 0li, b == 0li || b == -1li); }",
+    "div_u64": "fn div_u64(a: u64, b: u64) -> u64 { return select(a / b, 0lu, b == 0lu); }",
+    "mod_u64": "fn mod_u64(a: u64, b: u64) -> u64 { return select(a % b, 0lu, b == 0lu); }",
+    "float_to_i64": "fn float_to_i64(x: f32) -> i64 { "
+                    "return select(bitcast<i64>(0x8000000000000000lu), i64(x), "
+                    "x >= -9223372036854775808.0 && x < 9223372036854775808.0); }",
+    "float_to_u64": "fn float_to_u64(x: f32) -> u64 { if (x >= 9223372036854775808.0) { return "
+                    "bitcast<u64>(float_to_i64(x - 9223372036854775808.0)) ^ 0x8000000000000000lu; } "
+                    "return bitcast<u64>(float_to_i64(x)); }",
+    # tinyedu's rule (tinyedu.dtype.float_to_int): out of range and NaN give INT32_MIN
+    "float_to_i32": "fn float_to_i32(x: f32) -> i32 { return select(bitcast<i32>(0x80000000u), i32(x), "
+                    "x >= -2147483648.0 && x < 2147483648.0); }",
+    # as C's (uint32)float_to_int64(x): the low 32 bits of the truncated value, 0 past 2^63 and for NaN
+    "float_to_u32": "fn float_to_u32(x: f32) -> u32 { let t = trunc(x); "
+                    "if (t >= 0.0 && t < 4294967296.0) { return u32(t); } "
+                    "if (t >= -2147483648.0 && t < 0.0) { return bitcast<u32>(i32(t)); } "
+                    "if (abs(t) < 9223372036854775808.0) { "
+                    "return u32(t - floor(t / 4294967296.0) * 4294967296.0); } "
+                    "return 0u; }",
+}
+
+
+class WGSLRenderer(CRenderer):
+    """A kernel's UOps as one WGSL compute shader (entry point: the kernel's name)."""
+
+    backend = "WGSL renderer"
+
+    def __init__(self, name: str, uops: list[UOp], int64: bool = False):
+        super().__init__(name, uops)
+        self.types = {**WGSL_TYPES, **(INT64_TYPES if int64 else {})}
+        self.bindings: list[str] = []   # module-scope storage buffers
+        self.shared: list[str] = []     # module-scope workgroup arrays
+        self.launch = launch_dims(uops)
+
+    # ---- types and literals ----
+    def type_name(self, dtype) -> str:
+        if is_vector(dtype):
+            raise NotImplementedError(f"{self.backend}: a vector of {dtype.count} {dtype.scalar.name} "
+                                      "came to the WGSL renderer; GPU devices linearize with vector_width 1")
+        if dtype not in self.types:
+            raise NotImplementedError(f"WEBGPU: dtype {dtype.name} is not supported in WGSL kernels: "
+                                      f"{MISSING.get(dtype.name, 'use float32 or int32')}")
+        return self.types[dtype]
+
+    def const(self, u: UOp) -> str:
+        return wgsl_literal(u.arg, u.dtype, self.type_name(u.dtype))
+
+    def use_helper(self, name: str, dtype=None) -> str:
+        if name in ("max_f32", "float_to_u64"):
+            self.use_helper("is_nan" if name == "max_f32" else "float_to_i64")
+        self.helpers.setdefault(name, HELPERS[name])
+        return name
+
+    # ---- memory ----
+    def define_global(self, u: UOp) -> str:
+        access = "read_write" if u.arg == 0 else "read"
+        self.type_name(u.dtype)
+        self.bindings.append(f"@group(0) @binding({u.arg}) var<storage, {access}> data{u.arg}: "
+                             f"array<{STORAGE_TYPES[u.dtype]}>;")
+        return f"data{u.arg}"
+
+    def define_local(self, u: UOp) -> str:
+        name = self.new_name("local")
+        self.emit(f"var {name}: array<{self.type_name(u.dtype)}, {u.arg}>;")
+        return name
+
+    def define_shared(self, u: UOp) -> str:
+        number, size = u.arg
+        self.shared.append(f"var<workgroup> shared{number}: array<{self.type_name(u.dtype)}, {size}>;")
+        return f"shared{number}"
+
+    def is_buffer(self, buffer: UOp) -> bool:
+        return buffer.op is UOps.DEFINE_GLOBAL
+
+    def load(self, u: UOp, buffer: str, index: str, gate: str | None = None) -> str:
+        name, t = self.new_name("val"), self.type_name(u.dtype)
+        read = f"{buffer}[{_unwrap(index)}]"
+        if u.dtype == dtypes.bool and self.is_buffer(u.src[0]):
+            read = f"({read} != 0u)"
+        if gate is None:
+            self.emit(f"let {name}: {t} = {_unwrap(read)};")
+            return name
+        self.emit(f"var {name}: {t} = {wgsl_literal(0, u.dtype, t)};")  # padding reads 0; memory untouched
+        self.emit(f"if ({_unwrap(gate)}) {{ {name} = {_unwrap(read)}; }}")
+        return name
+
+    def store(self, u: UOp, buffer: str, index: str, value: str) -> None:
+        if u.src[2].dtype == dtypes.bool and self.is_buffer(u.src[0]):
+            value = f"select(0u, 1u, {_unwrap(value)})"
+        self.emit(f"{buffer}[{_unwrap(index)}] = {_unwrap(value)};")
+
+    # ---- loops and accumulators ----
+    def open_loop(self, u: UOp, start: str, end: str) -> str:
+        name, t = u.arg.name, self.type_name(u.dtype)
+        self.emit(f"for (var {name}: {t} = {_unwrap(start)}; {name} < {_unwrap(end)}; {name}++) {{")
+        self.indent += 1
+        return name
+
+    def define_acc(self, u: UOp) -> str:
+        name, t = self.new_name("acc"), self.type_name(u.dtype)
+        self.emit(f"var {name}: {t} = {_unwrap(wgsl_literal(u.arg, u.dtype, t))};")
+        return name
+
+    def bind(self, u: UOp, expression: str) -> str:
+        if self.uses[u] == 1 and self.user_depth.get(u) == self.depth[u]:
+            return expression
+        name = self.new_name("alu" if u.op is not UOps.CAST else "cast")
+        self.emit(f"let {name}: {self.type_name(u.dtype)} = {_unwrap(expression)};")
+        return name
+
+    # ---- the GPU UOps ----
+    def special(self, u: UOp) -> str:
+        name, _size = u.arg
+        builtin = "gid" if name.startswith("gid") else "lid"
+        self.emit(f"let {name}: {self.type_name(u.dtype)} = i32({builtin}.{'xyz'[int(name[3:])]});")
+        return name
+
+    def barrier(self, u: UOp) -> None:
+        self.emit("workgroupBarrier();")
+
+    def open_if(self, u: UOp, condition: str) -> None:
+        self.emit(f"if ({_unwrap(condition)}) {{")
+        self.indent += 1
+
+    def close_if(self, u: UOp, branch: None) -> None:
+        self.indent -= 1
+        self.emit("}")
+
+    # ---- values ----
+    def alu(self, u: UOp, *srcs: str) -> str:
+        return self.narrow(u.dtype, self.wgsl_alu(u, *srcs))
+
+    def narrow(self, dtype: DType, expression: str) -> str:
+        """A narrow int computed in 32 bits, wrapped back to its width (as C's narrow variables wrap)."""
+        return NARROW[dtype].format(x=_wrap(expression)) if dtype in NARROW else expression
+
+    def wgsl_alu(self, u: UOp, *srcs: str) -> str:
+        op = u.arg
+        dtype = u.src[1].dtype if op is TernaryOps.WHERE else u.src[0].dtype
+        t = self.type_name(dtype)
+        if op is FusedOps.MULACC:
+            return f"fma({', '.join(_unwrap(s) for s in srcs)})"
+        if op is TernaryOps.WHERE:
+            return f"select({_unwrap(srcs[2])}, {_unwrap(srcs[1])}, {_unwrap(srcs[0])})"
+        if op is UnaryOps.NEG:
+            if t in ("u32", "u64"):
+                return f"({wgsl_literal(0, dtype, t)}-{srcs[0]})"
+            return f"(!{srcs[0]})" if t == "bool" else f"(-{srcs[0]})"
+        if op in UNARY_FUNCTIONS:
+            return f"{UNARY_FUNCTIONS[op]}({_unwrap(srcs[0])})"
+        if op is UnaryOps.RECIP:
+            if t == "f32":
+                return f"(1.0f/{srcs[0]})"
+            return f"{self.use_helper('div_' + t)}({wgsl_literal(1, dtype, t)}, {_unwrap(srcs[0])})"
+        a, b = srcs
+        if op is BinaryOps.MAX:
+            if t == "bool":
+                return f"({a}|{b})"
+            if t == "f32":
+                return f"{self.use_helper('max_f32')}({_unwrap(a)}, {_unwrap(b)})"
+            return f"select({_unwrap(b)}, {_unwrap(a)}, {a}>{b})"
+        if op in (BinaryOps.DIV, BinaryOps.MOD) and t != "f32":
+            divisor = u.src[1]
+            if divisor.op is UOps.CONST and divisor.arg > 0:  # index math: no guard needed
+                return f"({a}{'/' if op is BinaryOps.DIV else '%'}{b})"
+            helper = self.use_helper(("div_" if op is BinaryOps.DIV else "mod_") + t)
+            return f"{helper}({_unwrap(a)}, {_unwrap(b)})"
+        if t == "bool":
+            symbol = {BinaryOps.ADD: "|", BinaryOps.MUL: "&", BinaryOps.AND: "&", BinaryOps.OR: "|",
+                      BinaryOps.XOR: "!=", BinaryOps.CMPEQ: "==", BinaryOps.SUB: "!="}.get(op)
+            if op is BinaryOps.CMPLT:
+                return f"((!{a})&{b})"
+            if symbol is None:
+                raise NotImplementedError(f"{self.backend}: no rule for {op.name} on bool")
+            return f"({a}{symbol}{b})"
+        if op is BinaryOps.ADD and t in ("i32", "i64") and u.src[1].op is UOps.CONST and \
+                INT32_MIN < u.src[1].arg < 0:
+            return f"({a}-{-u.src[1].arg})"
+        return f"({a}{'%' if op is BinaryOps.MOD else BINARY_SYMBOLS[op]}{b})"  # f32 %: x - y*trunc(x/y)
+
+    def cast(self, u: UOp, value: str) -> str:
+        src, dst = u.src[0].dtype, u.dtype
+        s, d = self.type_name(src), self.type_name(dst)
+        if d == "bool":
+            return f"(!({_unwrap(value)} == {wgsl_literal(0, src, s)}))"  # NaN is true, as in numpy
+        if s == "f32" and d != "f32":
+            helper = self.use_helper(f"float_to_{d if d in ('u32', 'i64', 'u64') else 'i32'}")
+            return self.narrow(dst, f"{helper}({_unwrap(value)})")
+        return self.narrow(dst, f"{d}({_unwrap(value)})")  # i32 <-> u32 keeps the bits, as in C
+
+    # ---- the whole shader ----
+    def finish(self) -> str:
+        local = self.launch.local if self.launch is not None else (1, 1, 1)
+        signature = (f"@compute @workgroup_size({', '.join(map(str, local))})\n"
+                     f"fn {self.function_name}(@builtin(workgroup_id) gid: vec3<u32>, "
+                     "@builtin(local_invocation_id) lid: vec3<u32>) {")
+        lines = [*self.bindings, *self.shared, *self.helpers.values(), signature, *self.lines, "}"]
+        return "\n".join(lines) + "\n"
+
+
+UNARY_FUNCTIONS = {UnaryOps.EXP2: "exp2", UnaryOps.LOG2: "log2", UnaryOps.SIN: "sin", UnaryOps.COS: "cos",
+                   UnaryOps.SQRT: "sqrt"}
+
+
+def wgsl_literal(value: float | int | bool, dtype: DType, wgsl_type: str) -> str:
+    """A WGSL literal of this type with exactly this value (`2.5f`, `(-3)`, `7u`, NaN from its bits)."""
+    if wgsl_type == "bool":
+        return "true" if value else "false"
+    if wgsl_type == "f32":
+        if math.isnan(value):
+            return "bitcast<f32>(0x7fc00000u)"  # WGSL has no NaN or infinity literals
+        if math.isinf(value):
+            return "bitcast<f32>(0x7f800000u)" if value > 0 else "bitcast<f32>(0xff800000u)"
+        text = _shortest_float32(value) + "f"
+        return f"({text})" if text.startswith("-") else text
+    if wgsl_type in ("u32", "u64"):
+        return f"{int(value) % 2**64}{'u' if wgsl_type == 'u32' else 'lu'}"
+    value, suffix = int(value), "li" if wgsl_type == "i64" else ""
+    if value == -(2**63):
+        return "bitcast<i64>(0x8000000000000000lu)"
+    if value == INT32_MIN and not suffix:
+        return "bitcast<i32>(0x80000000u)"  # 2147483648 alone does not fit in an i32
+    return f"({value}{suffix})" if value < 0 else f"{value}{suffix}"
+
+
+def render_wgsl(name: str, uops: list[UOp], int64: bool = False) -> str:
+    """The WGSL source of one kernel: a compute shader whose entry point is `name` (`int64`: the
+    adapter has wgpu-native's shader-int64 feature, so int64 and uint64 are i64 and u64)."""
+    return WGSLRenderer(name, uops, int64).render()
