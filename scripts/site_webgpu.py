@@ -20,10 +20,11 @@ from pathlib import Path
 import numpy as np
 
 from tinyedu import Tensor
-from tinyedu.codegen.launch import GPULimits, launch_dims
+from tinyedu.codegen.launch import launch_dims
 from tinyedu.codegen.opts import Opt, OptOps
 from tinyedu.engine.lower import lower
 from tinyedu.engine.schedule import create_schedule
+from tinyedu.launch import GPULimits
 from tinyedu.ops import LoadOps
 from tinyedu.renderer.wgsl import render_wgsl
 

@@ -14,9 +14,10 @@ import numpy as np
 import pytest
 
 from tinyedu import Device, Tensor
-from tinyedu.codegen.launch import LaunchDims, launch_dims
+from tinyedu.codegen.launch import launch_dims
 from tinyedu.codegen.uops import UOp, UOpBuilder, UOps
 from tinyedu.dtype import DType, dtypes
+from tinyedu.launch import LaunchDims
 from tinyedu.ops import BinaryOps, UnaryOps
 from tinyedu.renderer.cstyle import render_c
 from tinyedu.renderer.cuda import render_cuda

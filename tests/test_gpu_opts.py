@@ -13,12 +13,12 @@ import pytest
 from tinyedu import Device, Tensor
 from tinyedu.codegen.heuristics import gpu_optimizations
 from tinyedu.codegen.kernel import Kernel
-from tinyedu.codegen.launch import GPULimits
 from tinyedu.codegen.opts import Opt, OptError, OptOps, apply_opts
 from tinyedu.codegen.uops import UOps
 from tinyedu.dtype import dtypes
 from tinyedu.engine.lower import lower
 from tinyedu.engine.schedule import create_schedule
+from tinyedu.launch import GPULimits
 from tinyedu.ops import LazyOp, LoadOps
 from tinyedu.runtime.device import Buffer, DeviceUnavailable
 from tinyedu.runtime.lockstep import GPURaceError

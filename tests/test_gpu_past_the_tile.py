@@ -10,11 +10,11 @@ import pytest
 from tinyedu import Device, Tensor
 from tinyedu.codegen.heuristics import gpu_optimizations
 from tinyedu.codegen.kernel import Kernel
-from tinyedu.codegen.launch import GPULimits
 from tinyedu.codegen.opts import OptOps, apply_opts
 from tinyedu.dtype import dtypes
 from tinyedu.engine.lower import lower
 from tinyedu.engine.schedule import create_schedule
+from tinyedu.launch import GPULimits
 from tinyedu.ops import LazyOp, LoadOps
 from tinyedu.runtime.device import Buffer, DeviceUnavailable
 

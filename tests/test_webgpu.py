@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 
 from tinyedu import Device, Tensor, dtypes
-from tinyedu.codegen.launch import LaunchDims
 from tinyedu.dtype import cast_array
 from tinyedu.engine.lower import lower
 from tinyedu.engine.schedule import create_schedule
+from tinyedu.launch import LaunchDims
 from tinyedu.ops import LoadOps
 from tinyedu.runtime import ops_webgpu
 from tinyedu.runtime.device import DeviceUnavailable

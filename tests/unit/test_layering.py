@@ -46,3 +46,11 @@ def test_graph_hook_is_installed_by_viz() -> None:
     from tinyedu.viz import draw_schedule_when_asked
 
     assert draw_schedule_when_asked in schedule_hooks
+
+
+def test_the_device_base_does_not_import_codegen() -> None:
+    """runtime/device.py (Device, Buffer) is below the code generator: launch dims and GPU limits,
+    which both need, are plain data in tinyedu/launch.py."""
+    bad = [f"line {line}: {name}" for line, name in imports_of(ROOT / "runtime" / "device.py")
+           if name.startswith("tinyedu.codegen")]
+    assert not bad, "runtime/device.py imports the code generator:\n" + "\n".join(bad)

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from tinyedu.codegen.launch import LaunchDims
+from tinyedu.launch import LaunchDims
 from tinyedu.viz.gpu_launch import draw_launch, launch_summary
 
 

@@ -44,10 +44,10 @@ import copy
 from enum import Enum
 
 from tinyedu.codegen import sum_blocks
-from tinyedu.codegen.launch import GPULimits, LaunchDims
 from tinyedu.codegen.opt import Opt
 from tinyedu.dtype import DType, dtypes
 from tinyedu.helpers import dedup, prod
+from tinyedu.launch import GPULimits, LaunchDims
 from tinyedu.ops import BinaryOps, BufferOps, ConstBuffer, LazyOp, MemBuffer, ReduceOps, UnaryOps
 from tinyedu.shape import ShapeTracker
 

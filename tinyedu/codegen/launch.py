@@ -1,48 +1,14 @@
-"""How a GPU kernel is launched (stage 7): its grid of workgroups and their threads, and a GPU's limits.
+"""A GPU kernel's launch dimensions, read from its UOps (stage 7).
 
 The launch dimensions of a kernel are the sizes of its SPECIAL UOps: `gidN` counts workgroups along
-grid dimension N, `lidN` threads along workgroup dimension N (tinyedu/codegen/uops.py). A device's
-GPULimits bound what the GPU opts may ask for (tinyedu/codegen/opts.py).
+grid dimension N, `lidN` threads along workgroup dimension N (tinyedu/codegen/uops.py). LaunchDims
+and GPULimits themselves are plain data in tinyedu/launch.py, which devices import too.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from tinyedu.codegen.uops import UOp, UOps
-
-
-@dataclass(frozen=True)
-class LaunchDims:
-    """How a GPU kernel is launched: `groups` workgroups in the grid, `local` threads in each
-    (three dimensions each, 1 where unused). OpenCL's "global size" is groups * local per dimension;
-    CUDA's grid is `groups`, its block `local`."""
-
-    groups: tuple[int, int, int] = (1, 1, 1)
-    local: tuple[int, int, int] = (1, 1, 1)
-
-    @property
-    def global_size(self) -> tuple[int, int, int]:
-        return tuple(g * n for g, n in zip(self.groups, self.local, strict=True))  # type: ignore[return-value]
-
-    @property
-    def threads_per_group(self) -> int:
-        return self.local[0] * self.local[1] * self.local[2]
-
-    def __str__(self) -> str:
-        return f"groups {self.groups} x local {self.local}"
-
-
-@dataclass(frozen=True)
-class GPULimits:
-    """What a GPU allows one kernel: the GPU opts are checked against these (tinyedu/codegen/opts.py)
-    and the heuristics choose within them."""
-
-    max_workgroup_size: int = 1024            # threads in one workgroup, all dimensions together
-    max_local: tuple[int, int, int] = (1024, 1024, 64)   # threads per workgroup dimension
-    max_groups: tuple[int, int, int] = (2**31 - 1, 65535, 65535)   # workgroups per grid dimension
-    shared_memory_bytes: int = 48 * 1024      # shared (local) memory of one workgroup
-    warp_size: int = 32                       # threads that run as one SIMD instruction
+from tinyedu.launch import LaunchDims
 
 
 def launch_dims(uops: list[UOp]) -> LaunchDims | None:

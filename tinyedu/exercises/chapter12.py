@@ -15,7 +15,7 @@ import numpy as np
 from tinyedu import Tensor
 from tinyedu.codegen import gpu, heuristics
 from tinyedu.codegen.kernel import AxisKind, Kernel
-from tinyedu.codegen.launch import GPULimits, launch_dims
+from tinyedu.codegen.launch import launch_dims
 from tinyedu.codegen.linearizer import linearize
 from tinyedu.codegen.opts import Opt, OptError, OptOps, apply_opts
 from tinyedu.codegen.uops import UOp, UOps
@@ -25,6 +25,7 @@ from tinyedu.exercises.checking import compute_items, need_function
 from tinyedu.exercises.hooks import plug
 from tinyedu.exercises.registry import exercise
 from tinyedu.helpers import prod
+from tinyedu.launch import GPULimits
 from tinyedu.renderer.opencl import render_opencl
 from tinyedu.runtime.device import Buffer, Device, DeviceUnavailable
 from tinyedu.runtime.lockstep import GPUEmulationError

@@ -26,9 +26,9 @@ from typing import Any, Callable, Protocol
 
 import numpy as np
 
-from tinyedu.codegen.launch import GPULimits, LaunchDims
 from tinyedu.dtype import DType
 from tinyedu.helpers import GlobalCounters, getenv
+from tinyedu.launch import GPULimits, LaunchDims
 
 ALIGNMENT = 64  # bytes: one cache line, and one AVX-512 register
 

@@ -42,8 +42,8 @@ import functools
 from pathlib import Path
 from typing import Any
 
-from tinyedu.codegen.launch import LaunchDims
 from tinyedu.helpers import getenv
+from tinyedu.launch import LaunchDims
 from tinyedu.renderer.c_vector_math import render_c_vector_math
 from tinyedu.renderer.cstyle import render_c
 from tinyedu.runtime.compile_cache import CachedFile, LoadedLRU, cache_dir, dlclose, key_digest

@@ -32,8 +32,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from tinyedu.codegen.launch import GPULimits, LaunchDims
 from tinyedu.helpers import getenv
+from tinyedu.launch import GPULimits, LaunchDims
 from tinyedu.renderer.cuda import render_cuda
 from tinyedu.runtime.compile_cache import cached_build
 from tinyedu.runtime.device import Backend, Buffer, DeviceUnavailable

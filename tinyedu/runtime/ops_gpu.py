@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyedu.codegen.launch import GPULimits, LaunchDims
+from tinyedu.launch import GPULimits, LaunchDims
 from tinyedu.renderer.opencl import render_opencl
 from tinyedu.runtime.device import Backend, Buffer, DeviceUnavailable
 from tinyedu.runtime.toolchain import CompileError, numbered

@@ -30,7 +30,7 @@ import functools
 from pathlib import Path
 from typing import Any
 
-from tinyedu.codegen.launch import LaunchDims
+from tinyedu.launch import LaunchDims
 from tinyedu.renderer.llvmir import render_llvm
 from tinyedu.runtime.compile_cache import LoadedLRU, cached_build
 from tinyedu.runtime.device import Backend, Buffer, DeviceUnavailable, cpu_only, thread_count

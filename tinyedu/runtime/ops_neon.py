@@ -28,7 +28,7 @@ import platform
 import shutil
 from pathlib import Path
 
-from tinyedu.codegen.launch import LaunchDims
+from tinyedu.launch import LaunchDims
 from tinyedu.renderer.neon import NEON_LANES, render_neon
 from tinyedu.runtime.compile_cache import CachedFile, LoadedLRU, cached_build, dlclose
 from tinyedu.runtime.device import Backend, Buffer, DeviceUnavailable, cpu_only, thread_count

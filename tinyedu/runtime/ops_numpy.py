@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinyedu.codegen.launch import LaunchDims
 from tinyedu.dtype import cast_array, from_storage, to_storage
+from tinyedu.launch import LaunchDims
 from tinyedu.ops import BinaryOps, BufferOps, LazyOp, ReduceOps, TernaryOps, UnaryOps
 from tinyedu.runtime.device import Backend, Buffer, cpu_only
 from tinyedu.shape import ShapeTracker, View

@@ -24,10 +24,11 @@ from typing import Any
 
 import numpy as np
 
-from tinyedu.codegen.launch import GPULimits, LaunchDims, launch_dims
+from tinyedu.codegen.launch import launch_dims
 from tinyedu.codegen.uops import UOp, UOps, is_vector, scalar_of
 from tinyedu.dtype import dtypes, from_storage, to_storage
 from tinyedu.helpers import getenv
+from tinyedu.launch import GPULimits, LaunchDims
 from tinyedu.runtime.device import Backend, Buffer, thread_count
 from tinyedu.runtime.lockstep import LockstepProgram
 from tinyedu.runtime.python_alu import BOOL_ALU, FLOAT_ALU, INT_ALU, cast, fused_multiply_add, to_dtype

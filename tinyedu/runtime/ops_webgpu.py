@@ -33,9 +33,9 @@ from typing import Any
 
 import numpy as np
 
-from tinyedu.codegen.launch import GPULimits, LaunchDims
 from tinyedu.codegen.uops import UOp, UOps
 from tinyedu.dtype import DType, dtypes
+from tinyedu.launch import GPULimits, LaunchDims
 from tinyedu.renderer.wgsl import render_wgsl
 from tinyedu.runtime.device import Backend, Buffer, DeviceUnavailable
 from tinyedu.runtime.toolchain import CompileError, numbered

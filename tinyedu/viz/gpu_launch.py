@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import graphviz
 
-from tinyedu.codegen.launch import LaunchDims
 from tinyedu.helpers import prod
+from tinyedu.launch import LaunchDims
 
 
 def launch_summary(launch: LaunchDims) -> str:
