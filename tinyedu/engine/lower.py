@@ -80,7 +80,8 @@ def settings_key(device: str) -> tuple:
     backend = Device[device]
     compiler = backend.compiler
     return (optimization_mode(), int(getenv("BEAM", 0)), backend.threads(), backend.limits,
-            None if compiler is None else (compiler.compiler, compiler.flags))
+            None if compiler is None else (compiler.compiler, compiler.flags),
+            getattr(backend, "renderer_choice", None))  # (a device that renders one AST in two ways)
 
 
 # --8<-- [start:lower]

@@ -193,10 +193,15 @@ class CDevice(Backend):
     name = "C"
     runtime = CProgram
 
+    @property
+    def renderer_choice(self) -> str:
+        """Which renderer `renderer` uses now (part of the key of the programs cached in memory)."""
+        return "c" if getenv("TINYEDU_NO_VECTOR_MATH", 0) else "c_vector_math"
+
     def renderer(self, name: str, uops: list) -> str:
         """C source, its loops of exp2 vectorized (tinyedu/renderer/c_vector_math.py; TINYEDU_NO_VECTOR_MATH=1
         renders every exp2 as a call of the C library's exp2f, one element at a time)."""
-        return (render_c if getenv("TINYEDU_NO_VECTOR_MATH", 0) else render_c_vector_math)(name, uops)
+        return (render_c if self.renderer_choice == "c" else render_c_vector_math)(name, uops)
 
     @property
     def compiler(self) -> Compiler:
