@@ -262,7 +262,11 @@ def _main(program: ExportedProgram, weights: list[BufferInfo]) -> list[str]:
         nbytes = size * dt.itemsize
         lines.append(f"    size_t got{k} = read_fully(in, {n}, {nbytes});")
         if k == 0:
-            lines.append("    if (got0 == 0) break;  /* the end of the input, between batches */")
+            lines += ["    if (got0 == 0 && batch > 0) break;  /* the end of the input, between batches */",
+                      "    if (got0 == 0) {",
+                      f"      fprintf(stderr, \"{name}: the input is empty; it needs at least one batch of "
+                      f"{sum(s * d.itemsize for _, d, s in ins)} bytes\\n\");",
+                      "      return 1;", "    }"]
         lines += [f"    if (got{k} != {nbytes}) {{",
                   f"      fprintf(stderr, \"{name}: the input ends inside batch %ld ({n}: %zu of {nbytes} "
                   f"bytes)\\n\", batch, got{k});",

@@ -273,7 +273,7 @@ class Backend:
 class _DeviceRegistry:
     """`Device["C"]` gives the C backend; `Device.DEFAULT` is $DEVICE or the default device."""
 
-    known = ("NUMPY", "PYTHON", "C", "NEON", "LLVM", "GPU", "CUDA")
+    known = ("NUMPY", "PYTHON", "C", "NEON", "LLVM", "GPU", "CUDA", "WASM")
     aliases = {"CL": "GPU"}  # OpenCL's usual name
     fallback = "C"  # the default device: kernels compiled from generated C (set DEVICE= to change)
 
