@@ -1,7 +1,7 @@
 """Devices, and the buffers that live on them.
 
-A device is registered by name (NUMPY, PYTHON, C, NEON, LLVM, and the GPU devices GPU (OpenCL; alias
-CL) and CUDA). All devices keep their memory in host numpy arrays (which the compiled backends pass
+A device is registered by name (NUMPY, PYTHON, C, NEON, LLVM, the GPU devices GPU (OpenCL; alias
+CL) and CUDA, and WASM). All devices keep their memory in host numpy arrays (which the compiled backends pass
 to kernels as pointers; a GPU device keeps a second copy in its own memory), aligned to 64 bytes, a
 cache line, so that vector loads do not straddle two lines. The memory of large buffers that die
 is kept in a pool and handed to the next buffer of the same size (see MemoryPool). Each device
