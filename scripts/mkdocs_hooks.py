@@ -277,3 +277,11 @@ def on_page_content(html: str, page, config, files: Files) -> str:
 
         html = html.replace(PICTURE_MARKER, pipeline_figure())
     return html
+
+
+def on_post_build(config) -> None:
+    """The live lab's WebAssembly models, built into the site (scripts/site_wasm.py)."""
+    spec = importlib.util.spec_from_file_location("site_wasm", ROOT / "scripts" / "site_wasm.py")
+    site_wasm = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(site_wasm)
+    site_wasm.build_lab(config["site_dir"])
