@@ -16,10 +16,11 @@ Three things differ from the C device, and each is handled here:
 
 from __future__ import annotations
 
-from tinyedu.codegen.uops import UOp, is_vector
+from tinyedu.codegen.uops import FusedOps, UOp, VectorDType, is_vector
 from tinyedu.dtype import dtypes
 from tinyedu.errors import DTypeError, UnsupportedError
-from tinyedu.renderer.cstyle import CRenderer
+from tinyedu.ops import UnaryOps
+from tinyedu.renderer.cstyle import CRenderer, _unwrap, c_type
 
 WASM_LANES = 4  # float32 lanes in one 128-bit v128 register
 HEADER_NAME = "tinyedu_wasm.h"
@@ -45,6 +46,20 @@ class WASMRenderer(CRenderer):
                                    "that calls it; drop the THREAD opt (the WASM device reports threads() "
                                    "= 1)")
         return super().open_loop(u, start, end)
+
+    def vector_alu(self, u: UOp, op, srcs: list[str], src_dtype: VectorDType) -> str:
+        """MULACC and SQRT of a vector through a helper that names each lane (see the module docstring)."""
+        if op not in (FusedOps.MULACC, UnaryOps.SQRT):
+            return super().vector_alu(u, op, srcs, src_dtype)
+        t, n = self.type_name(src_dtype), src_dtype.count
+        if op is FusedOps.MULACC:
+            name, args = f"fma_{c_type(src_dtype)}", f"{t} a, {t} b, {t} c"
+            lanes = ", ".join(f"fmaf(a[{i}], b[{i}], c[{i}])" for i in range(n))
+        else:
+            name, args = f"sqrt_{c_type(src_dtype)}", f"{t} a"
+            lanes = ", ".join(f"sqrtf(a[{i}])" for i in range(n))
+        self.helpers.setdefault(name, f"static inline {t} {name}({args}) {{ return ({t}){{{lanes}}}; }}")
+        return f"{name}({', '.join(_unwrap(s) for s in srcs)})"
 
     def includes(self) -> list[str]:
         return [f'#include "{HEADER_NAME}"  /* libm for wasm32: tinyedu/renderer/wasm_math.py */']
