@@ -40,7 +40,14 @@ from tinyedu.renderer.wasm import HEADER_NAME, WASM_LANES, render_wasm
 from tinyedu.renderer.wasm_math import WASM_MATH_HEADER
 from tinyedu.runtime.compile_cache import CachedFile, LoadedLRU
 from tinyedu.runtime.device import Backend, Buffer, DeviceUnavailable, cpu_only
-from tinyedu.runtime.toolchain import CompileError, compiler_version, disassemble, numbered, run_compiler
+from tinyedu.runtime.toolchain import (
+    CompileError,
+    compiler_version,
+    cpu_signature,
+    disassemble,
+    numbered,
+    run_compiler,
+)
 
 INSTALL_HINT = ("On Debian/Ubuntu: sudo apt-get install clang lld (or run scripts/ensure_system_tools.sh), "
                 "and pip install wasmtime (or pip install 'tinyedu[wasm]'); on macOS: brew install llvm, "
@@ -210,9 +217,10 @@ class WASMDevice(Backend):
         return WASMProgram(self, name, module_file, self.machine_code(module_file))
 
     def machine_code(self, module_file: CachedFile) -> CachedFile:
-        """Cranelift's machine code for a module, cached beside it (keyed by the module and wasmtime)."""
+        """Cranelift's machine code for a module, cached beside it (keyed by module, wasmtime, CPU)."""
         wasm = module_file.path().read_bytes()
-        key = f"{wasm.hex()}\0wasmtime {version('wasmtime')}"
+        # Cranelift compiles for this CPU's features, and wasmtime refuses code made for others
+        key = f"{wasm.hex()}\0wasmtime {version('wasmtime')}\0{cpu_signature()}"
 
         def build(path: Path) -> None:
             path.write_bytes(self.wasmtime.Module(self.engine, wasm).serialize())
