@@ -282,9 +282,11 @@ def on_page_content(html: str, page, config, files: Files) -> str:
 
 
 def on_post_build(config) -> None:
-    """The WebGPU page, webgpu/index.html: tinyedu's WGSL kernels run by the reader's browser
-    (written by scripts/site_webgpu.py)."""
-    spec = importlib.util.spec_from_file_location("site_webgpu", ROOT / "scripts" / "site_webgpu.py")
-    site_webgpu = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(site_webgpu)
-    site_webgpu.write_page(Path(config["site_dir"]))
+    """Pages built from code after the site: the WebGPU page, webgpu/index.html (tinyedu's WGSL kernels
+    run by the reader's browser; scripts/site_webgpu.py), and the live lab's WebAssembly models
+    (scripts/site_wasm.py)."""
+    for name, builder in (("site_webgpu", "write_page"), ("site_wasm", "build_lab")):
+        spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        getattr(module, builder)(Path(config["site_dir"]))

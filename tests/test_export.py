@@ -166,6 +166,9 @@ def test_sidecar_weights_and_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert short.returncode == 1
     assert b"the input ends inside batch 0 (input0: 1000 of 12544 bytes)" in short.stderr
     assert short.stdout == b""
+    empty = subprocess.run(embedded.command(exe_embedded), input=b"", capture_output=True)
+    assert empty.returncode == 1 and empty.stdout == b""
+    assert b"the input is empty; it needs at least one batch of 12544 bytes" in empty.stderr
 
 
 def test_transformer_and_lstm_programs(tmp_path: Path) -> None:

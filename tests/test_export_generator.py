@@ -66,7 +66,8 @@ def test_c_generator_equals_tinyedu_greedy(bpe: BPE, tmp_path: Path, positions: 
                (b"a", 31)]
     for prompt, new in prompts:
         ids = bpe.encode(prompt)
-        expected = bpe.decode(model.generate(ids, min(new, model.block_size - len(ids))))
+        new = min(new, model.block_size - len(ids))  # (more is refused: see the next test)
+        expected = bpe.decode(model.generate(ids, new))
         result = _run(program, prompt, str(new))
         assert result.returncode == 0, result.stderr
         assert result.stdout == expected, (prompt, result.stdout, expected)
@@ -78,7 +79,14 @@ def test_c_generator_stops_at_block_size_and_rejects_bad_arguments(bpe: BPE, tmp
     model = _model("rope", None)
     program = _compile(model, bpe, tmp_path)
     ids = bpe.encode(b"return ")
-    assert _run(program, b"return ", "1000").stdout == bpe.decode(model.generate(ids, 32 - len(ids)))
+    too_many = _run(program, b"return ", "1000")  # refused with the reason, as generate refuses
+    assert too_many.returncode == 1 and too_many.stdout == b""
+    assert f"leaves room for {32 - len(ids)}".encode() in too_many.stderr
+    with pytest.raises(ValueError):
+        model.generate(ids, 1000)
+    fits = _run(program, b"return ", str(32 - len(ids)))
+    assert fits.returncode == 0 and fits.stdout == bpe.decode(model.generate(ids, 32 - len(ids)))
+    assert _run(program, b"return ").stdout == fits.stdout  # the default: as many as fit
     assert _run(program, b"return ", "0").stdout == b"return "
     assert _run(program, b"x" * 40, "3").returncode == 1  # 40 tokens: more than block_size
     for args in [(b"",), (b"x", "-1"), (b"x", "5x"), (b"x", ""), (), (b"x", "1", "2")]:
@@ -121,7 +129,7 @@ def test_generator_is_clean_under_sanitizers_and_warnings(bpe: BPE, tmp_path: Pa
     subprocess.run([CC, "-O1", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all", str(source),
                     "-o", str(tmp_path / "gpt"), "-lm"], check=True)
     prompt = TEXT[2000:2030]
-    result = _run(tmp_path / "gpt", prompt, "100")
-    assert result.returncode == 0, result.stderr
     ids = bpe.encode(prompt)
+    result = _run(tmp_path / "gpt", prompt, str(32 - len(ids)))  # up to block_size
+    assert result.returncode == 0, result.stderr
     assert result.stdout == bpe.decode(model.generate(ids, 32 - len(ids)))

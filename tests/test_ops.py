@@ -51,7 +51,8 @@ pytestmark = pytest.mark.filterwarnings("ignore:.*degrees of freedom:UserWarning
 
 # Every known device by default; DEVICE=C pytest tests/test_ops.py runs just one.
 DEVICES = (Device.DEFAULT,) if os.environ.get("DEVICE") else Device.known
-SAMPLED = ("NEON", "LLVM", "GPU", "CUDA", "WEBGPU")  # run the cases marked `backends` (see the docstring)
+# run the cases marked `backends` (see the module docstring)
+SAMPLED = ("NEON", "LLVM", "GPU", "CUDA", "WEBGPU", "WASM")
 backends = pytest.mark.backends
 
 

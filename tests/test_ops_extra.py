@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from tests.test_ops import _check_int_op, _distinct, backends, device, helper_test_op  # noqa: F401
-from tinyedu import Tensor, dtypes
+from tinyedu import Device, Tensor, dtypes
 
 torch = pytest.importorskip("torch")
 from tests.torch_edges import check_edges  # noqa: E402 - needs torch
@@ -74,8 +74,10 @@ def test_clamp_with_tensor_bounds_at_the_edges(name: str) -> None:
 def test_clamp_with_number_bounds(bounds: tuple) -> None:
     x = np.array([-0.3, 0.2, 3.0, 0.0, -0.0, 5.0, NAN, INF, -INF], np.float32)
     check_edges(lambda t: t.clamp(*bounds), None, [x])
-    ours = Tensor(x).clamp(*bounds).numpy()
-    assert np.array_equal(_bits(ours), _bits(torch.tensor(x).clamp(*bounds).numpy()))
+    ours, theirs = Tensor(x).clamp(*bounds).numpy(), torch.tensor(x).clamp(*bounds).numpy()
+    if Device.DEFAULT == "WASM":  # WebAssembly leaves the sign of a NaN it makes to the machine (its spec)
+        ours, theirs = (np.where(np.isnan(a), np.float32(NAN), a) for a in (ours, theirs))
+    assert np.array_equal(_bits(ours), _bits(theirs))
     assert Tensor([-0.3, 0.2]).clip(3, 0).tolist() == [0.0, 0.0]
 
 

@@ -39,6 +39,7 @@ import pytest
 
 from tinyedu import Device, Tensor, dtypes
 from tinyedu.codegen import heuristics
+from tinyedu.runtime.device import DeviceUnavailable
 
 try:
     import torch
@@ -403,6 +404,16 @@ def count(default: int) -> int:
 def test_random_graphs_match_float64(device: str):
     for seed in range(count(16 if device == "C" else 300)):  # C compiles each new kernel
         check_forward(seed, device)
+
+
+def test_random_graphs_on_wasm():
+    """WASM compiles each new kernel twice (clang, then wasmtime's Cranelift): a few graphs, with opts."""
+    try:
+        Device["WASM"]
+    except DeviceUnavailable as missing:
+        pytest.skip(str(missing))
+    for seed in range(count(8)):
+        check_forward(20_000 + seed, "WASM")
 
 
 def test_random_graphs_on_python():

@@ -13,7 +13,10 @@ import numpy as np
 
 from tinyedu.dtype import DType, dtypes
 from tinyedu.export.model import BufferInfo, ExportedProgram
+from tinyedu.export.wasm import wasm_entry_points
 from tinyedu.helpers import prod
+from tinyedu.renderer.wasm import HEADER_NAME
+from tinyedu.renderer.wasm_math import WASM_MATH_HEADER
 
 WEIGHTS_MAGIC = b"TINYEDUW"  # the sidecar file: magic, byte count (uint64 little-endian), the arrays
 # --8<-- [start:fma]
@@ -35,8 +38,13 @@ def render_program(program: ExportedProgram) -> tuple[str, bytes]:
     """The C source, and the sidecar file's bytes (empty when the weights are embedded)."""
     weights = [b for b in program.buffers if b.role == "weight"]
     prelude, bodies = _split_kernels(program.functions)
-    lines = [_header(program), "#include <stdio.h>", "#include <stdlib.h>", "#include <string.h>", *prelude,
-             ""]
+    wasm = program.target.name == "wasm"  # no libc: the libm header inside, no main (see export/wasm.py)
+    libc = ["#include <stdio.h>", "#include <stdlib.h>", "#include <string.h>"]
+    if wasm:
+        header = f'#include "{HEADER_NAME}"'
+        prelude = [WASM_MATH_HEADER if line.startswith(header) else line for line in prelude]
+        libc = []
+    lines = [_header(program), *libc, *prelude, ""]
     lines.append(f"/* ---- weights: {len(weights)} arrays, {sum(b.nbytes for b in weights)} bytes"
                  f"{'' if program.embedded else f', read from {program.name}.weights at start-up'} ---- */")
     for b in weights:
@@ -51,7 +59,7 @@ def render_program(program: ExportedProgram) -> tuple[str, bytes]:
     lines.append("\n/* ---- the kernels, in the order the forward pass runs them ---- */")
     lines.extend(bodies)
     lines.extend(_forward(program))
-    lines.extend(_main(program, weights))
+    lines.extend(wasm_entry_points(program) if wasm else _main(program, weights))
     return "\n".join(lines) + "\n", b"" if program.embedded else _weights_file(weights)
 
 
@@ -262,7 +270,11 @@ def _main(program: ExportedProgram, weights: list[BufferInfo]) -> list[str]:
         nbytes = size * dt.itemsize
         lines.append(f"    size_t got{k} = read_fully(in, {n}, {nbytes});")
         if k == 0:
-            lines.append("    if (got0 == 0) break;  /* the end of the input, between batches */")
+            lines += ["    if (got0 == 0 && batch > 0) break;  /* the end of the input, between batches */",
+                      "    if (got0 == 0) {",
+                      f"      fprintf(stderr, \"{name}: the input is empty; it needs at least one batch of "
+                      f"{sum(s * d.itemsize for _, d, s in ins)} bytes\\n\");",
+                      "      return 1;", "    }"]
         lines += [f"    if (got{k} != {nbytes}) {{",
                   f"      fprintf(stderr, \"{name}: the input ends inside batch %ld ({n}: %zu of {nbytes} "
                   f"bytes)\\n\", batch, got{k});",

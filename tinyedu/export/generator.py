@@ -88,9 +88,10 @@ def _header(program: ExportedProgram, model: GPT) -> str:
     return "\n".join([
         f"/* {name}.c: a tinyedu GPT that writes text, as a standalone C program (no Python).",
         f"   Build: cc -O2 {name}.c -o {name} -lm",
-        f"   Run:   ./{name} \"PROMPT\" [NEW_TOKENS]   (default {DEFAULT_NEW_TOKENS} new tokens)",
+        f"   Run:   ./{name} \"PROMPT\" [NEW_TOKENS]",
         "     encodes the prompt with the byte-level BPE below, runs it through the decoding step one",
-        "     position at a time, then picks the likeliest token (greedy) NEW_TOKENS times, stopping at",
+        "     position at a time, then picks the likeliest token (greedy) NEW_TOKENS times (default: as",
+        f"     many as fit, at most {DEFAULT_NEW_TOKENS}); it refuses (exit 1) a prompt and NEW_TOKENS past",
         f"     block_size = {model.block_size} positions; prints the prompt's and the new tokens' bytes.",
         f"   The step: {stats['kernels']} kernel calls ({stats['functions']} functions, rendered by "
         f"tinyedu); weights {stats['weight_bytes']} bytes;",
@@ -207,7 +208,14 @@ int main(int argc, char** argv) {
             argv[0], n, BLOCK_SIZE);
     return 1;
   }
-  if (wanted > BLOCK_SIZE - n) wanted = BLOCK_SIZE - n;  /* no position beyond block_size */
+  if (argc == 2 && wanted > BLOCK_SIZE - n) wanted = BLOCK_SIZE - n;  /* the default: as many as fit */
+  if (wanted > BLOCK_SIZE - n) {  /* no position beyond block_size: refuse, as tinyedu's generate does */
+    fprintf(stderr, "%s: asked for %ld new tokens, but the prompt takes %d of the model's %d positions "
+            "(block_size), which leaves room for %d; ask for at most that many\n", argv[0], wanted, n,
+            BLOCK_SIZE, BLOCK_SIZE - n);
+    free(ids);
+    return 1;
+  }
   clock_t start = clock();
   for (int i = 0; i < n; i++) {  /* prefill: the prompt's keys and values go into the caches */
     print_token(ids[i]);

@@ -19,6 +19,7 @@ import numpy as np
 from tinyedu.dtype import DType
 from tinyedu.export.memory import Allocation
 from tinyedu.export.targets import Target, missing_tool_hint
+from tinyedu.export.wasm import build_wasm, run_wasm
 from tinyedu.helpers import prod
 
 
@@ -75,6 +76,8 @@ class ExportedProgram:
 
     def compile(self, folder: str | os.PathLike, extra_flags: tuple[str, ...] = ()) -> Path:
         """Save and compile with the target's plain command line; the executable's path."""
+        if self.target.name == "wasm":  # a .wasm module (and its .js), run by a host, not an executable
+            return build_wasm(self, Path(folder))
         source = self.save(folder)
         executable = source.with_suffix("")
         command = [*self.target.compiler, *self.target.flags, *extra_flags, str(source), "-o",
@@ -98,6 +101,8 @@ class ExportedProgram:
         stream = b"".join(b"".join(np.ascontiguousarray(x[k], dtype=dt.np).tobytes()
                                    for x, (_, dt) in zip(inputs, self.inputs, strict=True))
                           for k in range(batches))
+        if self.target.name == "wasm":
+            return _split_outputs(self, run_wasm(self, executable, stream, batches), batches)
         folder = Path(executable).parent
         command = self.command(executable, "-w", str(folder / f"{self.name}.weights"))
         try:

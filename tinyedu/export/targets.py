@@ -4,7 +4,9 @@
 x86-64 and NEON on arm64, as the compiler chooses. "neon" is C with ARM NEON intrinsics, written by
 the NEON device's renderer: every vector operation is named as the arm64 instruction it is. It runs
 only on arm64; on another machine it is cross-compiled for aarch64 Linux and run under qemu-user,
-as the NEON device does (tinyedu/runtime/ops_neon.py).
+as the NEON device does (tinyedu/runtime/ops_neon.py). "wasm" is C for wasm32, written by the WASM
+device's renderer (SIMD128 vectors) and compiled by clang into one `.wasm` that a browser runs, with a
+JavaScript module beside it (tinyedu/export/wasm.py).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Callable
 from tinyedu.codegen.uops import UOp
 from tinyedu.renderer.cstyle import render_c
 from tinyedu.renderer.neon import NEON_LANES, render_neon
+from tinyedu.renderer.wasm import WASM_LANES, render_wasm
 from tinyedu.runtime.ops_neon import INSTALL_HINT, is_arm64
 
 
@@ -45,14 +48,25 @@ def neon_target() -> Target:
                   ("-O2", "-static"), (os.environ.get("NEON_QEMU", "qemu-aarch64"),))
 
 
-TARGETS: dict[str, Callable[[], Target]] = {"c": lambda: C_TARGET, "neon": neon_target}
+# wasm32 with SIMD128, no C library, no main (the host calls the forward pass), 1 MiB of C stack first
+WASM_EXPORT_FLAGS = ("--target=wasm32", "-O2", "-msimd128", "-nostdlib", "-fno-builtin",
+                     "-fvisibility=default", "-DTINYEDU_NO_MAIN", "-Wl,--no-entry", "-Wl,--export-dynamic",
+                     "-Wl,--stack-first",
+                     "-Wl,-z,stack-size=1048576")
+WASM_TARGET = Target("wasm", render_wasm, WASM_LANES, (os.environ.get("WASM_CC", "clang"),),
+                     WASM_EXPORT_FLAGS)
+
+TARGETS: dict[str, Callable[[], Target]] = {"c": lambda: C_TARGET, "neon": neon_target,
+                                             "wasm": lambda: WASM_TARGET}
 # --8<-- [end:target]
 
 
 def missing_tool_hint(target: Target, tool: str) -> str:
     """The error for a compiler or emulator that is not installed."""
     hint = f" {INSTALL_HINT}" if target.renderer is render_neon else ""
+    if target.renderer is render_wasm:
+        hint = " On Debian/Ubuntu: sudo apt-get install clang lld; pip install wasmtime runs it here."
     return f"export: {tool!r}, which target {target.name!r} needs, is not installed.{hint}"
 
 
-__all__ = ["Target", "C_TARGET", "neon_target", "TARGETS", "missing_tool_hint"]
+__all__ = ["Target", "C_TARGET", "WASM_TARGET", "neon_target", "TARGETS", "missing_tool_hint"]

@@ -10,7 +10,9 @@ lowering (tinyedu/engine/lower.py) a renderer, a compiler and a runtime, one mod
 - ops_neon.py: NEON compiles C with ARM NEON intrinsics, run natively on arm64 and under qemu-user
   on x86-64 (qemu.py);
 - ops_llvm.py: LLVM compiles LLVM IR in the process with llvmlite;
-- ops_gpu.py, ops_cuda.py, ops_webgpu.py: the GPU devices, OpenCL C (GPU), CUDA C and WGSL (WEBGPU).
+- ops_gpu.py, ops_cuda.py, ops_webgpu.py: the GPU devices, OpenCL C (GPU), CUDA C and WGSL (WEBGPU);
+- ops_wasm.py: WASM compiles C for wasm32 (SIMD128) with clang and wasm-ld, and runs it in the
+  process with wasmtime: the code a browser runs.
 
 probe.py measures the machine (copy bandwidth, peak FMA rate) to read kernel speeds against.
 """

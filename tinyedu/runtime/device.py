@@ -1,7 +1,8 @@
 """Devices, and the buffers that live on them.
 
-A device is registered by name (NUMPY, PYTHON, C, NEON, LLVM, and the GPU devices GPU (OpenCL; alias
-CL), CUDA and WEBGPU). All devices keep their memory in host numpy arrays (which the compiled backends pass
+A device is registered by name (NUMPY, PYTHON, C, NEON, LLVM, the GPU devices GPU (OpenCL; alias
+CL), CUDA and WEBGPU, and WASM). All devices keep their memory in host numpy arrays (which the
+compiled backends pass
 to kernels as pointers; a GPU device keeps a second copy in its own memory), aligned to 64 bytes, a
 cache line, so that vector loads do not straddle two lines. The memory of large buffers that die
 is kept in a pool and handed to the next buffer of the same size (see MemoryPool). Each device
@@ -246,7 +247,7 @@ class Backend:
 class _DeviceRegistry:
     """`Device["C"]` gives the C backend; `Device.DEFAULT` is $DEVICE or the default device."""
 
-    known = ("NUMPY", "PYTHON", "C", "NEON", "LLVM", "GPU", "CUDA", "WEBGPU")
+    known = ("NUMPY", "PYTHON", "C", "NEON", "LLVM", "GPU", "CUDA", "WEBGPU", "WASM")
     aliases = {"CL": "GPU"}  # OpenCL's usual name
     fallback = "C"  # the default device: kernels compiled from generated C (set DEVICE= to change)
 
