@@ -263,9 +263,10 @@ class GPT:
         return logits[0, len(tokens) - 1].numpy()
 
     def generate(self, prompt_ids: Sequence[int], new_tokens: int, temperature: float = 0.0,
-                 top_k: int | None = None, seed: int = 0, cache: bool = True) -> list[int]:
+                 top_k: int | None = None, seed: int = 0, cache: bool = True,
+                 top_p: float | None = None) -> list[int]:
         """The prompt followed by `new_tokens` tokens (see tinyedu.models.generate.generate_tokens)."""
-        return generate_tokens(self, prompt_ids, new_tokens, temperature, top_k, seed, cache)
+        return generate_tokens(self, prompt_ids, new_tokens, temperature, top_k, seed, cache, top_p)
 
     def _check_tokens(self, tokens: Tensor) -> None:
         check_tokens("GPT", tokens, self.block_size)
