@@ -19,6 +19,7 @@ from tinyedu.models.gpt import (
     GPT,
     apply_rope,
     attention_mask,
+    best_bigram_loss,
     bigram_loss,
     rope_tables,
     train_gpt,
@@ -328,6 +329,35 @@ def test_train_gpt_learns_a_pattern_far_below_the_bigram_baseline() -> None:
     losses = train_gpt(model, data[:400], steps=40, batch=8, lr=1e-2, seed=0)
     assert len(losses) == 40 and losses[0] > 1.5 and max(losses[-5:]) < 0.3
     assert bigram_loss(data[:400], data[400:], 6) > 0.3
+
+
+def test_train_gpt_with_schedule_clipping_and_evaluation() -> None:
+    """The chapter's recipe: warmup + cosine, clipping, a validation callback at the promised steps."""
+    pattern = np.tile(np.array([0, 1, 2, 3, 4, 5, 4, 3, 2, 1], dtype=np.int32), 60)
+    Tensor.manual_seed(0)
+    model = GPT(6, 16, dim=32, n_heads=2, n_layers=1)
+    seen = []
+    losses = train_gpt(model, pattern, steps=30, batch=8, lr=1e-2, warmup_steps=3, min_lr=1e-3, clip=1.0,
+                       evaluate=seen.append, eval_every=10)
+    assert seen == [0, 10, 20, 30] and len(losses) == 30 and losses[-1] < 0.5 * losses[0]
+    with pytest.raises(ValueError, match="eval_every must be an int >= 1"):
+        train_gpt(model, pattern, steps=2, batch=2, lr=1e-3, eval_every=0)
+
+
+def test_bigram_smoothing_and_interpolation_by_hand() -> None:
+    train, val = np.array([0, 1, 0, 2, 1]), np.array([1, 0, 2, 2])
+    k, w, vocab = 0.1, 0.2, 3
+    counts = np.full((3, 3), k)
+    for a, b in zip(train[:-1], train[1:], strict=True):
+        counts[a, b] += 1
+    unigram = (np.bincount(train, minlength=3) + 1) / (len(train) + vocab)
+    want = -np.mean([math.log((1 - w) * counts[a, b] / counts[a].sum() + w * unigram[b])
+                     for a, b in zip(val[:-1], val[1:], strict=True)])
+    assert bigram_loss(train, val, vocab, k, w) == pytest.approx(want, rel=1e-12)
+    best = best_bigram_loss(train, val, vocab, ks=(1.0, 0.1), weights=(0.0, 0.2))
+    assert best == min((bigram_loss(train, val, vocab, a, b), a, b) for a in (1.0, 0.1) for b in (0.0, 0.2))
+    with pytest.raises(ValueError, match="k must be > 0"):
+        bigram_loss(train, val, vocab, 0.0)
 
 
 def test_bigram_loss_matches_counting_by_hand() -> None:

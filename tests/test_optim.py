@@ -187,17 +187,20 @@ def test_optimizer_subclass_hook() -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("warmup, total, min_lr", [(5, 40, 0.0), (1, 10, 1e-4), (10, 11, 3e-4)])
+@pytest.mark.parametrize("warmup, total, min_lr", [(5, 40, 0.0), (1, 10, 1e-4), (10, 11, 3e-4),
+                                                   (0, 12, 1e-4)])
 def test_warmup_cosine_equals_torch_schedulers(warmup: int, total: int, min_lr: float) -> None:
     """torch's LinearLR(1/warmup -> 1 over warmup - 1 steps) then CosineAnnealingLR(total - warmup)."""
     max_lr = 3e-3
     w = Tensor([1.0], requires_grad=True)
     schedule = WarmupCosine(SGD([w], lr=1.0), max_lr, warmup, total, min_lr)
     topt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=max_lr)
-    warm = torch.optim.lr_scheduler.LinearLR(topt, 1 / warmup, 1.0, total_iters=max(warmup - 1, 1)) \
-        if warmup > 1 else torch.optim.lr_scheduler.ConstantLR(topt, 1.0, total_iters=0)
     cosine = torch.optim.lr_scheduler.CosineAnnealingLR(topt, T_max=total - warmup, eta_min=min_lr)
-    tsched = torch.optim.lr_scheduler.SequentialLR(topt, [warm, cosine], milestones=[warmup])
+    if warmup > 0:
+        warm = torch.optim.lr_scheduler.LinearLR(topt, 1 / warmup, 1.0, total_iters=max(warmup - 1, 1)) \
+            if warmup > 1 else torch.optim.lr_scheduler.ConstantLR(topt, 1.0, total_iters=0)
+        cosine = torch.optim.lr_scheduler.SequentialLR(topt, [warm, cosine], milestones=[warmup])
+    tsched = cosine
     for step in range(total + 3):
         want = topt.param_groups[0]["lr"] if step <= total else min_lr  # torch's cosine rises after T_max
         assert schedule.lr_at(step) == pytest.approx(want, rel=1e-9, abs=1e-15), step
@@ -205,12 +208,12 @@ def test_warmup_cosine_equals_torch_schedulers(warmup: int, total: int, min_lr: 
         topt.step()
         tsched.step()
         schedule.step()
-    assert schedule.lr_at(warmup - 1) == max_lr and schedule.lr_at(total) == min_lr
+    assert schedule.lr_at(max(warmup - 1, 0)) == max_lr and schedule.lr_at(total) == min_lr
 
 
 def test_warmup_cosine_rejects_bad_settings() -> None:
     opt = SGD([Tensor([1.0], requires_grad=True)], lr=0.1)
-    for args, message in [((0.1, 0, 10), "warmup_steps must be an int >= 1"),
+    for args, message in [((0.1, -1, 10), "warmup_steps must be an int >= 0"),
                           ((0.1, 5, 5), "must be more than"),
                           ((0.1, 2, 10.0), "total_steps must be an int"), ((0.1, 2, 10, 0.5), "above max_lr"),
                           ((0.1, 2, 10, -1.0), "min_lr must be a number"), ((-1, 2, 10), "max_lr must be")]:

@@ -214,9 +214,9 @@ class WarmupCosine:
 
     def __init__(self, optimizer: Optimizer, max_lr: float, warmup_steps: int, total_steps: int,
                  min_lr: float = 0.0):
-        for name, value in (("warmup_steps", warmup_steps), ("total_steps", total_steps)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"WarmupCosine: {name} must be an int >= 1, got {value!r}")
+        for name, value, low in (("warmup_steps", warmup_steps, 0), ("total_steps", total_steps, 1)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ValueError(f"WarmupCosine: {name} must be an int >= {low}, got {value!r}")
         if total_steps <= warmup_steps:
             raise ValueError(f"WarmupCosine: total_steps ({total_steps}) must be more than warmup_steps "
                              f"({warmup_steps}), or nothing is left to decay")
