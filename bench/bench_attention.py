@@ -12,14 +12,13 @@ from __future__ import annotations
 import os
 
 import numpy as np
-from timing import QUICK, best_time, optional
+from timing import QUICK, best_time, load, peer_note, torch
 
 from tinyedu import Tensor
 from tinyedu.helpers import GlobalCounters
 
 REPEAT = 1 if QUICK else 3
 
-torch = optional("torch")
 
 
 
@@ -65,7 +64,7 @@ def torch_time(length: int, backward: bool) -> float | None:
 
 
 def main() -> None:
-    print(f"cores {os.cpu_count()}, load average {os.getloadavg()[0]:.2f}")
+    print(f"cores {os.cpu_count()}; {peer_note()} [{load()}]")
     print(f"{'pass':18s} {'T':>5s} {'fused s':>9s} {'fused MiB':>10s} {'unfused s':>10s} "
           f"{'unfused MiB':>12s} {'torch s':>9s}")
     for length, backward in ((1024, False), (4096, False), (1024, True)):
@@ -76,6 +75,7 @@ def main() -> None:
         name = "forward+backward" if backward else "forward"
         print(f"{name:18s} {length:5d} {fused:9.3f} {fused_mib:10.1f} {plain:10.3f} {plain_mib:12.1f} "
               f"{torch_text}")
+    print(f"[{load()}]")
 
 
 if __name__ == "__main__":

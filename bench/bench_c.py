@@ -21,14 +21,13 @@ import time
 from typing import Callable
 
 import numpy as np
-from timing import QUICK, median_time, optional
+from timing import QUICK, load, median_time, peer_note, tinygrad, torch
 
 from tinyedu import Tensor
 from tinyedu.helpers import GlobalCounters
 
 REPEAT = 3 if QUICK else 5
 
-torch, tinygrad = optional("torch"), optional("tinygrad")
 
 
 
@@ -69,7 +68,8 @@ def main() -> None:
     rng = np.random.default_rng(0)
     print(f"tinyedu device: C; numpy {np.__version__}"
           + (f"; torch {torch.__version__} ({torch.get_num_threads()} threads)" if torch else "; no torch")
-          + ("; tinygrad installed" if tinygrad else "; no tinygrad") + f"; {os.cpu_count()} cores\n")
+          + ("; tinygrad installed" if tinygrad else "; no tinygrad") + f"; {os.cpu_count()} cores\n"
+          + f"{peer_note()} [{load()}]")
     header()
 
     # ---- a fused elementwise chain: one pass over memory instead of one per op ----

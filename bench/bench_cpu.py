@@ -3,9 +3,14 @@
 Run: .venv/bin/python bench/bench_cpu.py [--quick]      (not a test; prints tables)
 
 1. Cases, each timed in every framework (median of several runs, after warm-up):
-   - conv2d 3x3, 32x16x28x28 -> 32 channels (padding 1): forward, and forward + backward to the weights;
+   - conv2d 3x3, 32x16x28x28 -> 32 channels (padding 1), and a ResNet block's shapes (3x3 at 64
+     channels 32x32, batch 8; a 1x1 with stride 2 to 128 channels): forward, and forward + backward
+     to the weights;
    - MLP 784-256-10 SGD step, batch 128: eager (build the graph, schedule, run) and under TinyJit;
-   - matmul 256x256 end to end (build, schedule, run, read back), against numpy.
+   - exp, tanh, sigmoid and gelu of 2^22 float32 (tinyedu/renderer/c_vector_math.py vectorizes
+     their exp2 on the C device; TINYEDU_NO_VECTOR_MATH=1 times the exp2f calls it replaces);
+   - matmul 256x256 and 1024x1024 end to end (build, schedule, run, read back), against numpy (its
+     BLAS, kernel and threads printed above the table: threadpoolctl).
    Each cell is a time and its ratio to the reference (PyTorch, or numpy for the matmul): < 1 is faster.
 2. Threads on a busy machine: the TinyJit MLP step with 0, 1 and 2 other busy processes (this bench
    starts them and kills them after), with default threads, with THREADS=1, and with default threads
@@ -14,10 +19,11 @@ Run: .venv/bin/python bench/bench_cpu.py [--quick]      (not a test; prints tabl
    the THREADS=1 time; with none, default threads not slower.
 3. LLVM threads: kernels alone, THREADS=1 against default threads, on LLVM and on C.
 
-tinyedu sets OMP_WAIT_POLICY=passive when imported (tinyedu/runtime/device.py); PyTorch's OpenMP runtime
-is the same libgomp, so PyTorch here waits passively too. PyTorch keeps its default threads (setting
-them would also set the thread count of tinyedu's kernels: the two share the runtime). tinygrad runs
-on its CPU backend (it needs clang), eager and under its own TinyJit.
+PyTorch and tinygrad are imported before tinyedu (bench/timing.py), so PyTorch's OpenMP runtime is
+loaded with its own default policy before any tinyedu kernel runs; tinyedu's kernels then share that
+runtime (one libgomp.so.1 per process) and its policy. PyTorch runs with threads = cores (its
+default, set by timing.py), forward-only cases under torch.no_grad. tinygrad runs on its CPU backend
+(it needs clang), eager and under its own TinyJit.
 The machine may be shared: read the ratios, and the load averages printed with each section.
 """
 
@@ -33,7 +39,7 @@ from pathlib import Path
 from typing import Callable
 
 import numpy as np
-from timing import QUICK, median_time, optional
+from timing import QUICK, blas_note, load, median_time, peer_note, tinygrad, torch
 
 from tinyedu import Tensor, TinyJit
 from tinyedu.engine import beam
@@ -47,36 +53,52 @@ from tinyedu.runtime.device import Device, DeviceUnavailable, thread_count
 REPEAT = 5 if QUICK else 20
 ROOT = Path(__file__).resolve().parents[1]
 
-torch, tinygrad = optional("torch"), optional("tinygrad")
 
 
-
-
-def load() -> str:
-    return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 # ---- 1. the cases, in each framework: {framework: run} ----
+# (name, input shape, weight shape, stride, padding): the bench's case and a ResNet block's shapes
+CONVS = [("conv2d 3x3 32x16x28x28->32", (32, 16, 28, 28), (32, 16, 3, 3), 1, 1),
+         ("conv2d 3x3 8x64x32x32->64", (8, 64, 32, 32), (64, 64, 3, 3), 1, 1),
+         ("conv2d 1x1 s2 8x64x32x32->128", (8, 64, 32, 32), (128, 64, 1, 1), 2, 0)]
+
+
 def conv_cases(rng: np.random.Generator) -> dict[str, dict[str, Callable[[], object]]]:
-    X = rng.standard_normal((32, 16, 28, 28)).astype(np.float32)
-    W = rng.standard_normal((32, 16, 3, 3)).astype(np.float32) * 0.1
+    """Each convolution's forward row, then its forward + backward to the weights row."""
+    cases = {}
+    for name, x_shape, w_shape, stride, padding in CONVS[:1] if QUICK else CONVS:
+        forward, backward = one_conv_case(rng, x_shape, w_shape, stride, padding)
+        cases[f"{name}, forward"] = forward
+        cases[f"  {name.split(' ')[1]} {'s2 ' if stride == 2 else ''}fwd + bwd to w"] = backward
+    return cases
+
+
+def one_conv_case(rng: np.random.Generator, x_shape: tuple, w_shape: tuple, stride: int,
+                  padding: int) -> tuple[dict, dict]:
+    X = rng.standard_normal(x_shape).astype(np.float32)
+    W = rng.standard_normal(w_shape).astype(np.float32) * 0.1
     x, w = Tensor(X).realize(), Tensor(W, requires_grad=True).realize()
 
     def ours_backward() -> None:
         w.grad = None
-        x.conv2d(w, padding=1).sum().backward()
+        x.conv2d(w, stride=stride, padding=padding).sum().backward()
         w.grad.realize()
 
-    forward = {"tinyedu": lambda: x.conv2d(w, padding=1).realize()}
+    forward = {"tinyedu": lambda: x.conv2d(w, stride=stride, padding=padding).realize()}
     backward = {"tinyedu": ours_backward}
     if torch:
         tx, tw = torch.from_numpy(X), torch.from_numpy(W).requires_grad_()
 
         def torch_backward() -> None:
             tw.grad = None
-            torch.nn.functional.conv2d(tx, tw, padding=1).sum().backward()
+            torch.nn.functional.conv2d(tx, tw, stride=stride, padding=padding).sum().backward()
 
-        forward["torch"] = lambda: torch.nn.functional.conv2d(tx, tw, padding=1)
+        def torch_forward() -> None:
+            with torch.no_grad():  # a forward pass alone: no autograd graph
+                torch.nn.functional.conv2d(tx, tw, stride=stride, padding=padding)
+
+        forward["torch"] = torch_forward
         backward["torch"] = torch_backward
     if tinygrad:
         gx, gw = tinygrad.Tensor(X).realize(), tinygrad.Tensor(W).realize()
@@ -84,12 +106,12 @@ def conv_cases(rng: np.random.Generator) -> dict[str, dict[str, Callable[[], obj
 
         def tinygrad_backward() -> None:
             gw.grad = None
-            gx.conv2d(gw, padding=1).sum().backward()
+            gx.conv2d(gw, stride=stride, padding=padding).sum().backward()
             gw.grad.realize()
 
-        forward["tinygrad"] = lambda: gx.conv2d(gw, padding=1).realize()
+        forward["tinygrad"] = lambda: gx.conv2d(gw, stride=stride, padding=padding).realize()
         backward["tinygrad"] = tinygrad_backward
-    return {"conv2d 3x3 32x16x28x28->32, forward": forward, "  the same, forward + backward to w": backward}
+    return forward, backward
 
 
 def mlp_step(rng: np.random.Generator) -> tuple[Callable[[], object], Callable[[], object]]:
@@ -155,23 +177,52 @@ def tinygrad_mlp(X: np.ndarray, Y: np.ndarray) -> tuple[Callable[[], object], Ca
 
 
 def matmul_case(rng: np.random.Generator) -> dict[str, dict[str, Callable[[], object]]]:
-    X, W = (rng.standard_normal((256, 256)).astype(np.float32) for _ in range(2))
-    x, w = Tensor(X).realize(), Tensor(W).realize()
-    runs: dict[str, Callable[[], object]] = {"numpy": lambda: X @ W, "tinyedu": lambda: (x @ w).numpy()}
-    if torch:
-        tx, tw = torch.from_numpy(X), torch.from_numpy(W)
-        runs["torch"] = lambda: (tx @ tw).numpy()
-    if tinygrad:
-        gx, gw = tinygrad.Tensor(X).realize(), tinygrad.Tensor(W).realize()
-        runs["tinygrad"] = lambda: (gx @ gw).numpy()
-    return {"matmul 256x256 end to end (vs numpy)": runs}
+    cases = {}
+    for n in (256, 1024):
+        X, W = (rng.standard_normal((n, n)).astype(np.float32) for _ in range(2))
+        x, w = Tensor(X).realize(), Tensor(W).realize()
+        runs: dict[str, Callable[[], object]] = {"numpy": lambda X=X, W=W: X @ W,
+                                                 "tinyedu": lambda x=x, w=w: (x @ w).numpy()}
+        if torch:
+            tx, tw = torch.from_numpy(X), torch.from_numpy(W)
+            runs["torch"] = lambda tx=tx, tw=tw: (tx @ tw).numpy()
+        if tinygrad:
+            gx, gw = tinygrad.Tensor(X).realize(), tinygrad.Tensor(W).realize()
+            runs["tinygrad"] = lambda gx=gx, gw=gw: (gx @ gw).numpy()
+        cases[f"matmul {n}x{n} end to end (vs numpy)"] = runs
+    return cases
+
+
+def transcendental_cases(rng: np.random.Generator) -> dict[str, dict[str, Callable[[], object]]]:
+    """exp, tanh, sigmoid, gelu of 2^22 float32 (2^18 with --quick), realized (PyTorch: no_grad)."""
+    X = rng.standard_normal(1 << (18 if QUICK else 22)).astype(np.float32)
+    x = Tensor(X).realize()
+    ops = {"exp": (Tensor.exp, "exp"), "tanh": (Tensor.tanh, "tanh"), "sigmoid": (Tensor.sigmoid, "sigmoid"),
+           "gelu": (Tensor.gelu, None)}
+    cases = {}
+    for name, (ours, theirs) in ops.items():
+        runs: dict[str, Callable[[], object]] = {"tinyedu": lambda f=ours: f(x).realize()}
+        if torch:
+            tx = torch.from_numpy(X)
+            function = getattr(torch, theirs) if theirs else torch.nn.functional.gelu
+
+            def torch_run(function=function, tx=tx) -> None:
+                with torch.no_grad():
+                    function(tx)
+
+            runs["torch"] = torch_run
+        if tinygrad:
+            gx = tinygrad.Tensor(X).realize()
+            runs["tinygrad"] = lambda name=name, gx=gx: getattr(gx, name)().realize()
+        cases[f"{name} of 2^{18 if QUICK else 22} float32"] = runs
+    return cases
 
 
 def cases_table() -> None:
     rng = np.random.default_rng(0)
     print(f"== 1. cases ({load()}); times in ms, (x) = time / reference's time")
     print(f"{'case':40s} {'reference':>12s} {'PyTorch':>16s} {'tinygrad':>16s} {'tinyedu':>16s}")
-    for make in (conv_cases, mlp_cases, matmul_case):
+    for make in (conv_cases, mlp_cases, matmul_case, transcendental_cases):
         for name, runs in make(rng).items():
             times = {}
             for framework, run in runs.items():
@@ -270,6 +321,8 @@ if __name__ == "__main__":
     if "--jit-step" in sys.argv:
         jit_step_only(int(sys.argv[sys.argv.index("--jit-step") + 1]))
         sys.exit()
+    print(peer_note())
+    print(blas_note())
     print(f"{os.cpu_count()} cores; numpy {np.__version__}"
           + (f"; torch {torch.__version__} ({torch.get_num_threads()} threads)" if torch else "; no torch")
           + (f"; tinygrad {version('tinygrad')}" if tinygrad else "; no tinygrad")

@@ -5,6 +5,8 @@ Run: .venv/bin/python bench/bench_eager.py [--quick]      (not a test; prints ta
 1. The eager MLP step (784-256-10, batch 128, SGD, a plain Python loop: build the graph, schedule
    it, look the programs up, run them) with the schedule cache on and off (SCHEDULE_CACHE=0),
    TinyJit's replay for reference, PyTorch, and tinygrad 0.14 eager (no TinyJit).
+   Then chapter 09's Transformer block (dim 48, 4 heads, batch 64 x 11 positions): forward, a
+   mean-square loss, backward and AdamW, eager and under TinyJit, against the same block in PyTorch.
 2. matmul 256x256 end to end, `(a @ b).numpy()` on inputs in memory, against numpy's `a @ b`.
 3. Where the eager step's time goes: building the graph (Tensor ops, autograd, the optimizer's
    update), scheduling (with the cache: computing the graph's key and a lookup), the realizer's
@@ -15,7 +17,8 @@ Run: .venv/bin/python bench/bench_eager.py [--quick]      (not a test; prints ta
    temporary TINYEDU_CACHE), its kernels lowered ahead on COMPILE_THREADS threads or one by one.
 
 The machine may be shared: every row of a table is measured in the same run, so compare ratios.
-PyTorch gets as many threads as tinyedu's kernels (THREADS, default: the cores); numpy's BLAS uses
+PyTorch is imported before tinyedu and gets threads = cores (bench/timing.py), as do tinyedu's
+kernels unless THREADS says otherwise; numpy's BLAS uses
 what its environment says (OPENBLAS_NUM_THREADS / OMP_NUM_THREADS). On a busy machine, run with
 THREADS=1 OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1: threads that wait for taken cores measure the
 machine, not the frameworks.
@@ -31,21 +34,21 @@ import time
 from typing import Callable
 
 import numpy as np
-from timing import QUICK, median_time, optional
+from timing import QUICK, load, median_time, peer_note, tinygrad, torch
 
 from tinyedu import Tensor, TinyJit
 from tinyedu.engine import assign as assign_module
 from tinyedu.engine import realize
 from tinyedu.engine.schedule_cache import schedules
 from tinyedu.helpers import GlobalCounters
+from tinyedu.models.transformer import Block
 from tinyedu.nn import Linear
-from tinyedu.nn.optim import SGD
+from tinyedu.nn.optim import SGD, AdamW
 from tinyedu.nn.state import get_parameters
 from tinyedu.runtime.device import thread_count
 
 STEPS = 10 if QUICK else 40
 
-torch, tinygrad = optional("torch"), optional("tinygrad")
 
 
 
@@ -159,6 +162,73 @@ def mlp_table() -> None:
         print(f"goal: eager <= 2x PyTorch; the schedule cache makes the step {uncached / cached:.2f}x faster")
 
 
+# ---- 1b. a chapter 09-sized Transformer block step ----
+BLOCK_SHAPE = (64, 11, 48, 4)  # batch, length, dim, heads: chapter 09's addition model (dim 48, 4 heads)
+
+
+def block_data() -> np.ndarray:
+    batch, length, dim, _ = BLOCK_SHAPE
+    return np.random.default_rng(1).standard_normal((batch, length, dim)).astype(np.float32)
+
+
+def tinyedu_block_step() -> Callable[[], Tensor]:
+    """Chapter 09's Block: forward, a mean-square loss, backward, AdamW."""
+    Tensor.manual_seed(0)
+    block = Block(BLOCK_SHAPE[2], BLOCK_SHAPE[3])
+    opt = AdamW(get_parameters(block), lr=1e-3)
+    x = Tensor(block_data()).realize()
+
+    def step() -> Tensor:
+        opt.zero_grad()
+        loss = block(x).square().mean().backward()
+        opt.step()
+        return loss.realize()
+
+    return step
+
+
+def torch_block_step() -> Callable[[], None]:
+    """The same block in eager PyTorch (the same math: explicit causal attention, tanh GELU)."""
+    F = torch.nn.functional
+    batch, length, dim, heads = BLOCK_SHAPE
+    torch.manual_seed(0)
+    ln1, ln2 = torch.nn.LayerNorm(dim), torch.nn.LayerNorm(dim)
+    qkv, proj = torch.nn.Linear(dim, 3 * dim), torch.nn.Linear(dim, dim)
+    fc, fc_proj = torch.nn.Linear(dim, 4 * dim), torch.nn.Linear(4 * dim, dim)
+    modules = torch.nn.ModuleList([ln1, ln2, qkv, proj, fc, fc_proj])
+    opt = torch.optim.AdamW(modules.parameters(), lr=1e-3)
+    x = torch.from_numpy(block_data())
+    causal = torch.ones(length, length, dtype=torch.bool).tril()
+
+    def forward(x: torch.Tensor) -> torch.Tensor:
+        q, k, v = qkv(ln1(x)).reshape(batch, length, 3, heads, dim // heads).permute(2, 0, 3, 1, 4)
+        scores = (q @ k.transpose(-2, -1)) * (1 / (dim // heads) ** 0.5)
+        out = scores.masked_fill(~causal, float("-inf")).softmax(-1) @ v
+        x = x + proj(out.permute(0, 2, 1, 3).reshape(batch, length, dim))
+        return x + fc_proj(F.gelu(fc(ln2(x)), approximate="tanh"))
+
+    def step() -> None:
+        opt.zero_grad()
+        forward(x).square().mean().backward()
+        opt.step()
+
+    return step
+
+
+def block_table() -> None:
+    batch, length, dim, heads = BLOCK_SHAPE
+    print(f"\n== chapter 09's Transformer block step: batch {batch}, length {length}, dim {dim}, "
+          f"{heads} heads; forward, mean-square loss, backward, AdamW [{load()}]")
+    step = tinyedu_block_step()
+    rows = {"tinyedu eager": median_time(step, STEPS),
+            "tinyedu TinyJit replay": median_time(TinyJit(step), STEPS)}
+    if torch is not None:
+        rows["PyTorch eager"] = median_time(torch_block_step(), STEPS)
+    for name, seconds in rows.items():
+        versus = f"   {seconds / rows['PyTorch eager']:5.2f}x PyTorch" if torch is not None else ""
+        print(f"{name:34s} {seconds * 1e3:8.2f} ms{versus}")
+
+
 # ---- 2. matmul 256x256 end to end ----
 def matmul_table() -> None:
     print("\n== matmul 256x256 end to end: (a @ b).numpy() on inputs already in memory")
@@ -245,7 +315,8 @@ FIRST_STEP = """
 import time, numpy as np
 from tinyedu import Device, Tensor
 from tinyedu.nn import Conv2d, Linear
-from tinyedu.nn.optim import SGD
+from tinyedu.models.transformer import Block
+from tinyedu.nn.optim import SGD, AdamW
 from tinyedu.nn.state import get_parameters
 class CNN:
     def __init__(self):
@@ -290,10 +361,9 @@ def first_call_table() -> None:
 
 
 if __name__ == "__main__":
-    if torch is not None:
-        torch.set_num_threads(thread_count())
-    print(f"load average {os.getloadavg()[0]:.2f}; tinyedu and PyTorch threads: {thread_count()}")
+    print(f"tinyedu threads: {thread_count()}; {peer_note()} [{load()}]")
     mlp_table()
+    block_table()
     matmul_table()
     breakdown()
     first_call_table()

@@ -24,14 +24,13 @@ import time
 from typing import Callable
 
 import numpy as np
-from timing import QUICK, best_time, optional
+from timing import QUICK, best_time, peer_note, tinygrad, torch
 
 from tinyedu import Tensor
 from tinyedu.helpers import GlobalCounters
 
 REPEAT = 3 if QUICK else 7
 
-torch, tinygrad = optional("torch"), optional("tinygrad")
 
 
 
@@ -294,7 +293,7 @@ def main() -> None:
           + (f"; torch {torch.__version__} ({torch.get_num_threads()} threads)" if torch else "; no torch")
           + (f"; tinygrad {_version('tinygrad')} ({tinygrad.Device.DEFAULT})" if tinygrad
              else "; no tinygrad")
-          + f"; {os.cpu_count()} cores, tinyedu THREADS={probes['threads']}")
+          + f"; {os.cpu_count()} cores, tinyedu THREADS={probes['threads']}\n{peer_note()}")
     print(f"load average before: {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f} "
           "(above 0 means other processes share the machine; timings are then noisy)")
     print("machine: " + ", ".join(f"{k} {v:.1f}" for k, v in probes.items() if k != "threads") + "\n")

@@ -23,7 +23,7 @@ import time
 from typing import Callable
 
 import numpy as np
-from timing import QUICK, median_time, optional
+from timing import QUICK, load, median_time, peer_note, tinygrad, torch
 
 from tinyedu import Device, Tensor, TinyJit
 from tinyedu.helpers import GlobalCounters
@@ -33,7 +33,6 @@ from tinyedu.nn.state import get_parameters
 
 STEPS = 10 if QUICK else 30
 
-torch, tinygrad = optional("torch"), optional("tinygrad")
 
 
 
@@ -166,7 +165,7 @@ def report(name: str, kind: str, make: Callable[[], object], shape: tuple[int, .
         torch.set_num_threads(threads)
         best = min(timed, key=timed.get)
         others = ", ".join(f"{n} thread{'s' if n > 1 else ''}: {t * 1e3:.2f} ms" for n, t in timed.items())
-        print(f"PyTorch             {timed[best] * 1e3:8.2f} ms   tinyedu JIT / PyTorch = "
+        print(f"PyTorch             {timed[best] * 1e3:8.2f} ms   [{load()}]   tinyedu JIT / PyTorch = "
               f"{ours['jit'] / timed[best]:.2f} (target <= 2) [{others}]")
     if tinygrad is not None:
         try:
@@ -201,7 +200,7 @@ def lr_schedule_compiles() -> None:
 
 
 if __name__ == "__main__":
-    print(f"device {Device.DEFAULT}; timings are medians of {STEPS} steps; the machine may be loaded")
+    print(f"device {Device.DEFAULT}; timings are medians of {STEPS} steps; {peer_note()} [{load()}]")
     report("MLP 784-256-10, batch 128, SGD", "mlp", MLP, (128, 784))
     report("CNN (conv8-pool-conv16-pool-linear), batch 64, SGD", "cnn", CNN, (64, 1, 28, 28))
     lr_schedule_compiles()

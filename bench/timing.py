@@ -1,11 +1,23 @@
 """What the benchmarks share: the --quick flag, the frameworks they compare against, and timing.
 
 Each benchmark is a script (`python bench/bench_x.py`), so this folder is on its import path.
+
+The peers (PyTorch, tinygrad) are imported here, when a benchmark imports this module, which is
+before it imports tinyedu (`from timing import ...` sorts before `from tinyedu import ...`): a
+library loaded first cannot be changed by what tinyedu does later (tests/test_import_side_effects.py
+checks that tinyedu changes nothing, and bench/bench_import.py times it). PyTorch gets its best
+documented CPU settings: threads = cores (torch.set_num_threads; THREADS=n, which sets tinyedu's,
+sets PyTorch's too: on a busy machine THREADS=1 OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 compares
+one thread with one thread, where waiting for taken cores would measure the machine), and its
+forward passes run under torch.no_grad or torch.inference_mode in each benchmark. `peer_note()` says
+so beside each table, and `load()` gives the load average: the machine may be shared, so read the
+ratios of one run.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 import statistics
 import sys
 import time
@@ -21,6 +33,41 @@ def optional(name: str) -> ModuleType | None:
         return importlib.import_module(name)
     except ImportError:
         return None
+
+
+def _peer(name: str) -> ModuleType | None:
+    module = optional(name)
+    if name == "torch" and module is not None:  # as many threads as tinyedu's kernels get (THREADS)
+        module.set_num_threads(int(os.environ.get("THREADS") or os.cpu_count() or 1))
+    return module
+
+
+torch, tinygrad = _peer("torch"), _peer("tinygrad")  # before tinyedu (see above)
+
+
+def peer_note() -> str:
+    """How the peers run, for the line above a table."""
+    parts = [f"PyTorch {torch.__version__}, {torch.get_num_threads()} threads" if torch else "no PyTorch",
+             "tinygrad" if tinygrad else "no tinygrad"]
+    return "; ".join(parts) + "; imported before tinyedu, in this process"
+
+
+def blas_note() -> str:
+    """Which BLAS numpy calls, with how many threads and which CPU kernel (OpenBLAS picks one per CPU,
+    or the one OPENBLAS_CORETYPE names): the reference of every matmul ratio."""
+    threadpoolctl = optional("threadpoolctl")
+    coretype = os.environ.get("OPENBLAS_CORETYPE")
+    note = f"OPENBLAS_CORETYPE={coretype}" if coretype else "OPENBLAS_CORETYPE unset"
+    if threadpoolctl is None:
+        return note + " (pip install threadpoolctl to see numpy's BLAS)"
+    pools = [p for p in threadpoolctl.threadpool_info() if p.get("user_api") == "blas"]
+    return "; ".join([note] + [f"numpy's BLAS: {p['internal_api']} {p['version']}, kernel "
+                               f"{p.get('architecture')}, {p['num_threads']} threads" for p in pools])
+
+
+def load() -> str:
+    """The load average (1, 5, 15 minutes): printed beside every table, since the machine may be shared."""
+    return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def median_time(run: Callable[[], object], repeat: int, warmup: int = 3) -> float:

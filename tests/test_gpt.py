@@ -391,3 +391,38 @@ def test_bad_generation_arguments_say_what_is_valid() -> None:
         speculative_generate(model, model, [1], 3, k=0)
     with pytest.raises(ValueError, match="share the target's vocabulary"):
         speculative_generate(model, _model(vocab_size=5), [1], 3)
+
+
+# ---- generate() keeps its cache and TinyJit from call to call ----
+def _fresh_generate(model: GPT, prompt: list[int], new_tokens: int, **kwargs: object) -> list[int]:
+    """What generate() gives with nothing kept from earlier calls (a new model with the same weights)."""
+    twin = type(model)(**model.config)
+    load_state_dict(twin, get_state_dict(model))
+    return twin.generate(prompt, new_tokens, **kwargs)
+
+
+def test_generate_reuses_its_recorded_steps_and_gives_the_tokens_of_a_fresh_model() -> None:
+    model = _model()
+    calls = [([3, 1, 4], 9), ([3, 1, 4], 9), ([2, 7, 1, 8, 2, 8], 5), ([5], 14), ([3, 1, 4], 4), ([9, 9], 0)]
+    for cache in (True, False):
+        for prompt, new_tokens in calls:  # longer, then shorter: rows past the prompt are stale
+            expected = _fresh_generate(model, prompt, new_tokens, cache=cache)
+            assert model.generate(prompt, new_tokens, cache=cache) == expected
+    sampled = model.generate([1, 2], 10, temperature=0.8, seed=3)
+    assert sampled == _fresh_generate(model, [1, 2], 10, temperature=0.8, seed=3)
+    kept, recompute = model.decoding_state()
+    assert kept.steps[1].calls >= 9 + 9 + 5 and recompute.calls > 9  # one cache, one TinyJit, replaying
+    assert not any(name.startswith("_") for name in get_state_dict(model))  # not part of the model's state
+
+
+def test_generate_after_the_weights_change_uses_the_new_weights() -> None:
+    model, other = _model(), _model(seed=1)
+    prompt = [4, 2, 0]
+    before = model.generate(prompt, 12)
+    load_state_dict(model, get_state_dict(other))  # in place: the replayed kernels read the new values
+    assert model.generate(prompt, 12) == other.generate(prompt, 12) != before
+    assert model.generate(prompt, 12, cache=False) == other.generate(prompt, 12, cache=False)
+    kept = model.decoding_state()[0]
+    model.ln_f.weight = Tensor(get_state_dict(model)["ln_f.weight"].numpy() * 3)  # a new tensor: a new state
+    assert model.decoding_state()[0] is not kept
+    assert model.generate(prompt, 12) == _fresh_generate(model, prompt, 12)

@@ -20,6 +20,8 @@ The choices, in the order they are made (each only when it applies):
    be taken apart around every call); in a reduce's epilogue (matmul then GELU) they run once per
    output and do not count. A copy that reads along one axis and writes along another (a transpose)
    is tiled instead, so that the lines it reads and writes stay in the cache while they are used.
+   (On the C device a loop of float32 exp2 is vectorized all the same, by the compiler:
+   tinyedu/renderer/c_vector_math.py.)
 4. Register blocking, for reduces that reuse what they load (matmul, convolution): UPCAST the
    output axes along which some input does not move (stride 0), until 16 vector accumulators, so
    each load feeds several multiply-adds. Reduces without reuse get 4 accumulators instead (so

@@ -6,7 +6,9 @@ The functions here work with any model that offers three methods (tinyedu.models
   with `run`, a TinyJit of `padded_logits` (a fixed-size window, so its kernels replay);
 - `new_cache()`, and `forward_cached(tokens, start, cache) -> logits (T, vocab)`: the logits of T new
   tokens at positions start.., reading the keys and values of positions 0..start-1 from the cache
-  and writing their own into it.
+  and writing their own into it;
+- `decoding_state() -> (cache, TinyJit of padded_logits)`: the ones generate() uses, kept by the
+  model from call to call so that the TinyJit-recorded steps replay from a second call's first step.
 
 Decoding with the cache runs the model on one position per token instead of the whole prefix.
 Speculative decoding goes further: a small draft model guesses k tokens, and the large target
@@ -19,8 +21,6 @@ import math
 from typing import Any, Sequence
 
 import numpy as np
-
-from tinyedu.jit import TinyJit
 
 
 # --8<-- [start:sample]
@@ -74,8 +74,8 @@ def generate_tokens(model: Any, prompt_ids: Sequence[int], new_tokens: int, temp
     sequence = _checked_prompt(model, prompt_ids, new_tokens, "generate")
     _check_sampling(temperature, top_k, model.vocab_size, top_p)
     rng = np.random.default_rng(seed)
-    caches = model.new_cache() if cache else None
-    recompute = TinyJit(model.padded_logits)  # (replays the kernels once the first calls recorded them)
+    kept_cache, recompute = model.decoding_state()  # kept across calls: recorded steps replay at once
+    caches = kept_cache if cache else None
     logits = (model.forward_cached(sequence, 0, caches)[-1] if cache
               else model.forward_last(sequence, recompute))
     for step in range(new_tokens):

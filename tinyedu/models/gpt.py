@@ -30,7 +30,7 @@ from tinyedu.models.generate import generate_tokens
 from tinyedu.models.transformer import MLP, attention, check_tokens
 from tinyedu.nn import Embedding, LayerNorm, Linear
 from tinyedu.nn.optim import AdamW, WarmupCosine, clip_grad_norm
-from tinyedu.nn.state import get_parameters
+from tinyedu.nn.state import get_parameters, get_state_dict
 from tinyedu.tensor import Tensor
 from tinyedu.tensor_api.grad_mode import no_grad
 
@@ -92,6 +92,17 @@ class DecodeCache:
     def __init__(self, layers: list[KVCache]):
         self.layers = layers
         self.steps: dict[int, TinyJit] = {}
+
+
+class KeptDecoding:
+    """What GPT.decoding_state keeps between generate() calls. It has __slots__ and no __dict__, so
+    get_state_dict does not walk into it: the cache is not part of the model's state."""
+
+    __slots__ = ("key", "memory", "cache", "recompute")
+
+    def __init__(self, key: tuple[int, ...], memory: list, cache: DecodeCache, recompute: TinyJit):
+        # memory: the model's buffers when it was made, kept alive so that their ids stay unique
+        self.key, self.memory, self.cache, self.recompute = key, memory, cache, recompute
 
 
 # --8<-- [start:cache-update]
@@ -221,6 +232,31 @@ class GPT:
         head_dim = self.tok_emb.weight.shape[1] // self.n_heads
         return DecodeCache([KVCache(self.n_heads, self.block_size, head_dim, self.tok_emb.weight.device)
                             for _ in self.blocks])
+
+    def decoding_state(self) -> tuple[DecodeCache, TinyJit]:
+        """The KV cache and the TinyJit of `padded_logits` that generate() uses, kept from call to call.
+
+        Why: a TinyJit records a step on its second and third calls and replays it from then on; a
+        cache and a TinyJit made anew by each generate() call would run the first steps of every
+        call through the whole pipeline (build, schedule, look up), which cost more than a short
+        call's replayed steps. Kept, a second call with the same prompt length replays from its
+        first step, and a new prompt length records one more prefill step beside the others.
+
+        Stale rows need no clearing: a call starts at position 0 and writes every position it reads
+        (the mask hides rows past the position being computed until the call writes them). The state
+        is made anew when the model's tensors are other tensors or other memory than when it was
+        made (a layer replaced, a weight set to a new Tensor); weights written in place (assign,
+        load_state_dict, an optimizer step) are read by the replayed kernels as they are now.
+        One sequence at a time: two generate() calls on one model from two threads would share it.
+        """
+        tensors = list(get_state_dict(self).values())
+        Tensor.realize_all(*tensors)
+        memory = [t.lazydata.base.realized for t in tensors]
+        key = tuple(map(id, memory))
+        kept = getattr(self, "_decoding", None)
+        if kept is None or kept.key != key:
+            kept = self._decoding = KeptDecoding(key, memory, self.new_cache(), TinyJit(self.padded_logits))
+        return kept.cache, kept.recompute
 
     def forward_cached(self, tokens: Sequence[int], start: int, cache: DecodeCache) -> np.ndarray:
         """Logits (T, vocab) of `tokens`, the sequence's tokens at positions start..start+T-1, given that

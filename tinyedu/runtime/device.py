@@ -102,33 +102,6 @@ def thread_count() -> int:
     return threads
 
 
-# --8<-- [start:wait-policy]
-# Settings with which a user chooses how OpenMP's idle threads wait (tinyedu then leaves them alone).
-WAIT_SETTINGS = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME")
-
-
-def wait_passively() -> None:
-    """Make the OpenMP threads of threaded kernels sleep while they wait, instead of spinning.
-
-    Why: by default gcc's OpenMP runtime (libgomp) keeps each worker spinning, for about a
-    millisecond, after a parallel loop ends (and its calling thread spinning at the loop's end for
-    workers that are late), so that the next loop starts without waking anyone. On a machine whose
-    cores are all taken (a browser, the test suite's other worker, another notebook) the spinning
-    threads take turns with the one doing the work: a training step with two threads measured 10x
-    slower than with one. Passive waiting costs a few microseconds to wake a worker per threaded
-    kernel, and the heuristics thread only kernels that run far longer (THREAD_MIN_WORK).
-
-    The runtime reads the policy from the environment once, when it is loaded, which is when the
-    first threaded kernel's library is; so this runs at import (the policy applies to every OpenMP
-    runtime loaded after it, PyTorch's too, which is the same libgomp when PyTorch is imported
-    later). A policy the user set (OMP_WAIT_POLICY=active, GOMP_SPINCOUNT, KMP_BLOCKTIME) is kept.
-    """
-    if not any(name in os.environ for name in WAIT_SETTINGS):
-        os.environ["OMP_WAIT_POLICY"] = "passive"
-
-
-wait_passively()
-# --8<-- [end:wait-policy]
 
 
 class DeviceMemory(Protocol):

@@ -25,8 +25,9 @@ Environment:
 - `THREADS=n` (default: the number of cores) lets kernels use n threads, with OpenMP
   (`-fopenmp`, when the compiler accepts it; without it a THREAD loop runs on one thread). A child
   process made by fork() runs its kernels on one thread (see `one_thread_after_fork` in
-  toolchain.py). Idle OpenMP threads sleep instead of spinning (`wait_passively` in device.py says
-  why; set OMP_WAIT_POLICY yourself to choose otherwise).
+  toolchain.py). Idle OpenMP threads sleep instead of spinning (`passive_openmp_waits` in
+  toolchain.py says why and how, without changing the environment; set OMP_WAIT_POLICY yourself to
+  choose otherwise).
 - `DEBUG=4` prints each kernel's source, `DEBUG=5` its UOps, `DEBUG=6` its disassembly.
 
 Flags beyond the base ones are probed (the compiler must accept them): `-march=native` (this
@@ -43,6 +44,7 @@ from typing import Any
 
 from tinyedu.codegen.launch import LaunchDims
 from tinyedu.helpers import getenv
+from tinyedu.renderer.c_vector_math import render_c_vector_math
 from tinyedu.renderer.cstyle import render_c
 from tinyedu.runtime.compile_cache import CachedFile, LoadedLRU, cache_dir, dlclose, key_digest
 from tinyedu.runtime.device import Backend, Buffer, cpu_only, thread_count
@@ -56,6 +58,7 @@ from tinyedu.runtime.toolchain import (
     find_compiler,
     native_vector_width,
     openmp_available,
+    passive_openmp_waits,
 )
 
 SANITIZE_FLAGS = ("-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer",
@@ -126,7 +129,8 @@ class Compiler:
     def load(self, source: str) -> ctypes.CDLL:
         """The library built from `source`, loaded (for direct use: programs load theirs through the
         C device's bounded set of loaded libraries)."""
-        return ctypes.CDLL(str(self.build(source).path()))
+        with passive_openmp_waits():
+            return ctypes.CDLL(str(self.build(source).path()))
 
     def compile(self, source: str, path: Path) -> None:
         """Compile `source` into the shared library `path` (a temporary name the cache renames)."""
@@ -153,7 +157,8 @@ class CProgram:
         self._function: Any = None
 
     def _load(self) -> ctypes.CDLL:
-        return ctypes.CDLL(str(self.library.path()))
+        with passive_openmp_waits():
+            return ctypes.CDLL(str(self.library.path()))
 
     @property
     def function(self) -> Any:
@@ -186,8 +191,12 @@ class CDevice(Backend):
     """C source in, a loaded shared library out (see the lowering in tinyedu/engine/lower.py)."""
 
     name = "C"
-    renderer = staticmethod(render_c)
     runtime = CProgram
+
+    def renderer(self, name: str, uops: list) -> str:
+        """C source, its loops of exp2 vectorized (tinyedu/renderer/c_vector_math.py; TINYEDU_NO_VECTOR_MATH=1
+        renders every exp2 as a call of the C library's exp2f, one element at a time)."""
+        return (render_c if getenv("TINYEDU_NO_VECTOR_MATH", 0) else render_c_vector_math)(name, uops)
 
     @property
     def compiler(self) -> Compiler:

@@ -18,7 +18,7 @@ the machine code.
 Threads: LLVM IR has no OpenMP pragma, so the renderer turns a THREAD loop into a worker function that
 the kernel hands to gcc's OpenMP runtime, libgomp (`GOMP_parallel`; tinyedu/renderer/llvm_threads.py).
 This device loads libgomp into the process and tells MCJIT where those functions are; it uses THREADS
-threads like the C device (with the same passive waiting: runtime/device.py) and one thread where
+threads like the C device (with the same passive waiting: runtime/toolchain.py) and one thread where
 libgomp is not installed.
 """
 
@@ -34,7 +34,7 @@ from tinyedu.codegen.launch import LaunchDims
 from tinyedu.renderer.llvmir import render_llvm
 from tinyedu.runtime.compile_cache import LoadedLRU, cached_build
 from tinyedu.runtime.device import Backend, Buffer, DeviceUnavailable, cpu_only, thread_count
-from tinyedu.runtime.toolchain import numbered
+from tinyedu.runtime.toolchain import numbered, passive_openmp_waits
 
 INSTALL_HINT = "pip install llvmlite (or: pip install 'tinyedu[llvm]')"
 
@@ -79,7 +79,8 @@ def openmp() -> ctypes.CDLL | None:
     if path is None:
         return None
     try:
-        library = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+        with passive_openmp_waits():
+            library = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
     except OSError:
         return None
     for name in ("GOMP_parallel", "omp_get_max_threads"):

@@ -43,6 +43,7 @@ from tinyedu.runtime.toolchain import (
     disassemble,
     numbered,
     openmp_available,
+    passive_openmp_waits,
     run_compiler,
 )
 
@@ -136,11 +137,15 @@ class NEONProgram:
     def __init__(self, device: "NEONDevice", name: str, library: CachedFile):
         self.device, self.name, self.library, self.path = device, name, library, library.file
 
+    def load_native(self) -> ctypes.CDLL:
+        with passive_openmp_waits():  # (OpenMP's waiting threads sleep: toolchain.py)
+            return ctypes.CDLL(str(self.library.path()))
+
     def __call__(self, buffers: list[Buffer]) -> None:
         """Load the library if it is not loaded (checking the cache entry first), then call it."""
         arrays = [b.as_numpy() for b in buffers]
         if self.device.native:
-            library = self.device.loaded.get(self.path, lambda: ctypes.CDLL(str(self.library.path())))
+            library = self.device.loaded.get(self.path, self.load_native)
             function = getattr(library, self.name)
             function.restype = None
             function(*(ctypes.c_void_p(a.ctypes.data) for a in arrays))

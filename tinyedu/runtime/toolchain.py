@@ -9,12 +9,14 @@ numbered source (`compile_library`), and objdump's listing of one function (`dis
 DEBUG=6). What each device does with them (its flags, its cache key, how it loads and calls a kernel)
 stays in ops_c.py and ops_neon.py.
 
-OpenMP also lives here: a process that forks after a threaded kernel ran must make its child run
+OpenMP also lives here: its idle threads sleep instead of spinning (`passive_openmp_waits`, around
+loading a kernel library), and a process that forks after a threaded kernel ran must make its child run
 kernels on one thread (`one_thread_after_fork`), whichever device loaded the kernel.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import os
@@ -23,7 +25,9 @@ import shlex
 import shutil
 import subprocess
 import tempfile
+import threading
 from pathlib import Path
+from typing import Iterator
 
 from tinyedu.helpers import getenv
 
@@ -181,10 +185,65 @@ def _function_listing(listing: str, symbol: str) -> str | None:
     return "\n".join(lines[start:end])
 
 
-# --8<-- [start:fork]
 # OpenMP libraries a kernel may have loaded (gcc's libgomp, LLVM's libomp, Intel's), on Linux and macOS.
 OPENMP_LIBRARIES = ("libgomp.so.1", "libomp.so.5", "libomp.so", "libiomp5.so", "libgomp.1.dylib",
                     "libomp.dylib")
+
+
+def loaded_openmp_libraries() -> list[ctypes.CDLL]:
+    """The OpenMP runtimes this process has loaded already (RTLD_NOLOAD: none is loaded by asking)."""
+    found = []
+    for name in OPENMP_LIBRARIES:
+        try:
+            found.append(ctypes.CDLL(name, mode=os.RTLD_NOLOAD | os.RTLD_NOW))
+        except OSError:
+            continue
+    return found
+
+
+# --8<-- [start:wait-policy]
+# Settings with which a user chooses how OpenMP's idle threads wait (tinyedu then leaves them alone).
+WAIT_SETTINGS = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME")
+_ENVIRONMENT = threading.Lock()
+_runtime_loaded = False  # once an OpenMP runtime is in the process, it has read its policy
+
+
+@contextlib.contextmanager
+def passive_openmp_waits() -> Iterator[None]:
+    """Around loading a kernel library: if that loads the OpenMP runtime, its idle threads sleep.
+
+    Why: by default gcc's OpenMP runtime (libgomp) keeps each worker spinning, for about a
+    millisecond, after a parallel loop ends (and its calling thread spinning at the loop's end for
+    workers that are late), so that the next loop starts without waking anyone. On a machine whose
+    cores are all taken (a browser, the test suite's other worker, another notebook) the spinning
+    threads take turns with the one doing the work: a training step with two threads measured 10x
+    slower than with one. Passive waiting costs a few microseconds to wake a worker per threaded
+    kernel, and the heuristics thread only kernels that run far longer (THREAD_MIN_WORK).
+
+    The runtime reads the policy from the environment once, when it is loaded, which is when the
+    first threaded kernel's library is. So `OMP_WAIT_POLICY=passive` is in the environment only while
+    a library loads, and only until an OpenMP runtime is in the process; then the environment is put
+    back as it was. Importing tinyedu changes nothing: a runtime loaded before (PyTorch's, imported
+    first) keeps its own policy, and so does every OpenMP runtime loaded later that is not the one
+    tinyedu's kernels loaded. (One that is the same, e.g. PyTorch imported after a threaded kernel
+    ran and finding libgomp.so.1 loaded, shares it, as every user of one runtime does.) A policy the
+    user set (OMP_WAIT_POLICY, GOMP_SPINCOUNT, KMP_BLOCKTIME) is kept.
+    """
+    global _runtime_loaded
+    with _ENVIRONMENT:
+        _runtime_loaded = _runtime_loaded or bool(loaded_openmp_libraries())
+        choose = not _runtime_loaded and not any(name in os.environ for name in WAIT_SETTINGS)
+        if choose:
+            os.environ["OMP_WAIT_POLICY"] = "passive"
+        try:
+            yield
+        finally:
+            if choose:
+                del os.environ["OMP_WAIT_POLICY"]
+# --8<-- [end:wait-policy]
+
+
+# --8<-- [start:fork]
 
 
 def one_thread_after_fork() -> None:
@@ -197,11 +256,7 @@ def one_thread_after_fork() -> None:
     child run the same kernels, with the same results, on one thread. (A process started with spawn or
     forkserver begins without threads and uses THREADS as usual.)
     """
-    for name in OPENMP_LIBRARIES:
-        try:  # RTLD_NOLOAD: only a library this process has loaded (one that never ran is harmless)
-            library = ctypes.CDLL(name, mode=os.RTLD_NOLOAD | os.RTLD_NOW)
-        except OSError:
-            continue
+    for library in loaded_openmp_libraries():  # (one that was never loaded is harmless)
         library.omp_set_num_threads(1)
 
 

@@ -1,0 +1,76 @@
+"""The C device's vectorized exp2 (tinyedu/renderer/c_vector_math.py): which loops get it, and its
+accuracy against numpy in float64 over every kind of float32, specials included.
+
+Nothing here is timed: bench/bench_kernels.py and bench/bench_cpu.py time exp, tanh, sigmoid and
+gelu next to PyTorch.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.test_accuracy import sample_points, ulp_error
+from tinyedu import Tensor
+from tinyedu.codegen.uops import UOps
+from tinyedu.engine.lower import heuristic_opts, lower, new_kernel
+from tinyedu.engine.schedule import create_schedule
+from tinyedu.renderer.c_vector_math import simd_loops
+from tinyedu.runtime.device import Device
+
+
+def c_source(t: Tensor, threads: int = 1) -> tuple[str, list]:
+    """The C source of the last kernel computing `t`, with the heuristics' opts, and its UOps."""
+    item = [i for i in create_schedule([t.lazydata]) if i.ast.op.name == "STORE"][-1]
+    backend = Device["C"]
+    opts = heuristic_opts(new_kernel(item.ast, backend), backend.vector_width, threads)
+    program = lower("C", item.ast, opts, compile=False)
+    return program.source, program.uops
+
+
+def test_an_elementwise_exp_loop_runs_as_simd_lanes_and_a_reduce_does_not() -> None:
+    source, uops = c_source(Tensor.empty(1 << 16).exp())
+    assert "#pragma omp simd" in source and "exp2_simd_float32(" in source and "exp2f(" not in source
+    assert len(simd_loops(uops)) == 1
+    threaded, _ = c_source(Tensor.empty(1 << 22).exp(), threads=2)
+    assert "#pragma omp parallel for simd num_threads(2) schedule(simd:guided)" in threaded
+    for reduce in (Tensor.empty(64, 1024).exp().sum(1), Tensor.empty(1 << 16).sigmoid().sum()):
+        source, uops = c_source(reduce)  # an accumulator carries from one iteration to the next
+        assert not simd_loops(uops) and "omp simd" not in source and "exp2_simd_float32" not in source
+    source, uops = c_source(Tensor.empty(1 << 16).sqrt())  # no exp2: the C renderer's code
+    assert "omp simd" not in source and not simd_loops(uops)
+
+
+def test_a_store_that_does_not_move_with_the_loop_keeps_the_loop_scalar() -> None:
+    _, uops = c_source(Tensor.empty(1 << 12).exp())
+    (loop,) = simd_loops(uops)
+    store = next(u for u in uops if u.op is UOps.STORE)
+    # the same UOps with the store's index replaced by a constant: every iteration writes one element
+    constant = next(u for u in uops if u.op is UOps.CONST and u.dtype == store.src[1].dtype)
+    frozen = [type(u)(u.op, u.dtype, (u.src[0], constant, *u.src[2:]), u.arg) if u is store else u
+              for u in uops]
+    assert loop not in simd_loops(frozen)
+
+
+@pytest.mark.parametrize("dtype", [np.float32])
+def test_vectorized_exp2_is_within_half_an_ulp_over_the_whole_range(dtype: type) -> None:
+    points = np.concatenate([sample_points(), np.random.default_rng(1).uniform(-160, 140, 40_000),
+                             [np.nan, np.inf, -np.inf, 127.99999, 128, -126.5, -149, -149.5, -150, 0.0, -0.0,
+                              1e-45, -1e-45]]).astype(dtype)
+    got = Tensor(points).exp2().numpy()
+    with np.errstate(all="ignore"):
+        exact = np.exp2(points.astype(np.float64))
+    errors = ulp_error(got, exact)
+    assert errors.max() <= 0.51, f"{errors.max():.3f} ulp at x = {points[errors.argmax()]!r}"
+    assert np.isnan(got[np.isnan(points)]).all() and got[points == np.inf][0] == np.inf
+    assert got[points == -np.inf][0] == 0.0
+
+
+def test_vectorized_exp_agrees_with_the_c_librarys_exp2f(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same kernel rendered with exp2f, one element at a time (TINYEDU_NO_VECTOR_MATH=1): at most
+    an ulp apart (each is within half an ulp of the exact 2^x)."""
+    x = np.random.default_rng(2).uniform(-90, 90, 1 << 15).astype(np.float32)
+    vectorized = Tensor(x).exp().numpy()
+    monkeypatch.setenv("TINYEDU_NO_VECTOR_MATH", "1")
+    scalar = Tensor(x).exp().numpy()
+    assert np.abs(vectorized.view(np.int32).astype(np.int64) - scalar.view(np.int32)).max() <= 1
