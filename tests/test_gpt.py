@@ -19,6 +19,7 @@ from tinyedu.models.gpt import (
     GPT,
     apply_rope,
     attention_mask,
+    best_bigram_loss,
     bigram_loss,
     rope_tables,
     train_gpt,
@@ -210,6 +211,53 @@ def test_token_probabilities_match_numpy_and_draws_follow_them() -> None:
             assert abs(counts[token] - draws * expected[token]) <= spread, (temperature, top_k, token)
 
 
+def _nucleus_reference(logits: list[float], temperature: float, top_k: int | None,
+                       top_p: float) -> list[float]:
+    """Nucleus sampling by its definition, in plain Python: sort, add up, cut, renormalize."""
+    scaled = [x / temperature for x in logits]
+    if top_k is not None:
+        kth = sorted(scaled, reverse=True)[top_k - 1]
+        scaled = [x if x >= kth else -math.inf for x in scaled]
+    top = max(scaled)
+    weights = [math.exp(x - top) for x in scaled]
+    probabilities = [w / sum(weights) for w in weights]
+    kept, mass = set(), 0.0
+    for token in sorted(range(len(logits)), key=lambda t: (-probabilities[t], t)):
+        if mass >= top_p:
+            break
+        kept.add(token)
+        mass += probabilities[token]
+    total = sum(probabilities[t] for t in kept)
+    return [probabilities[t] / total if t in kept else 0.0 for t in range(len(logits))]
+
+
+@pytest.mark.parametrize("temperature, top_k, top_p", [(1.0, None, 0.9), (0.5, None, 0.5), (2.0, 4, 0.8),
+                                                       (1.0, None, 1e-9), (1.0, None, 1.0)])
+def test_top_p_keeps_the_nucleus_and_draws_follow_it(temperature: float, top_k: int | None,
+                                                     top_p: float) -> None:
+    logits = np.array([2.0, -1.0, 0.5, 1.0, -np.inf, 0.0, 1.0], dtype=np.float32)
+    expected = np.array(_nucleus_reference(logits.tolist(), temperature, top_k, top_p))
+    probabilities = token_probabilities(logits, temperature, top_k, top_p)
+    np.testing.assert_allclose(probabilities, expected, rtol=1e-12, atol=1e-300)
+    if top_p == 1e-9:
+        assert probabilities.tolist() == [1, 0, 0, 0, 0, 0, 0]  # only the likeliest: greedy
+    rng, draws = np.random.default_rng(1), 4000
+    counts = collections.Counter(pick_token(logits, temperature, top_k, rng, top_p) for _ in range(draws))
+    assert set(counts) <= set(np.flatnonzero(expected).tolist())  # never a token outside the nucleus
+    for token in range(len(logits)):
+        spread = 5 * math.sqrt(draws * expected[token] * (1 - expected[token])) + 1e-9
+        assert abs(counts[token] - draws * expected[token]) <= spread, (temperature, top_k, top_p, token)
+
+
+def test_top_p_generation_is_seeded() -> None:
+    model = _model()
+    a = model.generate([1, 2], 12, temperature=1.0, seed=7, top_p=0.9)
+    assert a == model.generate([1, 2], 12, temperature=1.0, seed=7, top_p=0.9, cache=False)
+    assert model.generate([1, 2], 12, temperature=1.0, seed=7, top_p=1e-9) == model.generate([1, 2], 12)
+    with pytest.raises(ValueError, match="top_p must be None or a number in \\(0, 1\\]"):
+        model.generate([1], 2, temperature=1.0, top_p=0.0)
+
+
 def test_speculative_decoding_gives_the_targets_greedy_output() -> None:
     target = _model(seed=0, n_layers=2)
     prompt = [5, 9, 2]
@@ -281,6 +329,35 @@ def test_train_gpt_learns_a_pattern_far_below_the_bigram_baseline() -> None:
     losses = train_gpt(model, data[:400], steps=40, batch=8, lr=1e-2, seed=0)
     assert len(losses) == 40 and losses[0] > 1.5 and max(losses[-5:]) < 0.3
     assert bigram_loss(data[:400], data[400:], 6) > 0.3
+
+
+def test_train_gpt_with_schedule_clipping_and_evaluation() -> None:
+    """The chapter's recipe: warmup + cosine, clipping, a validation callback at the promised steps."""
+    pattern = np.tile(np.array([0, 1, 2, 3, 4, 5, 4, 3, 2, 1], dtype=np.int32), 60)
+    Tensor.manual_seed(0)
+    model = GPT(6, 16, dim=32, n_heads=2, n_layers=1)
+    seen = []
+    losses = train_gpt(model, pattern, steps=30, batch=8, lr=1e-2, warmup_steps=3, min_lr=1e-3, clip=1.0,
+                       evaluate=seen.append, eval_every=10)
+    assert seen == [0, 10, 20, 30] and len(losses) == 30 and losses[-1] < 0.5 * losses[0]
+    with pytest.raises(ValueError, match="eval_every must be an int >= 1"):
+        train_gpt(model, pattern, steps=2, batch=2, lr=1e-3, eval_every=0)
+
+
+def test_bigram_smoothing_and_interpolation_by_hand() -> None:
+    train, val = np.array([0, 1, 0, 2, 1]), np.array([1, 0, 2, 2])
+    k, w, vocab = 0.1, 0.2, 3
+    counts = np.full((3, 3), k)
+    for a, b in zip(train[:-1], train[1:], strict=True):
+        counts[a, b] += 1
+    unigram = (np.bincount(train, minlength=3) + 1) / (len(train) + vocab)
+    want = -np.mean([math.log((1 - w) * counts[a, b] / counts[a].sum() + w * unigram[b])
+                     for a, b in zip(val[:-1], val[1:], strict=True)])
+    assert bigram_loss(train, val, vocab, k, w) == pytest.approx(want, rel=1e-12)
+    best = best_bigram_loss(train, val, vocab, ks=(1.0, 0.1), weights=(0.0, 0.2))
+    assert best == min((bigram_loss(train, val, vocab, a, b), a, b) for a in (1.0, 0.1) for b in (0.0, 0.2))
+    with pytest.raises(ValueError, match="k must be > 0"):
+        bigram_loss(train, val, vocab, 0.0)
 
 
 def test_bigram_loss_matches_counting_by_hand() -> None:

@@ -7,7 +7,7 @@ import pytest
 
 from tinyedu import Device, Tensor, TinyJit
 from tinyedu.nn import Linear
-from tinyedu.nn.optim import SGD, Adam, AdamW, Optimizer
+from tinyedu.nn.optim import SGD, Adam, AdamW, Optimizer, WarmupCosine, clip_grad_norm
 from tinyedu.nn.state import get_parameters, get_state_dict
 
 torch = pytest.importorskip("torch")
@@ -180,3 +180,100 @@ def test_optimizer_subclass_hook() -> None:
     np.testing.assert_array_equal(w.numpy(), [0.5, -1.5, 3.0])
     with pytest.raises(NotImplementedError, match="update"):
         Optimizer([w], lr=0.1).step()
+
+
+# ---------------------------------------------------------------------------------------------
+# The warmup + cosine schedule and gradient clipping, against PyTorch's
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("warmup, total, min_lr", [(5, 40, 0.0), (1, 10, 1e-4), (10, 11, 3e-4),
+                                                   (0, 12, 1e-4)])
+def test_warmup_cosine_equals_torch_schedulers(warmup: int, total: int, min_lr: float) -> None:
+    """torch's LinearLR(1/warmup -> 1 over warmup - 1 steps) then CosineAnnealingLR(total - warmup)."""
+    max_lr = 3e-3
+    w = Tensor([1.0], requires_grad=True)
+    schedule = WarmupCosine(SGD([w], lr=1.0), max_lr, warmup, total, min_lr)
+    topt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=max_lr)
+    cosine = torch.optim.lr_scheduler.CosineAnnealingLR(topt, T_max=total - warmup, eta_min=min_lr)
+    if warmup > 0:
+        warm = torch.optim.lr_scheduler.LinearLR(topt, 1 / warmup, 1.0, total_iters=max(warmup - 1, 1)) \
+            if warmup > 1 else torch.optim.lr_scheduler.ConstantLR(topt, 1.0, total_iters=0)
+        cosine = torch.optim.lr_scheduler.SequentialLR(topt, [warm, cosine], milestones=[warmup])
+    tsched = cosine
+    for step in range(total + 3):
+        want = topt.param_groups[0]["lr"] if step <= total else min_lr  # torch's cosine rises after T_max
+        assert schedule.lr_at(step) == pytest.approx(want, rel=1e-9, abs=1e-15), step
+        np.testing.assert_allclose(schedule.optimizer.lr.numpy(), want, rtol=1e-6, atol=1e-12)
+        topt.step()
+        tsched.step()
+        schedule.step()
+    assert schedule.lr_at(max(warmup - 1, 0)) == max_lr and schedule.lr_at(total) == min_lr
+
+
+def test_warmup_cosine_rejects_bad_settings() -> None:
+    opt = SGD([Tensor([1.0], requires_grad=True)], lr=0.1)
+    for args, message in [((0.1, -1, 10), "warmup_steps must be an int >= 0"),
+                          ((0.1, 5, 5), "must be more than"),
+                          ((0.1, 2, 10.0), "total_steps must be an int"), ((0.1, 2, 10, 0.5), "above max_lr"),
+                          ((0.1, 2, 10, -1.0), "min_lr must be a number"), ((-1, 2, 10), "max_lr must be")]:
+        with pytest.raises(ValueError, match=message):
+            WarmupCosine(opt, *args)
+
+
+@pytest.mark.parametrize("max_norm", [0.05, 1.0, 1e6])
+def test_clip_grad_norm_equals_torch(max_norm: float) -> None:
+    """Clipped (0.05, 1.0 here) and not clipped (1e6): the norm returned and every gradient after."""
+    Tensor.manual_seed(3)
+    net = Net()
+    reference = _torch_net(net)
+    net(Tensor(X[0])).cross_entropy(Tensor(Y[0].astype(np.int32))).backward()
+    torch.nn.functional.cross_entropy(reference(torch.tensor(X[0])), torch.tensor(Y[0])).backward()
+    norm = clip_grad_norm(get_parameters(net), max_norm)
+    tnorm = torch.nn.utils.clip_grad_norm_(reference.parameters(), max_norm)
+    np.testing.assert_allclose(norm.numpy(), tnorm.numpy(), rtol=1e-5)
+    tgrads = {name: p.grad.numpy() for name, p in reference.named_parameters()}
+    for name, p in get_state_dict(net).items():
+        np.testing.assert_allclose(p.grad.numpy(), tgrads[name], rtol=1e-5, atol=1e-8, err_msg=name)
+    clipped = np.sqrt(sum((g.astype(np.float64) ** 2).sum() for g in tgrads.values()))
+    assert clipped == pytest.approx(min(max_norm, float(tnorm)), rel=1e-4)
+
+
+def test_a_clipped_scheduled_adamw_trajectory_equals_torch_under_tinyjit() -> None:
+    """The chapter's training step (AdamW, clipping, warmup + cosine) in a TinyJit, step by step."""
+    Tensor.manual_seed(4)
+    net = Net()
+    reference = _torch_net(net)
+    opt, topt = AdamW(get_parameters(net), lr=0.05), torch.optim.AdamW(reference.parameters(), lr=0.05)
+    schedule = WarmupCosine(opt, 0.05, 2, len(X))
+    tsched = torch.optim.lr_scheduler.LambdaLR(topt, lambda t: schedule.lr_at(t) / 0.05)
+
+    @TinyJit
+    def step(x: Tensor, y: Tensor) -> Tensor:
+        opt.zero_grad()
+        loss = net(x).cross_entropy(y)
+        loss.backward()
+        norm = clip_grad_norm(opt.params, 0.5)
+        opt.step()
+        return norm.realize()
+
+    for k in range(len(X)):
+        norm = step(Tensor(X[k]).realize(), Tensor(Y[k].astype(np.int32)).realize())
+        schedule.step()
+        topt.zero_grad()
+        torch.nn.functional.cross_entropy(reference(torch.tensor(X[k])), torch.tensor(Y[k])).backward()
+        tnorm = torch.nn.utils.clip_grad_norm_(reference.parameters(), 0.5)
+        topt.step()
+        tsched.step()
+        np.testing.assert_allclose(norm.numpy(), tnorm.numpy(), rtol=1e-4)
+        for name, p in get_state_dict(net).items():
+            np.testing.assert_allclose(p.numpy(), reference.state_dict()[name].numpy(), rtol=1e-4, atol=5e-6,
+                                       err_msg=f"step {k}: {name}")
+
+
+def test_clip_grad_norm_errors() -> None:
+    w = Tensor([1.0], requires_grad=True)
+    with pytest.raises(ValueError, match="no parameter has a gradient"):
+        clip_grad_norm([w], 1.0)
+    with pytest.raises(ValueError, match="max_norm must be a number"):
+        clip_grad_norm([w], -1.0)

@@ -7,6 +7,7 @@ import hashlib
 import importlib.util
 import json
 import re
+import subprocess
 import sys
 import sysconfig
 from pathlib import Path
@@ -17,7 +18,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tinyedu import Tensor
-from tinyedu.text import BPE, corpus, corpus_modules, corpus_split, merge_pair, most_frequent_pair, train_bpe
+from tinyedu.export.generator import _tokenizer
+from tinyedu.runtime.toolchain import find_compiler
+from tinyedu.text import (
+    BPE,
+    END_OF_TEXT,
+    corpus,
+    corpus_modules,
+    corpus_split,
+    merge_pair,
+    most_frequent_pair,
+    pre_split,
+    train_bpe,
+)
 from tinyedu.text.corpus import CORPUS_FILE, HEADER, join_modules, split_modules, split_text
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -48,31 +61,40 @@ def naive_merge(ids: list[int], pair: tuple[int, int], new_id: int) -> list[int]
     return out
 
 
-def naive_train(data: bytes, vocab_size: int) -> list[tuple[int, int]]:
-    ids, merges = list(data), []
+def naive_pieces(data: bytes, split: bool) -> list[bytes]:
+    return pre_split(data) if split else [data]
+
+
+def naive_train(data: bytes, vocab_size: int, split: bool = False) -> list[tuple[int, int]]:
+    """Pairs are counted inside each piece (one piece, the whole text, without the split)."""
+    pieces, merges = [list(piece) for piece in naive_pieces(data, split)], []
     for new_id in range(256, vocab_size):
         counts: dict[tuple[int, int], int] = {}
-        for pair in zip(ids, ids[1:], strict=False):
-            counts[pair] = counts.get(pair, 0) + 1
+        for ids in pieces:
+            for pair in zip(ids, ids[1:], strict=False):
+                counts[pair] = counts.get(pair, 0) + 1
         if not counts or max(counts.values()) < 2:
             break
         best = min(counts, key=lambda p: (-counts[p], p))  # most frequent; the smallest pair on a tie
         merges.append(best)
-        ids = naive_merge(ids, best, new_id)
+        pieces = [naive_merge(ids, best, new_id) for ids in pieces]
     return merges
 
 
-def naive_encode(data: bytes, merges: list[tuple[int, int]]) -> list[int]:
-    """GPT-2's rule: repeatedly merge the present pair learned earliest (not merges in order)."""
+def naive_encode(data: bytes, merges: list[tuple[int, int]], split: bool = False) -> list[int]:
+    """GPT-2's rule in each piece: repeatedly merge the present pair learned earliest (not in order)."""
     rank = {pair: k for k, pair in enumerate(merges)}
-    ids = list(data)
-    while len(ids) >= 2:
-        present = [pair for pair in zip(ids, ids[1:], strict=False) if pair in rank]
-        if not present:
-            break
-        pair = min(present, key=rank.__getitem__)
-        ids = naive_merge(ids, pair, 256 + rank[pair])
-    return ids
+    out = []
+    for piece in naive_pieces(data, split):
+        ids = list(piece)
+        while len(ids) >= 2:
+            present = [pair for pair in zip(ids, ids[1:], strict=False) if pair in rank]
+            if not present:
+                break
+            pair = min(present, key=rank.__getitem__)
+            ids = naive_merge(ids, pair, 256 + rank[pair])
+        out += ids
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -155,22 +177,23 @@ def test_corpus_text_errors() -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-def test_merges_and_encoding_equal_the_reference_on_real_text() -> None:
+@pytest.mark.parametrize("split", [False, True])
+def test_merges_and_encoding_equal_the_reference_on_real_text(split: bool) -> None:
     text = corpus()[:4000]
-    trained = train_bpe(text, 330)
-    assert trained.merges == naive_train(text, 330) and len(trained.merges) == 74
+    trained = train_bpe(text, 330, split=split)
+    assert trained.merges == naive_train(text, 330, split) and len(trained.merges) == 74
     sample = corpus_split(0.9)[1][:1500]  # text it was not trained on
-    assert trained.encode(sample).tolist() == naive_encode(sample, trained.merges)
-    assert trained.encode(text).tolist() == naive_encode(text, trained.merges)
+    assert trained.encode(sample).tolist() == naive_encode(sample, trained.merges, split)
+    assert trained.encode(text).tolist() == naive_encode(text, trained.merges, split)
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.binary(max_size=120), st.integers(256, 300))
-def test_merges_equal_the_reference_on_repetitive_bytes(raw: bytes, vocab_size: int) -> None:
-    data = bytes(b"ab \n"[byte % 4] for byte in raw)  # four symbols: many repeats, runs and ties
-    trained = train_bpe(data, vocab_size)
-    assert trained.merges == naive_train(data, vocab_size)
-    assert trained.encode(data).tolist() == naive_encode(data, trained.merges)
+@given(st.binary(max_size=120), st.integers(256, 300), st.booleans())
+def test_merges_equal_the_reference_on_repetitive_bytes(raw: bytes, vocab_size: int, split: bool) -> None:
+    data = bytes(b"ab \n'"[byte % 5] for byte in raw)  # five symbols: many repeats, runs, ties, pieces
+    trained = train_bpe(data, vocab_size, split=split)
+    assert trained.merges == naive_train(data, vocab_size, split)
+    assert trained.encode(data).tolist() == naive_encode(data, trained.merges, split)
     assert trained.decode(trained.encode(data)) == data
 
 
@@ -195,7 +218,7 @@ def test_ties_go_to_the_smallest_pair() -> None:
 def test_the_sorting_count_equals_the_dense_table() -> None:
     ids = np.frombuffer(corpus()[:20000], dtype=np.uint8).astype(np.int32)
     assert most_frequent_pair(ids, 256) == most_frequent_pair(ids, 70000)  # 70000² bins: counted by sorting
-    big = train_bpe(corpus()[:3000], 400)
+    big = train_bpe(corpus()[:3000], 400, split=False)
     assert big.merges == naive_train(corpus()[:3000], 400)
     assert big.vocab_size > 280  # from 279 tokens on, 279² > 4 * 3000 + 65536: pairs counted by sorting
 
@@ -250,14 +273,14 @@ def test_round_trip_on_the_corpus_and_compression(bpe: BPE) -> None:
 
 def test_training_is_deterministic(bpe: BPE) -> None:
     again = train_bpe(corpus_split(0.9)[0], 512)
-    assert again == bpe and again.merges[:4] == [(32, 32), (256, 256), (257, 257), (10, 258)]
-    assert [len(token) for token in bpe.vocab[256:260]] == [2, 4, 8, 9]
+    assert again == bpe and again.merges[:4] == [(32, 32), (256, 256), (256, 32), (257, 257)]
+    assert [len(token) for token in bpe.vocab[256:260]] == [2, 4, 3, 8]
 
 
 def test_describe_and_token_str(bpe: BPE) -> None:
     lines = bpe.describe(3)
     assert lines == ["256: ' ' + ' ' -> '  '", "257: '  ' + '  ' -> '    '",
-                     "258: '    ' + '    ' -> '        '"]
+                     "258: '  ' + ' ' -> '   '"]
     assert len(bpe.describe()) == len(bpe.merges) == 256 and bpe.describe(0) == []
     with pytest.raises(ValueError, match="n must be a count of merges"):
         bpe.describe(-1)
@@ -277,7 +300,8 @@ def test_save_and_load(bpe: BPE, tmp_path: Path) -> None:
 @pytest.mark.parametrize("content, message", [
     ("not json", "is not JSON"),
     ('{"merges": []}', "is not a tinyedu BPE file"),
-    ('{"format": "tinyedu-bpe", "version": 2, "merges": []}', "has version 2"),
+    ('{"format": "tinyedu-bpe", "version": 3, "merges": []}', "has version 3"),
+    ('{"format": "tinyedu-bpe", "version": 2, "merges": [], "special_tokens": [""]}', "special_tokens must"),
     ('{"format": "tinyedu-bpe", "version": 1, "merges": [[97, 256]]}', "merge 0 \\(token 256\\)"),
     ('{"format": "tinyedu-bpe", "version": 1, "merges": [[97, 98], [97, 98]]}', "merged twice"),
     ('{"format": "tinyedu-bpe", "version": 1, "merges": [[97, true]]}', "two token ids"),
@@ -311,3 +335,95 @@ def test_clear_errors(bpe: BPE) -> None:
         with pytest.raises(TypeError, match="expected a sequence of token ids"):
             bpe.decode(not_ids)
     assert bpe.decode([]) == b"" and bpe.encode(b"").tolist() == [] and bpe.decode([5]) == b"\x05"
+
+
+# ---------------------------------------------------------------------------------------------
+# The pre-split, in Python and in the exported generator's C
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text, pieces", [
+    (b"x =    y", [b"x", b" =", b"   ", b" y"]),
+    (b"it's don't we'll they've you're I'm he'd 'S", [b"it", b"'s", b" don", b"'t", b" we", b"'ll", b" they",
+                                                      b"'ve", b" you", b"'re", b" I", b"'m", b" he", b"'d",
+                                                      b" '", b"S"]),
+    (b"def f(self):\n        return 1\n\n", [b"def", b" f", b"(", b"self", b"):", b"\n       ", b" return",
+                                             b" 1", b"\n\n"]),
+    (b"caf\xc3\xa9 \xff\xfe 123abc", [b"caf\xc3\xa9", b" \xff\xfe", b" 123", b"abc"]),
+    (b"\t\ta  ", [b"\t", b"\t", b"a", b"  "]),  # only a space joins the word after it
+    (b" \n a", [b" \n", b" a"]),
+])  # fmt: skip
+def test_pre_split_pieces(text: bytes, pieces: list[bytes]) -> None:
+    assert pre_split(text) == pieces
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.binary(max_size=200))
+def test_pre_split_covers_the_text(data: bytes) -> None:
+    assert b"".join(pre_split(data)) == data and b"" not in pre_split(data)
+
+
+def test_merges_stay_inside_pieces(bpe: BPE) -> None:
+    assert all(pre_split(token) == [token] for token in bpe.vocab[256:])  # no token spans two pieces
+    whole = train_bpe(corpus_split(0.9)[0][:200_000], 400, split=False)
+    assert any(len(pre_split(token)) > 1 for token in whole.vocab[256:])  # as "e " or "):\n    " do
+    text = b"x = 1\nif x:\n    return x  \n"
+    assert [bpe.decode([t]) for t in bpe.encode(text)][:3] == [b"x", b" =", b" 1"]
+
+
+def test_special_tokens(tmp_path: Path) -> None:
+    bpe = train_bpe(corpus()[:20_000], 300, special_tokens=[END_OF_TEXT])
+    eot = bpe.special_tokens[END_OF_TEXT]
+    assert eot == 299 == bpe.vocab_size - 1 and len(bpe.merges) == 43
+    text = "a = 1<|endoftext|>b = 2"
+    ids = bpe.encode(text, allowed_special=True)
+    assert (ids == eot).sum() == 1 and bpe.decode(ids) == text.encode()
+    assert eot not in bpe.encode(text).tolist() and bpe.decode(bpe.encode(text)) == text.encode()
+    assert bpe.encode("<|endoftext|>", allowed_special=True).tolist() == [eot]
+    bpe.save(tmp_path / "bpe.json")
+    assert BPE.load(tmp_path / "bpe.json") == bpe
+    (tmp_path / "v1.json").write_text('{"format": "tinyedu-bpe", "version": 1, "merges": [[97, 98]]}')
+    old = BPE.load(tmp_path / "v1.json")
+    assert not old.split and old.encode(b"a ab").tolist() == [97, 32, 256]
+    with pytest.raises(ValueError, match="special_tokens must be a list of distinct"):
+        train_bpe(b"abc", 300, special_tokens="<|endoftext|>")
+    with pytest.raises(ValueError, match="at least 256 \\(the bytes\\) \\+ 1"):
+        train_bpe(b"abc", 256, special_tokens=[END_OF_TEXT])
+
+
+TRICKY = [b"", b"a", bytes(range(256)), bytes(range(255, -1, -1)) * 2, b"\xff\xfe\xe2\x82 \x80x",
+          "naïve café ☕ 𝔘 ünïcode".encode(), b"it's don't we'll they've you're I'm he'd 'x '' 's",
+          b"x =    y\t\t z   \n\n\n    ", b"def f(self):\n        return 1\n\n\nclass A:\n\tpass\r\n",
+          b"   ", b" ", b"\n", b"'", b"'l", b"'ll", b"a1b2 33 4.5e-6 __init__ <|endoftext|>",
+          b"\x00\x00 \x00"]
+
+
+def test_c_tokenizer_equals_python(bpe: BPE, tmp_path: Path) -> None:
+    """The exported generator's C tokenizer (pre-split scanner + merges) gives Python's tokens."""
+    source = "#include <stdio.h>\n#include <stdlib.h>\n" + _tokenizer(bpe) + r"""
+int main(int argc, char** argv) {
+  FILE* f = fopen(argv[1], "rb");
+  static unsigned char text[1 << 16];
+  static int ids[1 << 16];
+  int n = (int)fread(text, 1, sizeof text, f);
+  fclose(f);
+  for (int i = 0; i < n; i = piece_end(text, n, i)) printf("%d ", piece_end(text, n, i) - i);
+  printf("\n");
+  int count = bpe_encode(text, n, ids);
+  for (int i = 0; i < count; i++) printf("%d ", ids[i]);
+  if (argc > 2) print_token(ids[0]);  /* (used, so -Wall is quiet) */
+  return 0;
+}
+"""
+    (tmp_path / "tok.c").write_text(source)
+    subprocess.run([find_compiler(), "-O1", "-Wall", "-Werror", str(tmp_path / "tok.c"), "-o",
+                    str(tmp_path / "tok")], check=True)
+    rng = np.random.default_rng(0)
+    randoms = [rng.integers(0, 256, 300, dtype=np.uint8).tobytes(),
+               bytes(rng.choice(list(b"ab1 \n\t'.\xc3"), 400).tolist()), corpus_split(0.9)[1][:5000]]
+    for text in TRICKY + randoms:
+        (tmp_path / "in.bin").write_bytes(text)
+        out = subprocess.run([str(tmp_path / "tok"), str(tmp_path / "in.bin")], capture_output=True,
+                             check=True, timeout=60).stdout.split(b"\n")
+        assert [int(n) for n in out[0].split()] == [len(piece) for piece in pre_split(text)], text[:60]
+        assert [int(t) for t in out[1].split()] == bpe.encode(text).tolist(), text[:60]

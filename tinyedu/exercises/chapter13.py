@@ -45,6 +45,10 @@ def _merge_hint(ids: list[int], pair: tuple[int, int], got: list[int], want: lis
                 "so the first two merge and the third stays ('a a a' -> 'X a')")
     if pair[0] == pair[1] and got == want[::-1]:
         return "the merge goes from left to right: 'a a a' -> 'X a', not 'a X'"
+    if pair[0] == pair[1] and len(got) > len(want):
+        return ("a run of four equal tokens holds two pairs that do not overlap: 'a a a a' -> 'X X', not "
+                "'X a a'. Only the pair that shares its first token with the pair just merged is skipped; "
+                "the one after it merges again")
     return "replace every occurrence of the pair, left to right, by new_id"
 
 
@@ -103,8 +107,10 @@ def _small_gpt(window: int | None) -> GPT:
 def check_write_rows(write_rows: Callable[[Tensor, Tensor, Tensor], Tensor]) -> str:
     need_function(write_rows, "write_rows", "write_rows(cache, rows, positions) returning a Tensor")
     rng = np.random.default_rng(13)
-    cache = rng.standard_normal((1, 2, 6, 3)).astype(np.float32)
     for positions in ([0], [5], [2, 3, 4], [1, 4]):
+        cache = rng.standard_normal((1, 2, 6, 3)).astype(np.float32)
+        cache[0, 0, positions[-1], 1] = np.inf  # in a slot being overwritten: cache * 0 would be NaN
+        cache[0, 1, (positions[-1] + 1) % 6, 0] = -np.inf  # in a slot kept: it must stay -inf
         rows = rng.standard_normal((1, 2, len(positions), 3)).astype(np.float32)
         rows[0, 1, 0, 2] = np.inf  # a value a 0/1 multiplication would turn into NaN elsewhere
         got = write_rows(Tensor(cache), Tensor(rows), Tensor(np.array(positions, dtype=np.int32)))
@@ -117,8 +123,9 @@ def check_write_rows(write_rows: Callable[[Tensor, Tensor, Tensor], Tensor]) -> 
         if np.array_equal(got_np, want):
             continue
         if np.isnan(got_np).any():
-            hint = ("NaN where the rows hold inf: a 0/1 mask times a value turns inf into NaN (0 * inf); "
-                    "choose between the new row and the cache with `where` instead")
+            hint = ("NaN where the rows or the cache hold inf: a 0/1 mask times a value turns inf into NaN "
+                    "(0 * inf), in the new rows and in the cache slots they overwrite alike; choose "
+                    "between the new row and the cache with `where` instead")
         elif np.array_equal(np.delete(got_np, positions, 2), np.zeros_like(np.delete(want, positions, 2))):
             hint = "the positions not written must keep the cache's values (the earlier tokens' keys)"
         else:
@@ -145,8 +152,9 @@ def check_write_rows(write_rows: Callable[[Tensor, Tensor, Tensor], Tensor]) -> 
                 "replayed at every position: if write_rows reads the positions as Python numbers "
                 "(.numpy(), .item(), a slice), the replay writes every new key at the first step's position. "
                 "Hint: compare the positions with Tensor.arange as tensors (a one-hot of slots)")
-    return ("the cache keeps its other rows, inf stays inf; plugged into a GPT (causal, and a window of 4), "
-            "cached greedy decoding gives the same tokens as recomputing every step.")
+    return ("the cache keeps its other rows, inf stays inf (in the rows and in the cache); plugged into a "
+            "GPT (causal, and a window of 4), cached greedy decoding gives the same tokens as recomputing "
+            "every step.")
 
 
 # -- exercise: the online-softmax rescale ------------------------------------------------------------
@@ -163,12 +171,44 @@ def _online_cases() -> list[tuple[str, np.ndarray, int]]:
             ("one key per block", growing[:2, :7], 1), ("one block", rng.standard_normal((2, 6)), 8)]
 
 
-def _online_hint(name: str, got: np.ndarray, want: np.ndarray) -> str:
+def _two_blocks(step: Callable[..., Any], first: float, second: float) -> tuple[float, float] | None:
+    """(total, out) after two one-key blocks with scores `first` then `second` (values 1 then 3), or None
+    when the learner's step fails on them: a probe that tells one mistake from another."""
+    try:
+        state = (np.full((1, 1), -np.inf), np.zeros((1, 1)), np.zeros((1, 1)))
+        with np.errstate(all="ignore"):
+            for score, value in ((first, 1.0), (second, 3.0)):
+                state = step(*state, np.array([[score]]), np.array([[value]]))
+        return float(np.asarray(state[1]).reshape(-1)[0]), float(np.asarray(state[2]).reshape(-1)[0])
+    except Exception:  # the probe is only for the hint; the checker has reported the failure itself
+        return None
+
+
+def _online_hint(step: Callable[..., Any], what: str, got: np.ndarray) -> str:
+    """A hint for the mistake the probes point to; none of them states the update itself."""
     if not np.isfinite(got).all():
-        return ("the result is not finite: exp of a score of 1e4 overflows; only ever exponentiate "
-                "score - m_new (at most 0)")
-    return ("when a block raises the max, everything summed so far was exp(s - m_old): multiply both "
-            "the running sum and the running output by exp(m_old - m_new) before adding the block")
+        if "1e4" in what:
+            return ("the result is not finite: exp overflows float64 from exp(710) on, and these scores "
+                    "reach 1e4. What you exponentiate must never be positive: which number do you know "
+                    "is at least every score seen so far?")
+        return ("the result is not finite in a row with masked keys: -inf - (-inf) is NaN, as happens when "
+                "a block's own max is -inf. Subtract a number that is finite as soon as any key was seen")
+    falling, rising = _two_blocks(step, 2.0, 0.0), _two_blocks(step, 0.0, 2.0)
+    if falling is not None and not np.isclose(falling[0], 1 + np.exp(-2.0)):
+        return ("a block whose scores all lie below the running max gets weights as if its own max were "
+                "the reference (scores 2 then 0 give total "
+                f"{falling[0]:.4f}, not 1 + exp(-2) = {1 + np.exp(-2.0):.4f}): every weight added to "
+                "total and out must be measured against the same number")
+    if rising is not None and not np.isclose(rising[0], 1 + np.exp(-2.0)):
+        return ("when a block raises the max, total still holds weights measured against the old max while "
+                f"the new block's are measured against the new one (scores 0 then 2 give total "
+                f"{rising[0]:.4f}, not {1 + np.exp(-2.0):.4f}): how does exp(s - m_old) relate to "
+                "exp(s - m_new)?")
+    if rising is not None and not np.isclose(rising[1], 3 + np.exp(-2.0)):
+        return ("total comes out right when a block raises the max, but out does not: out adds up the same "
+                "weights (times the values) as total, so whatever total needs when the max changes, out "
+                "needs too")
+    return "each block must leave m, total and out as one pass over all the keys so far would"
 
 
 @exercise("13.online_softmax", answer="online_softmax_step", title="The online-softmax rescale")
@@ -198,7 +238,7 @@ def check_online_softmax(online_softmax_step: Callable[..., Any]) -> str:
             raise AssertionError(f"{what}, blocks of {block} keys: out / total in row {row} is "
                                  f"{np.round(got[row], 6)}, softmax(scores) @ values is "
                                  f"{np.round(want[row], 6)}. "
-                                 f"Hint: {_online_hint(what, got, want)}.")
+                                 f"Hint: {_online_hint(online_softmax_step, what, got)}.")
         if not np.allclose(m, scores.max(1, keepdims=True)):
             raise AssertionError(f"{what}: after the last block m must be the largest score of each row")
     return ("block by block, out / total equals softmax(scores) @ values in float64, for scores of +-1e4, "

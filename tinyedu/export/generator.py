@@ -6,9 +6,10 @@ export_c (program.py) turns a forward pass of fixed shapes into C. Generation is
 such pass, the decoding step: the step reads one token, its position and every layer's KV cache
 (block_size positions, the ones not yet written hidden by the causal mask) and returns the logits
 and the caches with this position's keys and values written in. export_c lowers that step like any
-model; this file writes the loop around it in C: the byte-level BPE encoder (the merges as a
-table), the prompt fed through the step one position at a time (prefill), greedy decoding (argmax
-of the logits), and the bytes of every token printed as it comes. The program needs no Python.
+model; this file writes the loop around it in C: the byte-level BPE encoder (the pre-split of
+tinyedu/text/split.py as a hand-written scanner, the merges as a table), the prompt fed through
+the step one position at a time (prefill), greedy decoding (argmax of the logits), and the bytes
+of every token printed as it comes. The program needs no Python.
 """
 
 from __future__ import annotations
@@ -104,8 +105,9 @@ def _c_ints(values: list[int]) -> str:
 
 # --8<-- [start:tokenizer]
 TOKENIZER = Template(r"""
-/* ---- the tokenizer: byte-level BPE ---- */
+/* ---- the tokenizer: the pre-split, then byte-level BPE inside each piece ---- */
 #define N_MERGES $n_merges
+#define PRE_SPLIT $pre_split  /* 1: merges only inside the pieces of pre_split (tinyedu/text/split.py) */
 static const int merges[$rows][3] = {  /* left, right, merged token: in the order they were learned */
   $merges
 };
@@ -116,6 +118,34 @@ static const int piece_start[$n_starts] = {  /* token t is piece_bytes[piece_sta
   $starts
 };
 
+/* the four byte classes of the pre-split; every byte is in exactly one */
+static int is_space(unsigned char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
+static int is_letter(unsigned char c) {
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c >= 0x80;
+}
+static int is_digit(unsigned char c) { return c >= '0' && c <= '9'; }
+static int is_other(unsigned char c) { return !is_space(c) && !is_letter(c) && !is_digit(c); }
+
+/* where the piece that starts at text[i] ends: the pattern's alternatives, tried in order */
+static int piece_end(const unsigned char* t, int n, int i) {
+  if (!PRE_SPLIT) return n;
+  if (t[i] == '\'' && i + 1 < n) {  /* a contraction: 's 'd 'm 't 'll 've 're */
+    unsigned char c = t[i + 1], d = i + 2 < n ? t[i + 2] : 0;
+    if (c == 's' || c == 'd' || c == 'm' || c == 't') return i + 2;
+    if ((c == 'l' && d == 'l') || (c == 'v' && d == 'e') || (c == 'r' && d == 'e')) return i + 3;
+  }
+  int j = (t[i] == ' ' && i + 1 < n) ? i + 1 : i;  /* at most one space before a word */
+  int (*const classes[3])(unsigned char) = {is_letter, is_digit, is_other};
+  for (int k = 0; k < 3; k++)
+    if (classes[k](t[j])) {  /* a word, a number or a run of punctuation */
+      while (j < n && classes[k](t[j])) j++;
+      return j;
+    }
+  j = i;  /* whitespace: to the end, or all but the last byte before a non-space (it joins the word) */
+  while (j < n && is_space(t[j])) j++;
+  return (j == n || j - 1 == i) ? j : j - 1;
+}
+
 /* the earliest rule that merges (left, right), or N_MERGES when none does */
 static int rule_of(int left, int right) {
   for (int r = 0; r < N_MERGES; r++)
@@ -123,10 +153,9 @@ static int rule_of(int left, int right) {
   return N_MERGES;
 }
 
-/* text[0..n) as tokens in ids (room for n), their count: start from the bytes, then apply the
-   earliest rule that matches a pair, at every occurrence left to right, until no rule matches */
-static int bpe_encode(const unsigned char* text, int n, int* ids) {
-  for (int i = 0; i < n; i++) ids[i] = text[i];
+/* one piece's n tokens in ids, merged in place; their new count: apply the earliest rule that
+   matches a pair, at every occurrence left to right, until no rule matches */
+static int bpe_merge(int* ids, int n) {
   for (;;) {
     int best = N_MERGES;
     for (int i = 0; i + 1 < n; i++) {
@@ -145,6 +174,19 @@ static int bpe_encode(const unsigned char* text, int n, int* ids) {
   }
 }
 
+/* text[0..n) as tokens in ids (room for n), their count: each piece's bytes, merged. Special tokens'
+   text ("<|endoftext|>") is ordinary text here, as in BPE.encode without allowed_special */
+static int bpe_encode(const unsigned char* text, int n, int* ids) {
+  int count = 0;
+  for (int i = 0; i < n;) {
+    int end = piece_end(text, n, i);
+    for (int j = i; j < end; j++) ids[count + j - i] = text[j];
+    count += bpe_merge(ids + count, end - i);
+    i = end;
+  }
+  return count;
+}
+
 static void print_token(int id) {
   size_t length = (size_t)(piece_start[id + 1] - piece_start[id]);
   fwrite(piece_bytes + piece_start[id], 1, length, stdout);
@@ -160,7 +202,8 @@ def _tokenizer(bpe: BPE) -> str:
     starts = np.cumsum([0] + [len(p) for p in pieces]).tolist()
     merges = ",\n  ".join(", ".join(f"{{{a}, {b}, {c}}}" for a, b, c in rules[i:i + 6])
                           for i in range(0, len(rules), 6))
-    return TOKENIZER.substitute(n_merges=len(rules), rows=max(len(rules), 1), merges=merges or "{0, 0, 0}",
+    return TOKENIZER.substitute(n_merges=len(rules), pre_split=int(bpe.split), rows=max(len(rules), 1),
+                                merges=merges or "{0, 0, 0}",
                                 n_bytes=starts[-1], bytes=_c_ints(list(b"".join(pieces))),
                                 n_starts=len(starts), starts=_c_ints(starts))
 

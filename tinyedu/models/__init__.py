@@ -7,7 +7,7 @@ both (the tests compare outputs and gradients)."""
 
 from tinyedu.models.cnn import MnistCNN
 from tinyedu.models.generate import speculative_generate
-from tinyedu.models.gpt import GPT, bigram_loss, train_gpt
+from tinyedu.models.gpt import GPT, best_bigram_loss, bigram_loss, train_gpt
 from tinyedu.models.lstm import LSTM, LSTMCell, LSTMRegressor, lstm_cell
 from tinyedu.models.quantize import quantize_int8
 from tinyedu.models.resnet import BasicBlock, ResNet
@@ -15,4 +15,4 @@ from tinyedu.models.transformer import Block, CausalSelfAttention, Transformer, 
 
 __all__ = ["Transformer", "Block", "CausalSelfAttention", "attention", "causal_mask", "LSTM", "LSTMCell",
            "LSTMRegressor", "lstm_cell", "ResNet", "BasicBlock", "MnistCNN", "GPT", "train_gpt",
-           "bigram_loss", "speculative_generate", "quantize_int8"]
+           "bigram_loss", "best_bigram_loss", "speculative_generate", "quantize_int8"]

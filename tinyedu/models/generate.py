@@ -24,33 +24,47 @@ import numpy as np
 
 
 # --8<-- [start:sample]
-def pick_token(logits: np.ndarray, temperature: float, top_k: int | None, rng: np.random.Generator) -> int:
+def pick_token(logits: np.ndarray, temperature: float, top_k: int | None, rng: np.random.Generator,
+               top_p: float | None = None) -> int:
     """The next token from one position's logits (vocab,).
 
     temperature 0 (or top_k 1) takes the likeliest token (greedy). Otherwise the token is drawn from
-    softmax(logits / temperature) restricted to the top_k likeliest tokens: a low temperature
-    sharpens the distribution, a high one flattens it; top_k cuts off the long tail of unlikely tokens.
+    softmax(logits / temperature) restricted to the top_k likeliest tokens, then to the nucleus of
+    top_p: a low temperature sharpens the distribution, a high one flattens it; top_k cuts off the
+    long tail at a fixed count, top_p at a fixed probability mass (few tokens where the model is
+    sure, many where it is not).
     """
     logits = np.asarray(logits, dtype=np.float64)
     if temperature == 0 or top_k == 1:
         return int(logits.argmax())
-    return int(rng.choice(len(logits), p=token_probabilities(logits, temperature, top_k)))
+    return int(rng.choice(len(logits), p=token_probabilities(logits, temperature, top_k, top_p)))
 
 
-def token_probabilities(logits: np.ndarray, temperature: float, top_k: int | None) -> np.ndarray:
-    """softmax(logits / temperature) over the top_k largest logits (the rest get probability 0)."""
+def token_probabilities(logits: np.ndarray, temperature: float, top_k: int | None,
+                        top_p: float | None = None) -> np.ndarray:
+    """softmax(logits / temperature) over the top_k largest logits (the rest get probability 0),
+    then over the nucleus: the likeliest tokens whose probabilities, added from the largest down,
+    first reach top_p (nucleus sampling, Holtzman et al. 2019); renormalized to sum to 1."""
     scaled = np.asarray(logits, dtype=np.float64) / temperature
     if top_k is not None and top_k < len(scaled):
         kth_largest = np.partition(scaled, -top_k)[-top_k]
         scaled = np.where(scaled >= kth_largest, scaled, -np.inf)
     probabilities = np.exp(scaled - scaled.max())
-    return probabilities / probabilities.sum()
+    probabilities /= probabilities.sum()
+    if top_p is not None and top_p < 1:
+        order = np.argsort(-probabilities, kind="stable")  # likeliest first; ties: the smaller id first
+        mass_before = np.cumsum(probabilities[order]) - probabilities[order]
+        dropped = order[mass_before >= top_p]  # the nucleus already holds top_p without them
+        probabilities[dropped] = 0.0
+        probabilities /= probabilities.sum()
+    return probabilities
 # --8<-- [end:sample]
 
 
 # --8<-- [start:generate]
 def generate_tokens(model: Any, prompt_ids: Sequence[int], new_tokens: int, temperature: float = 0.0,
-                    top_k: int | None = None, seed: int = 0, cache: bool = True) -> list[int]:
+                    top_k: int | None = None, seed: int = 0, cache: bool = True,
+                    top_p: float | None = None) -> list[int]:
     """The prompt followed by `new_tokens` tokens chosen one at a time (pick_token), seeded by `seed`.
 
     With the cache, the prompt goes through the model once and every later step runs the model on
@@ -58,14 +72,14 @@ def generate_tokens(model: Any, prompt_ids: Sequence[int], new_tokens: int, temp
     logits, so greedy decoding gives the same text.
     """
     sequence = _checked_prompt(model, prompt_ids, new_tokens, "generate")
-    _check_sampling(temperature, top_k, model.vocab_size)
+    _check_sampling(temperature, top_k, model.vocab_size, top_p)
     rng = np.random.default_rng(seed)
     kept_cache, recompute = model.decoding_state()  # kept across calls: recorded steps replay at once
     caches = kept_cache if cache else None
     logits = (model.forward_cached(sequence, 0, caches)[-1] if cache
               else model.forward_last(sequence, recompute))
     for step in range(new_tokens):
-        sequence.append(pick_token(logits, temperature, top_k, rng))
+        sequence.append(pick_token(logits, temperature, top_k, rng, top_p))
         if step + 1 < new_tokens:
             logits = (model.forward_cached(sequence[-1:], len(sequence) - 1, caches)[-1] if cache
                       else model.forward_last(sequence, recompute))
@@ -150,13 +164,17 @@ def _checked_prompt(model: Any, prompt_ids: Sequence[int], new_tokens: int, op: 
     return sequence
 
 
-def _check_sampling(temperature: float, top_k: int | None, vocab_size: int) -> None:
+def _check_sampling(temperature: float, top_k: int | None, vocab_size: int,
+                    top_p: float | None = None) -> None:
     if not isinstance(temperature, (int, float)) or isinstance(temperature, bool) or not temperature >= 0 \
             or math.isinf(temperature):
         raise ValueError(f"generate: temperature must be a finite number >= 0, got {temperature!r}")
     if top_k is not None and (not isinstance(top_k, int) or isinstance(top_k, bool)
                               or not 1 <= top_k <= vocab_size):
         raise ValueError(f"generate: top_k must be None or an int in 1..{vocab_size}, got {top_k!r}")
+    if top_p is not None and (not isinstance(top_p, (int, float)) or isinstance(top_p, bool)
+                              or not 0 < top_p <= 1):
+        raise ValueError(f"generate: top_p must be None or a number in (0, 1], got {top_p!r}")
 
 
 __all__ = ["pick_token", "token_probabilities", "generate_tokens", "speculative_generate"]

@@ -16,6 +16,7 @@ lets the compiler fold them.
 
 from __future__ import annotations
 
+import math
 from typing import Iterable
 
 import numpy as np
@@ -194,4 +195,81 @@ def _check_number(owner: str, name: str, value: object, low: float, high: float 
         raise ValueError(f"{owner}: {name} must be a number {bound}, got {value!r}")
 
 
-__all__ = ["Optimizer", "SGD", "Adam", "AdamW"]
+# --8<-- [start:schedule]
+class WarmupCosine:
+    """The learning rate of nanoGPT and GPT-3: a linear warmup, then a cosine decay to `min_lr`.
+
+        step t < warmup:      lr = max_lr * (t + 1) / warmup
+        warmup <= t < total:  lr = min_lr + (max_lr - min_lr) * (1 + cos(pi * progress)) / 2,
+                              progress = (t - warmup) / (total - warmup), from 0 to 1
+        t >= total:           lr = min_lr
+
+    Why: at the start Adam's moment estimates come from a handful of gradients and the weights are
+    random, so full-size steps can throw the model somewhere it never recovers from; a few small steps
+    first avoid that. Late in training, smaller steps settle into the minimum instead of bouncing around
+    it. `step()` after each `opt.step()` moves
+    to the next step's rate (as torch.optim.lr_scheduler); it writes `opt.lr` in place, so a TinyJit
+    step reads the new rate and compiles nothing new.
+    """
+
+    def __init__(self, optimizer: Optimizer, max_lr: float, warmup_steps: int, total_steps: int,
+                 min_lr: float = 0.0):
+        for name, value, low in (("warmup_steps", warmup_steps, 0), ("total_steps", total_steps, 1)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ValueError(f"WarmupCosine: {name} must be an int >= {low}, got {value!r}")
+        if total_steps <= warmup_steps:
+            raise ValueError(f"WarmupCosine: total_steps ({total_steps}) must be more than warmup_steps "
+                             f"({warmup_steps}), or nothing is left to decay")
+        self.optimizer, self.warmup_steps, self.total_steps = optimizer, warmup_steps, total_steps
+        _check_number("WarmupCosine", "max_lr", max_lr, 0.0)
+        _check_number("WarmupCosine", "min_lr", min_lr, 0.0)
+        if min_lr > max_lr:
+            raise ValueError(f"WarmupCosine: min_lr ({min_lr}) is above max_lr ({max_lr})")
+        self.max_lr = float(max_lr)
+        self.min_lr, self.last_step = float(min_lr), 0
+        self._write(self.lr_at(0))
+
+    def lr_at(self, step: int) -> float:
+        """The learning rate of step `step` (counting from 0), in float64."""
+        if step < self.warmup_steps:
+            return self.max_lr * (step + 1) / self.warmup_steps
+        if step >= self.total_steps:
+            return self.min_lr
+        progress = (step - self.warmup_steps) / (self.total_steps - self.warmup_steps)  # 0 -> 1
+        return self.min_lr + (self.max_lr - self.min_lr) * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+    def step(self) -> None:
+        """Move to the next step: write its learning rate into the optimizer."""
+        self.last_step += 1
+        self._write(self.lr_at(self.last_step))
+
+    def _write(self, lr: float) -> None:
+        self.optimizer.lr.assign(lr).realize()
+# --8<-- [end:schedule]
+
+
+# --8<-- [start:clip]
+def clip_grad_norm(params: Iterable[Tensor], max_norm: float) -> Tensor:
+    """Scale every gradient by min(1, max_norm / (norm + 1e-6)), as torch.nn.utils.clip_grad_norm_.
+
+    `norm` is the 2-norm of all the gradients together, as one long vector. One unlucky batch can
+    give a gradient many times the usual size; clipping keeps the step's direction and caps its
+    length, so that batch cannot undo what training built. Returns that norm (before clipping), a
+    one-element Tensor, worth logging: a norm that keeps hitting max_norm means the lr is too high.
+    The new gradients are lazy: inside a TinyJit step, clipping costs no extra pass of its own.
+    """
+    _check_number("clip_grad_norm", "max_norm", max_norm, 0.0)
+    grads = [p for p in dict.fromkeys(params) if p.grad is not None]
+    if not grads:
+        raise ValueError("clip_grad_norm: no parameter has a gradient; call loss.backward() first")
+    with no_grad():
+        total = sum((p.grad.detach().float().square().sum() for p in grads[1:]),
+                    grads[0].grad.detach().float().square().sum()).sqrt()
+        scale = (max_norm / (total + 1e-6)).minimum(1.0)
+        for p in grads:
+            p.grad = (p.grad.detach() * scale).cast(p.grad.dtype)
+    return total
+# --8<-- [end:clip]
+
+
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "WarmupCosine", "clip_grad_norm"]

@@ -36,6 +36,15 @@ def _merge_everywhere(ids: np.ndarray, pair: tuple[int, int], new_id: int) -> np
     return np.delete(merged, at + 1)
 
 
+def _merge_first_of_each_run(ids: np.ndarray, pair: tuple[int, int], new_id: int) -> np.ndarray:
+    """Skips every start that follows a start: right for 'a a a', wrong for 'a a a a' ('X a a')."""
+    starts = (ids[:-1] == pair[0]) & (ids[1:] == pair[1])
+    at = np.flatnonzero(starts & ~np.concatenate([[False], starts[:-1]]))
+    merged = ids.copy()
+    merged[at] = new_id
+    return np.delete(merged, at + 1)
+
+
 def _merge_keeping_length(ids: np.ndarray, pair: tuple[int, int], new_id: int) -> np.ndarray:
     at = np.flatnonzero((ids[:-1] == pair[0]) & (ids[1:] == pair[1]))
     merged = ids.copy()
@@ -51,6 +60,14 @@ def _write_by_multiplying(cache: Tensor, rows: Tensor, positions: Tensor) -> Ten
     one_hot = (positions.reshape(-1, 1) == Tensor.arange(cache.shape[2]).reshape(1, -1)).float()
     placed = (one_hot.reshape(1, 1, *one_hot.shape, 1) * rows.unsqueeze(3)).sum(2)
     written = one_hot.sum(0).reshape(1, 1, -1, 1)
+    return placed + cache * (1 - written)
+
+
+def _write_placed_with_where_kept_by_multiplying(cache: Tensor, rows: Tensor, positions: Tensor) -> Tensor:
+    """The new rows chosen with `where` (no 0 * inf there), the cache kept by a multiplication."""
+    one_hot = positions.reshape(-1, 1) == Tensor.arange(cache.shape[2]).reshape(1, -1)
+    placed = one_hot.reshape(1, 1, *one_hot.shape, 1).where(rows.unsqueeze(3), 0.0).sum(2)
+    written = one_hot.float().sum(0).reshape(1, 1, -1, 1)
     return placed + cache * (1 - written)
 
 
@@ -77,6 +94,21 @@ def _step_without_max(m, total, out, scores, values):
     return np.maximum(m, scores.max(1, keepdims=True)), total + p.sum(1, keepdims=True), out + p @ values
 
 
+def _step_with_the_blocks_own_max(m, total, out, scores, values):
+    block_max = scores.max(1, keepdims=True)
+    p = np.exp(scores - block_max)  # relative to this block's max, not to the running one
+    return np.maximum(m, block_max), total + p.sum(1, keepdims=True), out + p @ values
+
+
+def _step_through_the_blocks_max(m, total, out, scores, values):
+    """Right in exact arithmetic, but a block of masked keys has block_max -inf: -inf - (-inf) = NaN."""
+    block_max = scores.max(1, keepdims=True)
+    m_new = np.maximum(m, block_max)
+    p = np.exp(scores - block_max) * np.exp(block_max - m_new)
+    shrink = np.exp(m - m_new)
+    return m_new, total * shrink + p.sum(1, keepdims=True), out * shrink + p @ values
+
+
 def _step_rescaling_the_sum_only(m, total, out, scores, values):
     m_new = np.maximum(m, scores.max(1, keepdims=True))
     p = np.exp(scores - m_new)
@@ -85,15 +117,22 @@ def _step_rescaling_the_sum_only(m, total, out, scores, values):
 
 MISTAKES = [
     Mistake("13.merge_pair", _merge_everywhere, "the pairs overlap", "overlapping pairs all merged"),
+    Mistake("13.merge_pair", _merge_first_of_each_run, "'a a a a' -> 'X X'", "only the first pair of a run"),
     Mistake("13.merge_pair", _merge_keeping_length, "as long as the input", "the second token kept"),
     Mistake("13.merge_pair", _merge_from_the_right, "from left to right", "merged right to left"),
     Mistake("13.merge_pair", lambda ids, pair, new_id: bpe.merge_pair(ids, pair, new_id).tolist(),
             "return a numpy array", "a list"),
     Mistake("13.kv_cache_update", _write_by_multiplying, "0 * inf", "a 0/1 mask multiplied in"),
+    Mistake("13.kv_cache_update", _write_placed_with_where_kept_by_multiplying, "cache slots they overwrite",
+            "placed with where, the cache kept by multiplying"),
     Mistake("13.kv_cache_update", _write_dropping_the_cache, "keep the cache's values", "zeros elsewhere"),
     Mistake("13.kv_cache_update", _write_with_python_positions, "as Python numbers",
             "positions read with .numpy()"),
-    Mistake("13.online_softmax", _step_without_rescale, "multiply both", "no rescale"),
-    Mistake("13.online_softmax", _step_without_max, "overflows", "exp of the raw scores"),
-    Mistake("13.online_softmax", _step_rescaling_the_sum_only, "multiply both", "only the sum rescaled"),
+    Mistake("13.online_softmax", _step_without_rescale, "how does exp(s - m_old) relate", "no rescale"),
+    Mistake("13.online_softmax", _step_without_max, "exp overflows float64", "exp of the raw scores"),
+    Mistake("13.online_softmax", _step_rescaling_the_sum_only, "out needs too", "only the sum rescaled"),
+    Mistake("13.online_softmax", _step_with_the_blocks_own_max, "as if its own max",
+            "each block relative to its own max"),
+    Mistake("13.online_softmax", _step_through_the_blocks_max, "-inf - (-inf) is NaN",
+            "through the block's max: NaN on a masked block"),
 ]
