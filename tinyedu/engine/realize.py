@@ -18,6 +18,7 @@ import numpy as np
 from tinyedu.engine.lower import Program as LoweredProgram
 from tinyedu.engine.lower import lower, lower_ahead, show
 from tinyedu.engine.schedule import ScheduleItem, count_flops
+from tinyedu.engine.two_stage import split_full_reduces
 from tinyedu.helpers import GlobalCounters, debug_level, prod
 from tinyedu.ops import LazyOp, LoadOps
 from tinyedu.runtime.device import Buffer
@@ -67,6 +68,7 @@ class Fill:
 # --8<-- [start:run]
 def run_schedule(schedule: list[ScheduleItem]) -> None:
     """Run (and empty) `schedule` in order (its new kernels are compiled first, side by side)."""
+    schedule[:] = split_full_reduces(schedule)  # a GPU's full reductions: many workgroups, then one
     programs = lower_ahead([(item.out.device, item.ast) for item in schedule
                             if not isinstance(item.ast.op, LoadOps)])
     level = debug_level()  # read once per schedule, not per kernel

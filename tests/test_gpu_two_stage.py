@@ -1,0 +1,156 @@
+"""Two-stage full reductions on GPU devices (tinyedu/engine/two_stage.py): many workgroups reduce a
+slice each into partials, then one workgroup reduces the partials. Checked against numpy in float64
+(within float32 summation error) on PYTHON in lockstep, GPU and WEBGPU, at sizes no slice divides;
+MAX keeps its NaN and inf; the emulator's counts show every workgroup of stage 1 at work; a CPU
+device's kernels are left as they are."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tinyedu import Device, Tensor
+from tinyedu.codegen.launch import GPULimits, launch_dims
+from tinyedu.engine.lower import lower
+from tinyedu.engine.schedule import create_schedule
+from tinyedu.engine.two_stage import grid, split_full_reduces, two_stages
+from tinyedu.ops import LoadOps
+from tinyedu.runtime.device import Buffer, DeviceUnavailable
+
+
+def available(device: str) -> bool:
+    try:
+        Device[device].check_runnable()
+        return True
+    except DeviceUnavailable:
+        return False
+
+
+GPUS = [d for d in ("GPU", "CUDA", "WEBGPU") if available(d)]
+
+
+@pytest.fixture(autouse=True)
+def python_as_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYTHON_GPU", "1")
+
+
+def kernels(t: Tensor) -> list:
+    return [i for i in create_schedule([t.lazydata]) if not isinstance(i.ast.op, LoadOps)]
+
+
+def close_to_float64(got: float, x: np.ndarray, f=lambda v: v) -> None:
+    """float32 summation error: a few ulps of sum(|f(x)|) (the float64 sum is the oracle)."""
+    exact = f(x.astype(np.float64))
+    assert abs(float(got) - exact.sum()) <= 4e-6 * np.abs(exact).sum() + 1e-30, (got, exact.sum())
+
+
+@pytest.mark.parametrize("n", [1, 2**11, 2**13, 10**6, 2**20 + 7, 2**31])
+def test_the_grid_covers_the_input_in_whole_workgroups(n):
+    limits = GPULimits()
+    split = grid(n, limits)
+    if n < 2 * 256 * 16:
+        assert split is None  # one workgroup's worth: nothing to split
+        return
+    groups, length = split
+    assert groups * length >= n > (groups - 1) * length  # every slice holds something
+    assert length % 256 == 0 and 2 <= groups <= min(256 * 16, limits.max_groups[0])
+
+
+def test_the_grid_follows_the_device_limits():
+    small = GPULimits(max_workgroup_size=64, max_groups=(100, 1, 1))
+    groups, length = grid(10**6 + 3, small)
+    assert groups <= 100 and length % 64 == 0 and groups * length >= 10**6 + 3
+
+
+@pytest.mark.parametrize("n", [1, 3, 2**13 + 1])
+def test_sum_max_and_fused_ops_on_python_in_lockstep(n):
+    x = np.random.default_rng(n).standard_normal(n).astype(np.float32)
+    close_to_float64(Tensor(x, device="PYTHON").sum().numpy(), x)
+    close_to_float64(Tensor(x, device="PYTHON").exp().sum().numpy(), x, np.exp)
+    assert Tensor(x, device="PYTHON").max().numpy() == x.max()
+    assert Tensor(x, device="PYTHON").exp().max().numpy() == Tensor(x, device="PYTHON").exp().numpy().max()
+
+
+@pytest.mark.parametrize("device", GPUS)
+@pytest.mark.parametrize("n", [1, 3, 2**20 + 7, 2**22])
+def test_sum_max_and_fused_ops_on_gpus(device, n):
+    x = np.random.default_rng(n).standard_normal(n).astype(np.float32)
+    close_to_float64(Tensor(x, device=device).sum().numpy(), x)
+    close_to_float64((Tensor(x, device=device) * 2 + 1).exp().sum().numpy(), x, lambda v: np.exp(v * 2 + 1))
+    assert Tensor(x, device=device).max().numpy() == x.max()
+    assert (-Tensor(x, device=device)).max().numpy() == (-x).max()  # the padding is -inf, not 0
+
+
+@pytest.mark.parametrize("device", ["PYTHON", *GPUS])
+def test_max_keeps_nan_and_inf(device, monkeypatch):
+    # (a size the one-stage kernel can GROUP too: a prime one is one loop, past lavapipe's limit)
+    n = 2**13 + 256 if device == "PYTHON" else 2**20 + 256
+    x = np.full(n, -np.inf, dtype=np.float32)
+    assert Tensor(x, device=device).max().numpy() == -np.inf  # all -inf: the identity is no value
+    x[n // 2] = np.inf
+    assert Tensor(x, device=device).max().numpy() == np.inf
+    x[n - 1] = np.nan  # in the last, padded slice
+    two = Tensor(x, device=device).max().numpy()
+    monkeypatch.setenv("SPLIT_REDUCE", "0")
+    one = Tensor(x, device=device).max().numpy()
+    assert np.array_equal(two, one, equal_nan=True)  # whatever the device's MAX does with NaN, unchanged
+
+
+def test_int_sum_is_exact():
+    x = np.arange(2**13 + 5, dtype=np.int32) - 5000
+    assert Tensor(x, device="PYTHON").sum().numpy() == x.sum()
+
+
+def test_a_full_reduce_becomes_two_kernels_and_others_stay_one():
+    x = Tensor(np.ones(2**13 + 5, dtype=np.float32), device="PYTHON")
+    (item,) = kernels(x.exp().sum().sqrt())
+    first, second = two_stages(item, GPULimits())
+    groups, length = grid(2**13 + 5, GPULimits())
+    assert first.out.shape == (groups,) and second.inputs[0] is first.out
+    assert first.inputs == item.inputs and second.out is item.out
+    (rows,) = kernels(Tensor(np.ones((4, 8192), dtype=np.float32), device="PYTHON").sum(axis=1))
+    assert two_stages(rows, GPULimits()) == [rows]  # four outputs: not a full reduce
+    (short,) = kernels(Tensor(np.ones(1000, dtype=np.float32), device="PYTHON").sum())
+    assert two_stages(short, GPULimits()) == [short]
+
+
+def test_a_cpu_device_keeps_its_kernels(monkeypatch):
+    monkeypatch.delenv("PYTHON_GPU")  # PYTHON without GPU limits is a CPU device
+    items = kernels(Tensor(np.ones(2**16, dtype=np.float32), device="PYTHON").sum())
+    assert split_full_reduces(list(items)) == items
+
+
+def test_the_counts_show_every_workgroup_at_work():
+    """One-stage: one workgroup (one barrier executed in all). Stage 1: each of its workgroups
+    GROUPs a slice (a barrier each), and its partials are the one-stage result's pieces."""
+    n = 2**13 + 256  # (a length the one-stage kernel GROUPs over its one workgroup's 256 threads)
+    x = np.random.default_rng(1).standard_normal(n).astype(np.float32)
+    (item,) = kernels(Tensor(x, device="PYTHON").sum())
+    first, second = two_stages(item, GPULimits())
+    groups, _ = grid(n, GPULimits())
+
+    def run(ast, size, inputs):
+        program = lower("PYTHON", ast)
+        out = Buffer("PYTHON", size, first.out.dtype)
+        program.runner([out, *inputs])
+        return program, out.as_numpy().copy()
+
+    data = Buffer("PYTHON", n, first.out.dtype).copyin(x)
+    one, total = run(item.ast, 1, [data])
+    stage1, partials = run(first.ast, groups, [data])
+    assert launch_dims(one.uops).groups == (1, 1, 1) and one.runner.traffic.barriers == 1
+    assert launch_dims(stage1.uops).groups[0] == groups and stage1.runner.traffic.barriers == groups
+    close_to_float64(partials.sum(), x)
+    close_to_float64(total[0], x)
+
+
+@pytest.mark.parametrize("device", GPUS)
+def test_views_and_fused_ops_below_the_reduce(device):
+    """A transposed, strided or broadcast input, and ops after the reduce (mean's scale)."""
+    rng = np.random.default_rng(2)
+    a, b = rng.standard_normal((1031, 1027)).astype(np.float32), rng.standard_normal(1027).astype(np.float32)
+    big, row = Tensor(a, device=device), Tensor(b, device=device)
+    close_to_float64(big.T.sum().numpy(), a.T)
+    close_to_float64(big[::2, 3:].sum().numpy(), a[::2, 3:])
+    close_to_float64((big * row).sum().numpy(), a, lambda v: v * b)
+    close_to_float64(big.mean().numpy() * a.size, a)

@@ -1,0 +1,143 @@
+"""Two-stage full reductions on GPU devices: many workgroups, then one.
+
+A GPU kernel that reduces a whole buffer to one number has one output, so it runs in ONE workgroup
+(the heuristics GROUP its reduce among that workgroup's threads): a GPU of a hundred cores keeps
+one of them busy. The realizer splits such a kernel in two before it runs:
+
+    stage 1   partials[g] = reduce(x[g*L : (g+1)*L])    G workgroups, each GROUPs its slice of L
+    stage 2   out = <the rest of the AST>(reduce(partials))   one workgroup, over G partials
+
+The input of N elements is seen as a (G, L) grid, L a multiple of the workgroup's threads (so the
+GROUP divides it) and G chosen from the device's limits. When G * L > N the last slice runs past
+the end: those places read nothing (the padded views gate the loads) and a WHERE puts the reduce's
+identity there (0 for SUM, -inf for MAX), since the ops before the reduce may turn the padding's 0
+into something else (exp(0) = 1). The order of the additions changes (float32 sums differ from the
+one-stage kernel's by rounding only); MAX gives the same value, NaN and inf included.
+
+Only kernels with one output on a device with GPU limits are split; every other kernel, and every
+kernel of a CPU device, runs as scheduled. SPLIT_REDUCE=0 turns the split off.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+from tinyedu.codegen.heuristics import WORKGROUP
+from tinyedu.codegen.kernel import ast_dtype
+from tinyedu.codegen.launch import GPULimits
+from tinyedu.codegen.uops import lowest_value
+from tinyedu.dtype import dtypes
+from tinyedu.engine.schedule import ScheduleItem, leaf_shape
+from tinyedu.helpers import getenv, postorder, prod
+from tinyedu.lazy import LazyBuffer
+from tinyedu.ops import BufferOps, ConstBuffer, LazyOp, LoadOps, MemBuffer, ReduceOps, TernaryOps
+from tinyedu.runtime.device import Device
+from tinyedu.shape import ShapeTracker
+
+PER_THREAD = 16  # elements each thread of a stage aims to reduce: a slice is WORKGROUP * PER_THREAD long
+
+
+def split_full_reduces(schedule: list[ScheduleItem]) -> list[ScheduleItem]:
+    """The schedule with every full reduction on a GPU device split into its two stages."""
+    if not getenv("SPLIT_REDUCE", 1):
+        return schedule
+    out: list[ScheduleItem] = []
+    for item in schedule:
+        limits = None if isinstance(item.ast.op, LoadOps) else Device[item.out.device].limits
+        out.extend(two_stages(item, limits) if limits is not None else [item])
+    return out
+
+
+def grid(n: int, limits: GPULimits) -> tuple[int, int] | None:
+    """(G, L): G slices of L elements covering n (G * L >= n), or None when one workgroup suffices.
+    L is a multiple of the workgroup's threads; G is at most threads * PER_THREAD (stage 2 then does
+    no more per thread than stage 1) and within the device's workgroups per grid dimension."""
+    threads = min(WORKGROUP, limits.max_workgroup_size)
+    slice_ = threads * PER_THREAD
+    if n < 2 * slice_:
+        return None
+    groups = min(math.ceil(n / slice_), slice_, limits.max_groups[0])
+    length = math.ceil(math.ceil(n / groups) / threads) * threads
+    return math.ceil(n / length), length
+
+
+def two_stages(item: ScheduleItem, limits: GPULimits) -> list[ScheduleItem]:
+    """[item] unchanged, or its two stages when it reduces a long input to one output."""
+    reduces = [node for node in item.ast.walk() if isinstance(node.op, ReduceOps)]
+    if prod(item.out.shape) != 1 or len(reduces) != 1:
+        return [item]
+    reduce = reduces[0]
+    shape = leaf_shape(reduce.src[0])
+    split = grid(prod(shape), limits)
+    if split is None:
+        return [item]
+    groups, length = split
+    n, dtype = prod(shape), ast_dtype(reduce)
+    partials = LazyBuffer(item.out.device, ShapeTracker.from_shape((groups,)), dtype, LoadOps.EMPTY)
+    body = _as_grid(reduce.src[0], n, groups, length)
+    if groups * length > n:  # the last slice's places past the end hold the identity
+        body = _identity_past_end(body, reduce.op, dtype, n, groups, length)
+    body, first_inputs = _renumber(body, item.inputs, [])
+    first = LazyOp(BufferOps.STORE, (LazyOp(reduce.op, (body,), (1,)),),
+                   MemBuffer(0, dtype, ShapeTracker.from_shape((groups, 1))))
+    read = LazyOp(BufferOps.LOAD, (), MemBuffer(1, dtype, ShapeTracker.from_shape((groups,)).reshape(
+        (groups,) + (1,) * (len(shape) - 1))))
+    second = _rebuild(item.ast, lambda node: node, {id(reduce): LazyOp(reduce.op, (read,), (0,))})
+    second, second_inputs = _renumber(second, item.inputs, [partials], {id(read)})
+    return [ScheduleItem(first, partials, tuple(first_inputs), "stage 1 of a two-stage reduce"),
+            ScheduleItem(second, item.out, tuple(second_inputs), item.reason)]
+
+
+def _as_grid(ast: LazyOp, n: int, groups: int, length: int) -> LazyOp:
+    """The reduce's source read as a (groups, length) grid: every leaf's view flattened, padded
+    past the end, reshaped (a node used twice stays one node)."""
+    def leaf(st: ShapeTracker) -> ShapeTracker:
+        flat = st.reshape((n,))
+        if groups * length > n:
+            flat = flat.pad(((0, groups * length - n),))
+        return flat.reshape((groups, length))
+    return _rebuild(ast, lambda node: LazyOp(node.op, (), replace(node.arg, st=leaf(node.arg.st))))
+
+
+def _identity_past_end(body: LazyOp, op: ReduceOps, dtype, n: int, groups: int, length: int) -> LazyOp:
+    """WHERE(inside, body, identity): `inside` is a constant True padded with False past n."""
+    inside = ShapeTracker.from_shape((n,)).pad(((0, groups * length - n),)).reshape((groups, length))
+    identity = 0 if op is ReduceOps.SUM else lowest_value(dtype)
+    mask = LazyOp(BufferOps.CONST, (), ConstBuffer(True, dtypes.bool, inside))
+    everywhere = ShapeTracker.from_shape((groups, length))
+    fill = LazyOp(BufferOps.CONST, (), ConstBuffer(identity, dtype, everywhere))
+    return LazyOp(TernaryOps.WHERE, (mask, body, fill))
+
+
+def _rebuild(ast: LazyOp, leaf, replaced: dict[int, LazyOp] | None = None) -> LazyOp:
+    """`ast` with the nodes in `replaced` (by id) swapped for their values, each LOAD/CONST leaf
+    for leaf(node), and every node above them rebuilt once (a node used twice stays one node)."""
+    replaced = replaced or {}
+    new: dict[int, LazyOp] = {}
+    for node in postorder([ast], lambda node: () if id(node) in replaced else node.src):
+        if id(node) in replaced:
+            new[id(node)] = replaced[id(node)]
+        elif node.op in (BufferOps.LOAD, BufferOps.CONST):
+            new[id(node)] = leaf(node)
+        else:
+            new[id(node)] = LazyOp(node.op, tuple(new[id(s)] for s in node.src), node.arg)
+    return new[id(ast)]
+
+
+def _renumber(ast: LazyOp, inputs: tuple[LazyBuffer, ...], kept: list[LazyBuffer],
+              numbered: set[int] = frozenset()) -> tuple[LazyOp, list[LazyBuffer]]:
+    """`ast` reading only the inputs it uses: `kept` are buffers 1, 2, ... already (their LOADs are
+    the nodes in `numbered`), then each of the item's `inputs` it reads (LOAD k reads inputs[k - 1])
+    in order of appearance. Returns the AST and its inputs."""
+    kept = list(kept)
+
+    def leaf(node: LazyOp) -> LazyOp:
+        if node.op is not BufferOps.LOAD or id(node) in numbered:
+            return node
+        source = inputs[node.arg.idx - 1]
+        if not any(x is source for x in kept):
+            kept.append(source)
+        number = next(k for k, x in enumerate(kept) if x is source) + 1
+        return LazyOp(node.op, (), MemBuffer(number, node.arg.dtype, node.arg.st))
+    return _rebuild(ast, leaf), kept
