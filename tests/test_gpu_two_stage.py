@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 
 from tinyedu import Device, Tensor
-from tinyedu.codegen.launch import GPULimits, launch_dims
+from tinyedu.codegen.launch import launch_dims
 from tinyedu.engine.lower import lower
 from tinyedu.engine.schedule import create_schedule
 from tinyedu.engine.two_stage import grid, split_full_reduces, two_stages
+from tinyedu.launch import GPULimits
 from tinyedu.ops import LoadOps
 from tinyedu.runtime.device import Buffer, DeviceUnavailable
 
