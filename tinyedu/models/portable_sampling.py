@@ -54,7 +54,7 @@ def portable_pick(logits: np.ndarray, temperature: float, top_k: int | None, rng
     weights = [math.exp((float(logits[i]) - largest) / temperature) for i in order]
     threshold = rng.next_uniform() * _total(weights)
     running = 0.0
-    for token, weight in zip(order, weights):
+    for token, weight in zip(order, weights, strict=True):
         running += weight
         if running > threshold:
             return int(token)
