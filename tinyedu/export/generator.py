@@ -212,25 +212,8 @@ def _tokenizer(bpe: BPE) -> str:
 
 
 # --8<-- [start:driver]
-DRIVER = Template(r"""
-/* ---- the generator: prefill, then greedy or sampled decoding ---- */
-#include <math.h>
-#include <time.h>
-#define VOCAB $vocab
-#define BLOCK_SIZE $block_size
-#define DEFAULT_NEW_TOKENS $default_new
-/* two sets of caches: a step reads one and writes the other (the forward's inputs and outputs may not
-   overlap), then they swap; all zeros at first, which the mask hides until they are written */
-static _Alignas(64) float caches[2][$n_caches][$cache_size];
-static _Alignas(64) float logits[VOCAB];
-static int now = 0;
-
-/* one position through the model: the logits of the token after it */
-static void step(int token, int position) {
-  ${name}_forward(&token, &position, $reads, logits, $writes);
-  now = 1 - now;
-}
-
+# argmax and the portable sampler: the native driver and the wasm one (export/wasm_generator.py) share it
+SAMPLER = r"""
 static int argmax(const float* x, int n) {  /* the first of equal maxima, as numpy's */
   int best = 0;
   for (int i = 1; i < n; i++) if (x[i] > x[best]) best = i;
@@ -262,7 +245,10 @@ static int pick(const float* x, double temperature, int top_k) {
     int swap = order[i]; order[i] = order[best]; order[best] = swap;
   }
   double largest = x[order[0]], total = 0.0;
-  for (int i = 0; i < top_k; i++) total += weights[i] = exp(((double)x[order[i]] - largest) / temperature);
+  for (int i = 0; i < top_k; i++) {
+    weights[i] = SAMPLER_EXP(((double)x[order[i]] - largest) / temperature);
+    total += weights[i];
+  }
   double threshold = next_uniform() * total, running = 0.0;
   for (int i = 0; i < top_k; i++) {
     running += weights[i];
@@ -271,6 +257,28 @@ static int pick(const float* x, double temperature, int top_k) {
   return order[top_k - 1];  /* u * total rounded up to the total: the last one */
 }
 
+"""
+
+DRIVER = Template(r"""
+/* ---- the generator: prefill, then greedy or sampled decoding ---- */
+#include <math.h>
+#include <time.h>
+#define VOCAB $vocab
+#define BLOCK_SIZE $block_size
+#define DEFAULT_NEW_TOKENS $default_new
+/* two sets of caches: a step reads one and writes the other (the forward's inputs and outputs may not
+   overlap), then they swap; all zeros at first, which the mask hides until they are written */
+static _Alignas(64) float caches[2][$n_caches][$cache_size];
+static _Alignas(64) float logits[VOCAB];
+static int now = 0;
+
+/* one position through the model: the logits of the token after it */
+static void step(int token, int position) {
+  ${name}_forward(&token, &position, $reads, logits, $writes);
+  now = 1 - now;
+}
+
+$sampler
 static int parse_long(const char* text, long* out) {
   char* end = NULL;
   *out = strtol(text, &end, 10);
@@ -341,7 +349,8 @@ def _driver(program: ExportedProgram, model: GPT) -> str:
         raise ValueError(f"export_generator: the step's token and position must be int32, got "
                          f"{[dt.name for _, dt in program.inputs[:2]]}")
     n_caches = len(program.inputs) - 2
-    return DRIVER.substitute(vocab=model.vocab_size, block_size=model.block_size,
+    return DRIVER.substitute(sampler=SAMPLER.replace("SAMPLER_EXP", "exp"),
+                             vocab=model.vocab_size, block_size=model.block_size,
                              default_new=DEFAULT_NEW_TOKENS, n_caches=n_caches,
                              cache_size=int(np.prod(program.inputs[2][0])), name=program.name,
                              reads=", ".join(f"caches[now][{i}]" for i in range(n_caches)),
@@ -349,4 +358,4 @@ def _driver(program: ExportedProgram, model: GPT) -> str:
 
 
 __all__ = ["export_generator", "export_step", "decoding_step", "merge_rules", "StepCache",
-           "DEFAULT_NEW_TOKENS", "TOKENIZER", "DRIVER"]
+           "DEFAULT_NEW_TOKENS", "TOKENIZER", "DRIVER", "SAMPLER"]
