@@ -13,12 +13,14 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tinyedu import Tensor
 from tinyedu.export import export_generator
 from tinyedu.export.generator import export_step, merge_rules
 from tinyedu.models import GPT, quantize_int8
+from tinyedu.models.portable_sampling import SplitMix64, portable_generate_tokens, portable_pick
 from tinyedu.nn.state import get_parameters
 from tinyedu.text import BPE, corpus, train_bpe
 
@@ -92,6 +94,53 @@ def test_c_generator_stops_at_block_size_and_rejects_bad_arguments(bpe: BPE, tmp
     for args in [(b"",), (b"x", "-1"), (b"x", "5x"), (b"x", ""), (), (b"x", "1", "2")]:
         result = _run(program, *args)
         assert result.returncode == 2 and b"usage" in result.stderr, args
+
+
+@pytest.mark.parametrize("temperature,top_k,seed", [(0.8, 0, 7), (1.5, 20, 12345), (0.5, 5, 0)])
+def test_c_sampling_equals_tinyedu_portable_sampling(bpe: BPE, tmp_path: Path, temperature: float,
+                                                     top_k: int, seed: int) -> None:
+    """Sampled, not greedy: the C program's tokens are portable_generate_tokens' for the same seed."""
+    model = _model("rope", None)
+    program = _compile(model, bpe, tmp_path)
+    ids = bpe.encode(b"def ")
+    new = 32 - len(ids)
+    tokens = portable_generate_tokens(model, ids, new, temperature, top_k or None, seed)
+    result = _run(program, b"def ", str(new), str(temperature), str(top_k), str(seed))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == bpe.decode(tokens)
+    assert tokens != model.generate(ids, new)  # it sampled: not the greedy tokens
+    again = _run(program, b"def ", str(new), str(temperature), str(top_k), str(seed + 1))
+    assert again.stdout != result.stdout  # the seed matters
+
+
+def test_c_sampling_greedy_and_bad_sampling_arguments(bpe: BPE, tmp_path: Path) -> None:
+    model = _model("rope", None)
+    program = _compile(model, bpe, tmp_path)
+    ids = bpe.encode(b"x = ")
+    greedy = bpe.decode(model.generate(ids, 10))
+    assert _run(program, b"x = ", "10", "0", "0", "3").stdout == greedy
+    assert _run(program, b"x = ", "10", "2.0", "1", "3").stdout == greedy  # top_k 1 is greedy
+    assert portable_generate_tokens(model, ids, 10) == model.generate(ids, 10)
+    for args in [("10", "-1", "0", "1"), ("10", "1", "301", "1"), ("10", "1", "5", "-2"),
+                 ("10", "x", "5", "1"), ("10", "1", "5")]:
+        result = _run(program, b"x", *args)
+        assert result.returncode == 2 and b"usage" in result.stderr, args
+
+
+def test_splitmix64_known_values_and_portable_pick() -> None:
+    """SplitMix64 from seed 0 gives the published first outputs (the reference C by Vigna)."""
+    rng = SplitMix64(0)
+    assert [rng.next_u64() for _ in range(3)] == [0xE220A8397B1DCDAF, 0x6E789E6AA1B965F4,
+                                                  0x06C45D188009454F]
+    uniforms = [SplitMix64(s).next_uniform() for s in range(1000)]
+    assert all(0.0 <= u < 1.0 for u in uniforms) and 0.45 < float(np.mean(uniforms)) < 0.55
+    logits = np.array([0.0, 3.0, 1.0, 3.0, -2.0], dtype=np.float32)
+    draws = [portable_pick(logits, 1.0, 3, SplitMix64(s)) for s in range(2000)]
+    counts = np.bincount(draws, minlength=5) / len(draws)
+    expected = np.exp([0.0, 3.0, 1.0, 3.0, -2.0]) * [0, 1, 1, 1, 0]
+    np.testing.assert_allclose(counts, expected / expected.sum(), atol=0.03)  # top-3 softmax
+    with pytest.raises(ValueError, match="seed"):
+        SplitMix64(-1)
 
 
 def test_step_embeds_its_weights_whatever_port_says(monkeypatch: pytest.MonkeyPatch) -> None:

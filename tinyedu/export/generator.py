@@ -8,7 +8,9 @@ such pass, the decoding step: the step reads one token, its position and every l
 and the caches with this position's keys and values written in. export_c lowers that step like any
 model; this file writes the loop around it in C: the byte-level BPE encoder (the pre-split of
 tinyedu/text/split.py as a hand-written scanner, the merges as a table), the prompt fed through
-the step one position at a time (prefill), greedy decoding (argmax of the logits), and the bytes
+the step one position at a time (prefill), greedy decoding (argmax of the logits) or sampling with
+a temperature, top-k and seed by the portable rule of tinyedu/models/portable_sampling.py (SplitMix64;
+tinyedu repeats it token for token), and the bytes
 of every token printed as it comes. The program needs no Python.
 """
 
@@ -89,9 +91,10 @@ def _header(program: ExportedProgram, model: GPT) -> str:
     return "\n".join([
         f"/* {name}.c: a tinyedu GPT that writes text, as a standalone C program (no Python).",
         f"   Build: cc -O2 {name}.c -o {name} -lm",
-        f"   Run:   ./{name} \"PROMPT\" [NEW_TOKENS]",
+        f"   Run:   ./{name} \"PROMPT\" [NEW_TOKENS [TEMPERATURE TOP_K SEED]]",
         "     encodes the prompt with the byte-level BPE below, runs it through the decoding step one",
-        "     position at a time, then picks the likeliest token (greedy) NEW_TOKENS times (default: as",
+        "     position at a time, then picks the likeliest token (greedy; or samples it with TEMPERATURE,",
+        "     TOP_K and SEED as tinyedu.models.portable_sampling does) NEW_TOKENS times (default: as",
         f"     many as fit, at most {DEFAULT_NEW_TOKENS}); it refuses (exit 1) a prompt and NEW_TOKENS past",
         f"     block_size = {model.block_size} positions; prints the prompt's and the new tokens' bytes.",
         f"   The step: {stats['kernels']} kernel calls ({stats['functions']} functions, rendered by "
@@ -209,8 +212,56 @@ def _tokenizer(bpe: BPE) -> str:
 
 
 # --8<-- [start:driver]
+# argmax and the portable sampler: the native driver and the wasm one (export/wasm_generator.py) share it
+SAMPLER = r"""
+static int argmax(const float* x, int n) {  /* the first of equal maxima, as numpy's */
+  int best = 0;
+  for (int i = 1; i < n; i++) if (x[i] > x[best]) best = i;
+  return best;
+}
+
+/* sampling that tinyedu repeats (tinyedu/models/portable_sampling.py): SplitMix64, then the top_k
+   largest logits (largest first, ties by the smaller id) weighted exp((logit - largest) / temperature),
+   and the first token whose running sum of weights exceeds one uniform draw times their sum */
+static unsigned long long rng_state;
+static double next_uniform(void) {  /* SplitMix64's output, top 53 bits, in [0, 1) */
+  unsigned long long z = (rng_state += 0x9E3779B97F4A7C15ULL);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  z ^= z >> 31;
+  return (double)(z >> 11) * (1.0 / 9007199254740992.0);
+}
+
+static int order[VOCAB];
+static double weights[VOCAB];
+static int pick(const float* x, double temperature, int top_k) {
+  if (temperature == 0.0 || top_k == 1) return argmax(x, VOCAB);
+  for (int i = 0; i < VOCAB; i++) order[i] = i;
+  for (int i = 0; i < top_k; i++) {  /* selection: the i-th largest into place i */
+    int best = i;
+    for (int j = i + 1; j < VOCAB; j++)
+      if (x[order[j]] > x[order[best]] || (x[order[j]] == x[order[best]] && order[j] < order[best]))
+        best = j;
+    int swap = order[i]; order[i] = order[best]; order[best] = swap;
+  }
+  double largest = x[order[0]], total = 0.0;
+  for (int i = 0; i < top_k; i++) {
+    weights[i] = SAMPLER_EXP(((double)x[order[i]] - largest) / temperature);
+    total += weights[i];
+  }
+  double threshold = next_uniform() * total, running = 0.0;
+  for (int i = 0; i < top_k; i++) {
+    running += weights[i];
+    if (running > threshold) return order[i];
+  }
+  return order[top_k - 1];  /* u * total rounded up to the total: the last one */
+}
+
+"""
+
 DRIVER = Template(r"""
-/* ---- the generator: prefill, then greedy decoding ---- */
+/* ---- the generator: prefill, then greedy or sampled decoding ---- */
+#include <math.h>
 #include <time.h>
 #define VOCAB $vocab
 #define BLOCK_SIZE $block_size
@@ -227,21 +278,33 @@ static void step(int token, int position) {
   now = 1 - now;
 }
 
-static int argmax(const float* x, int n) {  /* the first of equal maxima, as numpy's */
-  int best = 0;
-  for (int i = 1; i < n; i++) if (x[i] > x[best]) best = i;
-  return best;
+$sampler
+static int parse_long(const char* text, long* out) {
+  char* end = NULL;
+  *out = strtol(text, &end, 10);
+  return end != text && !*end;
 }
 
 int main(int argc, char** argv) {
-  long wanted = DEFAULT_NEW_TOKENS;
-  char* end = NULL;
-  if (argc == 3) wanted = strtol(argv[2], &end, 10);
-  if (argc < 2 || argc > 3 || !argv[1][0] || (argc == 3 && (*end || end == argv[2] || wanted < 0))) {
-    fprintf(stderr, "usage: %s \"PROMPT\" [NEW_TOKENS]  (a non-empty prompt; NEW_TOKENS >= 0, "
-            "default %d)\n", argv[0], DEFAULT_NEW_TOKENS);
+  long wanted = DEFAULT_NEW_TOKENS, top_k = VOCAB, seed = 0;
+  double temperature = 0.0;
+  int ok = (argc == 2 || argc == 3 || argc == 6) && argv[1][0];
+  if (ok && argc >= 3) ok = parse_long(argv[2], &wanted) && wanted >= 0;
+  if (ok && argc == 6) {
+    char* end = NULL;
+    temperature = strtod(argv[3], &end);
+    ok = end != argv[3] && !*end && temperature >= 0.0 && temperature < 1e30
+         && parse_long(argv[4], &top_k) && top_k >= 0 && top_k <= VOCAB
+         && parse_long(argv[5], &seed) && seed >= 0;
+    if (top_k == 0) top_k = VOCAB;  /* 0: no cut-off */
+  }
+  if (!ok) {
+    fprintf(stderr, "usage: %s \"PROMPT\" [NEW_TOKENS [TEMPERATURE TOP_K SEED]]  (a non-empty prompt; "
+            "NEW_TOKENS >= 0, default %d; TEMPERATURE >= 0, 0 = greedy (the default); TOP_K in 0..%d, "
+            "0 = all; SEED >= 0)\n", argv[0], DEFAULT_NEW_TOKENS, VOCAB);
     return 2;
   }
+  rng_state = (unsigned long long)seed;
   int n_bytes = (int)strlen(argv[1]);
   int* ids = malloc(sizeof(int) * (size_t)n_bytes);
   if (!ids) { fprintf(stderr, "%s: out of memory\n", argv[0]); return 1; }
@@ -264,8 +327,8 @@ int main(int argc, char** argv) {
     print_token(ids[i]);
     step(ids[i], i);
   }
-  for (int i = 0; i < wanted; i++) {  /* greedy decoding: the likeliest token, fed back in */
-    int token = argmax(logits, VOCAB);
+  for (int i = 0; i < wanted; i++) {  /* decoding: the picked token, fed back in */
+    int token = pick(logits, temperature, (int)top_k);
     print_token(token);
     if (i + 1 < wanted) step(token, n + i);
   }
@@ -286,7 +349,8 @@ def _driver(program: ExportedProgram, model: GPT) -> str:
         raise ValueError(f"export_generator: the step's token and position must be int32, got "
                          f"{[dt.name for _, dt in program.inputs[:2]]}")
     n_caches = len(program.inputs) - 2
-    return DRIVER.substitute(vocab=model.vocab_size, block_size=model.block_size,
+    return DRIVER.substitute(sampler=SAMPLER.replace("SAMPLER_EXP", "exp"),
+                             vocab=model.vocab_size, block_size=model.block_size,
                              default_new=DEFAULT_NEW_TOKENS, n_caches=n_caches,
                              cache_size=int(np.prod(program.inputs[2][0])), name=program.name,
                              reads=", ".join(f"caches[now][{i}]" for i in range(n_caches)),
@@ -294,4 +358,4 @@ def _driver(program: ExportedProgram, model: GPT) -> str:
 
 
 __all__ = ["export_generator", "export_step", "decoding_step", "merge_rules", "StepCache",
-           "DEFAULT_NEW_TOKENS", "TOKENIZER", "DRIVER"]
+           "DEFAULT_NEW_TOKENS", "TOKENIZER", "DRIVER", "SAMPLER"]
