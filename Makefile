@@ -11,6 +11,9 @@ PORT   ?= 8000
 PYTEST_ARGS ?=
 # mkdocs-material prints a banner about MkDocs 2.0 on every build; it is not a problem of this site.
 export NO_MKDOCS_2_WARNING := 1
+# The suite's workers and notebooks share 2 cores: OpenMP's idle threads should sleep, not spin
+# (tinyedu never sets this itself; see tinyedu/runtime/toolchain.py). A value you set is kept.
+export OMP_WAIT_POLICY ?= passive
 
 .PHONY: help venv system system-browser serve site test test-unit test-notebooks notebooks check-exercises lint \
         bench clean

@@ -62,9 +62,18 @@ needs_openmp = pytest.mark.skipif(not openmp_available(find_compiler()), reason=
 
 
 @needs_openmp
-def test_openmp_threads_wait_passively_by_default() -> None:
+def test_tinyedu_leaves_the_wait_policy_to_the_user() -> None:
+    """tinyedu never writes OMP_WAIT_POLICY: the runtime its kernels load keeps libgomp's default
+    (spinning), and the environment is as it was."""
     output = run_child()
-    assert "policy: None" in output  # the environment is as it was
+    assert "policy: None" in output
+    assert spin_count(output) != "0", output
+
+
+@needs_openmp
+def test_a_passive_policy_the_user_set_makes_threads_sleep() -> None:
+    output = run_child(OMP_WAIT_POLICY="passive")
+    assert "policy: passive" in output
     assert spin_count(output) == "0", output
 
 

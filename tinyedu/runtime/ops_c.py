@@ -25,9 +25,8 @@ Environment:
 - `THREADS=n` (default: the number of cores) lets kernels use n threads, with OpenMP
   (`-fopenmp`, when the compiler accepts it; without it a THREAD loop runs on one thread). A child
   process made by fork() runs its kernels on one thread (see `one_thread_after_fork` in
-  toolchain.py). Idle OpenMP threads sleep instead of spinning (`passive_openmp_waits` in
-  toolchain.py says why and how, without changing the environment; set OMP_WAIT_POLICY yourself to
-  choose otherwise).
+  toolchain.py). How idle OpenMP threads wait is yours to choose (OMP_WAIT_POLICY; toolchain.py's
+  WAIT_SETTINGS says why passive waiting helps on a busy machine); tinyedu never sets it.
 - `DEBUG=4` prints each kernel's source, `DEBUG=5` its UOps, `DEBUG=6` its disassembly.
 
 Flags beyond the base ones are probed (the compiler must accept them): `-march=native` (this
@@ -58,7 +57,6 @@ from tinyedu.runtime.toolchain import (
     find_compiler,
     native_vector_width,
     openmp_available,
-    passive_openmp_waits,
 )
 
 SANITIZE_FLAGS = ("-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer",
@@ -129,8 +127,7 @@ class Compiler:
     def load(self, source: str) -> ctypes.CDLL:
         """The library built from `source`, loaded (for direct use: programs load theirs through the
         C device's bounded set of loaded libraries)."""
-        with passive_openmp_waits():
-            return ctypes.CDLL(str(self.build(source).path()))
+        return ctypes.CDLL(str(self.build(source).path()))
 
     def compile(self, source: str, path: Path) -> None:
         """Compile `source` into the shared library `path` (a temporary name the cache renames)."""
@@ -157,8 +154,7 @@ class CProgram:
         self._function: Any = None
 
     def _load(self) -> ctypes.CDLL:
-        with passive_openmp_waits():
-            return ctypes.CDLL(str(self.library.path()))
+        return ctypes.CDLL(str(self.library.path()))
 
     @property
     def function(self) -> Any:

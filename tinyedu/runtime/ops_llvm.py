@@ -34,7 +34,7 @@ from tinyedu.launch import LaunchDims
 from tinyedu.renderer.llvmir import render_llvm
 from tinyedu.runtime.compile_cache import LoadedLRU, cached_build
 from tinyedu.runtime.device import Backend, Buffer, DeviceUnavailable, cpu_only, thread_count
-from tinyedu.runtime.toolchain import numbered, passive_openmp_waits
+from tinyedu.runtime.toolchain import numbered
 
 INSTALL_HINT = "pip install llvmlite (or: pip install 'tinyedu[llvm]')"
 
@@ -79,8 +79,7 @@ def openmp() -> ctypes.CDLL | None:
     if path is None:
         return None
     try:
-        with passive_openmp_waits():
-            library = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+        library = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
     except OSError:
         return None
     for name in ("GOMP_parallel", "omp_get_max_threads"):

@@ -43,7 +43,6 @@ from tinyedu.runtime.toolchain import (
     disassemble,
     numbered,
     openmp_available,
-    passive_openmp_waits,
     run_compiler,
 )
 
@@ -138,8 +137,7 @@ class NEONProgram:
         self.device, self.name, self.library, self.path = device, name, library, library.file
 
     def load_native(self) -> ctypes.CDLL:
-        with passive_openmp_waits():  # (OpenMP's waiting threads sleep: toolchain.py)
-            return ctypes.CDLL(str(self.library.path()))
+        return ctypes.CDLL(str(self.library.path()))
 
     def __call__(self, buffers: list[Buffer]) -> None:
         """Load the library if it is not loaded (checking the cache entry first), then call it."""

@@ -9,14 +9,13 @@ numbered source (`compile_library`), and objdump's listing of one function (`dis
 DEBUG=6). What each device does with them (its flags, its cache key, how it loads and calls a kernel)
 stays in ops_c.py and ops_neon.py.
 
-OpenMP also lives here: its idle threads sleep instead of spinning (`passive_openmp_waits`, around
-loading a kernel library), and a process that forks after a threaded kernel ran must make its child run
+OpenMP also lives here: the settings that choose how its idle threads wait (WAIT_SETTINGS, which
+tinyedu leaves to you), and a process that forks after a threaded kernel ran must make its child run
 kernels on one thread (`one_thread_after_fork`), whichever device loaded the kernel.
 """
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import functools
 import os
@@ -25,9 +24,7 @@ import shlex
 import shutil
 import subprocess
 import tempfile
-import threading
 from pathlib import Path
-from typing import Iterator
 
 from tinyedu.helpers import getenv
 
@@ -202,44 +199,13 @@ def loaded_openmp_libraries() -> list[ctypes.CDLL]:
 
 
 # --8<-- [start:wait-policy]
-# Settings with which a user chooses how OpenMP's idle threads wait (tinyedu then leaves them alone).
+# Settings with which a user chooses how OpenMP's idle threads wait. tinyedu never sets them: the
+# runtime reads them from the process environment, which other libraries (PyTorch's OpenMP) share.
+# By default libgomp keeps a finished loop's workers spinning for a while; on a machine whose cores
+# are all busy, `OMP_WAIT_POLICY=passive` in your shell makes them sleep at once instead (a TinyJit
+# step on two threads ran ten times slower spinning than on one thread with two other busy
+# processes on 2 cores). `make test` sets it for the test suite's own processes.
 WAIT_SETTINGS = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME")
-_ENVIRONMENT = threading.Lock()
-_runtime_loaded = False  # once an OpenMP runtime is in the process, it has read its policy
-
-
-@contextlib.contextmanager
-def passive_openmp_waits() -> Iterator[None]:
-    """Around loading a kernel library: if that loads the OpenMP runtime, its idle threads sleep.
-
-    Why: by default gcc's OpenMP runtime (libgomp) keeps each worker spinning, for about a
-    millisecond, after a parallel loop ends (and its calling thread spinning at the loop's end for
-    workers that are late), so that the next loop starts without waking anyone. On a machine whose
-    cores are all taken (a browser, the test suite's other worker, another notebook) the spinning
-    threads take turns with the one doing the work: a training step with two threads measured 10x
-    slower than with one. Passive waiting costs a few microseconds to wake a worker per threaded
-    kernel, and the heuristics thread only kernels that run far longer (THREAD_MIN_WORK).
-
-    The runtime reads the policy from the environment once, when it is loaded, which is when the
-    first threaded kernel's library is. So `OMP_WAIT_POLICY=passive` is in the environment only while
-    a library loads, and only until an OpenMP runtime is in the process; then the environment is put
-    back as it was. Importing tinyedu changes nothing: a runtime loaded before (PyTorch's, imported
-    first) keeps its own policy, and so does every OpenMP runtime loaded later that is not the one
-    tinyedu's kernels loaded. (One that is the same, e.g. PyTorch imported after a threaded kernel
-    ran and finding libgomp.so.1 loaded, shares it, as every user of one runtime does.) A policy the
-    user set (OMP_WAIT_POLICY, GOMP_SPINCOUNT, KMP_BLOCKTIME) is kept.
-    """
-    global _runtime_loaded
-    with _ENVIRONMENT:
-        _runtime_loaded = _runtime_loaded or bool(loaded_openmp_libraries())
-        choose = not _runtime_loaded and not any(name in os.environ for name in WAIT_SETTINGS)
-        if choose:
-            os.environ["OMP_WAIT_POLICY"] = "passive"
-        try:
-            yield
-        finally:
-            if choose:
-                del os.environ["OMP_WAIT_POLICY"]
 # --8<-- [end:wait-policy]
 
 
