@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tests.gpu_devices import GPUS
 from tinyedu import Device, Tensor
 from tinyedu.codegen.heuristics import gpu_optimizations
 from tinyedu.codegen.kernel import Kernel
@@ -20,19 +21,10 @@ from tinyedu.engine.lower import lower
 from tinyedu.engine.schedule import create_schedule
 from tinyedu.launch import GPULimits
 from tinyedu.ops import LazyOp, LoadOps
-from tinyedu.runtime.device import Buffer, DeviceUnavailable
+from tinyedu.runtime.device import Buffer
 from tinyedu.runtime.lockstep import GPURaceError
 
-
-def available(device: str) -> bool:
-    try:
-        Device[device].check_runnable()
-        return True
-    except DeviceUnavailable:
-        return False
-
-
-DEVICES = ["PYTHON", *(d for d in ("GPU", "CUDA", "WEBGPU") if available(d))]
+DEVICES = ["PYTHON", *GPUS]
 
 
 @pytest.fixture(autouse=True)

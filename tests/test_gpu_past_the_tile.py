@@ -7,7 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tinyedu import Device, Tensor
+from tests.gpu_devices import GPUS
+from tinyedu import Tensor
 from tinyedu.codegen.heuristics import gpu_optimizations
 from tinyedu.codegen.kernel import Kernel
 from tinyedu.codegen.opts import OptOps, apply_opts
@@ -16,18 +17,7 @@ from tinyedu.engine.lower import lower
 from tinyedu.engine.schedule import create_schedule
 from tinyedu.launch import GPULimits
 from tinyedu.ops import LazyOp, LoadOps
-from tinyedu.runtime.device import Buffer, DeviceUnavailable
-
-
-def available(device: str) -> bool:
-    try:
-        Device[device].check_runnable()
-        return True
-    except DeviceUnavailable:
-        return False
-
-
-GPUS = [d for d in ("GPU", "CUDA", "WEBGPU") if available(d)]
+from tinyedu.runtime.device import Buffer
 
 
 def ast_of(t: Tensor) -> LazyOp:

@@ -9,25 +9,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tinyedu import Device, Tensor
+from tests.gpu_devices import GPUS
+from tinyedu import Tensor
 from tinyedu.codegen.launch import launch_dims
 from tinyedu.engine.lower import lower
 from tinyedu.engine.schedule import create_schedule
 from tinyedu.engine.two_stage import grid, split_full_reduces, two_stages
 from tinyedu.launch import GPULimits
 from tinyedu.ops import LoadOps
-from tinyedu.runtime.device import Buffer, DeviceUnavailable
-
-
-def available(device: str) -> bool:
-    try:
-        Device[device].check_runnable()
-        return True
-    except DeviceUnavailable:
-        return False
-
-
-GPUS = [d for d in ("GPU", "CUDA", "WEBGPU") if available(d)]
+from tinyedu.runtime.device import Buffer
 
 
 @pytest.fixture(autouse=True)
