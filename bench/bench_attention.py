@@ -15,7 +15,7 @@ import numpy as np
 from timing import QUICK, best_time, load, peer_note, torch
 
 from tinyedu import Tensor
-from tinyedu.helpers import GlobalCounters
+from tinyedu.core.helpers import GlobalCounters
 
 REPEAT = 1 if QUICK else 3
 

@@ -25,7 +25,7 @@ from typing import Callable
 import numpy as np
 
 from tinyedu import Device, Tensor
-from tinyedu.helpers import GlobalCounters
+from tinyedu.core.helpers import GlobalCounters
 from tinyedu.runtime.device import DeviceUnavailable
 
 QUICK = "--quick" in sys.argv

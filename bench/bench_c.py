@@ -24,7 +24,7 @@ import numpy as np
 from timing import QUICK, load, median_time, peer_note, tinygrad, torch
 
 from tinyedu import Tensor
-from tinyedu.helpers import GlobalCounters
+from tinyedu.core.helpers import GlobalCounters
 
 REPEAT = 3 if QUICK else 5
 

@@ -37,10 +37,10 @@ import numpy as np
 from timing import QUICK, load, median_time, peer_note, tinygrad, torch
 
 from tinyedu import Tensor, TinyJit
+from tinyedu.core.helpers import GlobalCounters
 from tinyedu.engine import assign as assign_module
 from tinyedu.engine import realize
 from tinyedu.engine.schedule_cache import schedules
-from tinyedu.helpers import GlobalCounters
 from tinyedu.models.transformer import Block
 from tinyedu.nn import Linear
 from tinyedu.nn.optim import SGD, AdamW

@@ -33,10 +33,10 @@ from typing import Any, Callable
 import numpy as np
 
 from tinyedu import Tensor
+from tinyedu.core.ops import LoadOps
 from tinyedu.engine.beam import scratch_buffers, time_runner
 from tinyedu.engine.lower import lower
 from tinyedu.engine.schedule import create_schedule
-from tinyedu.ops import LoadOps
 from tinyedu.runtime.device import Device, DeviceUnavailable
 
 QUICK = "--quick" in sys.argv

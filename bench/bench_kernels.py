@@ -27,7 +27,7 @@ import numpy as np
 from timing import QUICK, best_time, peer_note, tinygrad, torch
 
 from tinyedu import Tensor
-from tinyedu.helpers import GlobalCounters
+from tinyedu.core.helpers import GlobalCounters
 
 REPEAT = 3 if QUICK else 7
 
@@ -203,8 +203,8 @@ def targets(rows: list[Row], probes: dict[str, float]) -> None:
 
 def kernel_ast(expr: Tensor):
     """The AST of the one compute kernel of `expr` (its inputs are realized)."""
+    from tinyedu.core.ops import LoadOps
     from tinyedu.engine.schedule import create_schedule
-    from tinyedu.ops import LoadOps
 
     return next(i.ast for i in create_schedule([expr.lazydata]) if not isinstance(i.ast.op, LoadOps))
 

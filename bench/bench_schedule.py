@@ -17,9 +17,9 @@ import time
 import numpy as np
 
 from tinyedu import Tensor
+from tinyedu.core.helpers import GlobalCounters
 from tinyedu.engine.realize import run_schedule
 from tinyedu.engine.schedule import create_schedule
-from tinyedu.helpers import GlobalCounters
 
 
 def chain(n_nodes: int) -> Tensor:

@@ -26,7 +26,7 @@ import numpy as np
 from timing import QUICK, load, median_time, peer_note, tinygrad, torch
 
 from tinyedu import Device, Tensor, TinyJit
-from tinyedu.helpers import GlobalCounters
+from tinyedu.core.helpers import GlobalCounters
 from tinyedu.nn import Conv2d, Linear
 from tinyedu.nn.optim import SGD
 from tinyedu.nn.state import get_parameters

@@ -22,10 +22,10 @@ import numpy as np
 from tinyedu import Tensor
 from tinyedu.codegen.launch import launch_dims
 from tinyedu.codegen.opts import Opt, OptOps
+from tinyedu.core.ops import LoadOps
 from tinyedu.engine.lower import lower
 from tinyedu.engine.schedule import create_schedule
 from tinyedu.launch import GPULimits
-from tinyedu.ops import LoadOps
 from tinyedu.renderer.wgsl import render_wgsl
 
 # WebGPU's default limits: what any adapter gives a page that asks for nothing more

@@ -23,8 +23,8 @@ from tinyedu.codegen import heuristics
 from tinyedu.codegen.kernel import Kernel
 from tinyedu.codegen.linearizer import linearize
 from tinyedu.codegen.opts import Opt, apply_opts
-from tinyedu.dtype import dtypes
-from tinyedu.ops import BinaryOps, BufferOps, LazyOp, MemBuffer
+from tinyedu.core.dtype import dtypes
+from tinyedu.core.ops import BinaryOps, BufferOps, LazyOp, MemBuffer
 from tinyedu.renderer.llvmir import render_llvm
 from tinyedu.renderer.neon import render_neon
 from tinyedu.runtime import compile_cache
@@ -317,9 +317,9 @@ GUARD_SCRIPT = textwrap.dedent("""
     import mmap, sys, numpy as np
     sys.path.insert(0, {repo!r})
     from tinyedu import Device
-    from tinyedu.dtype import dtypes
+    from tinyedu.core.dtype import dtypes
     from tinyedu.engine.lower import lower
-    from tinyedu.ops import BufferOps, LazyOp, MemBuffer
+    from tinyedu.core.ops import BufferOps, LazyOp, MemBuffer
     from tinyedu.runtime.device import Buffer
     from tinyedu.shape import ShapeTracker
 

@@ -12,9 +12,9 @@ from tinyedu import Tensor
 from tinyedu.codegen.kernel import AxisKind, Kernel
 from tinyedu.codegen.opts import Opt, OptOps, apply_opts
 from tinyedu.codegen.search import beam_search, candidate_opts
+from tinyedu.core.ops import LoadOps
 from tinyedu.engine import beam, lower
 from tinyedu.engine.schedule import create_schedule
-from tinyedu.ops import LoadOps
 from tinyedu.runtime.device import Device
 
 

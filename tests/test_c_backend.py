@@ -23,9 +23,9 @@ import pytest
 from tinyedu import Tensor
 from tinyedu.codegen.kernel import Kernel
 from tinyedu.codegen.linearizer import linearize
-from tinyedu.dtype import DType, dtypes
+from tinyedu.core.dtype import DType, dtypes
+from tinyedu.core.ops import BinaryOps, BufferOps, LazyOp, MemBuffer, ReduceOps, TernaryOps, UnaryOps
 from tinyedu.engine.lower import lower
-from tinyedu.ops import BinaryOps, BufferOps, LazyOp, MemBuffer, ReduceOps, TernaryOps, UnaryOps
 from tinyedu.renderer.cstyle import render_c
 from tinyedu.runtime import ops_c
 from tinyedu.runtime.device import Buffer

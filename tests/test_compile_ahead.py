@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from tinyedu import Device, Tensor
+from tinyedu.core.ops import LoadOps
 from tinyedu.engine import lower as lower_module
 from tinyedu.engine.schedule import create_schedule
-from tinyedu.ops import LoadOps
 
 RNG = np.random.default_rng(0)
 X = RNG.standard_normal((6, 5)).astype(np.float32)

@@ -182,7 +182,7 @@ def test_thousands_of_distinct_kernels_do_not_run_out_of_memory_maps(tmp_path: P
     66,000 memory maps (5 each) and dlopen fails near 65,530 ("failed to map segment"). They are
     copies of one compiled kernel, each a separate cache entry (compiling 13,200 kernels would take
     minutes), called through the C device's CProgram, so the real load/evict path runs."""
-    from tinyedu.dtype import dtypes
+    from tinyedu.core.dtype import dtypes
     from tinyedu.runtime import ops_c
     from tinyedu.runtime.device import Buffer
 
@@ -208,7 +208,7 @@ def test_thousands_of_distinct_kernels_do_not_run_out_of_memory_maps(tmp_path: P
 def test_an_evicted_kernel_runs_again_after_a_check(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """A program whose library was unloaded loads it again; if the file was damaged meanwhile, it is
     rebuilt first (the check happens at every load, not only at compile time)."""
-    from tinyedu.dtype import dtypes
+    from tinyedu.core.dtype import dtypes
     from tinyedu.runtime import ops_c
     from tinyedu.runtime.device import Buffer
 

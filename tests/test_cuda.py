@@ -26,12 +26,12 @@ from tinyedu import Tensor, dtypes
 from tinyedu.codegen.kernel import Kernel
 from tinyedu.codegen.launch import launch_dims
 from tinyedu.codegen.linearizer import linearize
-from tinyedu.codegen.uops import UOp
-from tinyedu.dtype import DType
+from tinyedu.core.dtype import DType
+from tinyedu.core.ops import LazyOp, LoadOps, UnaryOps
+from tinyedu.core.uops import UOp
 from tinyedu.engine.lower import lower, show
 from tinyedu.engine.schedule import create_schedule
 from tinyedu.launch import LaunchDims
-from tinyedu.ops import LazyOp, LoadOps, UnaryOps
 from tinyedu.renderer.cuda import render_cuda
 from tinyedu.runtime import ops_cuda
 from tinyedu.runtime.device import Buffer, DeviceUnavailable

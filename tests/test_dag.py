@@ -17,10 +17,10 @@ import pytest
 from tinyedu import Tensor
 from tinyedu.codegen.kernel import Kernel
 from tinyedu.codegen.linearizer import linearize
-from tinyedu.dtype import dtypes
+from tinyedu.core.dtype import dtypes
+from tinyedu.core.ops import BinaryOps, BufferOps, ConstBuffer, LazyOp, LoadOps, MemBuffer
 from tinyedu.engine.schedule import MAX_KERNEL_OPS, create_schedule
 from tinyedu.lazy import LazyBuffer
-from tinyedu.ops import BinaryOps, BufferOps, ConstBuffer, LazyOp, LoadOps, MemBuffer
 from tinyedu.runtime.device import Buffer
 from tinyedu.runtime.ops_numpy import NumpyProgram
 from tinyedu.shape import ShapeTracker

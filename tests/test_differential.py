@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tinyedu import Device, Tensor
-from tinyedu.dtype import DType, dtypes
+from tinyedu.core.dtype import DType, dtypes
 from tinyedu.runtime.device import DeviceUnavailable
 
 EXAMPLES = int(os.environ.get("TINYEDU_DIFFERENTIAL_EXAMPLES", "150"))  # the sanitizer run uses fewer

@@ -1,7 +1,7 @@
 """Every dtype on every device: storage, constants, casts between all pairs, arithmetic, reductions,
 PyTorch's type promotion, bitcasts, safetensors, and the errors for dtypes tinyedu lacks.
 
-Oracles: torch (promotion, casts, arithmetic, float64 gradients) and `tinyedu.dtype.cast_array`
+Oracles: torch (promotion, casts, arithmetic, float64 gradients) and `tinyedu.core.dtype.cast_array`
 (the one casting rule, itself checked against torch where torch's own casts agree with each other).
 NEON, LLVM, GPU and CUDA run a representative part (each compiles every new kernel): the `SAMPLED_DTYPES`.
 """
@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from tinyedu import Device, Tensor, dtypes
-from tinyedu.dtype import DType, cast_array, promote_types, result_type, scalar_dtype
+from tinyedu.core.dtype import DType, cast_array, promote_types, result_type, scalar_dtype
 from tinyedu.runtime.device import DeviceUnavailable
 
 try:

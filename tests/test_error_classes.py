@@ -1,7 +1,7 @@
 """tinyedu's errors are caught by the `except RuntimeError:` of code ported from PyTorch.
 
 Each case is a call PyTorch refuses with a RuntimeError (or its subclass NotImplementedError).
-tinyedu refuses it with its own message as an error class from tinyedu/errors.py, which must be an
+tinyedu refuses it with its own message as an error class from tinyedu/core/errors.py, which must be an
 instance of RuntimeError AND of the class tinyedu raised before (ValueError or TypeError), so both
 `except RuntimeError` and `except ValueError` keep working. The PyTorch half of each case is the
 oracle that says RuntimeError is right; it is skipped without torch.
@@ -14,7 +14,7 @@ from typing import Any, Callable
 import pytest
 
 from tinyedu import Tensor, dtypes
-from tinyedu.errors import ArgumentError, DeviceError, DTypeError, ShapeError, UnsupportedError
+from tinyedu.core.errors import ArgumentError, DeviceError, DTypeError, ShapeError, UnsupportedError
 
 try:
     import torch

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from tinyedu import Tensor
-from tinyedu.errors import ShapeError
-from tinyedu.helpers import GlobalCounters
+from tinyedu.core.errors import ShapeError
+from tinyedu.core.helpers import GlobalCounters
 
 try:
     import torch

@@ -15,10 +15,10 @@ import pytest
 
 from tinyedu import Device, Tensor
 from tinyedu.codegen.launch import launch_dims
-from tinyedu.codegen.uops import UOp, UOpBuilder, UOps
-from tinyedu.dtype import DType, dtypes
+from tinyedu.core.dtype import DType, dtypes
+from tinyedu.core.ops import BinaryOps, UnaryOps
+from tinyedu.core.uops import UOp, UOpBuilder, UOps
 from tinyedu.launch import LaunchDims
-from tinyedu.ops import BinaryOps, UnaryOps
 from tinyedu.renderer.cstyle import render_c
 from tinyedu.renderer.cuda import render_cuda
 from tinyedu.renderer.llvmir import render_llvm

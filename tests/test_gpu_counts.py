@@ -10,10 +10,10 @@ import pytest
 from tinyedu import Tensor
 from tinyedu.codegen.gpu import tile_layout
 from tinyedu.codegen.opts import Opt, OptOps
-from tinyedu.dtype import dtypes
+from tinyedu.core.dtype import dtypes
+from tinyedu.core.ops import LazyOp, LoadOps
 from tinyedu.engine.lower import lower
 from tinyedu.engine.schedule import create_schedule
-from tinyedu.ops import LazyOp, LoadOps
 from tinyedu.runtime.device import Buffer
 from tinyedu.runtime.gpu_counts import MemoryCounts, bank_passes, global_sectors
 

@@ -15,12 +15,12 @@ from tinyedu import Device, Tensor
 from tinyedu.codegen.heuristics import gpu_optimizations
 from tinyedu.codegen.kernel import Kernel
 from tinyedu.codegen.opts import Opt, OptError, OptOps, apply_opts
-from tinyedu.codegen.uops import UOps
-from tinyedu.dtype import dtypes
+from tinyedu.core.dtype import dtypes
+from tinyedu.core.ops import LazyOp, LoadOps
+from tinyedu.core.uops import UOps
 from tinyedu.engine.lower import lower
 from tinyedu.engine.schedule import create_schedule
 from tinyedu.launch import GPULimits
-from tinyedu.ops import LazyOp, LoadOps
 from tinyedu.runtime.device import Buffer
 from tinyedu.runtime.lockstep import GPURaceError
 

@@ -12,11 +12,11 @@ from tinyedu import Tensor
 from tinyedu.codegen.heuristics import gpu_optimizations
 from tinyedu.codegen.kernel import Kernel
 from tinyedu.codegen.opts import OptOps, apply_opts
-from tinyedu.dtype import dtypes
+from tinyedu.core.dtype import dtypes
+from tinyedu.core.ops import LazyOp, LoadOps
 from tinyedu.engine.lower import lower
 from tinyedu.engine.schedule import create_schedule
 from tinyedu.launch import GPULimits
-from tinyedu.ops import LazyOp, LoadOps
 from tinyedu.runtime.device import Buffer
 
 

@@ -12,11 +12,11 @@ import pytest
 from tests.gpu_devices import GPUS
 from tinyedu import Tensor
 from tinyedu.codegen.launch import launch_dims
+from tinyedu.core.ops import LoadOps
 from tinyedu.engine.lower import lower
 from tinyedu.engine.schedule import create_schedule
 from tinyedu.engine.two_stage import grid, split_full_reduces, two_stages
 from tinyedu.launch import GPULimits
-from tinyedu.ops import LoadOps
 from tinyedu.runtime.device import Buffer
 
 

@@ -18,7 +18,7 @@ import pytest
 from tests import test_ops
 from tests.test_ops import backends, device  # noqa: F401 - device: the autouse fixture
 from tinyedu import Device, Tensor
-from tinyedu.errors import UnsupportedError
+from tinyedu.core.errors import UnsupportedError
 
 try:
     import torch

@@ -27,9 +27,9 @@ from tinyedu import Device, Tensor, dtypes
 from tinyedu.codegen.index import index_dtype, largest_value
 from tinyedu.codegen.kernel import Kernel
 from tinyedu.codegen.linearizer import linearize
-from tinyedu.codegen.uops import UOps
+from tinyedu.core.ops import LoadOps
+from tinyedu.core.uops import UOps
 from tinyedu.engine.schedule import create_schedule
-from tinyedu.ops import LoadOps
 from tinyedu.renderer.cstyle import render_c
 from tinyedu.renderer.llvmir import render_llvm
 from tinyedu.renderer.neon import render_neon

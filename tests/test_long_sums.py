@@ -20,9 +20,9 @@ from tinyedu.codegen.kernel import AxisKind, Kernel
 from tinyedu.codegen.linearizer import linearize
 from tinyedu.codegen.opts import Opt, OptError, OptOps, apply_opt
 from tinyedu.codegen.search import candidate_opts
-from tinyedu.codegen.uops import UOps
+from tinyedu.core.helpers import prod
+from tinyedu.core.uops import UOps
 from tinyedu.engine.schedule import create_schedule
-from tinyedu.helpers import prod
 from tinyedu.runtime.device import DeviceUnavailable
 
 try:

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from tinyedu import Tensor
+from tinyedu.core.errors import DeviceError
 from tinyedu.engine.schedule import create_schedule
-from tinyedu.errors import DeviceError
 from tinyedu.runtime.device import Device
 
 

@@ -17,7 +17,7 @@ import pytest
 from tests.test_ops import backends, device  # noqa: F401 - device: the fixture that runs each test on every device
 from tests.torch_edges import check_edges
 from tinyedu import Device, Tensor, dtypes
-from tinyedu.dtype import cast_array
+from tinyedu.core.dtype import cast_array
 
 torch = pytest.importorskip("torch")
 F = torch.nn.functional

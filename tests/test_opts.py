@@ -16,15 +16,15 @@ import random
 import numpy as np
 import pytest
 
-import tinyedu.function as F
+import tinyedu.core.function as F
 from tinyedu import Tensor, dtypes
 from tinyedu.codegen import heuristics
 from tinyedu.codegen.kernel import Kernel
 from tinyedu.codegen.linearizer import linearize
 from tinyedu.codegen.opts import Opt, OptError, OptOps, apply_opts
 from tinyedu.codegen.search import candidate_opts
+from tinyedu.core.ops import LoadOps
 from tinyedu.engine.schedule import create_schedule
-from tinyedu.ops import LoadOps
 from tinyedu.renderer.cstyle import render_c
 from tinyedu.runtime.device import Buffer
 from tinyedu.runtime.ops_c import Compiler, CProgram

@@ -1,6 +1,6 @@
 """Every primitive Function's backward at the edges of float32, against float64.
 
-The primitives in tinyedu/function.py are what every other op is built from, so their gradients
+The primitives in tinyedu/core/function.py are what every other op is built from, so their gradients
 must be right where float32 is hardest: subnormal inputs (where an intermediate such as x*ln2
 rounds to a coarser subnormal), signed zeros, infinities and NaN. The oracle is PyTorch in
 float64 on the same float32 inputs, rounded once to float32 at the end: the exact derivative,

@@ -14,10 +14,10 @@ from typing import Callable
 import numpy as np
 import pytest
 
-from tinyedu.codegen.uops import FusedOps, Loop, UOp, UOpBuilder, UOps, VectorDType
-from tinyedu.dtype import DType, dtypes, to_storage
+from tinyedu.core.dtype import DType, dtypes, to_storage
+from tinyedu.core.ops import BinaryOps, TernaryOps, UnaryOps
+from tinyedu.core.uops import FusedOps, Loop, UOp, UOpBuilder, UOps, VectorDType
 from tinyedu.launch import LaunchDims
-from tinyedu.ops import BinaryOps, TernaryOps, UnaryOps
 from tinyedu.runtime.device import Buffer
 from tinyedu.runtime.lockstep import (
     BarrierDivergenceError,

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 from tinyedu import Tensor, nn
+from tinyedu.core.helpers import GlobalCounters
+from tinyedu.core.ops import LoadOps, ReduceOps
 from tinyedu.engine.schedule import MAX_KERNEL_DEPTH, create_schedule
-from tinyedu.helpers import GlobalCounters
-from tinyedu.ops import LoadOps, ReduceOps
 from tinyedu.shape import ShapeTracker, View
 
 RNG = np.random.default_rng(0)

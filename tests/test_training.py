@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from tinyedu import Tensor, TinyJit
-from tinyedu.helpers import GlobalCounters
+from tinyedu.core.helpers import GlobalCounters
 from tinyedu.lazy import _NODES
 from tinyedu.nn import BatchNorm2d, Conv2d, Linear
 from tinyedu.nn.optim import Adam

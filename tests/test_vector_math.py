@@ -12,7 +12,7 @@ import pytest
 
 from tests.test_accuracy import sample_points, ulp_error
 from tinyedu import Tensor
-from tinyedu.codegen.uops import UOps
+from tinyedu.core.uops import UOps
 from tinyedu.engine.lower import heuristic_opts, lower, new_kernel
 from tinyedu.engine.schedule import create_schedule
 from tinyedu.renderer.c_vector_math import simd_loops

@@ -16,9 +16,9 @@ import pytest
 
 from tinyedu import Device, Tensor, dtypes
 from tinyedu.codegen.opt import Opt, OptOps
+from tinyedu.core.errors import DTypeError, UnsupportedError
 from tinyedu.engine.lower import lower
 from tinyedu.engine.schedule import create_schedule
-from tinyedu.errors import DTypeError, UnsupportedError
 from tinyedu.runtime.device import Buffer, DeviceUnavailable
 
 

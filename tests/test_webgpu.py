@@ -1,6 +1,6 @@
 """The WEBGPU device: WGSL (tinyedu/renderer/wgsl.py) run through wgpu (lavapipe on a machine without a GPU).
 
-What WGSL does differently from C, each checked against numpy (through tinyedu.dtype's rules, as
+What WGSL does differently from C, each checked against numpy (through tinyedu.core.dtype's rules, as
 the NUMPY device applies them): integer division by zero, narrow ints computed in 32 bits and
 wrapped, bool buffers widened to u32, float -> int casts outside the range, NaN in MAX, masked
 loads that never touch memory; the adapter's limits; the errors for what WGSL lacks and for a
@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 
 from tinyedu import Device, Tensor, dtypes
-from tinyedu.dtype import cast_array
+from tinyedu.core.dtype import cast_array
+from tinyedu.core.ops import LoadOps
 from tinyedu.engine.lower import lower
 from tinyedu.engine.schedule import create_schedule
 from tinyedu.launch import LaunchDims
-from tinyedu.ops import LoadOps
 from tinyedu.runtime import ops_webgpu
 from tinyedu.runtime.device import DeviceUnavailable
 

@@ -7,7 +7,7 @@ site's architecture page (docs/architecture.md; `make serve` builds the site).
 
 import tinyedu.engine  # noqa: F401 - installs the engine under the lazy graph (see tinyedu/engine/__init__.py)
 import tinyedu.viz  # noqa: F401 - hooks GRAPH=1's drawings into the engine and Value's SVG into Jupyter
-from tinyedu.dtype import dtypes
+from tinyedu.core.dtype import dtypes
 from tinyedu.jit import JitError, TinyJit
 from tinyedu.runtime.device import Device
 from tinyedu.scalar import MLP, Layer, Neuron, Value

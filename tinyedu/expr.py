@@ -13,10 +13,10 @@ import math
 from decimal import Decimal, localcontext
 from typing import Any
 
-from tinyedu.dtype import dtypes
+from tinyedu.core.dtype import dtypes
+from tinyedu.core.ops import BinaryOps, ReduceOps, TernaryOps, UnaryOps
 from tinyedu.lazy import LazyBuffer
 from tinyedu.multi.lazy import full
-from tinyedu.ops import BinaryOps, ReduceOps, TernaryOps, UnaryOps
 
 
 class Expr:

@@ -26,10 +26,10 @@ import math
 
 import numpy as np
 
+from tinyedu.core.function import Function
+from tinyedu.core.ops import BinaryOps, ReduceOps, TernaryOps
 from tinyedu.expr import Expr
-from tinyedu.function import Function
 from tinyedu.lazy import LazyBuffer
-from tinyedu.ops import BinaryOps, ReduceOps, TernaryOps
 
 
 # ---- a small vocabulary of (..., rows, cols) matrices on LazyBuffers ----

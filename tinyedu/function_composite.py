@@ -18,9 +18,9 @@ from decimal import Context, Decimal
 from fractions import Fraction
 from typing import Any
 
-from tinyedu.dtype import dtypes
+from tinyedu.core.dtype import dtypes
+from tinyedu.core.function import Function
 from tinyedu.expr import Expr, erfc, exp, exp_minus_square, split
-from tinyedu.function import Function
 from tinyedu.lazy import LazyBuffer
 
 __all__ = ["Expr", "UnaryFunction"]  # Expr is re-exported: exercises write `from here import Expr`

@@ -17,9 +17,9 @@ The input arrives padded (padding is a Tensor op before this one; its gradient i
 
 from __future__ import annotations
 
-from tinyedu.function import Function
+from tinyedu.core.function import Function
+from tinyedu.core.ops import BinaryOps, ReduceOps
 from tinyedu.lazy import LazyBuffer
-from tinyedu.ops import BinaryOps, ReduceOps
 
 
 def windows(x: LazyBuffer, kernel: tuple[int, ...], stride: tuple[int, ...],

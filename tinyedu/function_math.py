@@ -8,9 +8,9 @@ from __future__ import annotations
 import math
 import struct
 
-from tinyedu.dtype import dtypes
+from tinyedu.core.dtype import dtypes
+from tinyedu.core.function import Function
 from tinyedu.expr import Expr, erf64, erfc, exp, exp_minus_square, split
-from tinyedu.function import Function
 from tinyedu.function_composite import UnaryFunction
 from tinyedu.lazy import LazyBuffer
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from tinyedu.function import Function
+from tinyedu.core.function import Function
 from tinyedu.lazy import LazyBuffer
 
 

@@ -37,9 +37,10 @@ from typing import Any, Callable
 
 import numpy as np
 
+from tinyedu.core.helpers import GlobalCounters, debug_level
+from tinyedu.core.ops import LazyOp
 from tinyedu.engine import realize
 from tinyedu.engine.assign import SnapshotCopy, snapshot_for_pending_readers
-from tinyedu.helpers import GlobalCounters, debug_level
 from tinyedu.jit_inputs import (
     Copies,
     JitError,
@@ -53,7 +54,6 @@ from tinyedu.jit_inputs import (
     view_written,
 )
 from tinyedu.lazy import LazyBuffer
-from tinyedu.ops import LazyOp
 from tinyedu.runtime.device import Buffer
 from tinyedu.tensor import Tensor
 

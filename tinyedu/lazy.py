@@ -23,9 +23,9 @@ from typing import Any, Protocol, Sequence
 
 import numpy as np
 
-from tinyedu.dtype import DType, cast_array, dtypes, to_storage
-from tinyedu.helpers import prod
-from tinyedu.ops import BinaryOps, LoadOps, Op, ReduceOps, TernaryOps, UnaryOps, const_key
+from tinyedu.core.dtype import DType, cast_array, dtypes, to_storage
+from tinyedu.core.helpers import prod
+from tinyedu.core.ops import BinaryOps, LoadOps, Op, ReduceOps, TernaryOps, UnaryOps, const_key
 from tinyedu.shape import ShapeTracker
 from tinyedu.shape.memo import memoized
 

@@ -18,10 +18,10 @@ from typing import Any, ClassVar, Sequence
 
 import numpy as np
 
-import tinyedu.function as F
-from tinyedu.dtype import DType, cast_array, check_fits, dtypes, from_storage, result_type, scalar_dtype
-from tinyedu.errors import DeviceError, DTypeError, ShapeError
-from tinyedu.helpers import postorder, prod
+import tinyedu.core.function as F
+from tinyedu.core.dtype import DType, cast_array, check_fits, dtypes, from_storage, result_type, scalar_dtype
+from tinyedu.core.errors import DeviceError, DTypeError, ShapeError
+from tinyedu.core.helpers import postorder, prod
 from tinyedu.lazy import LazyBuffer, engine
 from tinyedu.multi.lazy import MultiLazyBuffer, full
 from tinyedu.tensor_api.activations import ActivationMixin

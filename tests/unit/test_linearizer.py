@@ -11,9 +11,9 @@ import pytest
 
 from tinyedu.codegen.kernel import Kernel
 from tinyedu.codegen.linearizer import linearize
-from tinyedu.codegen.uops import UOps, uops_listing
-from tinyedu.dtype import dtypes
-from tinyedu.ops import BinaryOps, BufferOps, ConstBuffer, LazyOp, MemBuffer, ReduceOps, UnaryOps
+from tinyedu.core.dtype import dtypes
+from tinyedu.core.ops import BinaryOps, BufferOps, ConstBuffer, LazyOp, MemBuffer, ReduceOps, UnaryOps
+from tinyedu.core.uops import UOps, uops_listing
 from tinyedu.runtime.device import Buffer
 from tinyedu.runtime.ops_numpy import NumpyProgram
 from tinyedu.runtime.ops_python import PythonProgram

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from tinyedu.helpers import prod
+from tinyedu.core.helpers import prod
 from tinyedu.shape import NumNode, ShapeTracker, View, idx_vars
 
 MAX_SIZE = 1500

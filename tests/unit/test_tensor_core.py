@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from tinyedu import Tensor, dtypes, no_grad
-from tinyedu.helpers import GlobalCounters
-from tinyedu.ops import BinaryOps, LoadOps
+from tinyedu.core.helpers import GlobalCounters
+from tinyedu.core.ops import BinaryOps, LoadOps
 from tinyedu.runtime.ops_numpy import alu, gather
 from tinyedu.shape import ShapeTracker
 

@@ -15,10 +15,10 @@ from tinyedu import Tensor
 from tinyedu.codegen.kernel import Kernel
 from tinyedu.codegen.linearizer import linearize
 from tinyedu.codegen.opts import Opt, OptOps, apply_opts
-from tinyedu.codegen.uops import FusedOps, UOps, is_vector
-from tinyedu.dtype import dtypes
+from tinyedu.core.dtype import dtypes
+from tinyedu.core.ops import BinaryOps, BufferOps, LazyOp, MemBuffer, ReduceOps, UnaryOps
+from tinyedu.core.uops import FusedOps, UOps, is_vector
 from tinyedu.engine.lower import lower
-from tinyedu.ops import BinaryOps, BufferOps, LazyOp, MemBuffer, ReduceOps, UnaryOps
 from tinyedu.renderer.cstyle import render_c
 from tinyedu.runtime.device import Buffer
 from tinyedu.runtime.ops_c import Compiler
@@ -170,8 +170,8 @@ def test_buffers_are_aligned_to_a_cache_line():
 
 def test_lowering_records_each_step_and_noopt_skips_the_opts(monkeypatch: pytest.MonkeyPatch):
     x = Tensor(np.ones((64, 256), np.float32)).realize()
+    from tinyedu.core.ops import LoadOps
     from tinyedu.engine.schedule import create_schedule
-    from tinyedu.ops import LoadOps
 
     ast = next(i.ast for i in create_schedule([(x * 2).lazydata]) if not isinstance(i.ast.op, LoadOps))
     program = lower("C", ast)

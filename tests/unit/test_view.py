@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tinyedu.helpers import prod
+from tinyedu.core.helpers import prod
 from tinyedu.shape import NumNode, Variable, View, idx_vars, strides_for_shape
 from tinyedu.shape.view import box_to_interval, interval_to_box
 

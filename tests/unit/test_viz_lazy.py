@@ -7,9 +7,9 @@ import re
 import numpy as np
 
 from tinyedu import Tensor
+from tinyedu.core.ops import LoadOps
 from tinyedu.engine.schedule import create_schedule
 from tinyedu.nn import Linear
-from tinyedu.ops import LoadOps
 from tinyedu.viz.lazy_graph import draw_lazy
 
 

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from tinyedu.codegen.uops import uops_listing
+from tinyedu.core.uops import uops_listing
 from tinyedu.viz.pipeline import EXAMPLE_A, EXAMPLE_B, draw_pipeline, pipeline_figure, pipeline_stages
 
 

@@ -39,10 +39,10 @@ import numpy as np
 from tinyedu.codegen.index import INDEX_OPS
 from tinyedu.codegen.kernel import GPU_KINDS, AxisKind, Kernel
 from tinyedu.codegen.opts import pack_tile
-from tinyedu.codegen.uops import UOp, UOpBuilder, UOps, lowest_value
-from tinyedu.dtype import DType
-from tinyedu.helpers import prod
-from tinyedu.ops import BinaryOps, ReduceOps
+from tinyedu.core.dtype import DType
+from tinyedu.core.helpers import prod
+from tinyedu.core.ops import BinaryOps, ReduceOps
+from tinyedu.core.uops import UOp, UOpBuilder, UOps, lowest_value
 from tinyedu.shape import Node, NumNode, ShapeTracker, Variable, View, strides_for_shape
 
 WARP, BANKS = 32, 32  # threads that access shared memory together; 4-byte banks of shared memory

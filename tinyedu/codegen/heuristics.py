@@ -41,8 +41,8 @@ from __future__ import annotations
 
 from tinyedu.codegen.kernel import AxisKind, Kernel
 from tinyedu.codegen.opts import MAX_PACK_ELEMENTS, Opt, OptError, OptOps, apply_opt, pack_tile
-from tinyedu.helpers import prod
-from tinyedu.ops import MemBuffer, UnaryOps
+from tinyedu.core.helpers import prod
+from tinyedu.core.ops import MemBuffer, UnaryOps
 from tinyedu.shape import idx_vars
 from tinyedu.shape.rules import base_and_coefficient, terms_and_constant
 

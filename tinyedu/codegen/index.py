@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tinyedu.codegen.uops import UOp
-from tinyedu.dtype import DType, dtypes
-from tinyedu.ops import BinaryOps
+from tinyedu.core.dtype import DType, dtypes
+from tinyedu.core.ops import BinaryOps
+from tinyedu.core.uops import UOp
 from tinyedu.shape import AndNode, DivNode, LtNode, ModNode, MulNode, Node, NumNode, SumNode, Variable
 
 if TYPE_CHECKING:

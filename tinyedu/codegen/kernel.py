@@ -45,10 +45,10 @@ from enum import Enum
 
 from tinyedu.codegen import sum_blocks
 from tinyedu.codegen.opt import Opt
-from tinyedu.dtype import DType, dtypes
-from tinyedu.helpers import dedup, prod
+from tinyedu.core.dtype import DType, dtypes
+from tinyedu.core.helpers import dedup, prod
+from tinyedu.core.ops import BinaryOps, BufferOps, ConstBuffer, LazyOp, MemBuffer, ReduceOps, UnaryOps
 from tinyedu.launch import GPULimits, LaunchDims
-from tinyedu.ops import BinaryOps, BufferOps, ConstBuffer, LazyOp, MemBuffer, ReduceOps, UnaryOps
 from tinyedu.shape import ShapeTracker
 
 Leaf = MemBuffer | ConstBuffer

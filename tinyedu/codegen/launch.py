@@ -1,13 +1,13 @@
 """A GPU kernel's launch dimensions, read from its UOps (stage 7).
 
 The launch dimensions of a kernel are the sizes of its SPECIAL UOps: `gidN` counts workgroups along
-grid dimension N, `lidN` threads along workgroup dimension N (tinyedu/codegen/uops.py). LaunchDims
+grid dimension N, `lidN` threads along workgroup dimension N (tinyedu/core/uops.py). LaunchDims
 and GPULimits themselves are plain data in tinyedu/launch.py, which devices import too.
 """
 
 from __future__ import annotations
 
-from tinyedu.codegen.uops import UOp, UOps
+from tinyedu.core.uops import UOp, UOps
 from tinyedu.launch import LaunchDims
 
 

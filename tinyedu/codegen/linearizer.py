@@ -59,7 +59,6 @@ from tinyedu.codegen.kernel import AxisKind, Kernel, ast_dtype
 from tinyedu.codegen.local_arrays import Combo  # a position of the expanded axes: ((axis, index), ...)
 from tinyedu.codegen.opt import OptOps
 from tinyedu.codegen.opts import pack_tile
-from tinyedu.codegen.uops import FusedOps, UOp, UOpBuilder, UOps, VectorDType, lowest_value
 from tinyedu.codegen.vectorize import (
     LANE,
     Value,
@@ -74,9 +73,10 @@ from tinyedu.codegen.vectorize import (
     tree,
     vectorizable,
 )
-from tinyedu.dtype import DType, dtypes
-from tinyedu.helpers import postorder
-from tinyedu.ops import BinaryOps, BufferOps, LazyOp, MemBuffer, ReduceOps, TernaryOps, UnaryOps
+from tinyedu.core.dtype import DType, dtypes
+from tinyedu.core.helpers import postorder
+from tinyedu.core.ops import BinaryOps, BufferOps, LazyOp, MemBuffer, ReduceOps, TernaryOps, UnaryOps
+from tinyedu.core.uops import FusedOps, UOp, UOpBuilder, UOps, VectorDType, lowest_value
 from tinyedu.shape import Node, NumNode, Variable
 
 

@@ -13,11 +13,11 @@ from typing import Protocol
 
 from tinyedu.codegen.kernel import Kernel
 from tinyedu.codegen.opts import pack_tile
-from tinyedu.codegen.uops import UOp, UOpBuilder, UOps, VectorDType
 from tinyedu.codegen.vectorize import LANE, Value, as_lanes, as_vector, tree, vectorizable
-from tinyedu.dtype import DType
-from tinyedu.helpers import prod
-from tinyedu.ops import BinaryOps, LazyOp, ReduceOps
+from tinyedu.core.dtype import DType
+from tinyedu.core.helpers import prod
+from tinyedu.core.ops import BinaryOps, LazyOp, ReduceOps
+from tinyedu.core.uops import UOp, UOpBuilder, UOps, VectorDType
 from tinyedu.shape import Node, NumNode, ShapeTracker, Variable, View, strides_for_shape
 
 Combo = tuple[tuple[int, int], ...]   # a position of the expanded axes: ((axis, index), ...)

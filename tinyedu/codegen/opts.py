@@ -46,8 +46,8 @@ from __future__ import annotations
 
 from tinyedu.codegen.kernel import GPU_KINDS, AxisKind, Kernel
 from tinyedu.codegen.opt import Opt, OptOps
-from tinyedu.helpers import prod
-from tinyedu.ops import MemBuffer
+from tinyedu.core.helpers import prod
+from tinyedu.core.ops import MemBuffer
 from tinyedu.shape import NumNode, Variable
 
 MAX_EXPANDED = 1024       # at most this many lanes in the loop body (product of UPCAST/UNROLL sizes)

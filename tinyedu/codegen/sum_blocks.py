@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from tinyedu.helpers import prod
+from tinyedu.core.helpers import prod
 
 SUM_BLOCK = 4096   # elements one accumulator adds before its total moves up a level
 SUM_FAN = 64       # block totals one level adds (a prime factor up to SUM_BLOCK may stand alone)

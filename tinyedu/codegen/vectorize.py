@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from typing import Any, Union
 
-from tinyedu.codegen.uops import VECTOR_ALU_OPS, UOp, UOpBuilder, UOps, VectorDType, is_vector, scalar_of
-from tinyedu.dtype import DType
-from tinyedu.ops import BinaryOps, LazyOp, TernaryOps
+from tinyedu.core.dtype import DType
+from tinyedu.core.ops import BinaryOps, LazyOp, TernaryOps
+from tinyedu.core.uops import VECTOR_ALU_OPS, UOp, UOpBuilder, UOps, VectorDType, is_vector, scalar_of
 from tinyedu.shape import Node, Variable
 from tinyedu.shape.rules import base_and_coefficient, terms_and_constant
 

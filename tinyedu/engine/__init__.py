@@ -16,11 +16,11 @@ when GRAPH=1.
 from typing import Callable
 
 from tinyedu import lazy
+from tinyedu.core.helpers import debug_level
+from tinyedu.core.ops import LoadOps
 from tinyedu.engine import assign, realize
 from tinyedu.engine.schedule import ScheduleItem
 from tinyedu.engine.schedule_cache import schedules
-from tinyedu.helpers import debug_level
-from tinyedu.ops import LoadOps
 from tinyedu.runtime.device import Device
 
 #: called as hook(outs, items) with every schedule, before it runs (GRAPH=1 draws it: see tinyedu/viz/)

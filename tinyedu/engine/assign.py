@@ -23,11 +23,11 @@ Otherwise the value goes to memory of its own, and is copied into the target aft
 
 from __future__ import annotations
 
+from tinyedu.core.ops import BufferOps, LoadOps, ReduceOps
 from tinyedu.engine.realize import BufferCopy, run_program, run_schedule
 from tinyedu.engine.schedule import ScheduleItem
 from tinyedu.engine.schedule_cache import schedules
 from tinyedu.lazy import LazyBuffer, pending_readers
-from tinyedu.ops import BufferOps, LoadOps, ReduceOps
 from tinyedu.runtime.device import Buffer
 
 

@@ -22,8 +22,8 @@ import numpy as np
 
 from tinyedu.codegen.opts import Opt, OptOps
 from tinyedu.codegen.search import SearchResult
-from tinyedu.helpers import debug_level
-from tinyedu.ops import LazyOp, MemBuffer
+from tinyedu.core.helpers import debug_level
+from tinyedu.core.ops import LazyOp, MemBuffer
 from tinyedu.runtime.compile_cache import cache_dir
 from tinyedu.runtime.device import Buffer, Device
 

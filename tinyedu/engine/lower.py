@@ -33,10 +33,10 @@ from tinyedu.codegen.launch import launch_dims
 from tinyedu.codegen.linearizer import linearize
 from tinyedu.codegen.opts import Opt, OptError, apply_opts
 from tinyedu.codegen.search import SearchResult, beam_search
-from tinyedu.codegen.uops import UOp, uops_listing
+from tinyedu.core.helpers import debug_level, getenv, prod
+from tinyedu.core.ops import LazyOp
+from tinyedu.core.uops import UOp, uops_listing
 from tinyedu.engine import beam
-from tinyedu.helpers import debug_level, getenv, prod
-from tinyedu.ops import LazyOp
 from tinyedu.runtime.device import Device, Runner
 
 

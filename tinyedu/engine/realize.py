@@ -15,12 +15,12 @@ from typing import Any, Callable
 
 import numpy as np
 
+from tinyedu.core.helpers import GlobalCounters, debug_level, prod
+from tinyedu.core.ops import LazyOp, LoadOps
 from tinyedu.engine.lower import Program as LoweredProgram
 from tinyedu.engine.lower import lower, lower_ahead, show
 from tinyedu.engine.schedule import ScheduleItem, count_flops
 from tinyedu.engine.two_stage import split_full_reduces
-from tinyedu.helpers import GlobalCounters, debug_level, prod
-from tinyedu.ops import LazyOp, LoadOps
 from tinyedu.runtime.device import Buffer
 
 # --8<-- [start:capture]

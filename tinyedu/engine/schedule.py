@@ -39,9 +39,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from tinyedu.helpers import getenv, postorder, prod
-from tinyedu.lazy import LazyBuffer
-from tinyedu.ops import (
+from tinyedu.core.helpers import getenv, postorder, prod
+from tinyedu.core.ops import (
     ALU_OPS,
     BinaryOps,
     BufferOps,
@@ -53,6 +52,7 @@ from tinyedu.ops import (
     TernaryOps,
     UnaryOps,
 )
+from tinyedu.lazy import LazyBuffer
 from tinyedu.shape import ShapeTracker
 from tinyedu.shape.memo import memoized
 

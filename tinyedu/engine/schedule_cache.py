@@ -32,11 +32,11 @@ from typing import Any
 
 import numpy as np
 
+from tinyedu.core.helpers import getenv
+from tinyedu.core.ops import LazyOp, LoadOps, const_key
 from tinyedu.engine import schedule
 from tinyedu.engine.schedule import ScheduleItem
-from tinyedu.helpers import getenv
 from tinyedu.lazy import LazyBuffer
-from tinyedu.ops import LazyOp, LoadOps, const_key
 
 MAX_ENTRIES = 256  # structures kept; a session that makes more starts over (rare, and cheap)
 

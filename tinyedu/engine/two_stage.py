@@ -25,13 +25,13 @@ from dataclasses import replace
 
 from tinyedu.codegen.heuristics import WORKGROUP
 from tinyedu.codegen.kernel import ast_dtype
-from tinyedu.codegen.uops import lowest_value
-from tinyedu.dtype import dtypes
+from tinyedu.core.dtype import dtypes
+from tinyedu.core.helpers import getenv, postorder, prod
+from tinyedu.core.ops import BufferOps, ConstBuffer, LazyOp, LoadOps, MemBuffer, ReduceOps, TernaryOps
+from tinyedu.core.uops import lowest_value
 from tinyedu.engine.schedule import ScheduleItem, leaf_shape
-from tinyedu.helpers import getenv, postorder, prod
 from tinyedu.launch import GPULimits
 from tinyedu.lazy import LazyBuffer
-from tinyedu.ops import BufferOps, ConstBuffer, LazyOp, LoadOps, MemBuffer, ReduceOps, TernaryOps
 from tinyedu.runtime.device import Device
 from tinyedu.shape import ShapeTracker
 

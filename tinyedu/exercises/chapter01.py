@@ -1,7 +1,7 @@
 """Chapter 01 (notebook 01, stage 1: tensors and autograd): the exercises and their checkers.
 
-Implement-this: `01.mul` (the Mul Function, plugged in as `tinyedu.function.Mul`) and
-`01.expand` (the Expand Function, whose backward is a sum, plugged in as `tinyedu.function.Expand`).
+Implement-this: `01.mul` (the Mul Function, plugged in as `tinyedu.core.function.Mul`) and
+`01.expand` (the Expand Function, whose backward is a sum, plugged in as `tinyedu.core.function.Expand`).
 Predictions and compositions: `01.broadcast_shape`, `01.mish`.
 """
 
@@ -11,7 +11,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-import tinyedu.function as F
+import tinyedu.core.function as F
 from tinyedu import Tensor
 from tinyedu.exercises.gradcheck import check_tensor_grads
 from tinyedu.exercises.hooks import plug
@@ -114,9 +114,9 @@ def _same_network_gradients(mine: list[np.ndarray], reference: list[np.ndarray],
 
 # -- exercise: the Mul Function ----------------------------------------------------------------------
 @exercise("01.mul", answer="Mul", title="The Mul Function: forward and backward on LazyBuffers",
-          hook="tinyedu.function.Mul")
+          hook="tinyedu.core.function.Mul")
 def check_mul(Mul: Any) -> str:  # noqa: N803 - the answer is a class
-    """Plug `Mul` in as tinyedu.function.Mul: values, both gradients, needs_input_grad, then a network."""
+    """Plug `Mul` in as tinyedu.core.function.Mul: values, both gradients, needs_input_grad, then a network."""
     _need_function_class(Mul, "Mul")
     rng = np.random.default_rng(0)
     X, Y = rng.standard_normal((3, 4)), rng.standard_normal((3, 4))
@@ -167,7 +167,7 @@ def check_mul(Mul: Any) -> str:  # noqa: N803 - the answer is a class
 
 # -- exercise: the Expand Function ---------------------------------------------------------------------
 @exercise("01.expand", answer="Expand", title="The Expand Function: the backward of broadcasting is a sum",
-          hook="tinyedu.function.Expand")
+          hook="tinyedu.core.function.Expand")
 def check_expand(Expand: Any) -> str:  # noqa: N803 - the answer is a class
     """Plug `Expand` in: broadcasting a column and a row, a 3-d case, then a network's gradients."""
     _need_function_class(Expand, "Expand")

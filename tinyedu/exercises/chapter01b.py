@@ -19,12 +19,12 @@ import numpy as np
 
 import tinyedu.function_composite as FC
 from tinyedu import Tensor
-from tinyedu.dtype import dtypes
+from tinyedu.core.dtype import dtypes
+from tinyedu.core.helpers import GlobalCounters
+from tinyedu.core.ops import BinaryOps, BufferOps, ConstBuffer, LazyOp, LoadOps
 from tinyedu.engine.schedule import count_flops, create_schedule
 from tinyedu.exercises.hooks import plug
 from tinyedu.exercises.registry import exercise
-from tinyedu.helpers import GlobalCounters
-from tinyedu.ops import BinaryOps, BufferOps, ConstBuffer, LazyOp, LoadOps
 from tinyedu.shape import ShapeTracker
 
 # ---- 01b.softplus: a stable composite Function ----

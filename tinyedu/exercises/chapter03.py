@@ -12,13 +12,13 @@ from typing import Any, Callable
 import numpy as np
 
 from tinyedu import Tensor
+from tinyedu.core.helpers import GlobalCounters
+from tinyedu.core.ops import BinaryOps, LoadOps, TernaryOps, UnaryOps
 from tinyedu.engine import schedule
 from tinyedu.engine.realize import run_schedule
 from tinyedu.exercises.checking import compute_items, is_count
 from tinyedu.exercises.hooks import plug
 from tinyedu.exercises.registry import exercise
-from tinyedu.helpers import GlobalCounters
-from tinyedu.ops import BinaryOps, LoadOps, TernaryOps, UnaryOps
 
 
 # -- predict how many kernels an expression takes --------------------------------------------------

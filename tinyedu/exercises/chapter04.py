@@ -19,16 +19,16 @@ import numpy as np
 from tinyedu import Tensor
 from tinyedu.codegen.kernel import Kernel
 from tinyedu.codegen.linearizer import Linearizer, linearize
-from tinyedu.codegen.uops import UOp, UOpBuilder, UOps, uops_listing
-from tinyedu.dtype import dtypes
+from tinyedu.core.dtype import dtypes
+from tinyedu.core.helpers import prod
+from tinyedu.core.ops import BinaryOps, LoadOps
+from tinyedu.core.uops import UOp, UOpBuilder, UOps, uops_listing
 from tinyedu.engine.lower import lower
 from tinyedu.engine.realize import run_schedule
 from tinyedu.engine.schedule import create_schedule
 from tinyedu.exercises.checking import is_count, one_kernel
 from tinyedu.exercises.hooks import plug
 from tinyedu.exercises.registry import exercise
-from tinyedu.helpers import prod
-from tinyedu.ops import BinaryOps, LoadOps
 from tinyedu.renderer.cstyle import render_c
 from tinyedu.runtime.device import Buffer
 from tinyedu.runtime.ops_c import Compiler
@@ -214,10 +214,10 @@ def _simplify_cases() -> list[tuple[str, Callable[[UOpBuilder], tuple], str]]:
          "two constants fold into one constant: make it with self.const(value, dtype)"),
         ("-7/2", lambda bb: (BinaryOps.DIV, (c(bb, -7), c(bb, 2)), i32),
          "fold with C's semantics: integer / rounds toward zero in C (-7/2 is -3), Python's // rounds down "
-         "(-4). tinyedu.codegen.uops has INT_FOLD, the C semantics of each op"),
+         "(-4). tinyedu.core.uops has INT_FOLD, the C semantics of each op"),
         ("-7%2", lambda bb: (BinaryOps.MOD, (c(bb, -7), c(bb, 2)), i32),
          "fold with C's semantics: C's % takes the sign of the dividend (-7%2 is -1), Python's % the "
-         "divisor's (1). tinyedu.codegen.uops has INT_FOLD"),
+         "divisor's (1). tinyedu.core.uops has INT_FOLD"),
         ("5<7", lambda bb: (BinaryOps.CMPLT, (c(bb, 5), c(bb, 7)), b), "a comparison of constants folds to a "
                                                                        "bool"),
         ("true+true (bools)", lambda bb: (BinaryOps.ADD, (c(bb, True, b), c(bb, True, b)), b),

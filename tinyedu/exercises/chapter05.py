@@ -17,14 +17,14 @@ import numpy as np
 from tinyedu import Tensor
 from tinyedu.codegen.kernel import Kernel
 from tinyedu.codegen.linearizer import linearize
-from tinyedu.codegen.uops import UOps
-from tinyedu.dtype import DType, dtypes
+from tinyedu.core.dtype import DType, dtypes
+from tinyedu.core.ops import MemBuffer
+from tinyedu.core.uops import UOps
 from tinyedu.engine.lower import lower
 from tinyedu.exercises.chapter04 import check_loop_bounds
 from tinyedu.exercises.checking import compute_items, is_count, one_kernel
 from tinyedu.exercises.hooks import plug
 from tinyedu.exercises.registry import exercise
-from tinyedu.ops import MemBuffer
 from tinyedu.renderer import cstyle
 from tinyedu.renderer.cstyle import HELPERS, render_c
 from tinyedu.runtime.device import Buffer

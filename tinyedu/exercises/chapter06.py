@@ -12,7 +12,7 @@ from tinyedu.codegen import heuristics
 from tinyedu.codegen.kernel import AxisKind, Kernel
 from tinyedu.codegen.linearizer import linearize
 from tinyedu.codegen.opts import MOVES, Opt, OptError, OptOps, apply_opts
-from tinyedu.codegen.uops import UOps
+from tinyedu.core.uops import UOps
 from tinyedu.engine.beam import scratch_buffers, time_runner
 from tinyedu.engine.lower import lower
 from tinyedu.exercises.checking import compute_items

@@ -21,11 +21,11 @@ from tinyedu import Device
 from tinyedu.codegen.kernel import Kernel
 from tinyedu.codegen.linearizer import linearize
 from tinyedu.codegen.opts import Opt, OptOps, apply_opts
-from tinyedu.codegen.uops import VectorDType
-from tinyedu.dtype import dtypes
+from tinyedu.core.dtype import dtypes
+from tinyedu.core.ops import BinaryOps, BufferOps, LazyOp, MemBuffer, ReduceOps, TernaryOps, UnaryOps
+from tinyedu.core.uops import VectorDType
 from tinyedu.exercises.hooks import plug
 from tinyedu.exercises.registry import exercise
-from tinyedu.ops import BinaryOps, BufferOps, LazyOp, MemBuffer, ReduceOps, TernaryOps, UnaryOps
 from tinyedu.renderer import llvmir, neon
 from tinyedu.runtime.device import Buffer, DeviceUnavailable
 from tinyedu.runtime.ops_numpy import NumpyProgram
@@ -196,7 +196,7 @@ RUN_IR = textwrap.dedent("""
     import json, sys
     import numpy as np
     from tinyedu import Device
-    from tinyedu.dtype import dtypes
+    from tinyedu.core.dtype import dtypes
     from tinyedu.runtime.device import Buffer
     from tinyedu.runtime.ops_llvm import LLVMCompileError
     job = json.load(sys.stdin)

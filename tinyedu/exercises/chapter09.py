@@ -12,6 +12,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from tinyedu.core.ops import LoadOps
 from tinyedu.exercises.checking import is_count, need_function
 from tinyedu.exercises.hooks import plug
 from tinyedu.exercises.registry import exercise
@@ -20,7 +21,6 @@ from tinyedu.models.tasks import ADDITION_VOCAB, Addition
 from tinyedu.nn import LayerNorm
 from tinyedu.nn.optim import SGD
 from tinyedu.nn.state import get_parameters
-from tinyedu.ops import LoadOps
 from tinyedu.tensor import Tensor
 
 

@@ -18,13 +18,13 @@ from tinyedu.codegen.kernel import AxisKind, Kernel
 from tinyedu.codegen.launch import launch_dims
 from tinyedu.codegen.linearizer import linearize
 from tinyedu.codegen.opts import Opt, OptError, OptOps, apply_opts
-from tinyedu.codegen.uops import UOp, UOps
-from tinyedu.dtype import dtypes
+from tinyedu.core.dtype import dtypes
+from tinyedu.core.helpers import prod
+from tinyedu.core.uops import UOp, UOps
 from tinyedu.engine.lower import lower
 from tinyedu.exercises.checking import compute_items, need_function
 from tinyedu.exercises.hooks import plug
 from tinyedu.exercises.registry import exercise
-from tinyedu.helpers import prod
 from tinyedu.launch import GPULimits
 from tinyedu.renderer.opencl import render_opencl
 from tinyedu.runtime.device import Buffer, Device, DeviceUnavailable

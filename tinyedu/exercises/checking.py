@@ -12,8 +12,8 @@ import math
 from typing import Any, Callable
 
 from tinyedu.codegen.kernel import Kernel
+from tinyedu.core.ops import LoadOps
 from tinyedu.engine.schedule import ScheduleItem, create_schedule
-from tinyedu.ops import LoadOps
 
 
 def is_plain_number(x: object) -> bool:

@@ -1,7 +1,7 @@
 """Hooks: run the real library with one piece of it replaced by a learner's code, then put it back.
 
 Every stage of tinyedu looks its pieces up when it runs them: `Tensor.mul` asks the module
-`tinyedu.function` for `Mul`, `ShapeTracker.permute` calls the View's `permute` method, the C
+`tinyedu.core.function` for `Mul`, `ShapeTracker.permute` calls the View's `permute` method, the C
 renderer calls `c_literal`, and so on. So replacing one of those names for a while makes the whole
 pipeline, everything before and after that piece, run on the replacement:
 
@@ -17,7 +17,7 @@ The hooks the chapters use (each chapter's notebook says which one its exercise 
 | hook                                  | chapter | the learner writes                            |
 | ------------------------------------- | ------- | --------------------------------------------- |
 | `Value.tanh`, `Value._topological_order` | 00   | a Value op with its backward; backward's order |
-| `tinyedu.function.Mul`, `.Expand`     | 01      | a Function: forward and backward              |
+| `tinyedu.core.function.Mul`, `.Expand`     | 01      | a Function: forward and backward              |
 | `function_composite.Softplus`, `LazyOp.toposort` | 01b | a stable Function; a walk over a DAG |
 | `View.permute`, `View.pad`            | 02      | movement ops as arithmetic on a view          |
 | `schedule.keeps_zero`, `schedule.store_is_cheaper` | 03 | a scheduler rule               |
@@ -100,7 +100,7 @@ def plug(owner: Any, name: str, replacement: Any) -> Iterator[Plugged]:
     """Within the block, `owner.name` (or `owner[name]` for a dict) is `replacement`; then restored.
 
     `owner` is a class (a function replaces a method: `plug(Value, "tanh", tanh)`), a module
-    (`plug(tinyedu.function, "Mul", MyMul)`) or a dict (`plug(HELPERS, "max_float32", source)`).
+    (`plug(tinyedu.core.function, "Mul", MyMul)`) or a dict (`plug(HELPERS, "max_float32", source)`).
     The original must exist: a misspelled name raises instead of adding a new attribute nobody calls.
     A replacement function is installed behind a counter: `with plug(...) as plugged:` then
     `plugged.calls` says how often the library called it.

@@ -11,10 +11,10 @@ import struct
 
 import numpy as np
 
-from tinyedu.dtype import DType, dtypes
+from tinyedu.core.dtype import DType, dtypes
+from tinyedu.core.helpers import prod
 from tinyedu.export.model import BufferInfo, ExportedProgram
 from tinyedu.export.wasm import wasm_entry_points
-from tinyedu.helpers import prod
 from tinyedu.renderer.wasm import HEADER_NAME
 from tinyedu.renderer.wasm_math import WASM_MATH_HEADER
 

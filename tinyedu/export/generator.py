@@ -24,7 +24,7 @@ from typing import Callable
 
 import numpy as np
 
-from tinyedu.dtype import dtypes
+from tinyedu.core.dtype import dtypes
 from tinyedu.export.model import ExportedProgram
 from tinyedu.export.program import export_c
 from tinyedu.models.gpt import GPT

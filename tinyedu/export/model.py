@@ -16,11 +16,11 @@ from pathlib import Path
 
 import numpy as np
 
-from tinyedu.dtype import DType
+from tinyedu.core.dtype import DType
+from tinyedu.core.helpers import prod
 from tinyedu.export.memory import Allocation
 from tinyedu.export.targets import Target, missing_tool_hint
 from tinyedu.export.wasm import build_wasm, run_wasm
-from tinyedu.helpers import prod
 
 
 @dataclass(eq=False)  # compared and hashed by identity: one object per buffer

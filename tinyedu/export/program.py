@@ -31,17 +31,17 @@ from typing import Any, Callable
 
 import numpy as np
 
-from tinyedu.dtype import to_storage
+from tinyedu.core.dtype import to_storage
+from tinyedu.core.helpers import getenv
+from tinyedu.core.ops import LoadOps
 from tinyedu.engine.lower import lower
 from tinyedu.engine.schedule import ScheduleItem, create_schedule
 from tinyedu.export.cfile import render_program
 from tinyedu.export.memory import plan_memory
 from tinyedu.export.model import BufferInfo, ExportedProgram, KernelCall
 from tinyedu.export.targets import TARGETS, Target
-from tinyedu.helpers import getenv
 from tinyedu.lazy import LazyBuffer
 from tinyedu.nn.state import get_state_dict
-from tinyedu.ops import LoadOps
 from tinyedu.tensor import Tensor
 from tinyedu.tensor_api.grad_mode import no_grad
 

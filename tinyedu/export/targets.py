@@ -15,7 +15,7 @@ import os
 from dataclasses import dataclass
 from typing import Callable
 
-from tinyedu.codegen.uops import UOp
+from tinyedu.core.uops import UOp
 from tinyedu.renderer.cstyle import render_c
 from tinyedu.renderer.neon import NEON_LANES, render_neon
 from tinyedu.renderer.wasm import WASM_LANES, render_wasm

@@ -27,8 +27,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from tinyedu.core.helpers import prod
 from tinyedu.export.targets import Target, missing_tool_hint
-from tinyedu.helpers import prod
 
 MAGIC = b"TINYEDUW"  # the sidecar weights file's first 8 bytes (cfile.WEIGHTS_MAGIC)
 TYPED_ARRAYS = {"float32": "Float32Array", "int32": "Int32Array", "uint8": "Uint8Array", "bool": "Uint8Array",

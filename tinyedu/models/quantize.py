@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tinyedu.dtype import dtypes
+from tinyedu.core.dtype import dtypes
 from tinyedu.nn import Embedding, Linear
 from tinyedu.nn.state import get_state_dict, load_state_dict
 from tinyedu.tensor import Tensor

@@ -20,7 +20,7 @@ from typing import Sequence
 
 import numpy as np
 
-from tinyedu.dtype import dtypes
+from tinyedu.core.dtype import dtypes
 from tinyedu.nn import Embedding, LayerNorm, Linear
 from tinyedu.tensor import Tensor
 from tinyedu.tensor_api.grad_mode import no_grad

@@ -26,9 +26,9 @@ from typing import Callable
 
 import numpy as np
 
-from tinyedu.dtype import dtypes
+from tinyedu.core.dtype import dtypes
+from tinyedu.core.ops import BinaryOps, TernaryOps
 from tinyedu.lazy import LazyBuffer
-from tinyedu.ops import BinaryOps, TernaryOps
 
 OPS = {"sum": BinaryOps.ADD, "max": BinaryOps.MAX}
 # (phase, step, chunks): called after every step of the ring; chunks[i][c] is device i's chunk c

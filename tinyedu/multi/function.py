@@ -6,7 +6,7 @@ Gather: several devices -> one; its gradient is cut again the way the input was.
 
 from __future__ import annotations
 
-from tinyedu.function import Function
+from tinyedu.core.function import Function
 from tinyedu.lazy import LazyBuffer
 from tinyedu.multi.lazy import MultiLazyBuffer, shard_bounds
 

@@ -3,7 +3,7 @@
 A MultiLazyBuffer is either *sharded* along `axis` (device i holds the slice `bounds[i]` of that
 axis) or *replicated* (`axis` is None: every device holds all of it). It answers the same small
 interface as a LazyBuffer (e, r, reshape, permute, expand, pad, shrink, stride, cast, const,
-contiguous, copy_to_device), so the autograd Functions of tinyedu/function.py run on it unchanged:
+contiguous, copy_to_device), so the autograd Functions of tinyedu/core/function.py run on it unchanged:
 forward and backward of a sharded tensor are sharded too.
 
 Each op runs shard by shard where that is correct, and communicates where it is not:
@@ -26,11 +26,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from tinyedu.dtype import DType
-from tinyedu.helpers import prod
+from tinyedu.core.dtype import DType
+from tinyedu.core.helpers import prod
+from tinyedu.core.ops import BinaryOps, ReduceOps, TernaryOps, UnaryOps
 from tinyedu.lazy import LazyBuffer, engine
 from tinyedu.multi import allreduce
-from tinyedu.ops import BinaryOps, ReduceOps, TernaryOps, UnaryOps
 
 ALL_REDUCE = {"ring": allreduce.ring_all_reduce, "naive": allreduce.naive_all_reduce}
 

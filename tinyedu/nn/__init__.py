@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from tinyedu.dtype import dtypes
+from tinyedu.core.dtype import dtypes
 from tinyedu.tensor import Tensor
 from tinyedu.tensor_api.conv import Ints, _ints
 from tinyedu.tensor_api.grad_mode import no_grad

@@ -21,7 +21,7 @@ from typing import Iterable
 
 import numpy as np
 
-from tinyedu.dtype import dtypes
+from tinyedu.core.dtype import dtypes
 from tinyedu.tensor import Tensor
 from tinyedu.tensor_api.grad_mode import no_grad
 

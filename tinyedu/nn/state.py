@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyedu.dtype import DType, dtypes, from_storage, to_storage
+from tinyedu.core.dtype import DType, dtypes, from_storage, to_storage
 from tinyedu.tensor import Tensor
 
 

@@ -27,9 +27,9 @@ tests/test_accuracy.py the ops built on it). NaN stays NaN, +inf gives inf, -inf
 
 from __future__ import annotations
 
-from tinyedu.codegen.uops import UOp, UOps
-from tinyedu.dtype import dtypes
-from tinyedu.ops import UnaryOps
+from tinyedu.core.dtype import dtypes
+from tinyedu.core.ops import UnaryOps
+from tinyedu.core.uops import UOp, UOps
 from tinyedu.renderer.cstyle import CRenderer, _unwrap
 
 # --8<-- [start:exp2]

@@ -36,10 +36,10 @@ differ in a few places, each handled here or by a compiler flag (see tinyedu/run
   results are stored in variables of their own type (never inlined), which wraps them like numpy;
 - float -> int casts truncate in both, but a value outside int32 (or NaN, inf) is undefined
   behaviour in C: `float_to_int32` spells out tinyedu's rule (INT32_MIN, as x86-64 gives; see
-  tinyedu.dtype.float_to_int), and float -> int8/uint8/int16/uint16 go through it;
+  tinyedu.core.dtype.float_to_int), and float -> int8/uint8/int16/uint16 go through it;
   `float_to_int64` and `float_to_uint64` do the same for the 64-bit types (and uint32).
 - float16 and bfloat16 values are `float`s inside a kernel (every op on them computes in float32,
-  as in PyTorch; see tinyedu.dtype). float16 is stored as `_Float16`, so a load or store is a C
+  as in PyTorch; see tinyedu.core.dtype). float16 is stored as `_Float16`, so a load or store is a C
   conversion; a cast to float16 is `round_float16(x)`, `(float)(_Float16)x` made opaque to GCC
   (which folds the pair away inside a vector), rounding to nearest even. bfloat16 has
   no C type: it is stored as the `unsigned short` top half of a float32, and `round_bfloat16`,
@@ -54,10 +54,10 @@ import math
 import struct
 from collections import Counter
 
-from tinyedu.codegen.uops import INT32_MIN, FusedOps, UOp, UOps, VectorDType, is_vector, scalar_of
-from tinyedu.dtype import DType, dtypes
-from tinyedu.ops import BinaryOps, TernaryOps, UnaryOps
-from tinyedu.renderer.base import Renderer
+from tinyedu.core.dtype import DType, dtypes
+from tinyedu.core.ops import BinaryOps, TernaryOps, UnaryOps
+from tinyedu.core.renderer import Renderer
+from tinyedu.core.uops import INT32_MIN, FusedOps, UOp, UOps, VectorDType, is_vector, scalar_of
 
 
 def c_literal(value: float | int | bool, dtype: DType) -> str:
@@ -124,7 +124,7 @@ HELPERS = {
     "float_to_bfloat16": "static inline unsigned short float_to_bfloat16(float x) { union { float f; "
                          "unsigned int u; } v = {x}; return (unsigned short)(v.u >> 16); }",
 }
-# Which helper a float -> int cast goes through (the rule is tinyedu.dtype.float_to_int).
+# Which helper a float -> int cast goes through (the rule is tinyedu.core.dtype.float_to_int).
 FLOAT_TO_INT = {dtypes.int64: "float_to_int64", dtypes.uint32: "float_to_int64",
                 dtypes.uint64: "float_to_uint64"}
 # --8<-- [end:helpers]
@@ -133,7 +133,7 @@ FLOAT_TO_INT = {dtypes.int64: "float_to_int64", dtypes.uint32: "float_to_int64",
 def c_type(dtype: DType | VectorDType) -> str:
     """The C type of a UOp's dtype: `float`, `floatx16`, ...; a bool vector is an int mask vector."""
     if not is_vector(dtype):
-        return "float" if dtype.is_half else dtype.c_name  # half values live in floats (tinyedu.dtype)
+        return "float" if dtype.is_half else dtype.c_name  # half values live in floats (tinyedu.core.dtype)
     lane = "int" if dtype.scalar == dtypes.bool else dtype.scalar.c_name
     return f"{lane}x{dtype.count}"
 
@@ -213,7 +213,7 @@ def _closing_paren(expr: str) -> int:
 class CRenderer(Renderer):
     """Renders one UOp list as C. `CRenderer(name, uops).render()` gives the whole source.
 
-    It fills in the renderer seam (tinyedu/renderer/base.py): each method returns the C expression
+    It fills in the renderer seam (tinyedu/core/renderer.py): each method returns the C expression
     of a UOp's value (or writes a statement), and `bind` decides whether a value is written inline
     where it is used or gets a variable. The NEON renderer is this class with its vector methods
     replaced by intrinsics.

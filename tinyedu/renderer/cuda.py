@@ -19,7 +19,7 @@ kernel's name as written, so the runtime finds it by name in the PTX. The math f
 
 from __future__ import annotations
 
-from tinyedu.codegen.uops import UOp
+from tinyedu.core.uops import UOp
 from tinyedu.renderer.gpu import GPURenderer
 
 HALF_HELPERS = {

@@ -35,9 +35,9 @@ GPU devices declare vector_width 1, so no vector UOp reaches this renderer.
 
 from __future__ import annotations
 
-from tinyedu.codegen.uops import FusedOps, UOp, UOps, is_vector
-from tinyedu.dtype import DType, dtypes
-from tinyedu.ops import BinaryOps, UnaryOps
+from tinyedu.core.dtype import DType, dtypes
+from tinyedu.core.ops import BinaryOps, UnaryOps
+from tinyedu.core.uops import FusedOps, UOp, UOps, is_vector
 from tinyedu.renderer.cstyle import CRenderer, _unwrap, _wrap
 
 # Signed overflow is undefined in OpenCL C and CUDA, and there is no -fwrapv: data arithmetic on

@@ -13,9 +13,9 @@ from __future__ import annotations
 import math
 import struct
 
-from tinyedu.codegen.uops import FusedOps, VectorDType, is_vector, scalar_of
-from tinyedu.dtype import DType, dtypes
-from tinyedu.ops import BinaryOps
+from tinyedu.core.dtype import DType, dtypes
+from tinyedu.core.ops import BinaryOps
+from tinyedu.core.uops import FusedOps, VectorDType, is_vector, scalar_of
 
 INT32_MIN = -(2**31)
 
@@ -132,7 +132,7 @@ def int_divide(name: str, op, lane: DType, t: str, a: str, b: str,
 # --8<-- [start:cast]
 def cast_instructions(name: str, src: DType, dst: DType, value: str) -> list[str]:
     """`name` = value converted from src to dst, with numpy's (and the C device's) answers where C's
-    conversion is undefined (tinyedu.dtype.float_to_int): a float that does not fit int32 (or NaN,
+    conversion is undefined (tinyedu.core.dtype.float_to_int): a float that does not fit int32 (or NaN,
     inf) becomes INT32_MIN on its way to int32 and narrower ints, INT64_MIN on its way to int64 and
     uint32; uint64 from 2^63 on converts x - 2^63 and sets the top bit again."""
     x = f"{llvm_type(src)} {value}"
@@ -185,7 +185,7 @@ def float_to_int(name: str, src: DType, dst: DType, value: str) -> list[str]:
 
 def round_half(name: str, dst: DType, value: str) -> list[str]:
     """A float rounded to the nearest float16 (fptrunc, then back) or bfloat16 (ties to even on the
-    bits, as tinyedu.dtype.round_to_bfloat16; NaN becomes PyTorch's NaN), still a float."""
+    bits, as tinyedu.core.dtype.round_to_bfloat16; NaN becomes PyTorch's NaN), still a float."""
     if dst == dtypes.float16:
         return [f"{name}.half = fptrunc float {value} to half", f"{name} = fpext half {name}.half to float"]
     return [f"{name}.bits = bitcast float {value} to i32", f"{name}.top = lshr i32 {name}.bits, 16",

@@ -36,10 +36,10 @@ fast-math flags are set, so LLVM may not reassociate or fuse float math (MULACC 
 
 from __future__ import annotations
 
-from tinyedu.codegen.uops import UOp, UOps, VectorDType, is_vector, scalar_of
-from tinyedu.dtype import DType, dtypes
-from tinyedu.ops import BinaryOps, TernaryOps, UnaryOps
-from tinyedu.renderer.base import Renderer
+from tinyedu.core.dtype import DType, dtypes
+from tinyedu.core.ops import BinaryOps, TernaryOps, UnaryOps
+from tinyedu.core.renderer import Renderer
+from tinyedu.core.uops import UOp, UOps, VectorDType, is_vector, scalar_of
 from tinyedu.renderer.llvm_ops import (
     BITWISE,
     BOOL_OPS,

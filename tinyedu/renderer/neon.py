@@ -32,9 +32,9 @@ Two places where the obvious instruction would break "every device agrees with N
 
 from __future__ import annotations
 
-from tinyedu.codegen.uops import FusedOps, UOp, UOps, VectorDType, is_vector
-from tinyedu.dtype import DType, dtypes
-from tinyedu.ops import BinaryOps, TernaryOps, UnaryOps
+from tinyedu.core.dtype import DType, dtypes
+from tinyedu.core.ops import BinaryOps, TernaryOps, UnaryOps
+from tinyedu.core.uops import FusedOps, UOp, UOps, VectorDType, is_vector
 from tinyedu.renderer.cstyle import CRenderer, _unwrap, _wrap, c_literal, c_type
 
 NEON_LANES = 4  # float32 lanes in one 128-bit q-register

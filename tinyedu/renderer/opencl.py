@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 
-from tinyedu.codegen.uops import UOp
+from tinyedu.core.uops import UOp
 from tinyedu.renderer.gpu import GPURenderer
 
 

@@ -16,10 +16,10 @@ Three things differ from the C device, and each is handled here:
 
 from __future__ import annotations
 
-from tinyedu.codegen.uops import FusedOps, UOp, VectorDType, is_vector
-from tinyedu.dtype import dtypes
-from tinyedu.errors import DTypeError, UnsupportedError
-from tinyedu.ops import UnaryOps
+from tinyedu.core.dtype import dtypes
+from tinyedu.core.errors import DTypeError, UnsupportedError
+from tinyedu.core.ops import UnaryOps
+from tinyedu.core.uops import FusedOps, UOp, VectorDType, is_vector
 from tinyedu.renderer.cstyle import CRenderer, _unwrap, c_type
 
 WASM_LANES = 4  # float32 lanes in one 128-bit v128 register

@@ -43,9 +43,9 @@ from __future__ import annotations
 import math
 
 from tinyedu.codegen.launch import launch_dims
-from tinyedu.codegen.uops import INT32_MIN, FusedOps, UOp, UOps, is_vector
-from tinyedu.dtype import DType, dtypes
-from tinyedu.ops import BinaryOps, TernaryOps, UnaryOps
+from tinyedu.core.dtype import DType, dtypes
+from tinyedu.core.ops import BinaryOps, TernaryOps, UnaryOps
+from tinyedu.core.uops import INT32_MIN, FusedOps, UOp, UOps, is_vector
 from tinyedu.renderer.cstyle import BINARY_SYMBOLS, CRenderer, _shortest_float32, _unwrap, _wrap
 
 # The type a dtype has inside a kernel, and in a storage buffer (where bool and narrow ints widen).
@@ -79,7 +79,7 @@ HELPERS = {
     "float_to_u64": "fn float_to_u64(x: f32) -> u64 { if (x >= 9223372036854775808.0) { return "
                     "bitcast<u64>(float_to_i64(x - 9223372036854775808.0)) ^ 0x8000000000000000lu; } "
                     "return bitcast<u64>(float_to_i64(x)); }",
-    # tinyedu's rule (tinyedu.dtype.float_to_int): out of range and NaN give INT32_MIN
+    # tinyedu's rule (tinyedu.core.dtype.float_to_int): out of range and NaN give INT32_MIN
     "float_to_i32": "fn float_to_i32(x: f32) -> i32 { return select(bitcast<i32>(0x80000000u), i32(x), "
                     "x >= -2147483648.0 && x < 2147483648.0); }",
     # as C's (uint32)float_to_int64(x): the low 32 bits of the truncated value, 0 past 2^63 and for NaN

@@ -27,8 +27,8 @@ from typing import Any, Callable, Protocol
 
 import numpy as np
 
-from tinyedu.dtype import DType
-from tinyedu.helpers import GlobalCounters, getenv
+from tinyedu.core.dtype import DType
+from tinyedu.core.helpers import GlobalCounters, getenv
 from tinyedu.launch import GPULimits, LaunchDims
 
 ALIGNMENT = 64  # bytes: one cache line, and one AVX-512 register

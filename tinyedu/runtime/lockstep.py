@@ -32,8 +32,8 @@ from typing import Any
 
 import numpy as np
 
-from tinyedu.codegen.uops import UOp, UOps, is_vector, scalar_of, uops_listing
-from tinyedu.dtype import cast_array, dtypes, from_storage, to_storage
+from tinyedu.core.dtype import cast_array, dtypes, from_storage, to_storage
+from tinyedu.core.uops import UOp, UOps, is_vector, scalar_of, uops_listing
 from tinyedu.launch import LaunchDims
 from tinyedu.runtime.gpu_counts import MemoryCounts, bank_passes, global_sectors
 from tinyedu.runtime.lockstep_alu import LanesALU, lane_type, spread

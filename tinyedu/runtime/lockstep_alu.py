@@ -13,9 +13,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from tinyedu.codegen.uops import FusedOps, UOp, scalar_of
-from tinyedu.dtype import DType, dtypes
-from tinyedu.ops import BinaryOps, TernaryOps, UnaryOps
+from tinyedu.core.dtype import DType, dtypes
+from tinyedu.core.ops import BinaryOps, TernaryOps, UnaryOps
+from tinyedu.core.uops import FusedOps, UOp, scalar_of
 from tinyedu.runtime.ops_numpy import TRANSCENDENTAL, correctly_rounded
 from tinyedu.runtime.python_alu import BOOL_ALU, FLOAT_ALU, INT_ALU, fused_multiply_add, to_dtype
 

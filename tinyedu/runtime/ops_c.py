@@ -41,7 +41,7 @@ import functools
 from pathlib import Path
 from typing import Any
 
-from tinyedu.helpers import getenv
+from tinyedu.core.helpers import getenv
 from tinyedu.launch import LaunchDims
 from tinyedu.renderer.c_vector_math import render_c_vector_math
 from tinyedu.renderer.cstyle import render_c

@@ -32,7 +32,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from tinyedu.helpers import getenv
+from tinyedu.core.helpers import getenv
 from tinyedu.launch import GPULimits, LaunchDims
 from tinyedu.renderer.cuda import render_cuda
 from tinyedu.runtime.compile_cache import cached_build

@@ -9,13 +9,13 @@ The semantics it fixes for every backend (C must match them):
   an integer division or modulo by zero gives 0 instead of crashing;
 - CMPLT and CMPEQ give bool (false whenever a NaN is involved); WHERE picks a where the condition
   is true; AND, OR, XOR are bitwise on integers (two's complement) and logical on bools;
-- CAST is `tinyedu.dtype.cast_array`: float to int truncates, and a float whose truncation does
+- CAST is `tinyedu.core.dtype.cast_array`: float to int truncates, and a float whose truncation does
   not fit in int32 (NaN, +-inf, 3e9) becomes INT32_MIN, as on x86-64 (numpy, PyTorch); float to
   uint8 goes through int32 and keeps the low 8 bits (300.7 -> 44, -1.5 -> 255); int64 and the wide
-  unsigned types have their own versions of the rule (`tinyedu.dtype.float_to_int`). C leaves these
+  unsigned types have their own versions of the rule (`tinyedu.core.dtype.float_to_int`). C leaves these
   undefined, so the C renderer spells the same rule out with helpers;
 - a bfloat16 buffer holds 16-bit patterns (numpy has no bfloat16): a LOAD turns them into float32
-  values and a STORE back (`tinyedu.dtype.from_storage` / `to_storage`);
+  values and a STORE back (`tinyedu.core.dtype.from_storage` / `to_storage`);
 - a read outside a view's mask (padding) gives 0;
 - a float SUM accumulates in float64 and rounds once at the end, so its error is at most one
   rounding of the result plus float64's (about 2^-53 n of the sum of |x|): a reference the
@@ -29,9 +29,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinyedu.dtype import cast_array, from_storage, to_storage
+from tinyedu.core.dtype import cast_array, from_storage, to_storage
+from tinyedu.core.ops import BinaryOps, BufferOps, LazyOp, ReduceOps, TernaryOps, UnaryOps
 from tinyedu.launch import LaunchDims
-from tinyedu.ops import BinaryOps, BufferOps, LazyOp, ReduceOps, TernaryOps, UnaryOps
 from tinyedu.runtime.device import Backend, Buffer, cpu_only
 from tinyedu.shape import ShapeTracker, View
 

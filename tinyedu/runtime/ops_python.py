@@ -25,9 +25,9 @@ from typing import Any
 import numpy as np
 
 from tinyedu.codegen.launch import launch_dims
-from tinyedu.codegen.uops import UOp, UOps, is_vector, scalar_of
-from tinyedu.dtype import dtypes, from_storage, to_storage
-from tinyedu.helpers import getenv
+from tinyedu.core.dtype import dtypes, from_storage, to_storage
+from tinyedu.core.helpers import getenv
+from tinyedu.core.uops import UOp, UOps, is_vector, scalar_of
 from tinyedu.launch import GPULimits, LaunchDims
 from tinyedu.runtime.device import Backend, Buffer, thread_count
 from tinyedu.runtime.lockstep import LockstepProgram

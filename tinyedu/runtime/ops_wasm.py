@@ -34,7 +34,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from tinyedu.errors import UnsupportedError
+from tinyedu.core.errors import UnsupportedError
 from tinyedu.launch import LaunchDims
 from tinyedu.renderer.wasm import HEADER_NAME, WASM_LANES, render_wasm
 from tinyedu.renderer.wasm_math import WASM_MATH_HEADER

@@ -33,8 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from tinyedu.codegen.uops import UOp, UOps
-from tinyedu.dtype import DType, dtypes
+from tinyedu.core.dtype import DType, dtypes
+from tinyedu.core.uops import UOp, UOps
 from tinyedu.launch import GPULimits, LaunchDims
 from tinyedu.renderer.wgsl import render_wgsl
 from tinyedu.runtime.device import Backend, Buffer, DeviceUnavailable

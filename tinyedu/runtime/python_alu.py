@@ -21,15 +21,15 @@ from typing import Any, Callable
 
 import numpy as np
 
-from tinyedu.codegen.uops import FusedOps, const_value
-from tinyedu.dtype import DType, cast_array, dtypes
-from tinyedu.ops import BinaryOps, TernaryOps, UnaryOps
+from tinyedu.core.dtype import DType, cast_array, dtypes
+from tinyedu.core.ops import BinaryOps, TernaryOps, UnaryOps
+from tinyedu.core.uops import FusedOps, const_value
 from tinyedu.runtime.ops_numpy import TRANSCENDENTAL, correctly_rounded
 
 
 def to_dtype(value: Any, dtype: DType) -> Any:
     """A result as the value kind of `dtype` (float32 or float64 scalar, wrapped int, or bool). A
-    float16 or bfloat16 value is a float32 scalar (their ops compute in float32, see tinyedu.dtype)."""
+    float16 or bfloat16 value is a float32 scalar (their ops compute in float32, see tinyedu.core.dtype)."""
     if dtype == dtypes.float64:
         return np.float64(value)
     if dtype.is_float:
@@ -58,7 +58,7 @@ def maximum(a: Any, b: Any) -> Any:
 
 
 def cast(value: Any, src: DType, dst: DType) -> Any:
-    """tinyedu's one casting rule (tinyedu.dtype.cast_array), on one value."""
+    """tinyedu's one casting rule (tinyedu.core.dtype.cast_array), on one value."""
     with np.errstate(all="ignore"):
         return to_dtype(cast_array(np.array(value, dtype=src.value_np), dst)[()], dst)
 

@@ -26,7 +26,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from tinyedu.helpers import getenv
+from tinyedu.core.helpers import getenv
 
 # --8<-- [start:flags]
 # -fwrapv: int32 overflow wraps as in numpy; -ffp-contract=off: no fused multiply-add (numpy rounds

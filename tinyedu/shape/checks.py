@@ -11,7 +11,7 @@ import operator
 from collections.abc import Sequence  # (typing.Sequence works too, but isinstance is 3x slower with it)
 from typing import Any
 
-from tinyedu.helpers import prod
+from tinyedu.core.helpers import prod
 
 Shape = tuple[int, ...]
 

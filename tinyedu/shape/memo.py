@@ -18,18 +18,11 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable, TypeVar
 
+from tinyedu.core.helpers import cached_hash
+
 F = TypeVar("F", bound=Callable[..., Any])
 MAX_ENTRIES = 20_000  # per function; a long session with many shapes starts over instead of growing
 _MISSING = object()
-
-
-def cached_hash(self: Any) -> int:
-    """__hash__ for a frozen dataclass, computed once and kept on the instance."""
-    value = self.__dict__.get("_hash")
-    if value is None:
-        value = hash(tuple(getattr(self, name) for name in self.__dataclass_fields__))
-        object.__setattr__(self, "_hash", value)
-    return value
 
 
 def same_fields(self: Any, other: Any) -> bool:

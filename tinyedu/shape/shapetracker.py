@@ -21,7 +21,7 @@ from typing import Sequence
 
 import numpy as np
 
-from tinyedu.helpers import prod
+from tinyedu.core.helpers import prod
 from tinyedu.shape import checks
 from tinyedu.shape.memo import cached_hash, memoized, same_fields
 from tinyedu.shape.rules import base_and_coefficient, terms_and_constant

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
-from tinyedu.helpers import prod
+from tinyedu.core.helpers import prod
 from tinyedu.shape.memo import cached_hash, memoized, same_fields
 from tinyedu.shape.symbolic import Node, NumNode, to_node
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import tinyedu.function_composite as FC
 import tinyedu.function_math as FM
-from tinyedu.dtype import dtypes, promote_with_scalar
-from tinyedu.errors import ArgumentError
+from tinyedu.core.dtype import dtypes, promote_with_scalar
+from tinyedu.core.errors import ArgumentError
 from tinyedu.tensor_api.base import TensorLike
 
 

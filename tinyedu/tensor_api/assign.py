@@ -18,7 +18,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from tinyedu.errors import DeviceError, ShapeError
+from tinyedu.core.errors import DeviceError, ShapeError
 from tinyedu.lazy import engine
 from tinyedu.multi.lazy import MultiLazyBuffer
 from tinyedu.tensor_api.base import TensorLike

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 import tinyedu.function_attention as FA
-from tinyedu.errors import ShapeError
+from tinyedu.core.errors import ShapeError
 from tinyedu.tensor_api.base import TensorLike
 
 BLOCK = 128  # keys per block: the largest buffer is (..., Tq, BLOCK)

@@ -18,9 +18,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from tinyedu.dtype import DType
-from tinyedu.errors import ShapeError
-from tinyedu.function import Function
+from tinyedu.core.dtype import DType
+from tinyedu.core.errors import ShapeError
+from tinyedu.core.function import Function
 from tinyedu.lazy import LazyBuffer
 
 Scalar = float | int | bool

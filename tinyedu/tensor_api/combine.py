@@ -13,8 +13,8 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence
 
-from tinyedu.dtype import least_upper_dtype
-from tinyedu.errors import ArgumentError, DeviceError, ShapeError
+from tinyedu.core.dtype import least_upper_dtype
+from tinyedu.core.errors import ArgumentError, DeviceError, ShapeError
 from tinyedu.tensor_api.base import TensorLike
 
 

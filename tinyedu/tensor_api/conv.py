@@ -17,9 +17,9 @@ import math
 from typing import Any
 
 import tinyedu.function_conv as FC
-from tinyedu.dtype import dtypes, least_upper_dtype
-from tinyedu.errors import ArgumentError, ShapeError
-from tinyedu.helpers import prod
+from tinyedu.core.dtype import dtypes, least_upper_dtype
+from tinyedu.core.errors import ArgumentError, ShapeError
+from tinyedu.core.helpers import prod
 from tinyedu.tensor_api.base import TensorLike
 from tinyedu.tensor_api.indexing import _one_hot_pick
 from tinyedu.tensor_api.nn_ops import check_tensors

@@ -7,12 +7,12 @@ from typing import Any
 
 import numpy as np
 
-from tinyedu.dtype import DType, check_fits, dtypes
-from tinyedu.errors import ArgumentError, DTypeError, ShapeError
-from tinyedu.helpers import flatten_args
+from tinyedu.core.dtype import DType, check_fits, dtypes
+from tinyedu.core.errors import ArgumentError, DTypeError, ShapeError
+from tinyedu.core.helpers import flatten_args
+from tinyedu.core.ops import LoadOps
 from tinyedu.lazy import LazyBuffer, engine
 from tinyedu.multi.lazy import full
-from tinyedu.ops import LoadOps
 from tinyedu.tensor_api.base import TensorLike
 
 

@@ -14,11 +14,11 @@ from typing import Any
 
 import numpy as np
 
-import tinyedu.function as F
+import tinyedu.core.function as F
 import tinyedu.function_composite as FC
 import tinyedu.function_math as FM
-from tinyedu.dtype import dtypes, from_storage, promote_with_scalar, to_storage
-from tinyedu.errors import ArgumentError, DeviceError, DTypeError
+from tinyedu.core.dtype import dtypes, from_storage, promote_with_scalar, to_storage
+from tinyedu.core.errors import ArgumentError, DeviceError, DTypeError
 from tinyedu.expr import Expr
 from tinyedu.tensor_api.base import Operand, TensorLike, broadcast_shape
 

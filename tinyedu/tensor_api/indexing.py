@@ -15,8 +15,8 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from tinyedu.dtype import dtypes
-from tinyedu.errors import ArgumentError, DeviceError, DTypeError, ShapeError
+from tinyedu.core.dtype import dtypes
+from tinyedu.core.errors import ArgumentError, DeviceError, DTypeError, ShapeError
 from tinyedu.tensor_api.base import TensorLike, broadcast_shape
 
 _VALID = "ints, slices, None, ..., and integer tensors or lists"

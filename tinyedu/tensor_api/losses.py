@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinyedu.dtype import dtypes
-from tinyedu.errors import ArgumentError, DTypeError, ShapeError
+from tinyedu.core.dtype import dtypes
+from tinyedu.core.errors import ArgumentError, DTypeError, ShapeError
 from tinyedu.tensor_api.base import TensorLike
 
 REDUCTIONS = ("mean", "sum", "none")

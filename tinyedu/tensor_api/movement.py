@@ -10,10 +10,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-import tinyedu.function as F
-from tinyedu.dtype import DType
-from tinyedu.errors import ArgumentError, ShapeError, UnsupportedError
-from tinyedu.helpers import flatten_args, prod
+import tinyedu.core.function as F
+from tinyedu.core.dtype import DType
+from tinyedu.core.errors import ArgumentError, ShapeError, UnsupportedError
+from tinyedu.core.helpers import flatten_args, prod
 from tinyedu.tensor_api.base import TensorLike
 
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from tinyedu.dtype import dtypes
-from tinyedu.errors import ArgumentError, DeviceError, ShapeError, UnsupportedError
+from tinyedu.core.dtype import dtypes
+from tinyedu.core.errors import ArgumentError, DeviceError, ShapeError, UnsupportedError
 from tinyedu.tensor_api.base import TensorLike, broadcast_shape
 
 

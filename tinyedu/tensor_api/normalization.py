@@ -10,8 +10,8 @@ from __future__ import annotations
 from contextlib import ContextDecorator
 from typing import ClassVar, Sequence
 
-from tinyedu.errors import ArgumentError, ShapeError
-from tinyedu.helpers import prod
+from tinyedu.core.errors import ArgumentError, ShapeError
+from tinyedu.core.helpers import prod
 from tinyedu.tensor_api.base import TensorLike
 from tinyedu.tensor_api.nn_ops import check_tensors
 

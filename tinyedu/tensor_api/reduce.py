@@ -5,11 +5,11 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable
 
-import tinyedu.function as F
+import tinyedu.core.function as F
 import tinyedu.function_math as FM
-from tinyedu.dtype import dtypes
-from tinyedu.errors import ShapeError
-from tinyedu.helpers import prod
+from tinyedu.core.dtype import dtypes
+from tinyedu.core.errors import ShapeError
+from tinyedu.core.helpers import prod
 from tinyedu.tensor_api.base import TensorLike
 from tinyedu.tensor_api.grad_mode import no_grad
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Callable
 
-import tinyedu.function as F
-from tinyedu.dtype import dtypes
-from tinyedu.errors import DTypeError
+import tinyedu.core.function as F
+from tinyedu.core.dtype import dtypes
+from tinyedu.core.errors import DTypeError
 from tinyedu.expr import Expr
 from tinyedu.tensor_api.base import Operand, TensorLike
 

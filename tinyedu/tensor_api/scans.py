@@ -16,7 +16,7 @@ from typing import Any, Callable
 import numpy as np
 
 import tinyedu.function_select as FS
-from tinyedu.dtype import dtypes
+from tinyedu.core.dtype import dtypes
 from tinyedu.tensor_api.base import TensorLike
 from tinyedu.tensor_api.grad_mode import no_grad
 from tinyedu.tensor_api.reduce import dim_or_axis

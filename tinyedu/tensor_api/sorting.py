@@ -13,8 +13,8 @@ int32 index would wrap, so such a sort is refused with an error that says so.
 
 from __future__ import annotations
 
-from tinyedu.dtype import dtypes
-from tinyedu.helpers import prod
+from tinyedu.core.dtype import dtypes
+from tinyedu.core.helpers import prod
 from tinyedu.tensor_api.base import TensorLike
 from tinyedu.tensor_api.indexing import _one_hot_pick
 

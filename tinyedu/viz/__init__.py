@@ -4,9 +4,9 @@ Node ids are assigned in a deterministic order (never from `id()`), so the DOT s
 drawing is the same on every run and can be compared in a notebook test.
 """
 
+from tinyedu.core.helpers import graph_enabled
 from tinyedu.engine import schedule_hooks
 from tinyedu.engine.schedule import ScheduleItem
-from tinyedu.helpers import graph_enabled
 from tinyedu.lazy import LazyBuffer
 from tinyedu.viz.lazy_graph import save_schedule_graph
 from tinyedu.viz.value_graph import draw_value, value_svg

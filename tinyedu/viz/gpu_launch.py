@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import graphviz
 
-from tinyedu.helpers import prod
+from tinyedu.core.helpers import prod
 from tinyedu.launch import LaunchDims
 
 

@@ -14,10 +14,10 @@ from typing import Sequence
 
 import graphviz
 
+from tinyedu.core.helpers import postorder
+from tinyedu.core.ops import BinaryOps, BufferOps, LazyOp, LoadOps, ReduceOps, TernaryOps, UnaryOps
 from tinyedu.engine.schedule import ScheduleItem, create_schedule
-from tinyedu.helpers import postorder
 from tinyedu.lazy import LazyBuffer
-from tinyedu.ops import BinaryOps, BufferOps, LazyOp, LoadOps, ReduceOps, TernaryOps, UnaryOps
 
 # One colour per kind of op, the same in every drawing.
 COLORS = {LoadOps: "#ffd59e", UnaryOps: "#c6e5ff", BinaryOps: "#c6e5ff", TernaryOps: "#c6e5ff",

@@ -15,10 +15,10 @@ from typing import Any
 import graphviz
 import numpy as np
 
-from tinyedu.codegen.uops import uops_listing
+from tinyedu.core.ops import LoadOps
+from tinyedu.core.uops import uops_listing
 from tinyedu.engine.lower import lower
 from tinyedu.engine.schedule import create_schedule
-from tinyedu.ops import LoadOps
 from tinyedu.tensor import Tensor
 from tinyedu.viz.lazy_graph import draw_ast, draw_lazy
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import graphviz
 
-from tinyedu.codegen.uops import UOp, UOps, arg_text
+from tinyedu.core.uops import UOp, UOps, arg_text
 
 # One colour per kind of UOp, in the spirit of the AST drawings (tinyedu/viz/lazy_graph.py).
 COLORS = {UOps.DEFINE_GLOBAL: "#d5f5d5", UOps.LOAD: "#d5f5d5", UOps.STORE: "#d5f5d5",

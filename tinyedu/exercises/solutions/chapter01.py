@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from tinyedu import function
+from tinyedu.core import function
+from tinyedu.core.ops import BinaryOps, ReduceOps
 from tinyedu.exercises.registry import Mistake
-from tinyedu.ops import BinaryOps, ReduceOps
 
 # --8<-- [start:broadcast_shapes]
 # Line the shapes up on the right, pad the shorter with 1s; each axis must match or be 1.

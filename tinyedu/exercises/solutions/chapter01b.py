@@ -5,9 +5,9 @@ from __future__ import annotations
 import math
 
 from tinyedu import function_composite
+from tinyedu.core.ops import LazyOp
 from tinyedu.exercises.registry import Mistake
 from tinyedu.function_composite import Expr, UnaryFunction
-from tinyedu.ops import LazyOp
 
 # --8<-- [start:Softplus]
 Softplus = function_composite.Softplus

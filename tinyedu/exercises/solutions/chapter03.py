@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from tinyedu.core.ops import BinaryOps, TernaryOps, UnaryOps
 from tinyedu.engine import schedule
 from tinyedu.exercises.registry import Mistake
-from tinyedu.ops import BinaryOps, TernaryOps, UnaryOps
 
 # --8<-- [start:kernel_counts]
 kernel_counts = {

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from tinyedu.codegen.linearizer import Linearizer
-from tinyedu.codegen.uops import UOpBuilder, UOps, lowest_value
-from tinyedu.dtype import dtypes
+from tinyedu.core.dtype import dtypes
+from tinyedu.core.ops import BinaryOps, ReduceOps
+from tinyedu.core.uops import UOpBuilder, UOps, lowest_value
 from tinyedu.exercises.registry import Mistake
-from tinyedu.ops import BinaryOps, ReduceOps
 
 # --8<-- [start:loop_bounds]
 loop_bounds = {

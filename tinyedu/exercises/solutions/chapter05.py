@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from tinyedu.dtype import dtypes
+from tinyedu.core.dtype import dtypes
 from tinyedu.exercises.registry import Mistake
 from tinyedu.renderer import cstyle
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from tinyedu.codegen.uops import FusedOps, VectorDType
-from tinyedu.dtype import DType, dtypes
+from tinyedu.core.dtype import DType, dtypes
+from tinyedu.core.ops import BinaryOps, TernaryOps, UnaryOps
+from tinyedu.core.uops import FusedOps, VectorDType
 from tinyedu.exercises.registry import Mistake
-from tinyedu.ops import BinaryOps, TernaryOps, UnaryOps
 from tinyedu.renderer.llvm_ops import int_divide as library_int_divide
 from tinyedu.renderer.llvm_ops import signed
 from tinyedu.renderer.neon import vector_op as library_vector_op

@@ -7,7 +7,7 @@ from typing import Any
 from tinyedu.codegen import gpu
 from tinyedu.codegen.kernel import Kernel
 from tinyedu.codegen.opts import Opt, OptOps
-from tinyedu.codegen.uops import UOp, UOpBuilder, UOps
+from tinyedu.core.uops import UOp, UOpBuilder, UOps
 from tinyedu.exercises.hooks import plug
 from tinyedu.exercises.registry import Mistake
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Callable, Iterable, Sequence, TypeVar
+from typing import Any, Callable, Iterable, Sequence, TypeVar
 
 T = TypeVar("T")
 
@@ -94,3 +94,12 @@ def flatten_args(args: tuple) -> tuple:
     if len(args) == 1 and isinstance(args[0], (tuple, list)):
         return tuple(args[0])
     return tuple(args)
+
+
+def cached_hash(self: Any) -> int:
+    """__hash__ for a frozen dataclass, computed once and kept on the instance."""
+    value = self.__dict__.get("_hash")
+    if value is None:
+        value = hash(tuple(getattr(self, name) for name in self.__dataclass_fields__))
+        object.__setattr__(self, "_hash", value)
+    return value

@@ -27,7 +27,7 @@ from abc import ABC, abstractmethod
 from collections import Counter
 from typing import Any
 
-from tinyedu.codegen.uops import UOp, UOps
+from .uops import UOp, UOps
 
 # which method renders each UOp: the UOps every kernel may have, and the ones only GPU kernels have
 CPU_RULES = {
@@ -89,9 +89,9 @@ class Renderer(ABC):
     def define_global(self, u: UOp) -> str:
         """A kernel argument: buffer number u.arg, a pointer."""
 
-    @abstractmethod
     def define_local(self, u: UOp) -> str:
         """A local array of u.arg elements."""
+        self.not_supported(u, "vectors and local arrays (opts)")
 
     @abstractmethod
     def const(self, u: UOp) -> str:
@@ -129,21 +129,24 @@ class Renderer(ABC):
     def cast(self, u: UOp, value: str) -> str:
         """value converted to u.dtype."""
 
-    @abstractmethod
     def vectorize(self, u: UOp, *lanes: str) -> str:
         """A vector of these lanes."""
+        self.not_supported(u, "vectors and local arrays (opts)")
 
-    @abstractmethod
     def broadcast(self, u: UOp, value: str) -> str:
         """A vector with value in every lane."""
+        self.not_supported(u, "vectors and local arrays (opts)")
 
-    @abstractmethod
     def gep(self, u: UOp, vector: str) -> str:
         """Lane u.arg of the vector."""
+        self.not_supported(u, "vectors and local arrays (opts)")
 
     @abstractmethod
     def finish(self) -> str:
         """The whole source, once every UOp is rendered."""
+
+    def not_supported(self, u: UOp, what: str) -> None:
+        raise NotImplementedError(f"{self.backend}: no rule for {u.op.name}; this renderer does not write {what}")
 
     # ---- GPU UOps: only a GPU renderer (renderer/gpu.py) writes them; a CPU renderer says so ----
     def gpu_only(self, u: UOp) -> None:

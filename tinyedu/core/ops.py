@@ -35,10 +35,9 @@ from dataclasses import dataclass
 from enum import Enum, auto
 from typing import Any, Union
 
-from tinyedu.dtype import DType
-from tinyedu.helpers import postorder
-from tinyedu.shape import ShapeTracker
-from tinyedu.shape.memo import cached_hash
+from .dtype import DType
+from .helpers import cached_hash, postorder
+from .shape import ShapeTracker
 
 
 class OpEnum(Enum):

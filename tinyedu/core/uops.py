@@ -63,8 +63,8 @@ from dataclasses import dataclass
 from enum import Enum, auto
 from typing import Any
 
-from tinyedu.dtype import DType, dtypes
-from tinyedu.ops import BinaryOps, TernaryOps, UnaryOps
+from .dtype import DType, dtypes
+from .ops import BinaryOps, TernaryOps, UnaryOps
 
 
 class UOps(Enum):
@@ -198,7 +198,7 @@ def const_value(value: float | int | bool, dtype: DType) -> float | int | bool:
         return bool(value)
     if dtype == dtypes.float64:
         return float(value)
-    if dtype.is_float:  # float16 and bfloat16 values are float32s in kernels (see tinyedu.dtype)
+    if dtype.is_float:  # float16 and bfloat16 values are float32s in kernels (see tinyedu.core.dtype)
         return struct.unpack("f", struct.pack("f", float(value)))[0]  # round to the nearest float32
     bits = 8 * dtype.itemsize
     wrapped = int(value) % (1 << bits)

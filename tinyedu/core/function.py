@@ -17,9 +17,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from tinyedu.dtype import DType
-from tinyedu.lazy import LazyBuffer
-from tinyedu.ops import BinaryOps, ReduceOps, TernaryOps, UnaryOps
+from .dtype import DType
+from .lazy import LazyBuffer
+from .ops import BinaryOps, ReduceOps, TernaryOps, UnaryOps
 
 
 # --8<-- [start:function]
@@ -119,7 +119,7 @@ class Sin(Function):
 
 
 class Cos(Function):
-    """A primitive, not sin(pi/2 - x): see tinyedu/ops.py for why that loses accuracy for large x."""
+    """A primitive, not sin(pi/2 - x): see tinyedu/core/ops.py for why that loses accuracy for large x."""
 
     def forward(self, x: LazyBuffer) -> LazyBuffer:
         self.x = x

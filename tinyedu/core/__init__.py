@@ -1,0 +1,29 @@
+"""The core of tinyedu: one computation from Tensor to a C kernel and back, in files you can read
+in one sitting. Read them in this order:
+
+    helpers.py    prod, the one graph walk (postorder), DEBUG
+    dtype.py      DType, PyTorch's promotion rules
+    shape.py      View and ShapeTracker: movement ops as index arithmetic
+    ops.py        the primitive ops, and LazyOp, the kernel AST
+    lazy.py       LazyBuffer: the lazy graph
+    function.py   one differentiable Function per primitive op
+    tensor.py     Tensor: PyTorch's API and autograd, over the lazy graph
+    nn.py         Linear, SGD, Adam
+    schedule.py   the graph cut into kernels: which values get memory
+    uops.py       UOps, the flat instructions a kernel becomes
+    linearizer.py a kernel AST to UOps: loops, loads, a reduce, a store
+    renderer.py   the seam a backend fills in: one method per kind of UOp
+    cstyle.py     the C renderer
+    device.py     memory, compiling and loading: the C device
+    realize.py    the engine: schedule, lower, run
+    errors.py     the error classes
+
+Everything in tinyedu outside this folder is an extra that plugs into a seam named here; see
+tinyedu/README.md. This package uses only relative imports, so it also works copied on its own.
+"""
+
+from .nn import SGD, Adam, Linear
+from .realize import realize  # noqa: F401 - importing it installs the engine
+from .tensor import Tensor
+
+__all__ = ["Tensor", "Linear", "SGD", "Adam"]

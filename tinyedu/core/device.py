@@ -1,0 +1,89 @@
+"""Devices: memory, and a way to turn source into something that runs. The C device in 40 lines.
+
+A device is four things (`Device`): its memory (`Buffer`), a renderer (UOps to source), a
+compiler (source to a binary) and a loader (binary to a function you can call with Buffers).
+`register_device` is the seam where every device plugs in; the core registers one, `C`: the
+system C compiler builds a shared library, and ctypes calls it with the buffers' addresses.
+The full library registers its others (NUMPY, PYTHON, NEON, LLVM, GPU, CUDA, ...) in tinyedu/runtime/.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from .cstyle import CRenderer
+from .dtype import DType
+from .renderer import Renderer
+
+
+class Buffer:
+    """`size` elements of `dtype` on a device. For C the memory is a numpy array: the compiled
+    function reads and writes it through its address, and numpy() reads it back without a copy."""
+
+    def __init__(self, device: str, size: int, dtype: DType):
+        self.device, self.size, self.dtype = device, size, dtype
+        self._array = np.empty(max(size, 1), dtype=dtype.np)  # (never a null pointer)
+
+    def copyin(self, host: np.ndarray) -> "Buffer":
+        self._array[:self.size] = host.reshape(-1)
+        return self
+
+    def numpy(self) -> np.ndarray:
+        return self._array[:self.size]
+
+    @property
+    def address(self) -> int:
+        return self._array.ctypes.data
+
+
+@dataclass(frozen=True)
+class Device:
+    name: str
+    renderer: type[Renderer]
+    compile: Callable[[str], Any]                       # source -> binary
+    load: Callable[[Any, str], Callable[..., None]]     # binary, function name -> fn(*buffers)
+
+
+DEVICES: dict[str, Device] = {}
+
+
+def register_device(device: Device) -> None:
+    """The seam for devices: after this, Tensor(..., device=device.name) runs there."""
+    DEVICES[device.name] = device
+
+
+def get_device(name: str) -> Device:
+    if name not in DEVICES:
+        raise ValueError(f"unknown device {name!r}; the registered ones are {sorted(DEVICES)}")
+    return DEVICES[name]
+
+
+# --8<-- [start:c]
+_BUILD = tempfile.TemporaryDirectory(prefix="tinyedu-core-")  # removed when Python exits
+
+
+def compile_c(source: str) -> str:
+    """C source -> the path of a shared library, built by the system C compiler ($CC, else cc)."""
+    path = os.path.join(_BUILD.name, f"kernel{len(os.listdir(_BUILD.name))}.so")
+    cmd = [os.environ.get("CC", "cc"), "-O2", "-ffp-contract=off", "-shared", "-fPIC", "-x", "c", "-", "-o", path, "-lm"]
+    result = subprocess.run(cmd, input=source.encode(), capture_output=True)
+    if result.returncode != 0:
+        raise RuntimeError(f"C compiler failed:\n{result.stderr.decode()}\n--- source ---\n{source}")
+    return path
+
+
+def load_c(path: str, name: str) -> Callable[..., None]:
+    """The compiled function, called with each buffer's address (a `void*` for ctypes)."""
+    function = getattr(ctypes.CDLL(path), name)
+    return lambda *buffers: function(*[ctypes.c_void_p(b.address) for b in buffers])
+# --8<-- [end:c]
+
+
+register_device(Device("C", CRenderer, compile_c, load_c))

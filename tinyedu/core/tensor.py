@@ -1,0 +1,337 @@
+"""Tensor: PyTorch's names over a lazy graph, with autograd.
+
+A Tensor is a LazyBuffer (`.lazydata`, the value, not computed yet) plus what autograd needs:
+`requires_grad`, `.grad`, and `_ctx`, the Function that made it, with `_parents`, its inputs.
+Every method here is one primitive Function (function.py) or a short composition of them: that
+twenty primitives and five movement ops carry a whole framework is the point of this file.
+
+The full library's Tensor (tinyedu/tensor.py) is this class plus mixins with the rest of
+PyTorch's API; methods create `type(self)`, so they keep returning that richer class.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from . import function as F
+from .dtype import DType, dtypes, result_type, scalar_dtype
+from .helpers import postorder, prod
+from .lazy import LazyBuffer
+
+Scalar = float | int | bool
+
+
+class Tensor:
+    default_device = "C"
+    training = False
+    _rng = np.random.default_rng(0)
+
+    def __init__(self, data: Any, device: str | None = None, dtype: DType | None = None,
+                 requires_grad: bool = False):
+        device = device or Tensor.default_device
+        if isinstance(data, LazyBuffer):
+            lazydata = data
+        elif isinstance(data, (bool, int, float)):
+            lazydata = LazyBuffer.full(data, (), dtype or scalar_dtype(data), device)
+        elif isinstance(data, (list, tuple, np.ndarray, np.generic)):
+            array = np.asarray(data)
+            if not isinstance(data, (np.ndarray, np.generic)):  # Python numbers get the default dtypes
+                array = array.astype({"b": np.bool_, "i": np.int32, "u": np.int32, "f": np.float32}[array.dtype.kind])
+            lazydata = LazyBuffer.from_numpy(array, device)
+        else:
+            raise TypeError(f"Tensor: cannot make a tensor from {type(data).__name__}")
+        self.lazydata = lazydata if dtype is None else lazydata.cast(dtype)
+        self.grad: Tensor | None = None
+        self._ctx: F.Function | None = None
+        self._parents: tuple[Tensor, ...] = ()
+        self.requires_grad = requires_grad
+
+    # ---- what it is, and its values ----
+    shape = property(lambda self: self.lazydata.shape)
+    dtype = property(lambda self: self.lazydata.dtype)
+    device = property(lambda self: self.lazydata.device)
+    ndim = property(lambda self: len(self.shape))
+
+    def numel(self) -> int:
+        return prod(self.shape)
+
+    def __repr__(self) -> str:
+        return f"<Tensor {self.shape} {self.dtype.name} on {self.device}{' with grad' if self.requires_grad else ''}>"
+
+    def __hash__(self) -> int:  # (== makes a comparison Tensor, so hash by identity)
+        return id(self)
+
+    def realize(self) -> "Tensor":
+        self.lazydata.realize()
+        return self
+
+    def numpy(self) -> np.ndarray:
+        return self.lazydata.numpy()
+
+    def item(self) -> Scalar:
+        return self.numpy().item()
+
+    def tolist(self) -> Any:
+        return self.numpy().tolist()
+
+    def detach(self) -> "Tensor":
+        return type(self)(self.lazydata)
+
+    # ---- creation ----
+    @classmethod
+    def full(cls, shape: tuple[int, ...], value: Scalar, dtype: DType | None = None, **kw: Any) -> "Tensor":
+        device = kw.pop("device", None) or Tensor.default_device
+        return cls(LazyBuffer.full(value, tuple(shape), dtype or scalar_dtype(value), device), **kw)
+
+    @classmethod
+    def zeros(cls, *shape: int, **kw: Any) -> "Tensor":
+        return cls.full(_shape(shape), 0.0, **kw)
+
+    @classmethod
+    def ones(cls, *shape: int, **kw: Any) -> "Tensor":
+        return cls.full(_shape(shape), 1.0, **kw)
+
+    @classmethod
+    def arange(cls, stop: int, **kw: Any) -> "Tensor":
+        return cls(np.arange(stop, dtype=np.int32), **kw)
+
+    @staticmethod
+    def manual_seed(seed: int) -> None:
+        Tensor._rng = np.random.default_rng(seed)
+
+    @classmethod
+    def rand(cls, *shape: int, **kw: Any) -> "Tensor":
+        """Uniform in [0, 1), from numpy's generator (seed it with Tensor.manual_seed)."""
+        return cls(Tensor._rng.random(_shape(shape), dtype=np.float32), **kw)
+
+    @classmethod
+    def randn(cls, *shape: int, **kw: Any) -> "Tensor":
+        return cls(Tensor._rng.standard_normal(_shape(shape), dtype=np.float32), **kw)
+
+    @classmethod
+    def uniform(cls, *shape: int, low: float = -1.0, high: float = 1.0, **kw: Any) -> "Tensor":
+        return cls(Tensor._rng.uniform(low, high, _shape(shape)).astype(np.float32), **kw)
+
+    # --8<-- [start:autograd]
+    def _apply(self, function: type[F.Function], *others: "Tensor", **kwargs: Any) -> "Tensor":
+        """Run a Function forward on the LazyBuffers; remember it for backward if an input needs it."""
+        inputs = (self, *others)
+        ctx = function(tuple(t.requires_grad for t in inputs))
+        out = type(self)(ctx.forward(*[t.lazydata for t in inputs], **kwargs))
+        if any(ctx.needs_input_grad) and out.dtype.is_float:  # comparisons and int casts end the graph
+            out.requires_grad, out._ctx, out._parents = True, ctx, inputs
+        return out
+
+    def backward(self) -> "Tensor":
+        """Fill `.grad` of every tensor that requires one, adding to what is there. The chain rule,
+        applied in reverse topological order: each node's gradient is complete before it is used."""
+        assert self.numel() == 1 and self.requires_grad, "backward: call it on a scalar that requires grad"
+        grads = {id(self): self.lazydata.const(1.0)}
+        order = postorder([self], lambda t: [p for p in t._parents if p.requires_grad])
+        for node in reversed(order):
+            grad = grads.pop(id(node), None)
+            if grad is None:
+                continue
+            if node._ctx is None:  # a leaf: accumulate into .grad
+                g = type(self)(grad)
+                node.grad = g if node.grad is None else node.grad + g
+                continue
+            local = node._ctx.backward(grad)
+            for parent, g in zip(node._parents, local if isinstance(local, tuple) else (local,)):
+                if g is not None and parent.requires_grad:
+                    grads[id(parent)] = g if id(parent) not in grads else grads[id(parent)].e(F.BinaryOps.ADD, g)
+            node._ctx, node._parents = None, ()  # free the graph
+        return self
+    # --8<-- [end:autograd]
+
+    # ---- broadcasting: numpy's shapes, PyTorch's dtypes ----
+    def _broadcasted(self, other: "Tensor | Scalar", reverse: bool = False) -> tuple["Tensor", "Tensor"]:
+        if isinstance(other, Tensor):
+            dtype = result_type((self.dtype, "tensor"), (other.dtype, "tensor"))
+        else:
+            dtype = result_type((self.dtype, "tensor"), (scalar_dtype(other), "scalar"))
+            other = type(self).full((), other, dtype, device=self.device)
+        x, y = self.cast(dtype), other.cast(dtype)
+        if reverse:
+            x, y = y, x
+        shape = broadcast_shape(x.shape, y.shape)
+        return x._broadcast_to(shape), y._broadcast_to(shape)
+
+    def _broadcast_to(self, shape: tuple[int, ...]) -> "Tensor":
+        return self.reshape(_pad1(self.shape, shape)).expand(shape) if self.shape != shape else self
+
+    # ---- elementwise ----
+    def cast(self, dtype: DType) -> "Tensor":
+        return self if self.dtype == dtype else self._apply(F.Cast, dtype=dtype)
+
+    def float(self) -> "Tensor":
+        return self.cast(dtypes.float32)
+
+    def add(self, x: "Tensor | Scalar", reverse: bool = False) -> "Tensor":
+        a, b = self._broadcasted(x, reverse)
+        return a._apply(F.Add, b)
+
+    def sub(self, x: "Tensor | Scalar", reverse: bool = False) -> "Tensor":
+        a, b = self._broadcasted(x, reverse)
+        return a._apply(F.Sub, b)
+
+    def mul(self, x: "Tensor | Scalar", reverse: bool = False) -> "Tensor":
+        a, b = self._broadcasted(x, reverse)
+        return a._apply(F.Mul, b)
+
+    def div(self, x: "Tensor | Scalar", reverse: bool = False) -> "Tensor":
+        a, b = self._broadcasted(x, reverse)
+        return a.float()._apply(F.Div, b.float())  # true division, as `/` in Python
+
+    def maximum(self, x: "Tensor | Scalar") -> "Tensor":
+        a, b = self._broadcasted(x)
+        return a._apply(F.Maximum, b)
+
+    def __lt__(self, x: "Tensor | Scalar") -> "Tensor":
+        a, b = self._broadcasted(x)
+        return a._apply(F.Less, b)
+
+    def __gt__(self, x: "Tensor | Scalar") -> "Tensor":
+        a, b = self._broadcasted(x, reverse=True)
+        return a._apply(F.Less, b)
+
+    def __eq__(self, x: "Tensor | Scalar") -> "Tensor":  # type: ignore[override]
+        a, b = self._broadcasted(x)
+        return a._apply(F.Eq, b)
+
+    def where(self, x: "Tensor | Scalar", y: "Tensor | Scalar") -> "Tensor":
+        """x where self is true, else y."""
+        x = x if isinstance(x, Tensor) else type(self).full((), x, device=self.device)
+        x, y = x._broadcasted(y)
+        shape = broadcast_shape(self.shape, x.shape)
+        return self.cast(dtypes.bool)._broadcast_to(shape)._apply(F.Where, x._broadcast_to(shape),
+                                                                   y._broadcast_to(shape))
+
+    def neg(self) -> "Tensor":
+        return self._apply(F.Neg)
+
+    def reciprocal(self) -> "Tensor":
+        return self.float()._apply(F.Reciprocal)
+
+    def exp(self) -> "Tensor":
+        return self.mul(1 / math.log(2))._apply(F.Exp2)
+
+    def log(self) -> "Tensor":
+        return self.float()._apply(F.Log2).mul(math.log(2))
+
+    def sqrt(self) -> "Tensor":
+        return self.float()._apply(F.Sqrt)
+
+    def relu(self) -> "Tensor":
+        return self.maximum(0)
+
+    def sigmoid(self) -> "Tensor":
+        return (1 + (-self).exp()).reciprocal()
+
+    def square(self) -> "Tensor":
+        return self * self
+
+    __add__, __sub__, __mul__, __truediv__ = add, sub, mul, div
+    __neg__, __matmul__ = neg, lambda self, x: self.matmul(x)
+    __radd__ = __rmul__ = lambda self, x: self.add(x, True)
+    __rsub__, __rtruediv__ = lambda self, x: self.sub(x, True), lambda self, x: self.div(x, True)
+
+    # ---- reductions ----
+    def _reduce(self, function: type[F.Function], axis: int | tuple[int, ...] | None, keepdim: bool) -> "Tensor":
+        axes = tuple(range(self.ndim)) if axis is None else tuple(a % self.ndim for a in _tuple(axis))
+        out = self._apply(function, axes=axes)
+        return out if keepdim else out.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
+
+    def sum(self, axis: int | tuple[int, ...] | None = None, keepdim: bool = False) -> "Tensor":
+        return self._reduce(F.Sum, axis, keepdim)
+
+    def max(self, axis: int | tuple[int, ...] | None = None, keepdim: bool = False) -> "Tensor":
+        return self._reduce(F.Max, axis, keepdim)
+
+    def mean(self, axis: int | tuple[int, ...] | None = None, keepdim: bool = False) -> "Tensor":
+        out = self.float().sum(axis, keepdim)
+        return out * (out.numel() / max(self.numel(), 1)) if self.numel() else out
+
+    # ---- movement: views ----
+    def reshape(self, *shape: int) -> "Tensor":
+        shape = _shape(shape)
+        if -1 in shape:
+            known = prod(s for s in shape if s != -1)
+            shape = tuple(self.numel() // known if s == -1 else s for s in shape)
+        if prod(shape) != self.numel():
+            raise ValueError(f"reshape: cannot view {self.shape} ({self.numel()} elements) as {shape}")
+        return self if shape == self.shape else self._apply(F.Reshape, shape=shape)
+
+    def permute(self, *order: int) -> "Tensor":
+        return self._apply(F.Permute, order=tuple(a % self.ndim for a in _shape(order)))
+
+    def expand(self, *shape: int) -> "Tensor":
+        shape = tuple(s if n == -1 else n for s, n in zip(self.shape, _shape(shape)))
+        return self if shape == self.shape else self._apply(F.Expand, shape=shape)
+
+    def pad(self, padding: tuple[tuple[int, int], ...]) -> "Tensor":
+        return self._apply(F.Pad, padding=tuple(padding))
+
+    def shrink(self, bounds: tuple[tuple[int, int], ...]) -> "Tensor":
+        return self._apply(F.Shrink, bounds=tuple(bounds))
+
+    def transpose(self, a: int = -2, b: int = -1) -> "Tensor":
+        order = list(range(self.ndim))
+        order[a], order[b] = order[b], order[a]
+        return self.permute(tuple(order))
+
+    def flatten(self, start: int = 0) -> "Tensor":
+        return self.reshape(self.shape[:start] + (-1,))
+
+    T = property(lambda self: self.transpose())
+
+    # --8<-- [start:matmul]
+    def matmul(self, w: "Tensor") -> "Tensor":
+        """(..., n, k) @ (k, m): put k last on both, broadcast to (..., n, m, k), multiply, sum k.
+        No matmul kernel is written anywhere: the scheduler fuses the multiply into the sum."""
+        x = self.reshape(self.shape[:-1] + (1, self.shape[-1]))            # (..., n, 1, k)
+        w = w.reshape(w.shape[:-2] + (1,) * (self.ndim - w.ndim) + w.shape[-2:]).transpose()  # (..., 1, m, k)
+        return (x * w).sum(-1)
+    # --8<-- [end:matmul]
+
+    dot = matmul
+
+    # ---- the functions a classifier needs ----
+    def softmax(self, axis: int = -1) -> "Tensor":
+        e = (self - self.max(axis, keepdim=True)).exp()
+        return e / e.sum(axis, keepdim=True)
+
+    def log_softmax(self, axis: int = -1) -> "Tensor":
+        shifted = self - self.max(axis, keepdim=True)
+        return shifted - shifted.exp().sum(axis, keepdim=True).log()
+
+    def cross_entropy(self, labels: "Tensor") -> "Tensor":
+        """The mean over the batch of -log softmax at each row's label (labels: integer class indices)."""
+        classes = type(self).arange(self.shape[-1], device=self.device)
+        one_hot = (labels.reshape(labels.shape + (1,)) == classes).float()
+        return -(self.log_softmax() * one_hot).sum() / labels.numel()
+
+
+def _tuple(x: Any) -> tuple:
+    return tuple(x) if isinstance(x, (tuple, list)) else (x,)
+
+
+def _shape(args: tuple) -> tuple[int, ...]:
+    """Both f(2, 3) and f((2, 3)), as PyTorch takes shapes."""
+    return tuple(args[0]) if len(args) == 1 and isinstance(args[0], (tuple, list)) else tuple(args)
+
+
+def broadcast_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
+    """numpy's rule: line the shapes up at the right; each pair of sizes is equal, or one of them is 1."""
+    a, b = _pad1(a, b), _pad1(b, a)
+    if any(x != y and 1 not in (x, y) for x, y in zip(a, b)):
+        raise ValueError(f"shapes {a} and {b} cannot be broadcast together")
+    return tuple(max(x, y) if 0 not in (x, y) else 0 for x, y in zip(a, b))
+
+
+def _pad1(shape: tuple[int, ...], like: tuple[int, ...]) -> tuple[int, ...]:
+    """`shape` with 1s in front, to as many dims as `like` (numpy's broadcasting lines shapes up at the right)."""
+    return (1,) * (len(like) - len(shape)) + tuple(shape)
