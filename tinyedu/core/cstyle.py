@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from .dtype import DType, dtypes
 from .ops import BinaryOps, TernaryOps, UnaryOps
 from .renderer import Renderer
@@ -24,8 +26,10 @@ from .uops import UOp, UOps
 # --8<-- [start:table]
 C_OPS = {
     UnaryOps.NEG: "(-{0})", UnaryOps.RECIP: "(1.0f/{0})", UnaryOps.SQRT: "sqrtf({0})",
-    UnaryOps.EXP2: "exp2f({0})", UnaryOps.LOG2: "log2f({0})", UnaryOps.SIN: "sinf({0})", UnaryOps.COS: "cosf({0})",
-    BinaryOps.ADD: "({0}+{1})", BinaryOps.SUB: "({0}-{1})", BinaryOps.MUL: "({0}*{1})", BinaryOps.DIV: "({0}/{1})",
+    UnaryOps.EXP2: "exp2f({0})", UnaryOps.LOG2: "log2f({0})",
+    UnaryOps.SIN: "sinf({0})", UnaryOps.COS: "cosf({0})",
+    BinaryOps.ADD: "({0}+{1})", BinaryOps.SUB: "({0}-{1})", BinaryOps.MUL: "({0}*{1})",
+    BinaryOps.DIV: "({0}/{1})",
     BinaryOps.MOD: "({0}%{1})", BinaryOps.CMPLT: "({0}<{1})", BinaryOps.CMPEQ: "({0}=={1})",
     BinaryOps.AND: "({0}&{1})", BinaryOps.OR: "({0}|{1})", BinaryOps.XOR: "({0}^{1})",
     BinaryOps.MAX: "(({0}>{1}||{0}!={0})?{0}:{1})",  # NaN wins, as in PyTorch (fmaxf would drop it)
@@ -43,7 +47,10 @@ def c_literal(value: float | int | bool, dtype: DType) -> str:
         return "NAN"
     if math.isinf(value):
         return "-INFINITY" if value < 0 else "INFINITY"
-    return f"{float(value).hex()}{'f' if dtype == dtypes.float32 else ''}"  # exact: a hex float
+    if dtype != dtypes.float32:
+        return repr(float(value))
+    text = str(np.float32(value))  # the shortest decimal that reads back as this float32
+    return f"{text if any(c in text for c in '.e') else text + '.0'}f"
 
 
 class CRenderer(Renderer):
@@ -100,4 +107,5 @@ class CRenderer(Renderer):
             depth -= line == "}"
             body.append("  " * depth + line + "\n")
             depth += line.endswith("{")
-        return f"#include <math.h>\n#include <stdbool.h>\nvoid {self.function_name}({args}) {{\n{''.join(body)}}}\n"
+        header = f"#include <math.h>\n#include <stdbool.h>\nvoid {self.function_name}({args}) {{\n"
+        return header + "".join(body) + "}\n"

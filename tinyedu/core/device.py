@@ -72,7 +72,8 @@ _BUILD = tempfile.TemporaryDirectory(prefix="tinyedu-core-")  # removed when Pyt
 def compile_c(source: str) -> str:
     """C source -> the path of a shared library, built by the system C compiler ($CC, else cc)."""
     path = os.path.join(_BUILD.name, f"kernel{len(os.listdir(_BUILD.name))}.so")
-    cmd = [os.environ.get("CC", "cc"), "-O2", "-ffp-contract=off", "-shared", "-fPIC", "-x", "c", "-", "-o", path, "-lm"]
+    cmd = [os.environ.get("CC", "cc"), "-O2", "-ffp-contract=off", "-shared", "-fPIC", "-x", "c", "-",
+           "-o", path, "-lm"]
     result = subprocess.run(cmd, input=source.encode(), capture_output=True)
     if result.returncode != 0:
         raise RuntimeError(f"C compiler failed:\n{result.stderr.decode()}\n--- source ---\n{source}")

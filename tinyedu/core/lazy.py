@@ -107,7 +107,8 @@ class LazyBuffer:
         if not axes:
             return self
         shape = tuple(1 if i in axes else s for i, s in enumerate(self.shape))
-        return LazyBuffer(self.device, ShapeTracker.from_shape(shape), self.dtype, op, tuple(sorted(axes)), (self,))
+        st = ShapeTracker.from_shape(shape)
+        return LazyBuffer(self.device, st, self.dtype, op, tuple(sorted(axes)), (self,))
     # --8<-- [end:e]
 
     def cast(self, dtype: DType) -> "LazyBuffer":

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .dtype import DType, dtypes
-from .helpers import prod
+from .helpers import postorder, prod
 from .ops import BinaryOps, BufferOps, ConstBuffer, LazyOp, MemBuffer, ReduceOps, TernaryOps, UnaryOps
 from .uops import UOp, UOpBuilder, UOps, lowest_value
 
@@ -38,10 +38,11 @@ class Kernel:
         leaf = next(n for n in self.ast.walk() if n.op in (BufferOps.LOAD, BufferOps.CONST))
         self.full_shape = leaf.arg.st.shape  # (the shape below the reduce: every leaf has it)
         self.first_reduce = len(out_shape) - len(axes)
-        for node in self.ast.walk():
-            if node.op in (BufferOps.LOAD, BufferOps.STORE) and prod(node.arg.st.views[0].shape) >= 2**31:
-                raise ValueError(f"kernel: a buffer of {prod(node.arg.st.views[0].shape)} elements needs 64-bit "
-                                 "indices; the core kernels index with int32 (the full library switches to int64)")
+        sizes = [prod(v.shape) for n in self.ast.walk() if isinstance(n.arg, (MemBuffer, ConstBuffer))
+                 for v in n.arg.st.views] + [prod(self.full_shape)]
+        if max(sizes) >= 2**31:
+            raise ValueError(f"kernel {self.name}: {max(sizes)} elements need 64-bit indices; the core's "
+                             "kernels index with int32 (the full library, tinyedu.Tensor, switches to int64)")
 
     @property
     def name(self) -> str:
@@ -138,7 +139,7 @@ def _open(b: UOpBuilder, name: str, size: int) -> UOp:
 # --8<-- [start:lower]
 def _lower(b: UOpBuilder, root: LazyOp, data: dict[int, UOp], idxs: list[UOp], values: dict[int, UOp]) -> UOp:
     """The value of an AST node at loop indices `idxs`, sources first (a shared node once)."""
-    for node in root.toposort():
+    for node in postorder([root], lambda n: () if id(n) in values else n.src):  # (not below the reduce)
         if id(node) in values:
             continue
         if node.op in (BufferOps.LOAD, BufferOps.CONST):
@@ -151,7 +152,8 @@ def _lower(b: UOpBuilder, root: LazyOp, data: dict[int, UOp], idxs: list[UOp], v
                 if padding:
                     value = b.alu(TernaryOps.WHERE, valid, value, b.const(0, node.arg.dtype))
             else:  # the validity is the LOAD's gate: memory is not touched where it is false
-                value = b.emit(UOps.LOAD, node.arg.dtype, (data[node.arg.idx], index, *([valid] if padding else [])))
+                gate = (valid,) if padding else ()
+                value = b.emit(UOps.LOAD, node.arg.dtype, (data[node.arg.idx], index, *gate))
         elif node.op is UnaryOps.CAST:
             value = b.emit(UOps.CAST, node.arg, (values[id(node.src[0])],))
         else:

@@ -58,7 +58,7 @@ class SGD(Optimizer):
 
     def updates(self) -> list[tuple[Tensor, Tensor]]:
         out = []
-        for p, v in zip(self.params, self.v):
+        for p, v in zip(self.params, self.v, strict=True):
             g = p.grad.detach()
             if self.momentum:
                 g = self.momentum * v + g
@@ -80,7 +80,7 @@ class Adam(Optimizer):
     def updates(self) -> list[tuple[Tensor, Tensor]]:
         self.t += 1
         out = []
-        for p, m, v in zip(self.params, self.m, self.v):
+        for p, m, v in zip(self.params, self.m, self.v, strict=True):
             g = p.grad.detach()
             m_new = self.b1 * m + (1 - self.b1) * g
             v_new = self.b2 * v + (1 - self.b2) * g * g

@@ -146,7 +146,8 @@ class Renderer(ABC):
         """The whole source, once every UOp is rendered."""
 
     def not_supported(self, u: UOp, what: str) -> None:
-        raise NotImplementedError(f"{self.backend}: no rule for {u.op.name}; this renderer does not write {what}")
+        raise NotImplementedError(f"{self.backend}: no rule for {u.op.name}; this renderer does not write "
+                                  f"{what}")
 
     # ---- GPU UOps: only a GPU renderer (renderer/gpu.py) writes them; a CPU renderer says so ----
     def gpu_only(self, u: UOp) -> None:

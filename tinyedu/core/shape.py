@@ -46,8 +46,9 @@ class View:
     def create(shape: tuple[int, ...], strides: tuple[int, ...] | None = None, offset: int = 0,
                mask: tuple[tuple[int, int], ...] | None = None) -> "View":
         strides = strides_for_shape(shape) if strides is None else strides
-        strides = tuple(0 if s == 1 else st for s, st in zip(shape, strides))  # size 1: stride is moot
-        if mask is not None and all(lo == 0 and hi == s for (lo, hi), s in zip(mask, shape)):
+        # a size-1 axis is never moved along: its stride is 0, so equal views compare equal
+        strides = tuple(0 if s == 1 else st for s, st in zip(shape, strides, strict=True))
+        if mask is not None and all(lo == 0 and hi == s for (lo, hi), s in zip(mask, shape, strict=True)):
             mask = None  # a mask that covers everything is no mask
         return View(tuple(shape), strides, offset, mask)
 
@@ -64,21 +65,22 @@ class View:
     def expand(self, shape: tuple[int, ...]) -> "View":
         mask = None if self.mask is None else tuple(
             m if old == new else ((0, new) if m != (0, 0) else (0, 0))
-            for m, old, new in zip(self.mask, self.shape, shape))
+            for m, old, new in zip(self.mask, self.shape, shape, strict=True))
         return View.create(shape, self.strides, self.offset, mask)
 
     def shrink(self, bounds: tuple[tuple[int, int], ...]) -> "View":
-        offset = self.offset + sum(lo * st for (lo, _), st in zip(bounds, self.strides))
+        offset = self.offset + sum(lo * st for (lo, _), st in zip(bounds, self.strides, strict=True))
         mask = None if self.mask is None else tuple(
-            (max(0, mlo - lo), max(0, min(mhi, hi) - lo)) for (mlo, mhi), (lo, hi) in zip(self.mask, bounds))
+            (max(0, mlo - lo), max(0, min(mhi, hi) - lo))
+            for (mlo, mhi), (lo, hi) in zip(self.mask, bounds, strict=True))
         return View.create(tuple(hi - lo for lo, hi in bounds), self.strides, offset, mask)
 
     def pad(self, padding: tuple[tuple[int, int], ...]) -> "View":
         """Pad = a shrink to negative lo and past the end, with a mask over the original part."""
-        shape = tuple(s + lo + hi for s, (lo, hi) in zip(self.shape, padding))
+        shape = tuple(s + lo + hi for s, (lo, hi) in zip(self.shape, padding, strict=True))
         old = self.mask or tuple((0, s) for s in self.shape)
-        mask = tuple((mlo + lo, mhi + lo) for (mlo, mhi), (lo, _) in zip(old, padding))
-        offset = self.offset - sum(lo * st for (lo, _), st in zip(padding, self.strides))
+        mask = tuple((mlo + lo, mhi + lo) for (mlo, mhi), (lo, _) in zip(old, padding, strict=True))
+        offset = self.offset - sum(lo * st for (lo, _), st in zip(padding, self.strides, strict=True))
         return View.create(shape, self.strides, offset, mask)
 
     def reshape(self, shape: tuple[int, ...]) -> "View | None":
@@ -92,7 +94,7 @@ class View:
             return View.create(shape)
         if self.mask is not None:
             return None  # (regrouping a mask is possible but long; a second View says it just as well)
-        old = [(s, st) for s, st in zip(self.shape, self.strides) if s != 1]
+        old = [(s, st) for s, st in zip(self.shape, self.strides, strict=True) if s != 1]
         strides: list[int] = []
         i = 0
         old = [list(axis) for axis in old]
@@ -111,7 +113,7 @@ class View:
                 n, i = n * old[i][0], i + 1
             if n != size:
                 return None  # the new axis splits an old one: only the simple cases below
-            if any(a[1] != b[0] * b[1] for a, b in zip(group, group[1:])):
+            if any(a[1] != b[0] * b[1] for a, b in zip(group, group[1:], strict=False)):
                 return None  # the old axes are not one stretch of memory
             strides.append(group[-1][1])
         return View.create(shape, tuple(strides), self.offset) if i == len(old) else None
@@ -119,11 +121,12 @@ class View:
     def index(self, idxs: list[Any], ops: Any) -> tuple[Any, Any]:
         """(memory index, valid) at loop indices `idxs`, computed with `ops` (see ShapeTracker.index)."""
         index = ops.const(self.offset)
-        for i, size, stride in zip(idxs, self.shape, self.strides):
+        for i, size, stride in zip(idxs, self.shape, self.strides, strict=True):
             if size != 1 and stride != 0:
                 index = ops.add(index, ops.mul(i, ops.const(stride)))
         valid = ops.const(True)
-        for i, (lo, hi), size in zip(idxs, self.mask or (), self.shape):
+        mask = self.mask or [(0, s) for s in self.shape]
+        for i, (lo, hi), size in zip(idxs, mask, self.shape, strict=True):
             if lo > 0:  # i >= lo, written as lo-1 < i
                 valid = ops.and_(valid, ops.lt(ops.const(lo - 1), i))
             if hi < size:
@@ -181,8 +184,9 @@ class ShapeTracker:
         index, valid = self.views[-1].index(idxs, ops)
         for view in reversed(self.views[:-1]):
             flat, idxs = index, []
-            for size, step in zip(view.shape, strides_for_shape(view.shape)):
-                idxs.append(ops.const(0) if size == 1 else ops.mod(ops.div(flat, ops.const(step)), ops.const(size)))
+            for size, step in zip(view.shape, strides_for_shape(view.shape), strict=True):
+                at = ops.const(0) if size == 1 else ops.mod(ops.div(flat, ops.const(step)), ops.const(size))
+                idxs.append(at)
             index, inner_valid = view.index(idxs, ops)
             valid = ops.and_(valid, inner_valid)
         return index, valid

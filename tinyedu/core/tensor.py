@@ -39,7 +39,8 @@ class Tensor:
         elif isinstance(data, (list, tuple, np.ndarray, np.generic)):
             array = np.asarray(data)
             if not isinstance(data, (np.ndarray, np.generic)):  # Python numbers get the default dtypes
-                array = array.astype({"b": np.bool_, "i": np.int32, "u": np.int32, "f": np.float32}[array.dtype.kind])
+                default = {"b": np.bool_, "i": np.int32, "u": np.int32, "f": np.float32}[array.dtype.kind]
+                array = array.astype(default)
             lazydata = LazyBuffer.from_numpy(array, device)
         else:
             raise TypeError(f"Tensor: cannot make a tensor from {type(data).__name__}")
@@ -59,7 +60,8 @@ class Tensor:
         return prod(self.shape)
 
     def __repr__(self) -> str:
-        return f"<Tensor {self.shape} {self.dtype.name} on {self.device}{' with grad' if self.requires_grad else ''}>"
+        grad = " with grad" if self.requires_grad else ""
+        return f"<Tensor {self.shape} {self.dtype.name} on {self.device}{grad}>"
 
     def __hash__(self) -> int:  # (== makes a comparison Tensor, so hash by identity)
         return id(self)
@@ -140,9 +142,10 @@ class Tensor:
                 node.grad = g if node.grad is None else node.grad + g
                 continue
             local = node._ctx.backward(grad)
-            for parent, g in zip(node._parents, local if isinstance(local, tuple) else (local,)):
+            for parent, g in zip(node._parents, local if isinstance(local, tuple) else (local,), strict=True):
                 if g is not None and parent.requires_grad:
-                    grads[id(parent)] = g if id(parent) not in grads else grads[id(parent)].e(F.BinaryOps.ADD, g)
+                    old = grads.get(id(parent))
+                    grads[id(parent)] = g if old is None else old.e(F.BinaryOps.ADD, g)
             node._ctx, node._parents = None, ()  # free the graph
         return self
     # --8<-- [end:autograd]
@@ -236,11 +239,12 @@ class Tensor:
 
     __add__, __sub__, __mul__, __truediv__ = add, sub, mul, div
     __neg__, __matmul__ = neg, lambda self, x: self.matmul(x)
-    __radd__ = __rmul__ = lambda self, x: self.add(x, True)
+    __radd__, __rmul__ = lambda self, x: self.add(x, True), lambda self, x: self.mul(x, True)
     __rsub__, __rtruediv__ = lambda self, x: self.sub(x, True), lambda self, x: self.div(x, True)
 
     # ---- reductions ----
-    def _reduce(self, function: type[F.Function], axis: int | tuple[int, ...] | None, keepdim: bool) -> "Tensor":
+    def _reduce(self, function: type[F.Function], axis: int | tuple[int, ...] | None,
+                keepdim: bool) -> "Tensor":
         axes = tuple(range(self.ndim)) if axis is None else tuple(a % self.ndim for a in _tuple(axis))
         out = self._apply(function, axes=axes)
         return out if keepdim else out.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
@@ -269,7 +273,7 @@ class Tensor:
         return self._apply(F.Permute, order=tuple(a % self.ndim for a in _shape(order)))
 
     def expand(self, *shape: int) -> "Tensor":
-        shape = tuple(s if n == -1 else n for s, n in zip(self.shape, _shape(shape)))
+        shape = tuple(s if n == -1 else n for s, n in zip(self.shape, _shape(shape), strict=True))
         return self if shape == self.shape else self._apply(F.Expand, shape=shape)
 
     def pad(self, padding: tuple[tuple[int, int], ...]) -> "Tensor":
@@ -327,11 +331,11 @@ def _shape(args: tuple) -> tuple[int, ...]:
 def broadcast_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
     """numpy's rule: line the shapes up at the right; each pair of sizes is equal, or one of them is 1."""
     a, b = _pad1(a, b), _pad1(b, a)
-    if any(x != y and 1 not in (x, y) for x, y in zip(a, b)):
+    if any(x != y and 1 not in (x, y) for x, y in zip(a, b, strict=True)):
         raise ValueError(f"shapes {a} and {b} cannot be broadcast together")
-    return tuple(max(x, y) if 0 not in (x, y) else 0 for x, y in zip(a, b))
+    return tuple(max(x, y) if 0 not in (x, y) else 0 for x, y in zip(a, b, strict=True))
 
 
 def _pad1(shape: tuple[int, ...], like: tuple[int, ...]) -> tuple[int, ...]:
-    """`shape` with 1s in front, to as many dims as `like` (numpy's broadcasting lines shapes up at the right)."""
+    """`shape` with 1s in front, to as many dims as `like` (numpy lines shapes up at the right)."""
     return (1,) * (len(like) - len(shape)) + tuple(shape)

@@ -1,0 +1,261 @@
+"""tinyedu/core: its budget, that it stands alone, and that what it computes is right.
+
+The core is the whole path (Tensor, lazy graph, scheduler, linearizer, C renderer and device,
+Linear/SGD/Adam) in at most 3,000 lines of code and 30 files. Lines of code are counted as
+tinygrad's sz.py counts them: with Python's tokenize, every line that holds a token other than a
+comment, a docstring or a blank; docstrings and comments are free.
+"""
+
+from __future__ import annotations
+
+import io
+import shutil
+import subprocess
+import sys
+import tokenize
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from tinyedu.core import SGD, Adam, Tensor
+from tinyedu.core.shape import IntOps, ShapeTracker
+
+CORE = Path(__file__).resolve().parents[2] / "tinyedu" / "core"
+MAX_LINES, MAX_FILES = 3000, 30
+
+
+def lines_of_code(path: Path) -> int:
+    """Lines holding code: not blank, not only a comment, not part of a docstring (a string that is
+    a statement of its own)."""
+    lines: set[int] = set()
+    previous = tokenize.NEWLINE
+    skip = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
+            tokenize.ENDMARKER}
+    for token in tokenize.generate_tokens(io.StringIO(path.read_text()).readline):
+        starts_statement = previous in (tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.NL)
+        if token.type not in skip and not (token.type == tokenize.STRING and starts_statement):
+            lines.update(range(token.start[0], token.end[0] + 1))
+        previous = token.type
+    return len(lines)
+
+
+def test_core_budget() -> None:
+    files = sorted(CORE.glob("*.py"))
+    counts = {f.name: lines_of_code(f) for f in files}
+    print("\n".join(f"{n:6d}  tinyedu/core/{name}" for name, n in counts.items()))
+    print(f"{sum(counts.values()):6d}  in {len(files)} files")
+    folders = [p for p in CORE.rglob("*") if p.is_dir() and p.name != "__pycache__"]
+    assert not folders, f"the core is one folder, with no sub-folders: {folders}"
+    assert len(files) <= MAX_FILES, f"tinyedu/core has {len(files)} files; the budget is {MAX_FILES}"
+    assert sum(counts.values()) <= MAX_LINES, \
+        f"tinyedu/core has {sum(counts.values())} lines of code; the budget is {MAX_LINES}: {counts}"
+
+
+def test_line_counter() -> None:
+    source = ('"""doc\nstring"""\nx = 1  # comment\n\n# only a comment\n'
+              'def f():\n    """doc"""\n    return "s"\n')
+    path = Path(__file__).parent / "_count_me.tmp"
+    path.write_text(source)
+    try:
+        assert lines_of_code(path) == 3  # x = 1, def f():, return "s"
+    finally:
+        path.unlink()
+
+
+def test_core_imports_only_itself() -> None:
+    for f in CORE.glob("*.py"):
+        for line in f.read_text().splitlines():
+            assert not line.lstrip().startswith(("from tinyedu", "import tinyedu")), f"{f.name}: {line}"
+
+
+STANDALONE = r'''
+import sys
+sys.path.insert(0, sys.argv[1])
+
+class NoTinyedu:  # every tinyedu module is unimportable
+    def find_spec(self, name, path=None, target=None):
+        if name == "tinyedu" or name.startswith("tinyedu."):
+            raise ImportError(f"{name} is blocked: the core must stand alone")
+
+sys.meta_path.insert(0, NoTinyedu())
+import numpy as np
+import torch
+from core import Tensor, Linear, SGD, Adam
+
+rng = np.random.default_rng(0)
+a, b = rng.standard_normal((5, 7), dtype=np.float32), rng.standard_normal((7, 3), dtype=np.float32)
+ta, tb = Tensor(a, requires_grad=True), Tensor(b, requires_grad=True)
+(ta @ tb).relu().sum().backward()
+pa, pb = torch.tensor(a, requires_grad=True), torch.tensor(b, requires_grad=True)
+(pa @ pb).relu().sum().backward()
+np.testing.assert_allclose(ta.grad.numpy(), pa.grad.numpy(), rtol=1e-5, atol=1e-6)
+np.testing.assert_allclose(tb.grad.numpy(), pb.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+# an MLP 16-32-4 on random data, 20 SGD steps, the same losses as PyTorch
+x, y = rng.standard_normal((64, 16), dtype=np.float32), rng.integers(0, 4, 64).astype(np.int32)
+l1, l2 = Linear(16, 32), Linear(32, 4)
+t1, t2 = torch.nn.Linear(16, 32), torch.nn.Linear(32, 4)
+with torch.no_grad():
+    for mine, theirs in ((l1, t1), (l2, t2)):
+        theirs.weight.copy_(torch.tensor(mine.weight.numpy()))
+        theirs.bias.copy_(torch.tensor(mine.bias.numpy()))
+opt = SGD(l1.parameters() + l2.parameters(), lr=0.1)
+topt = torch.optim.SGD(list(t1.parameters()) + list(t2.parameters()), lr=0.1)
+for step in range(20):
+    loss = l2(l1(Tensor(x)).relu()).cross_entropy(Tensor(y))
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    tloss = torch.nn.functional.cross_entropy(t2(t1(torch.tensor(x)).relu()), torch.tensor(y).long())
+    topt.zero_grad()
+    tloss.backward()
+    topt.step()
+    assert abs(loss.item() - tloss.item()) < 1e-4, (step, loss.item(), tloss.item())
+print("losses", round(loss.item(), 6), round(tloss.item(), 6))
+'''
+
+
+def test_core_stands_alone(tmp_path: Path) -> None:
+    """Copied into an empty folder as a package named `core`, with tinyedu unimportable."""
+    shutil.copytree(CORE, tmp_path / "core", ignore=shutil.ignore_patterns("__pycache__"))
+    script = tmp_path / "check.py"
+    script.write_text(STANDALONE)
+    result = subprocess.run([sys.executable, str(script), str(tmp_path)], cwd=tmp_path, capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "losses" in result.stdout
+
+
+# ---- what the core computes, against numpy and PyTorch ----
+def test_views_against_numpy() -> None:
+    """Random chains of movement ops, each compared with numpy doing the same."""
+    rng = np.random.default_rng(3)
+    for trial in range(40):
+        x = rng.standard_normal((2, 3, 4), dtype=np.float32)
+        t, n = Tensor(x), x
+        for _ in range(4):
+            op = rng.integers(0, 5)
+            if op == 0:
+                order = tuple(rng.permutation(n.ndim).tolist())
+                t, n = t.permute(order), n.transpose(order)
+            elif op == 1:
+                shape = tuple(rng.permutation(list(n.shape)).tolist())
+                shape = (-1,) + shape[1:] if n.ndim > 1 else shape
+                t, n = t.reshape(shape), n.reshape(shape)
+            elif op == 2:
+                pads = tuple((int(rng.integers(0, 2)), int(rng.integers(0, 2))) for _ in n.shape)
+                t, n = t.pad(pads), np.pad(n, pads)
+            elif op == 3:
+                bounds = tuple((int(lo), int(lo) + max(1, s - int(lo) - 1)) for s in n.shape
+                               for lo in [rng.integers(0, max(1, s - 1))])
+                t, n = t.shrink(bounds), n[tuple(slice(lo, hi) for lo, hi in bounds)]
+            else:
+                t = t.reshape(n.shape + (1,)).expand(n.shape + (2,))
+                n = np.broadcast_to(n[..., None], n.shape + (2,))
+        np.testing.assert_array_equal(t.numpy(), n, err_msg=f"trial {trial}")
+        np.testing.assert_array_equal((t * 2).sum(axis=0).numpy(), (n * 2).sum(axis=0))
+
+
+def test_shapetracker_index_by_hand() -> None:
+    st = ShapeTracker.from_shape((4, 6)).permute((1, 0)).reshape((3, 8))  # needs a second view
+    assert len(st.views) == 2
+    base = np.arange(24).reshape(4, 6)
+    expected = base.T.reshape(3, 8)
+    for i in range(3):
+        for j in range(8):
+            index, valid = st.index([i, j], IntOps)
+            assert valid and base.reshape(-1)[index] == expected[i, j]
+
+
+@pytest.mark.parametrize("axis", [None, 0, 1, (0, 2), -1])
+def test_reductions(axis) -> None:
+    x = np.random.default_rng(4).standard_normal((3, 4, 5), dtype=np.float32)
+    np.testing.assert_allclose(Tensor(x).sum(axis).numpy(), x.sum(axis), rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(Tensor(x).max(axis).numpy(), x.max(axis))
+    np.testing.assert_allclose(Tensor(x).mean(axis).numpy(), x.mean(axis), rtol=1e-5, atol=1e-6)
+
+
+def test_edges() -> None:
+    x = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, 3.4e38], dtype=np.float32)
+    t = Tensor(x)
+    np.testing.assert_array_equal((t * 1.0).numpy(), x)  # -0.0 and NaN survive a round trip
+    assert np.signbit((Tensor(-0.0) * 1.0).numpy())
+    assert np.isnan(Tensor(x).max().item())  # NaN wins a max, as in PyTorch
+    np.testing.assert_array_equal(t.relu().numpy(), torch.tensor(x).relu().numpy())
+    assert Tensor.zeros(0, 3).sum(0).numpy().tolist() == [0.0, 0.0, 0.0]  # a sum of nothing
+    assert Tensor.zeros(3, 0).numpy().shape == (3, 0)
+    with pytest.raises(ValueError, match="64-bit"):
+        Tensor.ones(2**16, 2**16).sum().numpy()
+    with pytest.raises(ValueError, match="broadcast"):
+        Tensor.ones(2, 3) + Tensor.ones(4)
+
+
+def test_softmax_and_cross_entropy_against_torch() -> None:
+    rng = np.random.default_rng(5)
+    x, y = rng.standard_normal((6, 10), dtype=np.float32) * 10, rng.integers(0, 10, 6).astype(np.int32)
+    t, p = Tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    np.testing.assert_allclose(t.softmax().numpy(), p.softmax(-1).detach().numpy(), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(t.log_softmax().numpy(), p.log_softmax(-1).detach().numpy(), rtol=1e-5,
+                               atol=1e-5)
+    loss, ploss = t.cross_entropy(Tensor(y)), torch.nn.functional.cross_entropy(p, torch.tensor(y).long())
+    loss.backward()
+    ploss.backward()
+    assert abs(loss.item() - ploss.item()) < 1e-5
+    np.testing.assert_allclose(t.grad.numpy(), p.grad.numpy(), rtol=1e-4, atol=1e-6)
+
+
+def test_gradients_against_float64_finite_differences() -> None:
+    """d/dx of a small graph with every core op in it, against central differences in float64."""
+    rng = np.random.default_rng(6)
+    x0, w = rng.uniform(0.5, 2, (3, 4)), rng.standard_normal((4, 2))
+
+    def f(x: np.ndarray) -> float:
+        h = np.maximum(x @ w, 0) + np.exp(-x).sum(1, keepdims=True) * np.sqrt(x[:, :2]) / np.log(1 + x[:, 2:])
+        return float((h.max(1) + h.mean(1)).sum())
+
+    t = Tensor(x0.astype(np.float32), requires_grad=True)
+    tw = Tensor(w.astype(np.float32))
+    h = (t @ tw).relu() + (-t).exp().sum(1, keepdim=True) * t.shrink(((0, 3), (0, 2))).sqrt() / \
+        (t.shrink(((0, 3), (2, 4))) + 1).log()
+    (h.max(1) + h.mean(1)).sum().backward()
+    eps, numeric = 1e-6, np.zeros_like(x0)
+    for i in np.ndindex(*x0.shape):
+        d = np.zeros_like(x0)
+        d[i] = eps
+        numeric[i] = (f(x0 + d) - f(x0 - d)) / (2 * eps)
+    np.testing.assert_allclose(t.grad.numpy(), numeric, rtol=1e-3, atol=1e-4)
+
+
+@pytest.mark.parametrize("make", ["sgd_momentum", "adam"])
+def test_optimizers_against_torch(make: str) -> None:
+    rng = np.random.default_rng(7)
+    w0 = rng.standard_normal((5, 3), dtype=np.float32)
+    x = rng.standard_normal((8, 5), dtype=np.float32)
+    w, pw = Tensor(w0, requires_grad=True), torch.tensor(w0, requires_grad=True)
+    if make == "adam":
+        opt, popt = Adam([w], lr=0.05), torch.optim.Adam([pw], lr=0.05)
+    else:
+        opt, popt = SGD([w], lr=0.05, momentum=0.9), torch.optim.SGD([pw], lr=0.05, momentum=0.9)
+    for _ in range(5):
+        opt.zero_grad()
+        (Tensor(x) @ w).square().mean().backward()
+        opt.step()
+        popt.zero_grad()
+        (torch.tensor(x) @ pw).square().mean().backward()
+        popt.step()
+    np.testing.assert_allclose(w.numpy(), pw.detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_generated_c_reads_as_the_listing() -> None:
+    from tinyedu.core.cstyle import CRenderer
+    from tinyedu.core.linearizer import Kernel, linearize
+    from tinyedu.core.schedule import create_schedule
+    a, b = Tensor(np.ones((4, 3), np.float32)), Tensor(np.ones((3, 2), np.float32))
+    items = create_schedule([(a @ b).relu().lazydata])
+    assert [len(item.bufs) for item in items] == [1, 1, 3, 2]  # a, b (copies), the matmul, the relu
+    item = items[2]
+    source = CRenderer("matmul", linearize(Kernel(item.ast))).render()
+    assert "for (int gidx0 = 0; gidx0 < 4; gidx0++) {" in source and "ridx0 < 3" in source
+    assert source.count("data0[") == 1 and "(acc0+" in source and source.count("data1[") == 1
