@@ -19,6 +19,7 @@ from typing import Any, ClassVar, Sequence
 import numpy as np
 
 import tinyedu.core.function as F
+import tinyedu.function_extra as FX
 from tinyedu.core.dtype import DType, cast_array, check_fits, dtypes, from_storage, result_type, scalar_dtype
 from tinyedu.core.errors import DeviceError, DTypeError, ShapeError
 from tinyedu.core.helpers import postorder, prod
@@ -183,7 +184,7 @@ class Tensor(CreationMixin, ElementwiseMixin, RoundingMixin, ActivationMixin, Re
             return self
         if isinstance(device, tuple) or isinstance(self.device, tuple):  # several devices (tinyedu/multi)
             return self.shard(device, None) if isinstance(device, tuple) else self.unshard(device)
-        return self._apply(F.Copy, device=device)
+        return self._apply(FX.Copy, device=device)
 
     def detach(self) -> "Tensor":
         """The same values, cut from the graph: no gradient flows back through the result."""

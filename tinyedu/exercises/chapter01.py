@@ -116,7 +116,7 @@ def _same_network_gradients(mine: list[np.ndarray], reference: list[np.ndarray],
 @exercise("01.mul", answer="Mul", title="The Mul Function: forward and backward on LazyBuffers",
           hook="tinyedu.core.function.Mul")
 def check_mul(Mul: Any) -> str:  # noqa: N803 - the answer is a class
-    """Plug `Mul` in as tinyedu.core.function.Mul: values, both gradients, needs_input_grad, then a network."""
+    """Plug `Mul` in as tinyedu.core.function.Mul: values, both gradients, needs_input_grad, a network."""
     _need_function_class(Mul, "Mul")
     rng = np.random.default_rng(0)
     X, Y = rng.standard_normal((3, 4)), rng.standard_normal((3, 4))

@@ -11,6 +11,7 @@ from typing import Any, Sequence
 import numpy as np
 
 import tinyedu.core.function as F
+import tinyedu.function_extra as FX
 from tinyedu.core.dtype import DType
 from tinyedu.core.errors import ArgumentError, ShapeError, UnsupportedError
 from tinyedu.core.helpers import flatten_args, prod
@@ -189,7 +190,7 @@ class MovementMixin:
         if any(not isinstance(k, int) or k == 0 for k in steps):
             raise ValueError(f"stride: steps {steps} must be non-zero ints, one per axis of shape "
                              f"{self.shape}")
-        return self if all(k == 1 for k in steps) else self._apply(F.Stride, steps=steps)
+        return self if all(k == 1 for k in steps) else self._apply(FX.Stride, steps=steps)
 
     def _pairs(self: TensorLike, arg: Sequence[Any], op: str, what: str, defaults: tuple) -> tuple[tuple[int,
                int], ...]:
@@ -287,7 +288,7 @@ class MovementMixin:
 
     def contiguous_backward(self: TensorLike) -> TensorLike:
         """The same tensor; its *gradient* is made contiguous (a kernel boundary in the backward pass)."""
-        return self._apply(F.ContiguousBackward)
+        return self._apply(FX.ContiguousBackward)
 
     def clone(self: TensorLike) -> TensorLike:
         """A copy in memory of its own (contiguous() may return the tensor itself; a clone must not

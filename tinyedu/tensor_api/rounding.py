@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Callable
 
 import tinyedu.core.function as F
+import tinyedu.function_extra as FX
 from tinyedu.core.dtype import dtypes
 from tinyedu.core.errors import DTypeError
 from tinyedu.expr import Expr
@@ -54,7 +55,7 @@ class RoundingMixin:
         """A step function of self (and others): `value` computes it on Exprs; the result stays in the
         autograd graph with gradient 0 (Function Flat), as PyTorch's floor, sign, round... do."""
         result = value(*(Expr(t.lazydata) for t in (self, *others)))
-        return self._apply(F.Flat, *others, value=result.lazydata)
+        return self._apply(FX.Flat, *others, value=result.lazydata)
 
     def trunc(self: TensorLike) -> TensorLike:
         """Round toward zero (trunc(-0.5) is -0.0). Integers are already whole."""
