@@ -259,3 +259,58 @@ def test_generated_c_reads_as_the_listing() -> None:
     source = CRenderer("matmul", linearize(Kernel(item.ast))).render()
     assert "for (int gidx0 = 0; gidx0 < 4; gidx0++) {" in source and "ridx0 < 3" in source
     assert source.count("data0[") == 1 and "(acc0+" in source and source.count("data1[") == 1
+
+
+def _random_graph(rng: np.random.Generator, lib: type, leaves: list[np.ndarray]) -> object:
+    """One random program, replayed with the same choices on any Tensor class (or numpy: lib=None)."""
+    choices = np.random.default_rng(int(rng.integers(1 << 30)))
+    xs = [lib(a) if lib is not None else a.astype(np.float64) for a in leaves]
+
+    def pick() -> object:
+        return xs[int(choices.integers(len(xs)))]
+
+    for _ in range(8):
+        x, y, op = pick(), pick(), int(choices.integers(9))
+        c = float(choices.uniform(-1, 1))
+        if op == 0:
+            out = x + y
+        elif op == 1:
+            out = x * y * 0.5
+        elif op == 2:
+            out = x - c
+        elif op == 3:
+            out = x.maximum(y) if lib is not None else np.maximum(x, y)
+        elif op == 4:  # a sum over rows, broadcast back
+            out = x.sum(0, keepdim=True) * 0.25 if lib is not None else x.sum(0, keepdims=True) * 0.25
+            out = out + x
+        elif op == 5:  # a transpose of a square tensor
+            out = x.permute(1, 0) if lib is not None else x.T
+        elif op == 6:  # pad one column, drop another
+            if lib is not None:
+                out = x.pad(((0, 0), (1, 0))).shrink(((0, 4), (0, 4)))
+            else:
+                out = np.pad(x, ((0, 0), (1, 0)))[:, :4]
+        elif op == 7:
+            out = (x @ y) * 0.25
+        else:  # where
+            out = (x > 0).where(x, y * c) if lib is not None else np.where(x > 0, x, y * c)
+        xs.append(out)
+    total = xs[-1].softmax() if lib is not None else np.exp(xs[-1] - xs[-1].max(-1, keepdims=True))
+    if lib is None:
+        total = total / total.sum(-1, keepdims=True)
+    return total
+
+
+def test_core_agrees_with_the_full_library_and_numpy() -> None:
+    """The core and the full library are two engines over the same ops: on random programs they
+    agree with each other, and with numpy in float64."""
+    import tinyedu
+    rng = np.random.default_rng(8)
+    for trial in range(25):
+        leaves = [rng.standard_normal((4, 4), dtype=np.float32) for _ in range(3)]
+        seed = int(rng.integers(1 << 30))
+        core = _random_graph(np.random.default_rng(seed), Tensor, leaves).numpy()
+        full = _random_graph(np.random.default_rng(seed), tinyedu.Tensor, leaves).numpy()
+        reference = _random_graph(np.random.default_rng(seed), None, leaves)
+        np.testing.assert_allclose(core, reference, rtol=1e-4, atol=1e-6, err_msg=f"trial {trial}")
+        np.testing.assert_allclose(core, full, rtol=1e-5, atol=1e-7, err_msg=f"trial {trial}")

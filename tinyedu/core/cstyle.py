@@ -39,18 +39,21 @@ C_OPS = {
 
 
 def c_literal(value: float | int | bool, dtype: DType) -> str:
+    """A C literal; a negative one in parentheses, so that `x - -1.0f` never reads as `x--`."""
     if dtype == dtypes.bool:
         return "1" if value else "0"
     if not dtype.is_float:
-        return str(int(value))
-    if math.isnan(value):
-        return "NAN"
-    if math.isinf(value):
-        return "-INFINITY" if value < 0 else "INFINITY"
-    if dtype != dtypes.float32:
-        return repr(float(value))
-    text = str(np.float32(value))  # the shortest decimal that reads back as this float32
-    return f"{text if any(c in text for c in '.e') else text + '.0'}f"
+        text = str(int(value))
+    elif math.isnan(value):
+        text = "NAN"
+    elif math.isinf(value):
+        text = "-INFINITY" if value < 0 else "INFINITY"
+    elif dtype != dtypes.float32:
+        text = repr(float(value))
+    else:
+        text = str(np.float32(value))  # the shortest decimal that reads back as this float32
+        text = f"{text if any(c in text for c in '.e') else text + '.0'}f"
+    return f"({text})" if text.startswith("-") else text
 
 
 class CRenderer(Renderer):
