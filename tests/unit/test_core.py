@@ -192,6 +192,17 @@ def test_edges() -> None:
         Tensor.ones(2, 3) + Tensor.ones(4)
 
 
+@pytest.mark.parametrize("bad", [
+    lambda t: t.shrink(((0, 3), (0, 5))), lambda t: t.shrink(((2, 1), (0, 4))),
+    lambda t: t.pad(((0, -1), (0, 0))),
+    lambda t: t.expand(3, 8), lambda t: t.permute(0, 0), lambda t: t.reshape(5, 2), lambda t: t.sum(2),
+    lambda t: t @ Tensor.ones(3, 2), lambda t: t @ Tensor.ones(4), lambda t: t.backward()])
+def test_bad_input_is_a_clear_error(bad) -> None:
+    """Never a silent read out of bounds, a wrong shape, or an internal assertion."""
+    with pytest.raises((ValueError, IndexError, RuntimeError)):
+        bad(Tensor(np.zeros((3, 4), np.float32)))
+
+
 def test_softmax_and_cross_entropy_against_torch() -> None:
     rng = np.random.default_rng(5)
     x, y = rng.standard_normal((6, 10), dtype=np.float32) * 10, rng.integers(0, 10, 6).astype(np.int32)

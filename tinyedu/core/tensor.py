@@ -130,7 +130,9 @@ class Tensor:
     def backward(self) -> "Tensor":
         """Fill `.grad` of every tensor that requires one, adding to what is there. The chain rule,
         applied in reverse topological order: each node's gradient is complete before it is used."""
-        assert self.numel() == 1 and self.requires_grad, "backward: call it on a scalar that requires grad"
+        if self.numel() != 1 or not self.requires_grad:
+            raise RuntimeError(f"backward: call it on a one-element tensor that requires grad (this one: "
+                               f"shape {self.shape}, requires_grad={self.requires_grad})")
         grads = {id(self): self.lazydata.const(1.0)}
         order = postorder([self], lambda t: [p for p in t._parents if p.requires_grad])
         for node in reversed(order):
@@ -245,7 +247,7 @@ class Tensor:
     # ---- reductions ----
     def _reduce(self, function: type[F.Function], axis: int | tuple[int, ...] | None,
                 keepdim: bool) -> "Tensor":
-        axes = tuple(range(self.ndim)) if axis is None else tuple(a % self.ndim for a in _tuple(axis))
+        axes = tuple(range(self.ndim)) if axis is None else tuple(self._axis(a) for a in _tuple(axis))
         out = self._apply(function, axes=axes)
         return out if keepdim else out.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
 
@@ -270,17 +272,37 @@ class Tensor:
         return self if shape == self.shape else self._apply(F.Reshape, shape=shape)
 
     def permute(self, *order: int) -> "Tensor":
-        return self._apply(F.Permute, order=tuple(a % self.ndim for a in _shape(order)))
+        order = tuple(self._axis(a) for a in _shape(order))
+        if sorted(order) != list(range(self.ndim)):
+            raise ValueError(f"permute: {order} is not an order of the {self.ndim} axes of {self.shape}")
+        return self._apply(F.Permute, order=order)
 
     def expand(self, *shape: int) -> "Tensor":
-        shape = tuple(s if n == -1 else n for s, n in zip(self.shape, _shape(shape), strict=True))
+        shape = _shape(shape)
+        pairs = zip(self.shape, shape, strict=False)
+        if len(shape) != self.ndim or any(n not in (s, -1) and s != 1 for s, n in pairs):
+            raise ValueError(f"expand: {self.shape} cannot be expanded to {shape}: only size-1 axes grow")
+        shape = tuple(s if n == -1 else n for s, n in zip(self.shape, shape, strict=True))
         return self if shape == self.shape else self._apply(F.Expand, shape=shape)
 
     def pad(self, padding: tuple[tuple[int, int], ...]) -> "Tensor":
+        if len(padding) != self.ndim or any(lo < 0 or hi < 0 for lo, hi in padding):
+            raise ValueError(f"pad: {padding} needs one (before, after) pair of sizes >= 0 per axis of "
+                             f"{self.shape}")
         return self._apply(F.Pad, padding=tuple(padding))
 
     def shrink(self, bounds: tuple[tuple[int, int], ...]) -> "Tensor":
+        pairs = zip(bounds, self.shape, strict=False)
+        if len(bounds) != self.ndim or any(not 0 <= lo <= hi <= s for (lo, hi), s in pairs):
+            raise ValueError(f"shrink: {bounds} needs one (lo, hi) per axis with 0 <= lo <= hi <= size, "
+                             f"for a tensor of shape {self.shape}")
         return self._apply(F.Shrink, bounds=tuple(bounds))
+
+    def _axis(self, axis: int) -> int:
+        """An axis in range (negative ones count from the end), or a clear error."""
+        if not -max(self.ndim, 1) <= axis < max(self.ndim, 1):
+            raise IndexError(f"axis {axis} is out of range for a tensor of shape {self.shape}")
+        return axis % max(self.ndim, 1)
 
     def transpose(self, a: int = -2, b: int = -1) -> "Tensor":
         order = list(range(self.ndim))
@@ -296,6 +318,9 @@ class Tensor:
     def matmul(self, w: "Tensor") -> "Tensor":
         """(..., n, k) @ (k, m): put k last on both, broadcast to (..., n, m, k), multiply, sum k.
         No matmul kernel is written anywhere: the scheduler fuses the multiply into the sum."""
+        if self.ndim < 1 or w.ndim < 2 or self.shape[-1] != w.shape[-2]:
+            raise ValueError(f"matmul: shapes {self.shape} and {w.shape} do not line up: "
+                             "(..., n, k) @ (..., k, m)")
         x = self.reshape(self.shape[:-1] + (1, self.shape[-1]))            # (..., n, 1, k)
         w = w.reshape(w.shape[:-2] + (1,) * (self.ndim - w.ndim) + w.shape[-2:]).transpose()  # (..., 1, m, k)
         return (x * w).sum(-1)
