@@ -20,6 +20,7 @@ import pytest
 import torch
 
 from tinyedu.core import SGD, Adam, Tensor
+from tinyedu.core.dtype import dtypes
 from tinyedu.core.shape import IntOps, ShapeTracker
 
 CORE = Path(__file__).resolve().parents[2] / "tinyedu" / "core"
@@ -196,10 +197,11 @@ def test_edges() -> None:
     lambda t: t.shrink(((0, 3), (0, 5))), lambda t: t.shrink(((2, 1), (0, 4))),
     lambda t: t.pad(((0, -1), (0, 0))),
     lambda t: t.expand(3, 8), lambda t: t.permute(0, 0), lambda t: t.reshape(5, 2), lambda t: t.sum(2),
-    lambda t: t @ Tensor.ones(3, 2), lambda t: t @ Tensor.ones(4), lambda t: t.backward()])
+    lambda t: t @ Tensor.ones(3, 2), lambda t: t @ Tensor.ones(4), lambda t: t.backward(),
+    lambda t: Tensor(np.zeros(3)), lambda t: t.cast(dtypes.float64)])
 def test_bad_input_is_a_clear_error(bad) -> None:
     """Never a silent read out of bounds, a wrong shape, or an internal assertion."""
-    with pytest.raises((ValueError, IndexError, RuntimeError)):
+    with pytest.raises((ValueError, IndexError, RuntimeError, TypeError)):
         bad(Tensor(np.zeros((3, 4), np.float32)))
 
 

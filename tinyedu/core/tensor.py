@@ -45,6 +45,10 @@ class Tensor:
         else:
             raise TypeError(f"Tensor: cannot make a tensor from {type(data).__name__}")
         self.lazydata = lazydata if dtype is None else lazydata.cast(dtype)
+        if self.dtype not in (dtypes.float32, dtypes.int32, dtypes.bool):
+            raise TypeError(f"Tensor: the core computes float32, int32 and bool, not {self.dtype.name}; "
+                            "convert the data (e.g. array.astype(np.float32)), or use tinyedu.Tensor, which "
+                            "has every dtype")
         self.grad: Tensor | None = None
         self._ctx: F.Function | None = None
         self._parents: tuple[Tensor, ...] = ()
