@@ -15,6 +15,7 @@ in one sitting. Read them in this order:
     renderer.py   the seam a backend fills in: one method per kind of UOp
     cstyle.py     the C renderer
     device.py     memory, compiling and loading: the C device
+    interpreter.py the PYTHON device: UOps run one at a time, nothing compiled
     realize.py    the engine: schedule, lower, run
     errors.py     the error classes
 
@@ -22,6 +23,7 @@ Everything in tinyedu outside this folder is an extra that plugs into a seam nam
 tinyedu/README.md. This package uses only relative imports, so it also works copied on its own.
 """
 
+from . import interpreter  # noqa: F401 - registers the PYTHON device
 from .nn import SGD, Adam, Linear
 from .realize import realize  # noqa: F401 - importing it installs the engine
 from .tensor import Tensor

@@ -54,7 +54,7 @@ class SGD(Optimizer):
     def __init__(self, params: list[Tensor], lr: float = 0.001, momentum: float = 0.0):
         super().__init__(params, lr)
         self.momentum = momentum
-        self.v = [Tensor.zeros(p.shape) for p in self.params]
+        self.v = [Tensor.zeros(p.shape, device=p.device) for p in self.params]
 
     def updates(self) -> list[tuple[Tensor, Tensor]]:
         out = []
@@ -74,8 +74,8 @@ class Adam(Optimizer):
                  eps: float = 1e-8):
         super().__init__(params, lr)
         self.b1, self.b2, self.eps, self.t = b1, b2, eps, 0
-        self.m = [Tensor.zeros(p.shape) for p in self.params]
-        self.v = [Tensor.zeros(p.shape) for p in self.params]
+        self.m = [Tensor.zeros(p.shape, device=p.device) for p in self.params]
+        self.v = [Tensor.zeros(p.shape, device=p.device) for p in self.params]
 
     def updates(self) -> list[tuple[Tensor, Tensor]]:
         self.t += 1

@@ -25,9 +25,11 @@ def lower(ast: LazyOp, device: str) -> Callable[..., None]:
     """A kernel AST -> a function of its buffers, compiled for `device`."""
     dev, kernel = get_device(device), Kernel(ast)
     source = dev.renderer(kernel.name, linearize(kernel)).render()
+    if debug_level() >= 4:
+        print(source)
+    if not isinstance(source, str):  # (PYTHON's program is the UOp list itself: nothing to compile or keep)
+        return dev.load(dev.compile(source), kernel.name)
     if (device, source) not in _programs:
-        if debug_level() >= 4:
-            print(source)
         _programs[(device, source)] = dev.load(dev.compile(source), kernel.name)
     return _programs[(device, source)]
 # --8<-- [end:lower]

@@ -159,6 +159,9 @@ class Tensor:
     # ---- broadcasting: numpy's shapes, PyTorch's dtypes ----
     def _broadcasted(self, other: "Tensor | Scalar", reverse: bool = False) -> tuple["Tensor", "Tensor"]:
         if isinstance(other, Tensor):
+            if other.device != self.device:
+                raise ValueError(f"tensors on {self.device} and {other.device}: move one first (the core's "
+                                 "devices do not copy between each other)")
             dtype = result_type((self.dtype, "tensor"), (other.dtype, "tensor"))
         else:
             dtype = result_type((self.dtype, "tensor"), (scalar_dtype(other), "scalar"))
