@@ -322,8 +322,10 @@ def test_python_device_runs_the_same_uops_as_c() -> None:
     for trial in range(6):
         leaves = [rng.standard_normal((4, 4), dtype=np.float32) for _ in range(3)]
         seed = int(rng.integers(1 << 30))
-        on = {d: _random_graph(np.random.default_rng(seed), lambda a, d=d: Tensor(a, device=d), leaves).numpy()
-              for d in ("C", "PYTHON")}
+        on = {}
+        for device in ("C", "PYTHON"):
+            make = lambda a, d=device: Tensor(a, device=d)  # noqa: E731
+            on[device] = _random_graph(np.random.default_rng(seed), make, leaves).numpy()
         np.testing.assert_allclose(on["PYTHON"], on["C"], rtol=3e-7, atol=0, err_msg=f"trial {trial}")
     x = Tensor(np.array([[1.0, -2.0, np.nan], [0.0, -0.0, np.inf]], np.float32), device="PYTHON")
     np.testing.assert_array_equal(x.pad(((0, 1), (1, 0))).max(1).numpy(), [np.nan, np.inf, 0.0])
