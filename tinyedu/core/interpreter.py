@@ -98,7 +98,7 @@ class Interpreter:
 
     # --8<-- [start:run]
     def __call__(self, *buffers: Any) -> None:
-        memory = [b.numpy() for b in buffers]
+        memory = self.memory(buffers)
         uops, srcs, values, pc = self.uops, self.srcs, [None] * len(self.uops), 0
         with np.errstate(all="ignore"):  # inf and NaN are values here, as in C
             while pc < len(uops):
@@ -122,6 +122,10 @@ class Interpreter:
                     raise NotImplementedError(f"PYTHON device: no rule for UOp {u.op.name}")
                 pc += 1
     # --8<-- [end:run]
+
+    def memory(self, buffers: tuple[Any, ...]) -> list[np.ndarray]:
+        """Each buffer's elements as a flat numpy array that LOAD reads and STORE writes."""
+        return [b.numpy() for b in buffers]
 
 
 class UOpList:

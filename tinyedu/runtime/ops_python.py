@@ -8,7 +8,8 @@ Values follow the rules of tinyedu/runtime/python_alu.py (float32 and float64 nu
 and bfloat16 as float32, wrapped Python ints, bools), so results match the NUMPY device bit for bit;
 a bfloat16 buffer holds bit patterns that LOAD and STORE convert, and a vector is a list of such
 values, one per lane: a vector op is the scalar op on every lane.
-Each UOp's value goes into `values[position]`; a loop is a jump back from ENDRANGE to its RANGE. A
+The loop that runs the list is the core's (tinyedu/core/interpreter.py): each UOp's value goes into
+`values[position]`, a loop is a jump back from ENDRANGE to its RANGE; this file adds its rules. A
 loop that threads share on C runs here one iteration after another: the result is the same.
 
 A GPU-style list (one with SPECIALs: thread and workgroup indices) runs in tinyedu/runtime/lockstep.py
@@ -27,6 +28,7 @@ import numpy as np
 from tinyedu.codegen.launch import launch_dims
 from tinyedu.core.dtype import dtypes, from_storage, to_storage
 from tinyedu.core.helpers import getenv
+from tinyedu.core.interpreter import RULES, Interpreter
 from tinyedu.core.uops import UOp, UOps, is_vector, scalar_of
 from tinyedu.launch import GPULimits, LaunchDims
 from tinyedu.runtime.device import Backend, Buffer, thread_count
@@ -38,122 +40,93 @@ from tinyedu.runtime.toolchain import native_vector_width
 __all__ = ["PythonProgram", "PythonDevice", "fused_multiply_add", "create_device"]
 
 
-class PythonProgram:
-    """A UOp list with its jumps worked out. `program([out, *inputs])` runs it on the buffers.
+class PythonProgram(Interpreter):
+    """The core's interpreter (tinyedu/core/interpreter.py) with the full library's rules: vectors,
+    local arrays, bfloat16 storage, every dtype's rounding (python_alu.py), and a bounds check on
+    every LOAD and STORE. `program([out, *inputs])` runs it on the buffers.
 
     A GPU-style list (with SPECIALs) runs as a LockstepProgram: all threads of a workgroup at once.
     `launch`, when given, must be the list's own launch dimensions (`launch_dims(uops)`)."""
 
     def __init__(self, uops: list[UOp], launch: LaunchDims | None = None):
-        self.uops = uops
+        super().__init__(uops)
         own = launch_dims(uops)
         if launch is not None and launch != (own or LaunchDims()):
             raise ValueError(f"PYTHON: launch {launch} does not match the kernel's SPECIALs "
                              f"({own or 'none: a CPU-style kernel'}); pass launch_dims(uops)")
         self.lockstep = LockstepProgram(uops, own) if own is not None else None
-        position = {u: i for i, u in enumerate(uops)}
-        # Reading an ASSIGN reads its accumulator's register (in C both are `acc0`): it holds the
-        # latest value, and the initial one if the loop never ran.
-        register = {u: position[u.src[0]] if u.op is UOps.ASSIGN else position[u] for u in uops}
-        self.srcs = [[register[s] for s in u.src] for u in uops]
-        # each ENDRANGE jumps back to the UOp after its RANGE; an empty RANGE jumps past its ENDRANGE
-        self.loop_end: dict[int, int] = {position[u.src[0]]: i for i, u in enumerate(uops)
-                                          if u.op is UOps.ENDRANGE}
 
     @property
     def traffic(self):
         """A GPU-style list's memory counts from its last run (runtime/gpu_counts.py), else None."""
         return self.lockstep.traffic if self.lockstep is not None else None
 
-    # --8<-- [start:run]
-    def __call__(self, buffers: list[Buffer]) -> None:
+    def __call__(self, buffers: list[Buffer]) -> None:  # type: ignore[override]
         if self.lockstep is not None:  # a GPU-style list
             return self.lockstep(buffers)
-        memory = [b.as_numpy() for b in buffers]
-        uops, srcs = self.uops, self.srcs
-        values: list[Any] = [None] * len(uops)
-        pc = 0
-        with np.errstate(all="ignore"):  # inf and nan are values here, as in C and numpy
-            while pc < len(uops):
-                u, args = uops[pc], [values[i] for i in srcs[pc]]
-                if u.op is UOps.RANGE:
-                    values[pc] = args[0]
-                    if args[0] >= args[1]:  # a loop of 0 iterations
-                        pc = self.loop_end[pc] + 1
-                        continue
-                elif u.op is UOps.ENDRANGE:
-                    start = srcs[pc][0]
-                    values[start] += 1
-                    if values[start] < values[srcs[start][1]]:
-                        pc = start + 1
-                        continue
-                elif u.op is UOps.DEFINE_GLOBAL:
-                    values[pc] = memory[u.arg]
-                elif u.op is UOps.DEFINE_LOCAL:
-                    values[pc] = np.zeros(u.arg, dtype=u.dtype.np)
-                elif u.op in (UOps.CONST, UOps.DEFINE_ACC):
-                    value = to_dtype(u.arg, scalar_of(u.dtype))
-                    values[pc] = [value] * u.dtype.count if is_vector(u.dtype) else value
-                elif u.op is UOps.LOAD:
-                    values[pc] = self.load(u, args)
-                elif u.op is UOps.ALU:
-                    values[pc] = self.alu(u, args)
-                elif u.op is UOps.CAST:
-                    values[pc] = cast(args[0], u.src[0].dtype, u.dtype)
-                elif u.op is UOps.ASSIGN:
-                    values[srcs[pc][0]] = args[1]
-                elif u.op is UOps.STORE:
-                    self.store(u, args)
-                elif u.op is UOps.VECTORIZE:
-                    values[pc] = list(args)
-                elif u.op is UOps.BROADCAST:
-                    values[pc] = [args[0]] * u.dtype.count
-                elif u.op is UOps.GEP:
-                    values[pc] = args[0][u.arg]
-                else:
-                    raise NotImplementedError(f"PYTHON device: no rule for UOp {u.op.name}")
-                pc += 1
-    # --8<-- [end:run]
+        return super().__call__(*buffers)
 
-    def load(self, u: UOp, args: list[Any]) -> Any:
-        """buffer[index] (a vector: `count` elements from index on); 0 where the gate is false."""
-        lanes = u.dtype.count if is_vector(u.dtype) else 1
-        dtype = scalar_of(u.dtype)
-        if len(args) == 3 and not args[2]:  # the gate: padding reads 0
-            values = [to_dtype(0, dtype)] * lanes
-        else:
-            start = self.check(u, args, lanes)
-            stored = from_storage(args[0][start:start + lanes], dtype)  # bfloat16: bits to float32
-            values = [to_dtype(v, dtype) for v in stored]
-        return values if is_vector(u.dtype) else values[0]
+    def memory(self, buffers: tuple[Buffer, ...]) -> list[np.ndarray]:
+        return [b.as_numpy() for b in buffers]
 
-    def store(self, u: UOp, args: list[Any]) -> None:
-        value = args[2]
-        lanes = value if isinstance(value, list) else [value]
-        start = self.check(u, args, len(lanes))
-        dtype = scalar_of(u.src[2].dtype)
-        if dtype == dtypes.bfloat16:
-            lanes = list(to_storage(np.array(lanes, dtype=np.float32), dtype))
-        for lane, v in enumerate(lanes):
-            args[0][start + lane] = v
 
-    def check(self, u: UOp, args: list[Any], lanes: int = 1) -> int:
-        """The index of a LOAD/STORE, after checking it is inside the buffer (numpy would wrap -1)."""
-        buffer, index = args[0], args[1]
-        if not (0 <= index and index + lanes <= buffer.size):
-            what = f"data{u.src[0].arg}" if u.src[0].op is UOps.DEFINE_GLOBAL else "a local array"
-            raise IndexError(f"PYTHON device: {u.op.name} of {lanes} element(s) at index {index} of {what}, "
-                             f"which has {buffer.size} elements: the linearizer computed a wrong index")
-        return index
+def constant(u: UOp, args: list[Any]) -> Any:
+    value = to_dtype(u.arg, scalar_of(u.dtype))
+    return [value] * u.dtype.count if is_vector(u.dtype) else value
 
-    @staticmethod
-    def alu(u: UOp, args: list[Any]) -> Any:
-        operand = scalar_of(u.src[-1].dtype)
-        table = FLOAT_ALU if operand.is_float else BOOL_ALU if operand == dtypes.bool else INT_ALU
-        dtype = scalar_of(u.dtype)
-        if is_vector(u.dtype):  # lane by lane
-            return [to_dtype(table[u.arg](*lanes), dtype) for lanes in zip(*args, strict=True)]
-        return to_dtype(table[u.arg](*args), dtype)
+
+def load(u: UOp, args: list[Any]) -> Any:
+    """buffer[index] (a vector: `count` elements from index on); 0 where the gate is false."""
+    lanes = u.dtype.count if is_vector(u.dtype) else 1
+    dtype = scalar_of(u.dtype)
+    if len(args) == 3 and not args[2]:  # the gate: padding reads 0
+        values = [to_dtype(0, dtype)] * lanes
+    else:
+        start = check(u, args, lanes)
+        stored = from_storage(args[0][start:start + lanes], dtype)  # bfloat16: bits to float32
+        values = [to_dtype(v, dtype) for v in stored]
+    return values if is_vector(u.dtype) else values[0]
+
+
+def store(u: UOp, args: list[Any]) -> None:
+    value = args[2]
+    lanes = value if isinstance(value, list) else [value]
+    start = check(u, args, len(lanes))
+    dtype = scalar_of(u.src[2].dtype)
+    if dtype == dtypes.bfloat16:
+        lanes = list(to_storage(np.array(lanes, dtype=np.float32), dtype))
+    for lane, v in enumerate(lanes):
+        args[0][start + lane] = v
+
+
+def check(u: UOp, args: list[Any], lanes: int = 1) -> int:
+    """The index of a LOAD/STORE, after checking it is inside the buffer (numpy would wrap -1)."""
+    buffer, index = args[0], args[1]
+    if not (0 <= index and index + lanes <= buffer.size):
+        what = f"data{u.src[0].arg}" if u.src[0].op is UOps.DEFINE_GLOBAL else "a local array"
+        raise IndexError(f"PYTHON device: {u.op.name} of {lanes} element(s) at index {index} of {what}, "
+                         f"which has {buffer.size} elements: the linearizer computed a wrong index")
+    return index
+
+
+def alu(u: UOp, args: list[Any]) -> Any:
+    operand = scalar_of(u.src[-1].dtype)
+    table = FLOAT_ALU if operand.is_float else BOOL_ALU if operand == dtypes.bool else INT_ALU
+    dtype = scalar_of(u.dtype)
+    if is_vector(u.dtype):  # lane by lane
+        return [to_dtype(table[u.arg](*lanes), dtype) for lanes in zip(*args, strict=True)]
+    return to_dtype(table[u.arg](*args), dtype)
+
+
+# The core's rules, with the full library's versions and the UOps only opts make (vectors, local arrays)
+PythonProgram.rules = {
+    **RULES, UOps.CONST: constant, UOps.DEFINE_ACC: constant, UOps.LOAD: load, UOps.STORE: store,
+    UOps.ALU: alu,
+    UOps.CAST: lambda u, args: cast(args[0], u.src[0].dtype, u.dtype),
+    UOps.DEFINE_LOCAL: lambda u, args: np.zeros(u.arg, dtype=u.dtype.np),
+    UOps.VECTORIZE: lambda u, args: list(args), UOps.BROADCAST: lambda u, args: [args[0]] * u.dtype.count,
+    UOps.GEP: lambda u, args: args[0][u.arg],
+}
 
 
 class PythonDevice(Backend):
