@@ -187,6 +187,7 @@ def test_edges() -> None:
     np.testing.assert_array_equal(t.relu().numpy(), torch.tensor(x).relu().numpy())
     assert Tensor.zeros(0, 3).sum(0).numpy().tolist() == [0.0, 0.0, 0.0]  # a sum of nothing
     assert Tensor.zeros(3, 0).numpy().shape == (3, 0)
+    assert np.isnan(Tensor.zeros(0).mean().item()) and Tensor(3.0).sum(0).item() == 3.0
     with pytest.raises(ValueError, match="64-bit"):
         Tensor.ones(2**16, 2**16).sum().numpy()
     with pytest.raises(ValueError, match="broadcast"):

@@ -3,10 +3,11 @@
 A Tensor is a LazyBuffer (`.lazydata`, the value, not computed yet) plus what autograd needs:
 `requires_grad`, `.grad`, and `_ctx`, the Function that made it, with `_parents`, its inputs.
 Every method here is one primitive Function (function.py) or a short composition of them: that
-twenty primitives and five movement ops carry a whole framework is the point of this file.
+about twenty primitives and five movement ops carry a whole framework is the point of this file.
+Methods make results with `type(self)`, so a subclass gets its own class back.
 
-The full library's Tensor (tinyedu/tensor.py) is this class plus mixins with the rest of
-PyTorch's API; methods create `type(self)`, so they keep returning that richer class.
+The full library's Tensor (tinyedu/tensor.py) has the same names, and the rest of PyTorch's API
+(every dtype, indexing, convolutions, ...), over the same primitive Functions.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ Scalar = float | int | bool
 
 class Tensor:
     default_device = "C"
-    training = False
     _rng = np.random.default_rng(0)
 
     def __init__(self, data: Any, device: str | None = None, dtype: DType | None = None,
@@ -49,6 +49,8 @@ class Tensor:
             raise TypeError(f"Tensor: the core computes float32, int32 and bool, not {self.dtype.name}; "
                             "convert the data (e.g. array.astype(np.float32)), or use tinyedu.Tensor, which "
                             "has every dtype")
+        if requires_grad and not self.dtype.is_float:
+            raise TypeError(f"Tensor: only float tensors can require a gradient, not {self.dtype.name}")
         self.grad: Tensor | None = None
         self._ctx: F.Function | None = None
         self._parents: tuple[Tensor, ...] = ()
@@ -238,6 +240,8 @@ class Tensor:
         return self.float()._apply(F.Sqrt)
 
     def relu(self) -> "Tensor":
+        """max(x, 0). Maximum splits the gradient of a tie, so at exactly 0 this gives 1/2 where
+        PyTorch's relu gives 0 (tinyedu.Tensor.relu has PyTorch's rule)."""
         return self.maximum(0)
 
     def sigmoid(self) -> "Tensor":
@@ -255,6 +259,8 @@ class Tensor:
     def _reduce(self, function: type[F.Function], axis: int | tuple[int, ...] | None,
                 keepdim: bool) -> "Tensor":
         axes = tuple(range(self.ndim)) if axis is None else tuple(self._axis(a) for a in _tuple(axis))
+        if self.ndim == 0:
+            return self  # (a 0-d tensor is its own sum and max)
         out = self._apply(function, axes=axes)
         return out if keepdim else out.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
 
@@ -266,14 +272,16 @@ class Tensor:
 
     def mean(self, axis: int | tuple[int, ...] | None = None, keepdim: bool = False) -> "Tensor":
         out = self.float().sum(axis, keepdim)
-        return out * (out.numel() / max(self.numel(), 1)) if self.numel() else out
+        return out / (self.numel() // max(out.numel(), 1))  # (a mean of nothing is 0/0: NaN, as in PyTorch)
 
     # ---- movement: views ----
     def reshape(self, *shape: int) -> "Tensor":
         shape = _shape(shape)
+        if shape.count(-1) > 1 or any(s < -1 for s in shape):
+            raise ValueError(f"reshape: {shape} has more than one -1 or a negative size")
         if -1 in shape:
             known = prod(s for s in shape if s != -1)
-            shape = tuple(self.numel() // known if s == -1 else s for s in shape)
+            shape = tuple(self.numel() // max(known, 1) if s == -1 else s for s in shape)
         if prod(shape) != self.numel():
             raise ValueError(f"reshape: cannot view {self.shape} ({self.numel()} elements) as {shape}")
         return self if shape == self.shape else self._apply(F.Reshape, shape=shape)
