@@ -23,9 +23,16 @@ Everything in tinyedu outside this folder is an extra that plugs into a seam nam
 tinyedu/README.md. This package uses only relative imports, so it also works copied on its own.
 """
 
-from . import interpreter  # noqa: F401 - registers the PYTHON device
-from .nn import SGD, Adam, Linear
-from .realize import realize  # noqa: F401 - importing it installs the engine
-from .tensor import Tensor
-
 __all__ = ["Tensor", "Linear", "SGD", "Adam"]
+
+
+def __getattr__(name: str) -> object:
+    """`from tinyedu.core import Tensor` loads the whole core: the Tensor, the engine (realize.py
+    installs itself into lazy.py) and both devices. Importing one module of the core, as the full
+    library does (`tinyedu.core.helpers`), loads only that module and what it imports."""
+    if name not in __all__:
+        raise AttributeError(f"module 'tinyedu.core' has no attribute {name!r}")
+    from . import interpreter, realize  # noqa: F401 - they register the PYTHON device and the engine
+    from .nn import SGD, Adam, Linear
+    from .tensor import Tensor
+    return {"Tensor": Tensor, "Linear": Linear, "SGD": SGD, "Adam": Adam}[name]

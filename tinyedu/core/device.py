@@ -66,12 +66,14 @@ def get_device(name: str) -> Device:
 
 
 # --8<-- [start:c]
-_BUILD = tempfile.TemporaryDirectory(prefix="tinyedu-core-")  # removed when Python exits
+_build: list[tempfile.TemporaryDirectory] = []  # made at the first compile, removed when Python exits
 
 
 def compile_c(source: str) -> str:
     """C source -> the path of a shared library, built by the system C compiler ($CC, else cc)."""
-    path = os.path.join(_BUILD.name, f"kernel{len(os.listdir(_BUILD.name))}.so")
+    if not _build:
+        _build.append(tempfile.TemporaryDirectory(prefix="tinyedu-core-"))
+    path = os.path.join(_build[0].name, f"kernel{len(os.listdir(_build[0].name))}.so")
     cmd = [os.environ.get("CC", "cc"), "-O2", "-ffp-contract=off", "-shared", "-fPIC", "-x", "c", "-",
            "-o", path, "-lm"]
     result = subprocess.run(cmd, input=source.encode(), capture_output=True)
