@@ -15,11 +15,13 @@ tinyedu/function_composite.py, each with a docstring that says why.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .dtype import DType
-from .lazy import LazyBuffer
 from .ops import BinaryOps, ReduceOps, TernaryOps, UnaryOps
+
+if TYPE_CHECKING:  # (for the annotations only: the full library brings its own LazyBuffer)
+    from .lazy import LazyBuffer
 
 
 # --8<-- [start:function]

@@ -33,11 +33,13 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 from enum import Enum, auto
-from typing import Any, Union
+from typing import TYPE_CHECKING, Any, Union
 
 from .dtype import DType
 from .helpers import cached_hash, postorder
-from .shape import ShapeTracker
+
+if TYPE_CHECKING:  # (for the annotations only: the full library brings its own ShapeTracker)
+    from .shape import ShapeTracker
 
 
 class OpEnum(Enum):
