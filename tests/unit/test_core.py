@@ -206,6 +206,13 @@ def test_bad_input_is_a_clear_error(bad) -> None:
         bad(Tensor(np.zeros((3, 4), np.float32)))
 
 
+def test_no_c_compiler_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tinyedu.core.device import compile_c
+    monkeypatch.setenv("CC", "no-such-compiler-here")
+    with pytest.raises(RuntimeError, match="no C compiler"):
+        compile_c("void f(void) {}")
+
+
 def test_softmax_and_cross_entropy_against_torch() -> None:
     rng = np.random.default_rng(5)
     x, y = rng.standard_normal((6, 10), dtype=np.float32) * 10, rng.integers(0, 10, 6).astype(np.int32)

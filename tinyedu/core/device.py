@@ -76,7 +76,11 @@ def compile_c(source: str) -> str:
     path = os.path.join(_build[0].name, f"kernel{len(os.listdir(_build[0].name))}.so")
     cmd = [os.environ.get("CC", "cc"), "-O2", "-ffp-contract=off", "-shared", "-fPIC", "-x", "c", "-",
            "-o", path, "-lm"]
-    result = subprocess.run(cmd, input=source.encode(), capture_output=True)
+    try:
+        result = subprocess.run(cmd, input=source.encode(), capture_output=True)
+    except FileNotFoundError:
+        raise RuntimeError(f"no C compiler {cmd[0]!r}: install one (or set $CC), or use "
+                           "device='PYTHON'") from None
     if result.returncode != 0:
         raise RuntimeError(f"C compiler failed:\n{result.stderr.decode()}\n--- source ---\n{source}")
     return path
