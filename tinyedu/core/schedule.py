@@ -2,12 +2,13 @@
 
 Every base of the graph is either *stored* (it gets memory, and a kernel computes it) or *fused*
 (its op is written into the kernel of whoever uses it, and never touches memory). Fusing is the
-whole game: `relu(a @ b + c)` written as five separate loops reads and writes memory five times;
-fused, it is one loop. These rules decide, in `stored_bases`:
+whole game: `relu(x * w + c)` run op by op is three loops, each reading and writing memory; fused,
+it is one loop. These rules decide, in `stored_bases`:
 
   1. what was asked for is stored, and so is host data (COPY) and a CONTIGUOUS;
-  2. a reduce is stored: a kernel has at most one reduce, and it is its last op;
-  3. a value used by two ops is stored, rather than computed twice;
+  2. a reduce is stored: a kernel has at most one reduce, and it is its last op (so
+     `relu(a @ b + c)` is two kernels: the matmul's multiply and sum, then the add and the relu);
+  3. a value used twice (by two ops, or twice by one) is stored, rather than computed twice;
   4. a value seen through a view (a permute, an expand, a pad...) is stored: a kernel reads a
      view only from memory (the full scheduler in tinyedu/engine/ also pushes views through ops).
 Constants are never stored: a kernel reads them as a literal, through their view.
