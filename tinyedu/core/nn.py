@@ -1,8 +1,8 @@
 """Linear, and the two optimizers every course starts with: SGD (with momentum) and Adam.
 
 A layer is a callable holding Tensors; its parameters are the Tensors that require a gradient.
-An optimizer step computes every new value lazily and realizes them all in one schedule, so the
-whole update of a network is a handful of kernels, not one per parameter.
+An optimizer step computes every new value lazily and realizes them all in one schedule: one call
+into the engine, one kernel per tensor it updates. Then each tensor takes its new value.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The engine: schedule the graph, lower each kernel to a program, run the programs in order.
 
-`lower` is the whole back half of the pipeline in four lines: Kernel (axes in loop order) ->
-linearize (UOps) -> render (source) -> compile and load (a function). Programs are cached by their
-source, so a training loop compiles each kernel once. `DEBUG=2` prints each kernel as it runs,
+`lower` is the whole back half of the pipeline: Kernel (axes in loop order) -> linearize (UOps)
+-> render (source) -> compile and load (a function). Programs are kept by their source, so a
+training loop compiles each kernel once (it still linearizes and renders it every time). `DEBUG=2` prints each kernel as it runs,
 `DEBUG=4` its source too.
 """
 
