@@ -3,13 +3,14 @@
 Every UOp becomes one line or one expression, in list order (renderer.py walks the list):
 
     RANGE     for (int gidx0 = 0; gidx0 < 4; gidx0++) {      ENDRANGE   }
-    LOAD      float val0 = data1[alu2];  (gated: alu3 ? data1[alu2] : 0.0f)
-    ALU       float alu4 = (val0 + val1);
+    LOAD      float val0 = data1[alu2];      (gated: float val0 = (alu3?data1[alu2]:0.0f);)
+    ALU       float alu4 = (val0+val1);
     STORE     data0[alu2] = alu4;
 
 A value gets a variable of its own, so the C reads like the UOp listing, one line per UOp. The
-spellings are a table (`C_OPS`): a language is data, which is all the full library's other C-like
-renderers (NEON, OpenCL, CUDA, WGSL) change.
+spellings are a table (`C_OPS`): a language is data. The full library's C renderer
+(tinyedu/renderer/cstyle.py) adds vectors, writing a value used once inline, and the exact rules of
+every dtype; its NEON, OpenCL, CUDA and WGSL renderers build on that one.
 """
 
 from __future__ import annotations

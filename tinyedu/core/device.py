@@ -1,10 +1,13 @@
-"""Devices: memory, and a way to turn source into something that runs. The C device in 40 lines.
+"""Devices: memory, and a way to turn source into something that runs.
 
 A device is four things (`Device`): its memory (`Buffer`), a renderer (UOps to source), a
 compiler (source to a binary) and a loader (binary to a function you can call with Buffers).
-`register_device` is the seam where every device plugs in; the core registers one, `C`: the
-system C compiler builds a shared library, and ctypes calls it with the buffers' addresses.
-The full library registers its others (NUMPY, PYTHON, NEON, LLVM, GPU, CUDA, ...) in tinyedu/runtime/.
+`register_device` is the seam where a device plugs in. This file registers `C`: the system C
+compiler builds a shared library, and ctypes calls it with the buffers' addresses (`compile_c`
+and `load_c`, at the end). interpreter.py registers `PYTHON`.
+
+The full library keeps its own registry (tinyedu/runtime/device.py), with more devices (NUMPY,
+NEON, LLVM, GPU, CUDA, WEBGPU, WASM) and more per device (memory pools, limits, threads).
 """
 
 from __future__ import annotations
