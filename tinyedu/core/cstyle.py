@@ -10,7 +10,7 @@ Every UOp becomes one line or one expression, in list order (renderer.py walks t
 A value gets a variable of its own, so the C reads like the UOp listing, one line per UOp. The
 spellings are a table (`C_OPS`): a language is data. The full library's C renderer
 (tinyedu/renderer/cstyle.py) adds vectors, writing a value used once inline, and the exact rules of
-every dtype; its NEON, OpenCL, CUDA and WGSL renderers build on that one.
+every dtype; its NEON, OpenCL, CUDA, WGSL and WASM renderers build on that one.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """The PYTHON device: a kernel's UOps run one at a time, in plain Python, with nothing compiled.
 
 It is slow on purpose. It runs exactly the list the linearizer made, so it shows what each UOp
-means, and it checks the C renderer with no compiler in the way: when C and PYTHON disagree on a
-kernel, the UOps were right and the C is wrong (or the other way round).
+means, and it checks the C renderer with no compiler in the way: C and PYTHON run the same UOps,
+so when they disagree the C renderer (or the compiler) is wrong; when they agree on a wrong
+answer, the UOps are.
 
 Each UOp's value goes into `values[position]`. A loop is a jump: ENDRANGE adds 1 to its RANGE's
 counter and jumps back while the counter is below the end. Reading an ASSIGN reads its
