@@ -1,24 +1,32 @@
-"""The live lab's digit page in headless Chromium: a stroke replayed on the canvas, the page's numbers
-against tinyedu's.
+"""The live lab in headless Chromium: the digit page's numbers and the text page's tokens against tinyedu's.
 
-The site is built with `mkdocs build --strict` (which runs scripts/site_wasm.py: the CNN exported to
-WebAssembly), served on 127.0.0.1 and opened with `#replay=STROKES`, which draws the strokes on the
-canvas the way the pointer does and reads the digit. The page writes the 28x28 input it made and the
-ten probabilities into `#lab-numbers`; tinyedu runs the same CNN on that input, and the two must agree.
+The site is built with `mkdocs build --strict` (which runs scripts/site_wasm.py: the CNN and the GPT
+exported to WebAssembly) and served on 127.0.0.1.
+
+- The digit page is opened with `#replay=STROKES`, which draws the strokes on the canvas the way the
+  pointer does and reads the digit. The page writes the 28x28 input it made and the ten probabilities
+  into `#lab-numbers`; tinyedu runs the same CNN on that input, and the two must agree.
+- The text page is opened with `#prompt=...&new=N` (greedy) or with `&temperature=T&top_k=K&seed=S`
+  (sampled), which fills its controls and generates. The page writes the prompt's and the new tokens'
+  ids into `#text-numbers`; they must equal GPT.generate's (greedy) or portable_generate_tokens' (the
+  sampling rule the module's C shares) on the same prompt, and `#text-out` must show their bytes.
 """
 
 from __future__ import annotations
 
 import functools
+import html
 import http.server
 import json
 import re
 import subprocess
 import sys
 import threading
+import time
+import urllib.request
 from dataclasses import replace
 from pathlib import Path
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import numpy as np
 import pytest
@@ -41,7 +49,8 @@ def site_wasm():
 
 
 @pytest.fixture(scope="module")
-def lab_url(tmp_path_factory: pytest.TempPathFactory):
+def lab_site(tmp_path_factory: pytest.TempPathFactory):
+    """The built site served on 127.0.0.1: (its URL, lab/status.json)."""
     if find_chromium() is None:
         pytest.skip("no Chromium found: install it or set CHROMIUM=/path/to/chrome")
     out = tmp_path_factory.mktemp("lab-site")
@@ -49,13 +58,27 @@ def lab_url(tmp_path_factory: pytest.TempPathFactory):
                           cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, f"mkdocs build --strict failed:\n{proc.stdout}\n{proc.stderr}"
     status = json.loads((out / "lab" / "status.json").read_text())
-    if not status["digits"]["ok"]:
-        pytest.skip(f"the site was built without the digit model: {status['digits']['missing']}")
     handler = functools.partial(QuietHandler, directory=str(out))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_port}/lab_digits/"
+    yield f"http://127.0.0.1:{server.server_port}/", status
     server.shutdown()
+
+
+@pytest.fixture(scope="module")
+def lab_url(lab_site: tuple[str, dict]) -> str:
+    url, status = lab_site
+    if not status["digits"]["ok"]:
+        pytest.skip(f"the site was built without the digit model: {status['digits']['missing']}")
+    return url + "lab_digits/"
+
+
+@pytest.fixture(scope="module")
+def text_url(lab_site: tuple[str, dict]) -> str:
+    url, status = lab_site
+    if not status["text"]["ok"]:
+        pytest.skip(f"the site was built without the text model: {status['text']['missing']}")
+    return url + "lab_text/"
 
 
 def open_page(url: str, tmp_path: Path) -> str:
@@ -109,6 +132,119 @@ def test_site_builds_without_clang_and_says_so(tmp_path: Path, monkeypatch: pyte
 
     monkeypatch.setattr(targets, "WASM_TARGET", replace(targets.WASM_TARGET, compiler=("no-such-clang",)))
     status = site_wasm().build_lab(tmp_path)
-    assert status["digits"]["ok"] is False and "no-such-clang" in status["digits"]["missing"]
-    assert "apt-get install clang lld" in status["digits"]["missing"]
-    assert not (tmp_path / "lab" / "digits.wasm").exists()
+    for page, wasm in (("digits", "digits.wasm"), ("text", "text.wasm")):
+        assert status[page]["ok"] is False and "no-such-clang" in status[page]["missing"]
+        assert "apt-get install clang lld" in status[page]["missing"]
+        assert not (tmp_path / "lab" / wasm).exists()
+    assert status["text"]["trained"]["block_size"] == 64  # the page still quotes the model's facts
+
+
+PROMPT = "class Stack:\n    def push(self, item):"
+
+
+def page_tokens(dom: str) -> dict:
+    found = re.search(r'<pre id="text-numbers">(.*?)</pre>', dom, re.DOTALL)
+    assert found and found.group(1), "the page wrote no tokens: " + re.sub(r"\s+", " ", dom)[-1500:]
+    return json.loads(found.group(1))
+
+
+def page_text(dom: str) -> str:
+    found = re.search(r'<pre id="text-out">(.*?)</pre>', dom, re.DOTALL)
+    assert found, "the page has no output"
+    return html.unescape(re.sub(r"<[^>]*>", "", found.group(1)))
+
+
+@pytest.mark.parametrize("prompt, new", [(PROMPT, 24), ("    return sorted(", 200)],
+                         ids=["stack", "to-block-size"])
+def test_greedy_text_gives_tinyedus_tokens(text_url: str, tmp_path: Path, prompt: str, new: int) -> None:
+    dom = open_page(text_url + "#" + urlencode({"prompt": prompt, "new": new}, quote_via=quote), tmp_path)
+    result = page_tokens(dom)
+    model, bpe = site_wasm().text_model()
+    ids = bpe.encode(prompt).tolist()
+    assert result["prompt_tokens"] == len(ids) and result["tokens"][:len(ids)] == ids
+    room = model.block_size - len(ids)
+    expected = model.generate(ids, min(new, room))
+    assert result["tokens"] == expected
+    assert page_text(dom) == bpe.decode(expected).decode("utf-8", errors="replace")
+    assert "your CPU running WebAssembly compiled from tinyedu's kernels" in dom
+    if new > room:
+        assert f"It stopped at the model's {model.block_size} positions (block_size)" in dom
+
+
+@pytest.mark.parametrize("temperature, top_k, seed", [(0.8, 40, 7), (1.0, 0, 12345)])
+def test_sampled_text_gives_tinyedus_tokens(text_url: str, tmp_path: Path, temperature: float, top_k: int,
+                                            seed: int) -> None:
+    from tinyedu.models.portable_sampling import portable_generate_tokens
+
+    query = {"prompt": PROMPT, "new": 24, "temperature": temperature, "top_k": top_k, "seed": seed}
+    result = page_tokens(open_page(text_url + "#" + urlencode(query, quote_via=quote), tmp_path))
+    model, bpe = site_wasm().text_model()
+    ids = bpe.encode(PROMPT).tolist()
+    expected = portable_generate_tokens(model, ids, 24, temperature, top_k or None, seed)
+    assert expected != model.generate(ids, 24)  # the draw made a difference
+    assert result["tokens"] == expected
+
+
+@pytest.mark.parametrize("prompt, said", [
+    ("", "The prompt is empty"),
+    ("x = 1\n" * 20, "The prompt is longer than the model's 64 positions"),  # 80 tokens
+    ("x" * 5000, "the module takes at most 4,096"),
+], ids=["empty", "past-block-size", "past-the-buffer"])
+def test_text_page_refuses_bad_prompts(text_url: str, tmp_path: Path, prompt: str, said: str) -> None:
+    dom = open_page(text_url + "#" + urlencode({"prompt": prompt, "new": 8}, quote_via=quote), tmp_path)
+    assert said in dom
+    assert re.search(r'<pre id="text-numbers"></pre>', dom)
+
+
+def live_page(url: str, element: str, tmp_path: Path, timeout: float = 120) -> str:
+    """Open `url` in headless Chromium on real time (--dump-dom's virtual time stops performance.now())
+    through the DevTools protocol, and return #element's text once the page has written it."""
+    websocket = pytest.importorskip("websocket", reason="this test drives Chromium with websocket-client")
+    from tests.browser.test_webgpu_page import free_port
+
+    port = free_port()
+    proc = subprocess.Popen([find_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                             "--disable-quic", f"--remote-debugging-port={port}",
+                             f"--user-data-dir={tmp_path / 'profile'}", url],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        target, deadline = None, time.time() + 30
+        while target is None and time.time() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/json", timeout=2) as answer:
+                    target = next((t for t in json.load(answer) if t.get("type") == "page"
+                                   and t["url"].startswith(url.split("#")[0])), None)
+            except OSError:
+                pass
+            time.sleep(0.2)
+        assert target is not None, "Chromium did not open the page"
+        connection = websocket.create_connection(target["webSocketDebuggerUrl"], timeout=30)
+        expression = f"(document.getElementById({json.dumps(element)}) || {{}}).textContent || ''"
+        deadline, text = time.time() + timeout, ""
+        while not text and time.time() < deadline:
+            time.sleep(0.5)
+            connection.send(json.dumps({"id": 1, "method": "Runtime.evaluate",
+                                        "params": {"expression": expression, "returnByValue": True}}))
+            reply = json.loads(connection.recv())
+            while reply.get("id") != 1:
+                reply = json.loads(connection.recv())
+            text = reply["result"]["result"].get("value") or ""
+        connection.close()
+        return text
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_text_page_times_its_tokens(text_url: str, tmp_path: Path) -> None:
+    """On real time the page's tokens/s is a measurement: the same greedy tokens, and a positive rate."""
+    query = urlencode({"prompt": PROMPT, "new": 64}, quote_via=quote)
+    text = live_page(text_url + "#" + query, "text-numbers", tmp_path)
+    assert text, "the page wrote no tokens"
+    result = json.loads(text)
+    model, bpe = site_wasm().text_model()
+    ids = bpe.encode(PROMPT).tolist()
+    assert result["tokens"] == model.generate(ids, model.block_size - len(ids))
+    assert result["tokens_per_second"] > 0
+    print(f"\nChromium: {len(result['tokens']) - len(ids)} new tokens at {result['tokens_per_second']:.0f} "
+          f"tokens/s (prefill of {len(ids)} tokens: {result['prefill_ms']:.1f} ms)")
