@@ -92,6 +92,12 @@ EXERCISE_ANSWERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "14.reduce_scatter_step": ("tinyedu/multi/allreduce.py", ("reduce_scatter_step",)),
     "14.reshaped_axis": ("tinyedu/multi/lazy.py", ("reshaped_axis",)),
 }
+# Where the core (tinyedu/core/) has its own copy of an exercise's answer, that copy is hidden too.
+CORE_COPIES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "02.permute": ("tinyedu/core/shape.py", ("View.permute",)),
+    "02.pad": ("tinyedu/core/shape.py", ("View.pad",)),
+    "04.lower_reduce": ("tinyedu/core/linearizer.py", ("_reduce",)),
+}
 _HREF = re.compile(r'href="(\.\./docs/[^"#]+\.md|[A-Za-z0-9_.-]+\.ipynb)(#[^"]*)?"')
 
 
@@ -257,7 +263,7 @@ def on_page_markdown(markdown: str, page, config, files: Files) -> str:
     if API_MARKER in markdown:
         markdown = markdown.replace(API_MARKER, api_tables())
     by_file: dict[str, dict[str, str]] = {}
-    for exercise, (path, names) in EXERCISE_ANSWERS.items():
+    for exercise, (path, names) in [*EXERCISE_ANSWERS.items(), *CORE_COPIES.items()]:
         by_file.setdefault(path, {}).update({name: exercise for name in names})
 
     def expand(match: re.Match) -> str:
