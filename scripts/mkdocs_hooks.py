@@ -13,7 +13,8 @@
   that section only names the library's own piece (`tanh = Value.tanh`), the page shows the piece's
   source instead (tinyedu.exercises.solutions.solution_source), so it is the code the library runs.
 - Exercise answers stay on the solutions pages: where a walkthrough page includes library source that
-  an implement-this exercise asks the learner to write (EXERCISE_ANSWERS), the page shows that
+  an implement-this exercise asks the learner to write (EXERCISE_ANSWERS), a section or a whole file
+  (`--8<-- "tinyedu/core/function.py"`, as the core's reading page does), the page shows that
   definition's signature and docstring and, in place of its body, a line naming the exercise.
 - The API page's tables (`<!-- api-tables -->` in docs/api.md) are written at build time from the
   Tensor class itself: every public method, grouped by the module that defines it, with its
@@ -45,7 +46,7 @@ _MARKER_HTML = re.compile(r'<span class="c1"># NBVAL_[A-Z_]+</span>\n')
 _MARKER_TEXT = re.compile(r"^# NBVAL_[A-Z_]+\n", re.MULTILINE)
 _MERMAID_SCRIPT = re.compile(r'<script type="module">(?:(?!</script>).)*?mermaid(?:(?!</script>).)*</script>',
                              re.DOTALL)
-_SNIPPET = re.compile(r'^(?P<indent>[ \t]*)--8<-- "(?P<path>[^":]+):(?P<section>[\w-]+)"[ \t]*$',
+_SNIPPET = re.compile(r'^(?P<indent>[ \t]*)--8<-- "(?P<path>[^":]+)(?::(?P<section>[\w-]+))?"[ \t]*$',
                       re.MULTILINE)
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -90,6 +91,12 @@ EXERCISE_ANSWERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "13.online_softmax": ("tinyedu/function_attention.py", ("FlashAttention.forward",)),
     "14.reduce_scatter_step": ("tinyedu/multi/allreduce.py", ("reduce_scatter_step",)),
     "14.reshaped_axis": ("tinyedu/multi/lazy.py", ("reshaped_axis",)),
+}
+# Where the core (tinyedu/core/) has its own copy of an exercise's answer, that copy is hidden too.
+CORE_COPIES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "02.permute": ("tinyedu/core/shape.py", ("View.permute",)),
+    "02.pad": ("tinyedu/core/shape.py", ("View.pad",)),
+    "04.lower_reduce": ("tinyedu/core/linearizer.py", ("_reduce",)),
 }
 _HREF = re.compile(r'href="(\.\./docs/[^"#]+\.md|[A-Za-z0-9_.-]+\.ipynb)(#[^"]*)?"')
 
@@ -151,10 +158,12 @@ def on_post_page(html: str, page, config) -> str:
     return html
 
 
-def section_text(path: str, section: str) -> str:
-    """The source between `# --8<-- [start:section]` and `[end:section]`, as pymdownx.snippets includes
-    it: other sections' markers dropped, dedented."""
+def section_text(path: str, section: str | None) -> str:
+    """The source between `# --8<-- [start:section]` and `[end:section]` (the whole file when section is
+    None), as pymdownx.snippets includes it: other sections' markers dropped, dedented."""
     lines = (ROOT / path).read_text().splitlines()
+    if section is None:
+        return "\n".join(line for line in lines if "--8<-- [" not in line)
     start = [i for i, line in enumerate(lines) if line.strip() == f"# --8<-- [start:{section}]"]
     end = [i for i, line in enumerate(lines) if line.strip() == f"# --8<-- [end:{section}]"]
     if len(start) != 1 or len(end) != 1 or end[0] < start[0]:
@@ -254,18 +263,18 @@ def on_page_markdown(markdown: str, page, config, files: Files) -> str:
     if API_MARKER in markdown:
         markdown = markdown.replace(API_MARKER, api_tables())
     by_file: dict[str, dict[str, str]] = {}
-    for exercise, (path, names) in EXERCISE_ANSWERS.items():
+    for exercise, (path, names) in [*EXERCISE_ANSWERS.items(), *CORE_COPIES.items()]:
         by_file.setdefault(path, {}).update({name: exercise for name in names})
 
     def expand(match: re.Match) -> str:
-        path, section = match["path"], match["section"]
-        if path.startswith(SOLUTIONS_DIR):  # a solution that is the library's own piece shows its source
+        path, section = match["path"], match["section"]  # (section None: the whole file)
+        if section is not None and path.startswith(SOLUTIONS_DIR):  # a solution that is the library's piece
             return textwrap.indent(solution_source(Path(path).stem.removeprefix("chapter"), section),
                                    match["indent"])
         if not by_file.get(path):
             return match.group(0)
         text = section_text(path, section)
-        hidden = hide_answers(text, by_file[path], f"{path}:{section}")
+        hidden = hide_answers(text, by_file[path], path if section is None else f"{path}:{section}")
         return match.group(0) if hidden == text else textwrap.indent(hidden, match["indent"])
 
     return _SNIPPET.sub(expand, markdown)

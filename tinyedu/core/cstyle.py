@@ -63,6 +63,7 @@ class CRenderer(Renderer):
     def type_name(self, dtype: DType) -> str:
         return dtype.c_name
 
+    # --8<-- [start:fill]
     def bind(self, u: UOp, expression: str) -> str:
         name = self.new_name({UOps.LOAD: "val", UOps.CAST: "cast"}.get(u.op, "alu"))
         self.emit(f"{self.type_name(u.dtype)} {name} = {expression};")
@@ -102,6 +103,7 @@ class CRenderer(Renderer):
 
     def cast(self, u: UOp, value: str) -> str:
         return f"({self.type_name(u.dtype)})({value})"
+    # --8<-- [end:fill]
 
     def finish(self) -> str:
         args = ", ".join(f"{'' if u.arg == 0 else 'const '}{self.type_name(u.dtype)}* restrict data{u.arg}"

@@ -13,6 +13,7 @@ from .lazy import realize
 from .tensor import Tensor
 
 
+# --8<-- [start:linear]
 class Linear:
     """y = x @ W.T + b, initialized as PyTorch does: uniform in ±1/sqrt(in_features)."""
 
@@ -27,6 +28,7 @@ class Linear:
 
     def parameters(self) -> list[Tensor]:
         return [self.weight] + ([self.bias] if self.bias is not None else [])
+# --8<-- [end:linear]
 
 
 class Optimizer:
@@ -37,12 +39,14 @@ class Optimizer:
         for p in self.params:
             p.grad = None
 
+    # --8<-- [start:step]
     def step(self) -> None:
         """New values for every parameter (and state), realized together; then swapped in."""
         updates = self.updates()  # [(tensor to overwrite, its new value)]
         realize([new.lazydata for _, new in updates])
         for target, new in updates:
             target.lazydata = new.lazydata
+    # --8<-- [end:step]
 
     def updates(self) -> list[tuple[Tensor, Tensor]]:
         raise NotImplementedError

@@ -129,6 +129,7 @@ class Renderer(ABC):
     def cast(self, u: UOp, value: str) -> str:
         """value converted to u.dtype."""
 
+    # --8<-- [start:vectors]
     def vectorize(self, u: UOp, *lanes: str) -> str:
         """A vector of these lanes."""
         self.not_supported(u, "vectors and local arrays (opts)")
@@ -140,6 +141,7 @@ class Renderer(ABC):
     def gep(self, u: UOp, vector: str) -> str:
         """Lane u.arg of the vector."""
         self.not_supported(u, "vectors and local arrays (opts)")
+    # --8<-- [end:vectors]
 
     @abstractmethod
     def finish(self) -> str:

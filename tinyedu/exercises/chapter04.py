@@ -339,7 +339,7 @@ def check_lower_reduce(lower_plain_reduce: Callable[..., UOp]) -> str:
             python = _run_python(uops, kernel, inputs, want)
             if "max" in name and not _same(python, want, exact=False) and np.all(python == 0):
                 hint = ("every element here is negative, and your maxima are all 0: a MAX accumulator must "
-                        "start at the lowest value (codegen.uops.lowest_value(dtype)), not at 0")
+                        "start at the lowest value (core.uops.lowest_value(dtype)), not at 0")
             if not _same(python, want, exact=False):
                 raise AssertionError(f"`{name}` lowered with your lower_plain_reduce gives other values than "
                                      f"numpy. Hint: {hint}.")
