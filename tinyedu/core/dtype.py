@@ -76,7 +76,7 @@ class dtypes:  # noqa: N801 - lower case to read like torch.float32
     int16 = DType(3, 2, "int16", np.int16, "short", "i")
     int32 = DType(4, 4, "int32", np.int32, "int", "i")
     # int64 is also the type of index arithmetic in kernels whose buffers or loops pass 2^31
-    # elements, where an int32 index would wrap (see tinyedu/codegen/index.py).
+    # elements, where an int32 index would wrap (in the full library: see tinyedu/codegen/index.py).
     int64 = DType(5, 8, "int64", np.int64, "long long", "i")
     uint16 = DType(6, 2, "uint16", np.uint16, "unsigned short", "u")
     uint32 = DType(7, 4, "uint32", np.uint32, "unsigned int", "u")

@@ -2,8 +2,8 @@
 
 `lower` is the whole back half of the pipeline: Kernel (axes in loop order) -> linearize (UOps)
 -> render (source) -> compile and load (a function). Programs are kept by their source, so a
-training loop compiles each kernel once (it still linearizes and renders it every time). `DEBUG=2` prints each kernel as it runs,
-`DEBUG=4` its source too.
+training loop compiles each kernel once (it still linearizes and renders it every time).
+`DEBUG=2` prints each kernel as it runs, `DEBUG=4` its source too.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """UOps: a kernel as a flat list of tiny instructions, the last step before source code.
 
 A kernel AST is a graph of whole-array ops ("add these two (4, 16) arrays"). Hardware runs loops of
-scalar instructions. The linearizer (tinyedu/codegen/linearizer.py) bridges the two by emitting a
-list of UOps, each one value (a scalar; with opts, also a vector) or one statement:
+scalar instructions. The linearizer (linearizer.py here; with opts, tinyedu/codegen/linearizer.py)
+bridges the two by emitting a list of UOps, each one value (a scalar; with opts, also a vector) or
+one statement:
 
 | UOp           | src                        | arg                  | what it means                      |
 | ------------- | -------------------------- | -------------------- | ---------------------------------- |
