@@ -54,6 +54,16 @@ def test_core_budget() -> None:
         f"tinyedu/core has {sum(counts.values())} lines of code; the budget is {MAX_LINES}: {counts}"
 
 
+def test_the_pages_state_the_measured_size() -> None:
+    """README, the site and the package map say how big the core is: the number this file counts."""
+    files = sorted(CORE.glob("*.py"))
+    stated = f"{sum(lines_of_code(f) for f in files):,} lines of code in {len(files)} files"
+    root = CORE.parents[1]
+    for page in ("README.md", "docs/index.md", "docs/architecture.md", "docs/core.md", "tinyedu/README.md"):
+        text = (root / page).read_text().replace("**", "").replace("\n", " ")
+        assert stated in " ".join(text.split()), f"{page} should say the core is {stated}"
+
+
 def test_line_counter() -> None:
     source = ('"""doc\nstring"""\nx = 1  # comment\n\n# only a comment\n'
               'def f():\n    """doc"""\n    return "s"\n')
