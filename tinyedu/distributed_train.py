@@ -8,9 +8,10 @@ draws the same batch on every rank; rank r trains on its slice of it, weighs its
 share of the batch, and the gradients and losses are all-reduced (tinyedu.distributed), so every
 rank takes the step one process takes on the full batch. Rank 0 prints one line per step (the loss
 and the step's time) and a last line `result {json}` with the whole curve, which the tests and
-notebook 14 read. The data is MNIST from $MNIST_PATH, or, without it, a generated set of the same
-shape (so the run needs no download). `--fail-rank r` makes rank r raise at the second step, to
-show that the job then ends with an error instead of hanging.
+notebook 14 read. The data is chapter 08's: the MNIST test set, found as `tinyedu.datasets.mnist`
+finds it ($MNIST_PATH, or a checked download into a cache folder), so the printed losses are the
+same wherever it runs. `--fail-rank r` makes rank r raise at the second step, to show that the job
+then ends with an error instead of hanging.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import time
 import numpy as np
 
 from tinyedu import distributed as dist
+from tinyedu.datasets import mnist, mnist_cache_dir
 from tinyedu.models.mlp import MnistMLP
 from tinyedu.models.tasks import normalize_mnist
 from tinyedu.multi.allreduce import chunk_bounds
@@ -32,17 +34,10 @@ from tinyedu.tensor import Tensor
 
 
 def load_data(examples: int) -> tuple[np.ndarray, np.ndarray, str]:
-    """(images, labels, where they came from): MNIST from $MNIST_PATH, or a generated set."""
-    folder = os.environ.get("MNIST_PATH")
-    if folder and os.path.isdir(folder):
-        from tinyedu.datasets import mnist  # noqa: PLC0415 - only when the files are there
-        images, labels = mnist(folder)
-        return normalize_mnist(images[:examples]), labels[:examples].astype(np.int32), f"MNIST ({folder})"
-    rng = np.random.default_rng(0)  # ten random prototypes, each digit a noisy copy of its own
-    prototypes = rng.standard_normal((10, 28, 28)).astype(np.float32)
-    labels = rng.integers(0, 10, examples).astype(np.int32)
-    images = prototypes[labels] + rng.standard_normal((examples, 28, 28)).astype(np.float32)
-    return images, labels, "generated (no $MNIST_PATH)"
+    """(images, labels, where they came from): the first `examples` MNIST test images, normalized."""
+    images, labels = mnist()
+    where = os.environ.get("MNIST_PATH") or str(mnist_cache_dir())
+    return normalize_mnist(images[:examples]), labels[:examples].astype(np.int32), f"MNIST ({where})"
 
 
 def train(steps: int, batch: int, lr: float, fail_rank: int | None = None) -> dict:
