@@ -42,11 +42,9 @@ def runs_on_sampled_devices(item: pytest.Item) -> bool:
 
 
 # Known wrong answers of the WEBGPU device on lavapipe (Mesa's Vulkan on the CPU), kept as strict xfails so
-# that they stay visible and a fix is noticed: WGSL's float % is x - y*trunc(x/y), rounded twice, where
-# floor division needs C's exact fmod; lavapipe's log2 flushes a subnormal input (log2(1e-45) is -127).
-# Tracked in the WEBGPU section of docs/stage7_gpu.md.
+# that they stay visible and a fix is noticed: lavapipe's log2 flushes a subnormal input (log2(1e-45) is
+# -127). Tracked in the WEBGPU section of docs/stage7_gpu.md.
 WEBGPU_KNOWN_WRONG = (
-    "test_ops_api.py::test_floor_divide_and_remainder",
     "test_ops_math.py::test_power_with_a_denormal_exponent",
 )
 

@@ -118,6 +118,7 @@ FOLDABLE = {  # what a shader compiler folds when it takes float ops as exact (s
     "x*0": lambda x, y: x * 0, "x-x": lambda x, y: x - x, "x+(-x)": lambda x, y: x + (-x),
     "1/(1/x)": lambda x, y: 1 / (1 / x), "x==x": lambda x, y: x == x,
     "two_sum": lambda x, y: ((x + y) - x) - y, "a*b+c": lambda x, y: x * y + 0.1, "x/y": lambda x, y: x / y,
+    "fmod": lambda x, y: x.fmod(y), "x%y": lambda x, y: x % y, "x//y": lambda x, y: x // y,
     "copysign": lambda x, y: x.copysign(-0.0), "sqrt": lambda x, y: x.abs().sqrt(),
 }
 

@@ -45,6 +45,7 @@ Numerics, where WGSL's rules differ from numpy's:
   workgroups shifted right by 31), so it cannot see which op made a value or what a constant is;
   `x - x` fences its second x, and a value that is only stored is left as it is. The cost is one
   integer XOR per fenced value;
+- WGSL's f32 `%` is x - y*trunc(x/y), rounded twice: `fmod_f32` is C's exact fmod, on the bits;
 - integer `x / 0` is x in WGSL, 0 in tinyedu (`div_i32`); signed overflow wraps in both;
 - `max` and `!=` may ignore NaN (lavapipe compiles `x != x` to false): NaN is tested on the bits;
 - float -> int conversions clamp in WGSL; tinyedu's rule (out of range and NaN give INT32_MIN) is a
@@ -98,6 +99,30 @@ HELPERS = {
     "float_to_u64": "fn float_to_u64(x: f32) -> u64 { if (x >= 9223372036854775808.0) { return "
                     "bitcast<u64>(float_to_i64(x - 9223372036854775808.0)) ^ 0x8000000000000000lu; } "
                     "return bitcast<u64>(float_to_i64(x)); }",
+    # C's fmod, exact: x - n*y for the integer n = trunc(x/y), computed on the significands (WGSL's own
+    # f32 % is x - y*trunc(x/y), rounded twice). |x| = mx * 2^ex and |y| = my * 2^ey (24-bit integer
+    # significands, ex >= ey): mx * 2^(ex-ey) % my, 8 bits at a time, is exact in u32; the result is a
+    # multiple of 2^ey below |y|, so a float: normalized, or subnormal, with the sign of x.
+    "fmod_f32": "fn fmod_f32(x: f32, y: f32) -> f32 {\n"
+                "  let bx = bitcast<u32>(x) & 0x7fffffffu; let by = bitcast<u32>(y) & 0x7fffffffu;\n"
+                "  if (bx >= 0x7f800000u || by > 0x7f800000u || by == 0u) {\n"
+                "    return bitcast<f32>(0x7fc00000u);\n"
+                "  }\n"
+                "  if (bx < by) { return x; }\n"
+                "  let ex = max(i32(bx >> 23u), 1); let ey = max(i32(by >> 23u), 1);\n"
+                "  let my = select(by & 0x7fffffu, (by & 0x7fffffu) | 0x800000u, by >= 0x800000u);\n"
+                "  var r = select(bx & 0x7fffffu, (bx & 0x7fffffu) | 0x800000u, bx >= 0x800000u) % my;\n"
+                "  var k = ex - ey;\n"
+                "  for (; k >= 8; k -= 8) { r = (r << 8u) % my; }\n"
+                "  r = (r << u32(k)) % my;\n"
+                "  var bits = 0u;\n"
+                "  if (r != 0u) {\n"
+                "    let s = i32(countLeadingZeros(r)) - 8; let e = ey - s;\n"
+                "    let normal = (u32(e) << 23u) | ((r << u32(s)) & 0x7fffffu);\n"
+                "    bits = select(r << u32(ey - 1), normal, e >= 1);\n"
+                "  }\n"
+                "  return bitcast<f32>(bits | (bitcast<u32>(x) & 0x80000000u));\n"
+                "}",
     # tinyedu's rule (tinyedu.core.dtype.float_to_int): out of range and NaN give INT32_MIN
     "float_to_i32": "fn float_to_i32(x: f32) -> i32 { return select(bitcast<i32>(0x80000000u), i32(x), "
                     "x >= -2147483648.0 && x < 2147483648.0); }",
@@ -264,6 +289,8 @@ class WGSLRenderer(CRenderer):
             if t == "f32":
                 return f"{self.use_helper('max_f32')}({_unwrap(a)}, {_unwrap(b)})"
             return f"select({_unwrap(b)}, {_unwrap(a)}, {a}>{b})"
+        if op is BinaryOps.MOD and t == "f32":
+            return f"{self.use_helper('fmod_f32')}({_unwrap(a)}, {_unwrap(b)})"
         if op in (BinaryOps.DIV, BinaryOps.MOD) and t != "f32":
             divisor = u.src[1]
             if divisor.op is UOps.CONST and divisor.arg > 0:  # index math: no guard needed
@@ -281,7 +308,7 @@ class WGSLRenderer(CRenderer):
         if op is BinaryOps.ADD and t in ("i32", "i64") and u.src[1].op is UOps.CONST and \
                 INT32_MIN < u.src[1].arg < 0:
             return f"({a}-{-u.src[1].arg})"
-        return f"({a}{'%' if op is BinaryOps.MOD else BINARY_SYMBOLS[op]}{b})"  # f32 %: x - y*trunc(x/y)
+        return f"({a}{'%' if op is BinaryOps.MOD else BINARY_SYMBOLS[op]}{b})"
 
     def cast(self, u: UOp, value: str) -> str:
         src, dst = u.src[0].dtype, u.dtype
