@@ -41,19 +41,7 @@ def runs_on_sampled_devices(item: pytest.Item) -> bool:
     return any(picks(marker) for marker in item.iter_markers("backends"))
 
 
-# Known wrong answers of the WEBGPU device on lavapipe (Mesa's Vulkan on the CPU), kept as strict xfails so
-# that they stay visible and a fix is noticed: lavapipe's log2 flushes a subnormal input (log2(1e-45) is
-# -127). Tracked in the WEBGPU section of docs/stage7_gpu.md.
-WEBGPU_KNOWN_WRONG = (
-    "test_ops_math.py::test_power_with_a_denormal_exponent",
-)
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        if "WEBGPU" in item.nodeid and any(known in item.nodeid for known in WEBGPU_KNOWN_WRONG):
-            item.add_marker(pytest.mark.xfail(strict=True, reason="WEBGPU on lavapipe: a known wrong answer "
-                                              "(see tests/conftest.py)"))
     if config.getoption("--every-device"):
         return
     keep, left_out = [], []

@@ -133,6 +133,17 @@ def test_float_ops_round_as_written_bit_for_bit(webgpu, name):
     assert bad.size == 0, [(a[i], b[i], got[i], want[i]) for i in bad[:5]]
 
 
+def test_exp2_and_log2_of_subnormals(webgpu):
+    """Subnormal results of exp2 and subnormal inputs of log2, which lavapipe's builtins flush to 0."""
+    powers = np.array([-126.0, -126.5, -130.0, -140.0, -149.0, -150.0, -200.0, -np.inf], np.float32)
+    np.testing.assert_allclose(Tensor(powers, device="WEBGPU").exp2().numpy(),
+                               np.exp2(powers.astype(np.float64)).astype(np.float32), rtol=1e-6, atol=0)
+    tiny = np.array([1e-45, 1e-40, 3e-39, 1.1754942e-38, 2.0**-126, 0.0, -1e-40], np.float32)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        want = np.log2(tiny.astype(np.float64)).astype(np.float32)
+    np.testing.assert_allclose(Tensor(tiny, device="WEBGPU").log2().numpy(), want, rtol=1e-6, atol=0)
+
+
 def test_what_wgsl_lacks_is_an_error_naming_the_dtype(webgpu):
     with pytest.raises(NotImplementedError, match="float64 is not supported in WGSL.*float32"):
         Tensor(np.ones(4), device="WEBGPU").exp().numpy()

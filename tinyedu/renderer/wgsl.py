@@ -46,6 +46,8 @@ Numerics, where WGSL's rules differ from numpy's:
   `x - x` fences its second x, and a value that is only stored is left as it is. The cost is one
   integer XOR per fenced value;
 - WGSL's f32 `%` is x - y*trunc(x/y), rounded twice: `fmod_f32` is C's exact fmod, on the bits;
+- lavapipe's exp2 and log2 flush subnormals (exp2(-140) is 0, log2(1e-45) -127): `exp2_f32` and
+  `log2_f32` scale them into the normal range first;
 - integer `x / 0` is x in WGSL, 0 in tinyedu (`div_i32`); signed overflow wraps in both;
 - `max` and `!=` may ignore NaN (lavapipe compiles `x != x` to false): NaN is tested on the bits;
 - float -> int conversions clamp in WGSL; tinyedu's rule (out of range and NaN give INT32_MIN) is a
@@ -99,6 +101,12 @@ HELPERS = {
     "float_to_u64": "fn float_to_u64(x: f32) -> u64 { if (x >= 9223372036854775808.0) { return "
                     "bitcast<u64>(float_to_i64(x - 9223372036854775808.0)) ^ 0x8000000000000000lu; } "
                     "return bitcast<u64>(float_to_i64(x)); }",
+    # exp2 and log2 with subnormals, which lavapipe's own flush to zero (exp2(-140) is 0 there, and
+    # log2(1e-45) -127): scaled by 2^64 (2^23) into the normal range, where the builtin is right
+    "exp2_f32": "fn exp2_f32(x: f32) -> f32 { "
+                "return select(exp2(x), exp2(x + 64.0f) * 0x1p-64f, x < -126.0f); }",
+    "log2_f32": "fn log2_f32(x: f32) -> f32 { "
+                "return select(log2(x), log2(x * 0x1p23f) - 23.0f, x < 0x1p-126f); }",
     # C's fmod, exact: x - n*y for the integer n = trunc(x/y), computed on the significands (WGSL's own
     # f32 % is x - y*trunc(x/y), rounded twice). |x| = mx * 2^ex and |y| = my * 2^ey (24-bit integer
     # significands, ex >= ey): mx * 2^(ex-ey) % my, 8 bits at a time, is exact in u32; the result is a
@@ -274,6 +282,8 @@ class WGSLRenderer(CRenderer):
             if t in ("u32", "u64"):
                 return f"({wgsl_literal(0, dtype, t)}-{srcs[0]})"
             return f"(!{srcs[0]})" if t == "bool" else f"(-{srcs[0]})"
+        if op in (UnaryOps.EXP2, UnaryOps.LOG2):
+            return f"{self.use_helper(op.name.lower() + '_f32')}({_unwrap(srcs[0])})"
         if op in UNARY_FUNCTIONS:
             return f"{UNARY_FUNCTIONS[op]}({_unwrap(srcs[0])})"
         if op is UnaryOps.RECIP:
@@ -336,8 +346,7 @@ class WGSLRenderer(CRenderer):
 # the float ops IEEE rounds exactly (once, to nearest even): their results are fenced
 FENCED = (BinaryOps.ADD, BinaryOps.SUB, BinaryOps.MUL, BinaryOps.DIV, UnaryOps.NEG, UnaryOps.RECIP,
           UnaryOps.SQRT)
-UNARY_FUNCTIONS = {UnaryOps.EXP2: "exp2", UnaryOps.LOG2: "log2", UnaryOps.SIN: "sin", UnaryOps.COS: "cos",
-                   UnaryOps.SQRT: "sqrt"}
+UNARY_FUNCTIONS = {UnaryOps.SIN: "sin", UnaryOps.COS: "cos", UnaryOps.SQRT: "sqrt"}
 
 
 def wgsl_literal(value: float | int | bool, dtype: DType, wgsl_type: str) -> str:
