@@ -116,7 +116,7 @@ FOLDABLE = {  # what a shader compiler folds when it takes float ops as exact (s
     "round": lambda x, y: x.round(), "floor": lambda x, y: x.floor(), "ceil": lambda x, y: x.ceil(),
     "trunc": lambda x, y: x.trunc(), "sign": lambda x, y: x.sign(), "round_2": lambda x, y: x.round(2),
     "x*0": lambda x, y: x * 0, "x-x": lambda x, y: x - x, "x+(-x)": lambda x, y: x + (-x),
-    "1/(1/x)": lambda x, y: 1 / (1 / x), "x==x": lambda x, y: x == x,
+    "1/(1/x)": lambda x, y: 1 / (1 / x), "x==x": lambda x, y: x == x, "x/x": lambda x, y: x / x,
     "two_sum": lambda x, y: ((x + y) - x) - y, "a*b+c": lambda x, y: x * y + 0.1, "x/y": lambda x, y: x / y,
     "fmod": lambda x, y: x.fmod(y), "x%y": lambda x, y: x % y, "x//y": lambda x, y: x // y,
     "copysign": lambda x, y: x.copysign(-0.0), "sqrt": lambda x, y: x.abs().sqrt(),

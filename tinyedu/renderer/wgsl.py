@@ -43,8 +43,8 @@ Numerics, where WGSL's rules differ from numpy's:
   result of an op IEEE rounds exactly (+ - * / neg recip sqrt) and every float constant goes through
   `fence(x)`: x with its bits XORed with `opaque_zero`, a 0 the compiler cannot know (the number of
   workgroups shifted right by 31), so it cannot see which op made a value or what a constant is;
-  `x - x` fences its second x, and a value that is only stored is left as it is. The cost is one
-  integer XOR per fenced value;
+  the second x of `x - x` (or `x / x`, `x == x`) is `twin(x)`, x plus that zero, and a value that is
+  only stored is left as it is. The cost is one integer op per fenced value;
 - WGSL's f32 `%` is x - y*trunc(x/y), rounded twice: `fmod_f32` is C's exact fmod, on the bits;
 - lavapipe's exp2 and log2 flush subnormals (exp2(-140) is 0, log2(1e-45) -127): `exp2_f32` and
   `log2_f32` scale them into the normal range first;
@@ -85,6 +85,8 @@ HELPERS = {
     # x itself, as a value the shader compiler cannot see through: it cannot fold a constant into
     # the op that uses it, nor the op that made x with the one that uses x
     "fence": "fn fence(x: f32) -> f32 { return bitcast<f32>(bitcast<u32>(x) ^ opaque_zero); }",
+    # x once more, for x - x and x / x: fence(fence(x)) would not do, as the compiler cancels two XORs
+    "twin": "fn twin(x: f32) -> f32 { return bitcast<f32>(bitcast<u32>(x) + opaque_zero); }",
     "is_nan": "fn is_nan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }",
     "max_f32": "fn max_f32(a: f32, b: f32) -> f32 { return select(b, a, a > b || is_nan(a)); }",
     "div_i32": "fn div_i32(a: i32, b: i32) -> i32 { return select(a / b, 0, b == 0); }",
@@ -179,7 +181,7 @@ class WGSLRenderer(CRenderer):
     def use_helper(self, name: str, dtype=None) -> str:
         if name in ("max_f32", "float_to_u64"):
             self.use_helper("is_nan" if name == "max_f32" else "float_to_i64")
-        if name == "fence":
+        if name in ("fence", "twin"):
             self.helpers.setdefault("opaque_zero", OPAQUE_ZERO)
         self.helpers.setdefault(name, HELPERS[name])
         return name
@@ -292,7 +294,7 @@ class WGSLRenderer(CRenderer):
             return f"{self.use_helper('div_' + t)}({wgsl_literal(1, dtype, t)}, {_unwrap(srcs[0])})"
         a, b = srcs
         if t == "f32" and u.src[0] is u.src[1]:  # x - x is NaN for inf: a compiler that sees one x makes it 0
-            b = f"{self.use_helper('fence')}({_unwrap(b)})"
+            b = f"{self.use_helper('twin')}({_unwrap(b)})"
         if op is BinaryOps.MAX:
             if t == "bool":
                 return f"({a}|{b})"
@@ -333,7 +335,7 @@ class WGSLRenderer(CRenderer):
     # ---- the whole shader ----
     def finish(self) -> str:
         local = self.launch.local if self.launch is not None else (1, 1, 1)
-        fenced = "fence" in self.helpers
+        fenced = "opaque_zero" in self.helpers
         signature = (f"@compute @workgroup_size({', '.join(map(str, local))})\n"
                      f"fn {self.function_name}(@builtin(workgroup_id) gid: vec3<u32>, "
                      "@builtin(local_invocation_id) lid: vec3<u32>" +
