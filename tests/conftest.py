@@ -41,31 +41,7 @@ def runs_on_sampled_devices(item: pytest.Item) -> bool:
     return any(picks(marker) for marker in item.iter_markers("backends"))
 
 
-# Known wrong answers of the WEBGPU device on lavapipe (Mesa's Vulkan on the CPU), kept as strict xfails so
-# that they stay visible and a fix is noticed. WGSL has no way to ask for exact float arithmetic, and
-# the shader compiler treats float ops as inexact: it folds (v + 2^23) - 2^23 to v (the rounding trick
-# behind round, floor, ceil, trunc of large values, floor division and pow), x * 0 to +0 (the sign of
-# a zero), and comparisons with inf and NaN. Tracked in the WEBGPU section of docs/stage7_gpu.md.
-WEBGPU_KNOWN_WRONG = (
-    "test_numerics.py::test_signed_zero_constants_are_not_shared", "test_numerics.py::test_trunc_does_not_go",
-    "test_numerics.py::test_edge_values[WEBGPU-acosh]", "test_numerics.py::test_edge_values[WEBGPU-round]",
-    "test_numerics.py::test_edge_values[WEBGPU-pow_-1.5]", "test_numerics.py::test_edge_values_of_binary_ops",
-    "test_numerics.py::test_devices_agree_bit_for_bit_on_casts",
-    "test_ops_api.py::test_rounding[WEBGPU-trunc]",
-    "test_ops_api.py::test_rounding[WEBGPU-floor]", "test_ops_api.py::test_rounding[WEBGPU-ceil]",
-    "test_ops_api.py::test_rounding[WEBGPU-round]", "test_ops_api.py::test_rounding[WEBGPU-sign]",
-    "test_ops_api.py::test_round_decimals", "test_ops_api.py::test_floor_divide_and_remainder",
-    "test_ops_api.py::test_pow_special_cases", "test_ops_api.py::test_pow_scalar_exponent[WEBGPU--1.5]",
-    "test_ops_math.py::test_copysign_with_a_number", "test_ops_math.py::test_atan2_edges",
-    "test_ops_math.py::test_power_with_a_denormal_exponent",
-)
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        if "WEBGPU" in item.nodeid and any(known in item.nodeid for known in WEBGPU_KNOWN_WRONG):
-            item.add_marker(pytest.mark.xfail(strict=True, reason="WEBGPU on lavapipe: the shader compiler "
-                                              "folds float ops inexactly (see tests/conftest.py)"))
     if config.getoption("--every-device"):
         return
     keep, left_out = [], []

@@ -95,6 +95,55 @@ def test_max_keeps_nan_and_padding_reads_zero(webgpu):
                                                          ((1, 1), (2, 0))))
 
 
+def _bits_and_specials(seed: int, n: int = 4096) -> np.ndarray:
+    """Random float32 bit patterns (subnormals, huge values, inf, NaN), ordinary values, and the edges."""
+    rng = np.random.default_rng(seed)
+    bits = rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32).view(np.float32)
+    ordinary = (rng.standard_normal(n) * 10).astype(np.float32)
+    halves = rng.integers(-600, 600, n).astype(np.float32) / 2  # the ties of round
+    specials = np.array([0.0, -0.0, 0.5, -0.5, 2.5, -2.5, 0.3, -0.3, 300.7, -300.7, 2.0**23 - 0.5, 2.0**23,
+                         -(2.0**23) + 0.5, 3e9, -3e9, 1e-45, -1e-45, np.inf, -np.inf, np.nan], np.float32)
+    return np.concatenate([bits, ordinary, halves, specials])
+
+
+def _same_bits(got: np.ndarray, want: np.ndarray) -> np.ndarray:
+    if got.dtype == np.bool_:
+        return got == want
+    return (got.view(np.uint32) == want.view(np.uint32)) | (np.isnan(got) & np.isnan(want))
+
+
+FOLDABLE = {  # what a shader compiler folds when it takes float ops as exact (see renderer/wgsl.py)
+    "round": lambda x, y: x.round(), "floor": lambda x, y: x.floor(), "ceil": lambda x, y: x.ceil(),
+    "trunc": lambda x, y: x.trunc(), "sign": lambda x, y: x.sign(), "round_2": lambda x, y: x.round(2),
+    "x*0": lambda x, y: x * 0, "x-x": lambda x, y: x - x, "x+(-x)": lambda x, y: x + (-x),
+    "1/(1/x)": lambda x, y: 1 / (1 / x), "x==x": lambda x, y: x == x, "x/x": lambda x, y: x / x,
+    "two_sum": lambda x, y: ((x + y) - x) - y, "a*b+c": lambda x, y: x * y + 0.1, "x/y": lambda x, y: x / y,
+    "fmod": lambda x, y: x.fmod(y), "x%y": lambda x, y: x % y, "x//y": lambda x, y: x // y,
+    "copysign": lambda x, y: x.copysign(-0.0), "sqrt": lambda x, y: x.abs().sqrt(),
+}
+
+
+@pytest.mark.parametrize("name", FOLDABLE)
+def test_float_ops_round_as_written_bit_for_bit(webgpu, name):
+    """Rounding, signed zeros, inf and NaN need each op to round as written: the same bits as NUMPY."""
+    a, b = _bits_and_specials(5), _bits_and_specials(6)[::-1].copy()
+    got = FOLDABLE[name](Tensor(a, device="WEBGPU"), Tensor(b, device="WEBGPU")).numpy()
+    want = FOLDABLE[name](Tensor(a, device="NUMPY"), Tensor(b, device="NUMPY")).numpy()
+    bad = np.nonzero(~_same_bits(got, want))[0]
+    assert bad.size == 0, [(a[i], b[i], got[i], want[i]) for i in bad[:5]]
+
+
+def test_exp2_and_log2_of_subnormals(webgpu):
+    """Subnormal results of exp2 and subnormal inputs of log2, which lavapipe's builtins flush to 0."""
+    powers = np.array([-126.0, -126.5, -130.0, -140.0, -149.0, -150.0, -200.0, -np.inf], np.float32)
+    np.testing.assert_allclose(Tensor(powers, device="WEBGPU").exp2().numpy(),
+                               np.exp2(powers.astype(np.float64)).astype(np.float32), rtol=1e-6, atol=0)
+    tiny = np.array([1e-45, 1e-40, 3e-39, 1.1754942e-38, 2.0**-126, 0.0, -1e-40], np.float32)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        want = np.log2(tiny.astype(np.float64)).astype(np.float32)
+    np.testing.assert_allclose(Tensor(tiny, device="WEBGPU").log2().numpy(), want, rtol=1e-6, atol=0)
+
+
 def test_what_wgsl_lacks_is_an_error_naming_the_dtype(webgpu):
     with pytest.raises(NotImplementedError, match="float64 is not supported in WGSL.*float32"):
         Tensor(np.ones(4), device="WEBGPU").exp().numpy()

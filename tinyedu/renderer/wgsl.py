@@ -2,11 +2,15 @@
 
     @group(0) @binding(0) var<storage, read_write> data0: array<f32>;
     @group(0) @binding(1) var<storage, read> data1: array<f32>;
+    var<private> opaque_zero: u32;
+    fn fence(x: f32) -> f32 { return bitcast<f32>(bitcast<u32>(x) ^ opaque_zero); }
     @compute @workgroup_size(16, 1, 1)
-    fn E_64(@builtin(workgroup_id) gid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    fn E_64(@builtin(workgroup_id) gid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>,
+        @builtin(num_workgroups) groups: vec3<u32>) {
+      opaque_zero = groups.x >> 31u;
       let gid0: i32 = i32(gid.x);
       let lid0: i32 = i32(lid.x);
-      data0[gid0*16+lid0] = exp2(data1[gid0*16+lid0]);
+      data0[gid0*16+lid0] = data1[gid0*16+lid0]*fence(2.0f);
     }
 
 The same UOps as OpenCL C and CUDA (renderer/gpu.py), in a language of its own. The C renderer's
@@ -22,6 +26,7 @@ WGSL spells differently is here:
 | BARRIER            | barrier / __syncthreads         | `workgroupBarrier();`                          |
 | a value            | `float alu0 = ...;`             | `let alu0: f32 = ...;` (`var` if it changes)   |
 | c ? a : b          | evaluates one side              | `select(b, a, c)` evaluates both               |
+| ops round as written | FP_CONTRACT OFF / `--fmad=false` | `fence(x)` on constants and results (below) |
 
 WGSL has f32, i32, u32 and bool, and a storage buffer cannot hold bool. So:
 - a bool buffer (and an int8/uint8/int16/uint16 one) lives on the GPU as 32-bit integers, widened
@@ -31,6 +36,18 @@ WGSL has f32, i32, u32 and bool, and a storage buffer cannot hold bool. So:
   (Vulkan and Metal GPUs, lavapipe; not the browsers); float64 (naga has no f64 math functions)
   and the 16-bit floats are a clear error naming the dtype.
 Numerics, where WGSL's rules differ from numpy's:
+- WGSL has no way to ask for exact float arithmetic, and a shader compiler may use the freedom
+  (Mesa's, behind lavapipe, does): it folds `(v + 2^23) - 2^23` to v, `x * 0`, `x - x` and
+  `x + (-x)` to +0, `1/(1/x)` to x; naga refuses `1.0/(-0.0)` (an infinite constant). tinyedu's
+  rounding, signed zeros and inf/NaN rules rely on each op rounding as written, as in C. So every
+  result of an op IEEE rounds exactly (+ - * / neg recip sqrt) and every float constant goes through
+  `fence(x)`: x with its bits XORed with `opaque_zero`, a 0 the compiler cannot know (the number of
+  workgroups shifted right by 31), so it cannot see which op made a value or what a constant is;
+  the second x of `x - x` (or `x / x`, `x == x`) is `twin(x)`, x plus that zero, and a value that is
+  only stored is left as it is. The cost is one integer op per fenced value;
+- WGSL's f32 `%` is x - y*trunc(x/y), rounded twice: `fmod_f32` is C's exact fmod, on the bits;
+- lavapipe's exp2 and log2 flush subnormals (exp2(-140) is 0, log2(1e-45) -127): `exp2_f32` and
+  `log2_f32` scale them into the normal range first;
 - integer `x / 0` is x in WGSL, 0 in tinyedu (`div_i32`); signed overflow wraps in both;
 - `max` and `!=` may ignore NaN (lavapipe compiles `x != x` to false): NaN is tested on the bits;
 - float -> int conversions clamp in WGSL; tinyedu's rule (out of range and NaN give INT32_MIN) is a
@@ -62,7 +79,14 @@ MISSING = {"float64": "WGSL has no 64-bit floats: cast to float32 first (x.float
            "float16": "WGSL's f16 needs an optional feature that not every GPU has: use float32",
            "bfloat16": "WGSL has no bfloat16: use float32"}
 
+# 0 at run time (set from the number of workgroups, which is below 2^31), unknown when compiling
+OPAQUE_ZERO = "var<private> opaque_zero: u32;"
 HELPERS = {
+    # x itself, as a value the shader compiler cannot see through: it cannot fold a constant into
+    # the op that uses it, nor the op that made x with the one that uses x
+    "fence": "fn fence(x: f32) -> f32 { return bitcast<f32>(bitcast<u32>(x) ^ opaque_zero); }",
+    # x once more, for x - x and x / x: fence(fence(x)) would not do, as the compiler cancels two XORs
+    "twin": "fn twin(x: f32) -> f32 { return bitcast<f32>(bitcast<u32>(x) + opaque_zero); }",
     "is_nan": "fn is_nan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }",
     "max_f32": "fn max_f32(a: f32, b: f32) -> f32 { return select(b, a, a > b || is_nan(a)); }",
     "div_i32": "fn div_i32(a: i32, b: i32) -> i32 { return select(a / b, 0, b == 0); }",
@@ -79,6 +103,36 @@ HELPERS = {
     "float_to_u64": "fn float_to_u64(x: f32) -> u64 { if (x >= 9223372036854775808.0) { return "
                     "bitcast<u64>(float_to_i64(x - 9223372036854775808.0)) ^ 0x8000000000000000lu; } "
                     "return bitcast<u64>(float_to_i64(x)); }",
+    # exp2 and log2 with subnormals, which lavapipe's own flush to zero (exp2(-140) is 0 there, and
+    # log2(1e-45) -127): scaled by 2^64 (2^23) into the normal range, where the builtin is right
+    "exp2_f32": "fn exp2_f32(x: f32) -> f32 { "
+                "return select(exp2(x), exp2(x + 64.0f) * 0x1p-64f, x < -126.0f); }",
+    "log2_f32": "fn log2_f32(x: f32) -> f32 { "
+                "return select(log2(x), log2(x * 0x1p23f) - 23.0f, x < 0x1p-126f); }",
+    # C's fmod, exact: x - n*y for the integer n = trunc(x/y), computed on the significands (WGSL's own
+    # f32 % is x - y*trunc(x/y), rounded twice). |x| = mx * 2^ex and |y| = my * 2^ey (24-bit integer
+    # significands, ex >= ey): mx * 2^(ex-ey) % my, 8 bits at a time, is exact in u32; the result is a
+    # multiple of 2^ey below |y|, so a float: normalized, or subnormal, with the sign of x.
+    "fmod_f32": "fn fmod_f32(x: f32, y: f32) -> f32 {\n"
+                "  let bx = bitcast<u32>(x) & 0x7fffffffu; let by = bitcast<u32>(y) & 0x7fffffffu;\n"
+                "  if (bx >= 0x7f800000u || by > 0x7f800000u || by == 0u) {\n"
+                "    return bitcast<f32>(0x7fc00000u);\n"
+                "  }\n"
+                "  if (bx < by) { return x; }\n"
+                "  let ex = max(i32(bx >> 23u), 1); let ey = max(i32(by >> 23u), 1);\n"
+                "  let my = select(by & 0x7fffffu, (by & 0x7fffffu) | 0x800000u, by >= 0x800000u);\n"
+                "  var r = select(bx & 0x7fffffu, (bx & 0x7fffffu) | 0x800000u, bx >= 0x800000u) % my;\n"
+                "  var k = ex - ey;\n"
+                "  for (; k >= 8; k -= 8) { r = (r << 8u) % my; }\n"
+                "  r = (r << u32(k)) % my;\n"
+                "  var bits = 0u;\n"
+                "  if (r != 0u) {\n"
+                "    let s = i32(countLeadingZeros(r)) - 8; let e = ey - s;\n"
+                "    let normal = (u32(e) << 23u) | ((r << u32(s)) & 0x7fffffu);\n"
+                "    bits = select(r << u32(ey - 1), normal, e >= 1);\n"
+                "  }\n"
+                "  return bitcast<f32>(bits | (bitcast<u32>(x) & 0x80000000u));\n"
+                "}",
     # tinyedu's rule (tinyedu.core.dtype.float_to_int): out of range and NaN give INT32_MIN
     "float_to_i32": "fn float_to_i32(x: f32) -> i32 { return select(bitcast<i32>(0x80000000u), i32(x), "
                     "x >= -2147483648.0 && x < 2147483648.0); }",
@@ -103,6 +157,12 @@ class WGSLRenderer(CRenderer):
         self.bindings: list[str] = []   # module-scope storage buffers
         self.shared: list[str] = []     # module-scope workgroup arrays
         self.launch = launch_dims(uops)
+        # the values only stored: no op of the kernel uses them, so there is nothing to fence them from
+        users: dict[UOp, set[UOps]] = {}
+        for u in uops:
+            for s in u.src:
+                users.setdefault(s, set()).add(u.op)
+        self.only_stored = {u for u, ops in users.items() if ops == {UOps.STORE}}
 
     # ---- types and literals ----
     def type_name(self, dtype) -> str:
@@ -115,11 +175,14 @@ class WGSLRenderer(CRenderer):
         return self.types[dtype]
 
     def const(self, u: UOp) -> str:
-        return wgsl_literal(u.arg, u.dtype, self.type_name(u.dtype))
+        literal = wgsl_literal(u.arg, u.dtype, self.type_name(u.dtype))
+        return f"{self.use_helper('fence')}({_unwrap(literal)})" if u.dtype == dtypes.float32 else literal
 
     def use_helper(self, name: str, dtype=None) -> str:
         if name in ("max_f32", "float_to_u64"):
             self.use_helper("is_nan" if name == "max_f32" else "float_to_i64")
+        if name in ("fence", "twin"):
+            self.helpers.setdefault("opaque_zero", OPAQUE_ZERO)
         self.helpers.setdefault(name, HELPERS[name])
         return name
 
@@ -200,7 +263,10 @@ class WGSLRenderer(CRenderer):
 
     # ---- values ----
     def alu(self, u: UOp, *srcs: str) -> str:
-        return self.narrow(u.dtype, self.wgsl_alu(u, *srcs))
+        value = self.narrow(u.dtype, self.wgsl_alu(u, *srcs))
+        if u.dtype == dtypes.float32 and u.arg in FENCED and u not in self.only_stored:  # (module docstring)
+            return f"{self.use_helper('fence')}({_unwrap(value)})"
+        return value
 
     def narrow(self, dtype: DType, expression: str) -> str:
         """A narrow int computed in 32 bits, wrapped back to its width (as C's narrow variables wrap)."""
@@ -218,6 +284,8 @@ class WGSLRenderer(CRenderer):
             if t in ("u32", "u64"):
                 return f"({wgsl_literal(0, dtype, t)}-{srcs[0]})"
             return f"(!{srcs[0]})" if t == "bool" else f"(-{srcs[0]})"
+        if op in (UnaryOps.EXP2, UnaryOps.LOG2):
+            return f"{self.use_helper(op.name.lower() + '_f32')}({_unwrap(srcs[0])})"
         if op in UNARY_FUNCTIONS:
             return f"{UNARY_FUNCTIONS[op]}({_unwrap(srcs[0])})"
         if op is UnaryOps.RECIP:
@@ -225,12 +293,16 @@ class WGSLRenderer(CRenderer):
                 return f"(1.0f/{srcs[0]})"
             return f"{self.use_helper('div_' + t)}({wgsl_literal(1, dtype, t)}, {_unwrap(srcs[0])})"
         a, b = srcs
+        if t == "f32" and u.src[0] is u.src[1]:  # x - x is NaN for inf: a compiler that sees one x makes it 0
+            b = f"{self.use_helper('twin')}({_unwrap(b)})"
         if op is BinaryOps.MAX:
             if t == "bool":
                 return f"({a}|{b})"
             if t == "f32":
                 return f"{self.use_helper('max_f32')}({_unwrap(a)}, {_unwrap(b)})"
             return f"select({_unwrap(b)}, {_unwrap(a)}, {a}>{b})"
+        if op is BinaryOps.MOD and t == "f32":
+            return f"{self.use_helper('fmod_f32')}({_unwrap(a)}, {_unwrap(b)})"
         if op in (BinaryOps.DIV, BinaryOps.MOD) and t != "f32":
             divisor = u.src[1]
             if divisor.op is UOps.CONST and divisor.arg > 0:  # index math: no guard needed
@@ -248,7 +320,7 @@ class WGSLRenderer(CRenderer):
         if op is BinaryOps.ADD and t in ("i32", "i64") and u.src[1].op is UOps.CONST and \
                 INT32_MIN < u.src[1].arg < 0:
             return f"({a}-{-u.src[1].arg})"
-        return f"({a}{'%' if op is BinaryOps.MOD else BINARY_SYMBOLS[op]}{b})"  # f32 %: x - y*trunc(x/y)
+        return f"({a}{'%' if op is BinaryOps.MOD else BINARY_SYMBOLS[op]}{b})"
 
     def cast(self, u: UOp, value: str) -> str:
         src, dst = u.src[0].dtype, u.dtype
@@ -263,15 +335,20 @@ class WGSLRenderer(CRenderer):
     # ---- the whole shader ----
     def finish(self) -> str:
         local = self.launch.local if self.launch is not None else (1, 1, 1)
+        fenced = "opaque_zero" in self.helpers
         signature = (f"@compute @workgroup_size({', '.join(map(str, local))})\n"
                      f"fn {self.function_name}(@builtin(workgroup_id) gid: vec3<u32>, "
-                     "@builtin(local_invocation_id) lid: vec3<u32>) {")
-        lines = [*self.bindings, *self.shared, *self.helpers.values(), signature, *self.lines, "}"]
+                     "@builtin(local_invocation_id) lid: vec3<u32>" +
+                     (",\n    @builtin(num_workgroups) groups: vec3<u32>) {" if fenced else ") {"))
+        start = ["  opaque_zero = groups.x >> 31u;"] if fenced else []
+        lines = [*self.bindings, *self.shared, *self.helpers.values(), signature, *start, *self.lines, "}"]
         return "\n".join(lines) + "\n"
 
 
-UNARY_FUNCTIONS = {UnaryOps.EXP2: "exp2", UnaryOps.LOG2: "log2", UnaryOps.SIN: "sin", UnaryOps.COS: "cos",
-                   UnaryOps.SQRT: "sqrt"}
+# the float ops IEEE rounds exactly (once, to nearest even): their results are fenced
+FENCED = (BinaryOps.ADD, BinaryOps.SUB, BinaryOps.MUL, BinaryOps.DIV, UnaryOps.NEG, UnaryOps.RECIP,
+          UnaryOps.SQRT)
+UNARY_FUNCTIONS = {UnaryOps.SIN: "sin", UnaryOps.COS: "cos", UnaryOps.SQRT: "sqrt"}
 
 
 def wgsl_literal(value: float | int | bool, dtype: DType, wgsl_type: str) -> str:
