@@ -316,20 +316,23 @@ def test_op_tests_run_clean_under_address_and_ub_sanitizers():
     the edge-value tests above, random programs (test_differential.py), a slice of test_ops.py, and
     random opts (vector loads at padded and strided edges, packed tiles, threads) from test_opts.py."""
     env = _sanitized_env()
-    pytest = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider"]
-    runs = [pytest + [__file__, "-k", "(test_edge_values_match_numpy or test_int_min_division) and C]"],
-            pytest + [str(REPO / "tests" / "test_differential.py")],
-            pytest + [str(REPO / "tests" / "test_opts.py"), "-k", "random and (padded or strided or conv or "
-                      "odd or rows)"]]
+    # One pytest process for all of them (each start imports tinyedu, numpy and torch again): a
+    # keyword expression per file, joined with `or` (-k matches the file name too).
+    chosen = ["(test_c_backend.py and (test_edge_values_match_numpy or test_int_min_division) and C])",
+              "test_differential.py",
+              "(test_opts.py and random and (padded or strided or conv or odd or rows))"]
+    files = [__file__, str(REPO / "tests" / "test_differential.py"), str(REPO / "tests" / "test_opts.py")]
     op_tests = REPO / "tests" / "test_ops.py"
     if op_tests.exists():
-        chosen = "(test_movement or test_reduce_non_contiguous or test_reduce_over_nothing) and [C-"
-        runs.append(pytest + [str(op_tests), "-k", chosen])
-    for run in runs:
-        result = subprocess.run(run, env=env, capture_output=True, text=True, timeout=600, cwd=REPO)
-        report = result.stdout[-3000:] + result.stderr[-3000:]
-        assert result.returncode == 0, f"sanitized run failed:\n{report}"
-        assert "passed" in result.stdout and "Sanitizer" not in result.stderr, report
+        chosen.append("(test_ops.py and (test_movement or test_reduce_non_contiguous or "
+                      "test_reduce_over_nothing) and [C-)")
+        files.append(str(op_tests))
+    run = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *files,
+           "-k", " or ".join(chosen)]
+    result = subprocess.run(run, env=env, capture_output=True, text=True, timeout=600, cwd=REPO)
+    report = result.stdout[-3000:] + result.stderr[-3000:]
+    assert result.returncode == 0, f"sanitized run failed:\n{report}"
+    assert "passed" in result.stdout and "Sanitizer" not in result.stderr, report
 
 
 def test_sanitize_flag_changes_the_build(monkeypatch: pytest.MonkeyPatch):
