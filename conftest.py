@@ -1,6 +1,6 @@
 """Test setup shared by tests/ and notebooks/ (pytest loads this file for both).
 
-MNIST: the tests that use the real digits and notebooks 08, 10 and 11 read the IDX files from the
+MNIST: the tests that use the real digits and notebooks 08, 10, 11 and 14 read the IDX files from the
 folder named by the environment variable MNIST_PATH (CI sets it in .ci/run). A learner's own run may
 instead have downloaded them once with `python -c "from tinyedu.datasets import mnist; mnist()"`,
 which fills the cache folder mnist() reads from. With neither, those tests and notebooks are skipped
@@ -21,7 +21,8 @@ import pytest
 
 from tinyedu.datasets import MNIST_FILES, MNIST_MD5, mnist_cache_dir
 
-MNIST_NOTEBOOKS = ("08_training_mnist", "10_lstm_and_resnet", "11_export_to_c")  # they read the digits
+# the notebooks that read the digits
+MNIST_NOTEBOOKS = ("08_training_mnist", "10_lstm_and_resnet", "11_export_to_c", "14_many_devices")
 MNIST_HELP = ("MNIST is not available: set MNIST_PATH to a folder with the MNIST IDX files "
               f"({', '.join(MNIST_FILES['test'])}), or download them once with "
               "`python -c \"from tinyedu.datasets import mnist; mnist()\"`")

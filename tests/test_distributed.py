@@ -33,6 +33,7 @@ def one_process() -> dict:
     return curve(1)
 
 
+@pytest.mark.mnist  # distributed_train trains on chapter 08's MNIST
 @pytest.mark.parametrize("processes", [2, 3])
 def test_mpi_ranks_train_with_the_loss_curve_of_one_process(processes: int, one_process: dict) -> None:
     many = curve(processes)
@@ -61,6 +62,7 @@ def test_all_reduce_and_broadcast_on_three_ranks() -> None:
     assert sorted(done.stdout.split("\n")[:3]) == ["ok 0 3", "ok 1 3", "ok 2 3"], done.stdout
 
 
+@pytest.mark.mnist
 def test_a_failing_rank_ends_the_job_with_its_error() -> None:
     args = ["-m", "tinyedu.distributed_train", "--steps", "50", "--batch", "50", "--fail-rank", "1"]
     done = distributed.launch(2, args, timeout=DEADLINE)  # (a hang would raise TimeoutExpired)
