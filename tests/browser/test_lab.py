@@ -157,7 +157,8 @@ def page_text(dom: str) -> str:
 @pytest.mark.parametrize("prompt, new", [(PROMPT, 24), ("    return sorted(", 200)],
                          ids=["stack", "to-block-size"])
 def test_greedy_text_gives_tinyedus_tokens(text_url: str, tmp_path: Path, prompt: str, new: int) -> None:
-    dom = open_page(text_url + "#" + urlencode({"prompt": prompt, "new": new}, quote_via=quote), tmp_path)
+    query = urlencode({"prompt": prompt, "new": new}, quote_via=quote)
+    dom = live_page(text_url + "#" + query, "text-numbers", tmp_path, whole=True)
     result = page_tokens(dom)
     model, bpe = site_wasm().text_model()
     ids = bpe.encode(prompt).tolist()
@@ -177,7 +178,8 @@ def test_sampled_text_gives_tinyedus_tokens(text_url: str, tmp_path: Path, tempe
     from tinyedu.models.portable_sampling import portable_generate_tokens
 
     query = {"prompt": PROMPT, "new": 24, "temperature": temperature, "top_k": top_k, "seed": seed}
-    result = page_tokens(open_page(text_url + "#" + urlencode(query, quote_via=quote), tmp_path))
+    url = text_url + "#" + urlencode(query, quote_via=quote)
+    result = page_tokens(live_page(url, "text-numbers", tmp_path, whole=True))
     model, bpe = site_wasm().text_model()
     ids = bpe.encode(PROMPT).tolist()
     expected = portable_generate_tokens(model, ids, 24, temperature, top_k or None, seed)
@@ -196,9 +198,10 @@ def test_text_page_refuses_bad_prompts(text_url: str, tmp_path: Path, prompt: st
     assert re.search(r'<pre id="text-numbers"></pre>', dom)
 
 
-def live_page(url: str, element: str, tmp_path: Path, timeout: float = 120) -> str:
-    """Open `url` in headless Chromium on real time (--dump-dom's virtual time stops performance.now())
-    through the DevTools protocol, and return #element's text once the page has written it."""
+def live_page(url: str, element: str, tmp_path: Path, timeout: float = 120, whole: bool = False) -> str:
+    """Open `url` in headless Chromium on real time (--dump-dom's virtual time stops performance.now(),
+    and can run out while a large module compiles on a busy machine) through the DevTools protocol,
+    and return #element's text once the page has written it (with `whole`: the page's HTML then)."""
     websocket = pytest.importorskip("websocket", reason="this test drives Chromium with websocket-client")
     from tests.browser.test_webgpu_page import free_port
 
@@ -227,6 +230,13 @@ def live_page(url: str, element: str, tmp_path: Path, timeout: float = 120) -> s
                                         "params": {"expression": expression, "returnByValue": True}}))
             reply = json.loads(connection.recv())
             while reply.get("id") != 1:
+                reply = json.loads(connection.recv())
+            text = reply["result"]["result"].get("value") or ""
+        if whole and text:
+            connection.send(json.dumps({"id": 2, "method": "Runtime.evaluate", "params": {
+                "expression": "document.documentElement.outerHTML", "returnByValue": True}}))
+            reply = json.loads(connection.recv())
+            while reply.get("id") != 2:
                 reply = json.loads(connection.recv())
             text = reply["result"]["result"].get("value") or ""
         connection.close()
