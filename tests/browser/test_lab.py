@@ -67,18 +67,20 @@ def lab_site(tmp_path_factory: pytest.TempPathFactory):
 
 @pytest.fixture(scope="module")
 def lab_url(lab_site: tuple[str, dict]) -> str:
-    url, status = lab_site
-    if not status["digits"]["ok"]:
-        pytest.skip(f"the site was built without the digit model: {status['digits']['missing']}")
-    return url + "lab_digits/"
+    return lab_page(lab_site, "digits", "digit")
 
 
 @pytest.fixture(scope="module")
 def text_url(lab_site: tuple[str, dict]) -> str:
+    return lab_page(lab_site, "text", "text")
+
+
+def lab_page(lab_site: tuple[str, dict], name: str, model: str) -> str:
+    """The page's URL, or a skip saying why the site was built without its model."""
     url, status = lab_site
-    if not status["text"]["ok"]:
-        pytest.skip(f"the site was built without the text model: {status['text']['missing']}")
-    return url + "lab_text/"
+    if not status[name]["ok"]:
+        pytest.skip(f"the site was built without the {model} model: {status[name]['missing']}")
+    return url + f"lab_{name}/"
 
 
 def open_page(url: str, tmp_path: Path) -> str:

@@ -22,13 +22,7 @@ import numpy as np
 from .device import Device, register_device
 from .dtype import DType, dtypes
 from .ops import BinaryOps, TernaryOps, UnaryOps
-from .uops import UOp, UOps
-
-
-def trunc_div(a: int, b: int) -> int:
-    """C's integer `/`: rounds toward zero (and tinyedu's x / 0 is 0)."""
-    return 0 if b == 0 else (abs(a) // abs(b)) * (1 if (a < 0) == (b < 0) else -1)
-
+from .uops import INT_FOLD, UOp, UOps
 
 ALU: dict[Any, Callable[..., Any]] = {
     UnaryOps.NEG: operator.neg, UnaryOps.RECIP: lambda x: 1 / x, UnaryOps.SQRT: np.sqrt,
@@ -53,9 +47,8 @@ def scalar(value: Any, dtype: DType) -> Any:
 
 
 def alu(u: UOp, args: list[Any]) -> Any:
-    if u.arg in (BinaryOps.DIV, BinaryOps.MOD) and not u.dtype.is_float:
-        q = trunc_div(*args)
-        return scalar(q if u.arg is BinaryOps.DIV else args[0] - q * args[1], u.dtype)
+    if u.arg in (BinaryOps.DIV, BinaryOps.MOD) and not u.dtype.is_float:  # C's, rounding toward zero
+        return scalar(INT_FOLD[u.arg](*args), u.dtype)
     if u.arg is BinaryOps.DIV:
         return scalar(args[0] / args[1], u.dtype)
     if u.arg is BinaryOps.MOD:
