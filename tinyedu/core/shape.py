@@ -231,6 +231,7 @@ class ShapeTracker:
     def contiguous(self) -> bool:
         return len(self.views) == 1 and self.views[0].contiguous
 
+    # --8<-- [start:stack]
     def with_views(self, views: tuple[View, ...]) -> "ShapeTracker":
         """Every movement op's result passes through here (the full library's seam: it merges views)."""
         if views[-1].size == 0 or views[-1].all_invalid:
@@ -255,6 +256,7 @@ class ShapeTracker:
             return self.with_views(self.views[:-1] + (view,))
         # read the old views in C order, then regroup: a second View on top
         return self.with_views(self.views + (self.views[-1].create(shape),))
+    # --8<-- [end:stack]
 
     # --8<-- [start:index]
     def index(self, idxs: list[Any], ops: Any) -> tuple[Any, Any]:

@@ -72,13 +72,11 @@ class ShapeTracker(core.ShapeTracker):
     # The core's ops ask the last View (whose movement ops are @memoized: views are immutable, so
     # the same question always has the same answer, and a training step asks the same ones every
     # step), then pass the new stack to `with_views`, which merges views (@memoized too).
-    # --8<-- [start:reshape]
     def reshape(self, new_shape: Sequence[int]) -> ShapeTracker:
         """Same elements in C order, new shape: merged into the last view if it can express it,
         else a new contiguous view is stacked on top (see the module docstring)."""
         return super().reshape(checks.check_reshape(self.shape, new_shape))
 
-    # --8<-- [end:reshape]
     def permute(self, order: Sequence[int]) -> ShapeTracker:
         """Reorder axes: new axis k is old axis order[k] (a transpose for 2-d)."""
         return super().permute(checks.check_permute(self.shape, order))
