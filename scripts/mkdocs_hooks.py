@@ -62,8 +62,8 @@ EXERCISE_ANSWERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "01.expand": ("tinyedu/core/function.py", ("Expand",)),
     "01b.softplus": ("tinyedu/function_composite.py", ("Softplus",)),
     "01b.toposort": ("tinyedu/core/ops.py", ("LazyOp.toposort",)),
-    "02.permute": ("tinyedu/shape/view.py", ("View.permute",)),
-    "02.pad": ("tinyedu/shape/view.py", ("View.pad",)),
+    "02.permute": ("tinyedu/core/shape.py", ("View.permute",)),
+    "02.pad": ("tinyedu/core/shape.py", ("View.pad",)),
     "03.keeps_zero": ("tinyedu/engine/schedule.py", ("keeps_zero",)),
     "03.store_is_cheaper": ("tinyedu/engine/schedule.py", ("store_is_cheaper",)),
     "04.simplify": ("tinyedu/core/uops.py", ("UOpBuilder._simplify",)),
@@ -94,8 +94,6 @@ EXERCISE_ANSWERS: dict[str, tuple[str, tuple[str, ...]]] = {
 }
 # Where the core (tinyedu/core/) has its own copy of an exercise's answer, that copy is hidden too.
 CORE_COPIES: dict[str, tuple[str, tuple[str, ...]]] = {
-    "02.permute": ("tinyedu/core/shape.py", ("View.permute",)),
-    "02.pad": ("tinyedu/core/shape.py", ("View.pad",)),
     "04.lower_reduce": ("tinyedu/core/linearizer.py", ("_reduce",)),
 }
 _HREF = re.compile(r'href="(\.\./docs/[^"#]+\.md|[A-Za-z0-9_.-]+\.ipynb)(#[^"]*)?"')

@@ -180,6 +180,48 @@ def test_shapetracker_index_by_hand() -> None:
             assert valid and base.reshape(-1)[index] == expected[i, j]
 
 
+def test_the_full_library_views_are_the_cores() -> None:
+    """tinyedu/shape subclasses the core's View and ShapeTracker: the movement ops are the core's,
+    and what the subclasses add (merging views, the symbolic index) reads the same elements as the
+    core's plain `index` and as numpy, over random chains of movement ops."""
+    from tinyedu.core import shape as core_shape
+    from tinyedu.shape import ShapeTracker as FullTracker
+    from tinyedu.shape import View as FullView
+
+    assert issubclass(FullView, core_shape.View) and issubclass(FullTracker, core_shape.ShapeTracker)
+    for name in ("permute", "expand", "pad", "shrink", "reshape"):
+        assert getattr(FullView, name).__wrapped__ is getattr(core_shape.View, name), name
+    rng = np.random.default_rng(5)
+    merged = 0
+    for trial in range(60):
+        full, core, n = FullTracker.from_shape((2, 3, 4)), ShapeTracker.from_shape((2, 3, 4)), np.arange(24)
+        n = n.reshape(2, 3, 4)
+        for _ in range(5):
+            op = rng.integers(0, 4)
+            if op == 0:
+                arg = tuple(rng.permutation(n.ndim).tolist())
+                full, core, n = full.permute(arg), core.permute(arg), n.transpose(arg)
+            elif op == 1:
+                arg = tuple(rng.permutation(list(n.shape)).tolist())
+                full, core, n = full.reshape(arg), core.reshape(arg), n.reshape(arg)
+            elif op == 2:
+                arg = tuple((int(rng.integers(0, 2)), int(rng.integers(0, 2))) for _ in n.shape)
+                full, core, n = full.pad(arg), core.pad(arg), np.pad(n, arg, constant_values=-1)
+            else:
+                arg = tuple((int(lo), int(lo) + max(1, s - int(lo) - 1)) for s in n.shape
+                            for lo in [rng.integers(0, max(1, s - 1))])
+                full, core, n = full.shrink(arg), core.shrink(arg), n[tuple(slice(lo, hi) for lo, hi in arg)]
+        merged += len(full.views) < len(core.views)
+        index, valid = full.index_arrays()  # the full library's symbolic index, evaluated
+        gathered = np.where(valid, np.arange(24)[np.where(valid, index, 0)], -1)
+        np.testing.assert_array_equal(gathered, n, err_msg=f"trial {trial}: full tracker")
+        for tracker in (full, core):  # the core's plain index, on the merged and the unmerged stacks
+            for pos in np.ndindex(*n.shape):
+                at, ok = tracker.index(list(pos), IntOps)
+                assert (np.arange(24)[at] if ok else -1) == n[pos], (trial, pos, tracker)
+    assert merged > 0, "no trial stacked views that the full library merges: the test lost its point"
+
+
 @pytest.mark.parametrize("axis", [None, 0, 1, (0, 2), -1])
 def test_reductions(axis) -> None:
     x = np.random.default_rng(4).standard_normal((3, 4, 5), dtype=np.float32)

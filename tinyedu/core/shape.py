@@ -16,17 +16,24 @@ other (unflattened with `//` and `%` between two views).
 The index is computed with whatever arithmetic you hand `ShapeTracker.index`: the linearizer hands
 it a UOpBuilder (and gets UOps), a test hands it Python ints (and gets numbers). That is the one
 idea of this file: a movement op costs nothing at run time but a little index arithmetic.
+
+The full library builds on these two classes (tinyedu/shape/): it checks every argument with a
+clear error, remembers answers, adds `stride`/`flip`, merges stacked views again, and computes the
+index as a symbolic expression that simplifies itself.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from functools import cached_property
+from typing import Any, Sequence
 
 from .helpers import prod
 
+Mask = tuple[tuple[int, int], ...] | None  # per axis [lo, hi): the positions that are data
 
-def strides_for_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
+
+def strides_for_shape(shape: Sequence[int]) -> tuple[int, ...]:
     """Row-major (C order) strides; a size-1 axis gets stride 0 (it is never moved along)."""
     strides, step = [], 1
     for size in reversed(shape):
@@ -40,83 +47,122 @@ class View:
     shape: tuple[int, ...]
     strides: tuple[int, ...]
     offset: int = 0
-    mask: tuple[tuple[int, int], ...] | None = None  # per axis [lo, hi): the positions that are data
+    mask: Mask = None
 
-    @staticmethod
-    def create(shape: tuple[int, ...], strides: tuple[int, ...] | None = None, offset: int = 0,
-               mask: tuple[tuple[int, int], ...] | None = None) -> "View":
-        strides = strides_for_shape(shape) if strides is None else strides
-        # a size-1 axis is never moved along: its stride is 0, so equal views compare equal
+    # --8<-- [start:create]
+    @classmethod
+    def create(cls, shape: Sequence[int], strides: Sequence[int] | None = None, offset: int = 0,
+               mask: Sequence[tuple[int, int]] | None = None) -> "View":
+        """A View in canonical form, so that two views that read the same elements compare equal:
+        a size-1 axis has stride 0; a mask that covers everything is no mask; a view with no
+        elements, or whose mask is empty, reads no memory (strides 0, offset 0)."""
+        shape = tuple(shape)
+        strides = strides_for_shape(shape) if strides is None else tuple(strides)
+        zeros = (0,) * len(shape)
+        if prod(shape) == 0:
+            return cls(shape, zeros)
+        if mask is not None:
+            mask = tuple((lo, hi) for lo, hi in mask)
+            if any(lo >= hi for lo, hi in mask):
+                return cls(shape, zeros, 0, ((0, 0),) * len(shape))
+            if all(m == (0, s) for m, s in zip(mask, shape, strict=True)):
+                mask = None
         strides = tuple(0 if s == 1 else st for s, st in zip(shape, strides, strict=True))
-        if mask is not None and all(lo == 0 and hi == s for (lo, hi), s in zip(mask, shape, strict=True)):
-            mask = None  # a mask that covers everything is no mask
-        return View(tuple(shape), strides, offset, mask)
+        return cls(shape, strides, offset, mask)
+    # --8<-- [end:create]
+
+    @cached_property
+    def contiguous(self) -> bool:
+        """Dense, in order, from the start: reading it is reading the buffer (an empty view is)."""
+        return self.offset == 0 and self.mask is None and (self.strides == strides_for_shape(self.shape)
+                                                           or prod(self.shape) == 0)
 
     @property
-    def contiguous(self) -> bool:
-        """Dense, in order, from the start: reading it is reading the buffer."""
-        return self.offset == 0 and self.mask is None and self.strides == strides_for_shape(self.shape)
+    def size(self) -> int:
+        return prod(self.shape)
 
-    def permute(self, order: tuple[int, ...]) -> "View":
+    @property
+    def all_invalid(self) -> bool:
+        """Every position is padding: the view reads nothing."""
+        return self.mask is not None and any(lo >= hi for lo, hi in self.mask)
+
+    def valid_ranges(self) -> tuple[tuple[int, int], ...]:
+        return self.mask if self.mask is not None else tuple((0, s) for s in self.shape)
+
+    def permute(self, order: Sequence[int]) -> "View":
         mask = None if self.mask is None else tuple(self.mask[a] for a in order)
-        return View.create(tuple(self.shape[a] for a in order), tuple(self.strides[a] for a in order),
+        return self.create(tuple(self.shape[a] for a in order), tuple(self.strides[a] for a in order),
                            self.offset, mask)
 
-    def expand(self, shape: tuple[int, ...]) -> "View":
+    def expand(self, shape: Sequence[int]) -> "View":
         mask = None if self.mask is None else tuple(
-            m if old == new else ((0, new) if m != (0, 0) else (0, 0))
+            m if old == new else ((0, new) if m[1] > m[0] else (0, 0))
             for m, old, new in zip(self.mask, self.shape, shape, strict=True))
-        return View.create(shape, self.strides, self.offset, mask)
+        return self.create(shape, self.strides, self.offset, mask)
 
-    def shrink(self, bounds: tuple[tuple[int, int], ...]) -> "View":
-        offset = self.offset + sum(lo * st for (lo, _), st in zip(bounds, self.strides, strict=True))
-        mask = None if self.mask is None else tuple(
-            (max(0, mlo - lo), max(0, min(mhi, hi) - lo))
-            for (mlo, mhi), (lo, hi) in zip(self.mask, bounds, strict=True))
-        return View.create(tuple(hi - lo for lo, hi in bounds), self.strides, offset, mask)
+    # --8<-- [start:pad-shrink]
+    def pad(self, padding: Sequence[tuple[int, int]]) -> "View":
+        """Add (before, after) positions per axis that read 0: move the offset back, mask the rest."""
+        offset, shape, mask = self.offset, [], []
+        for size, stride, (lo, hi), (before, after) in zip(self.shape, self.strides, self.valid_ranges(),
+                                                           padding, strict=True):
+            offset -= before * stride
+            shape.append(size + before + after)
+            mask.append((lo + before, hi + before))
+        return self.create(shape, self.strides, offset, mask)
 
-    def pad(self, padding: tuple[tuple[int, int], ...]) -> "View":
-        """Pad = a shrink to negative lo and past the end, with a mask over the original part."""
-        shape = tuple(s + lo + hi for s, (lo, hi) in zip(self.shape, padding, strict=True))
-        old = self.mask or tuple((0, s) for s in self.shape)
-        mask = tuple((mlo + lo, mhi + lo) for (mlo, mhi), (lo, _) in zip(old, padding, strict=True))
-        offset = self.offset - sum(lo * st for (lo, _), st in zip(padding, self.strides, strict=True))
-        return View.create(shape, self.strides, offset, mask)
+    def shrink(self, bounds: Sequence[tuple[int, int]]) -> "View":
+        """Keep positions start..end-1 of each axis: move the offset forward, cut the mask."""
+        offset, shape, mask = self.offset, [], []
+        for stride, (lo, hi), (start, end) in zip(self.strides, self.valid_ranges(), bounds, strict=True):
+            offset += start * stride
+            shape.append(end - start)
+            lo, hi = min(max(lo - start, 0), end - start), max(min(hi - start, end - start), 0)
+            mask.append((lo, hi) if lo < hi else (0, 0))
+        return self.create(shape, self.strides, offset, mask)
+    # --8<-- [end:pad-shrink]
 
-    def reshape(self, shape: tuple[int, ...]) -> "View | None":
-        """The same elements in another shape as one View, or None if one View cannot say it.
+    def reshape(self, new_shape: Sequence[int]) -> "View | None":
+        """The same elements, in the same C order, seen with `new_shape`; None if one View can't.
 
-        Axes of size 1 come and go freely. Otherwise the old axes are grouped with the new ones
-        whose sizes multiply to the same number; a group can only be regrouped if its axes are
-        "mergeable" (each stride is the next one times its size), as numpy's reshape without copy.
+        Size-1 axes come and go freely. The other axes are matched in groups with equal element
+        counts ((6,) <-> (2, 3)). A group can be regrouped only if it lies in memory like one C-order
+        block (each axis' stride is the next one's stride times its size), as numpy's reshape without
+        copy; a mask must be one box in the new shape. Otherwise the ShapeTracker stacks a new View.
         """
-        if self.contiguous:
-            return View.create(shape)
-        if self.mask is not None:
-            return None  # (regrouping a mask is possible but long; a second View says it just as well)
-        old = [(s, st) for s, st in zip(self.shape, self.strides, strict=True) if s != 1]
+        new_shape = tuple(new_shape)
+        if new_shape == self.shape:
+            return self
+        if self.size == 0 or self.contiguous:
+            return self.create(new_shape)
+        if self.all_invalid:  # (a 0-d view cannot be masked, so () stays a separate view)
+            return self.create(new_shape, mask=((0, 0),) * len(new_shape)) if new_shape else None
+        axes = zip(self.shape, self.strides, self.valid_ranges(), strict=True)
+        old = [axis for axis in axes if axis[0] != 1]  # (size, stride, valid range) of each real axis
+        new = [s for s in new_shape if s != 1]
         strides: list[int] = []
-        i = 0
-        old = [list(axis) for axis in old]
-        for size in shape:
-            if size == 1:
-                strides.append(0)
-                continue
-            if i < len(old) and old[i][0] > size and old[i][0] % size == 0:  # split an old axis: outer part
-                outer = old[i][0] // size
-                strides.append(old[i][1] * outer)
-                old[i][0] = outer
-                continue
-            group, n = [], 1  # old axes covering this new one (or a new axis covering part of an old one)
-            while n < size and i < len(old):
-                group.append(old[i])
-                n, i = n * old[i][0], i + 1
-            if n != size:
-                return None  # the new axis splits an old one: only the simple cases below
-            if any(a[1] != b[0] * b[1] for a, b in zip(group, group[1:], strict=False)):
-                return None  # the old axes are not one stretch of memory
-            strides.append(group[-1][1])
-        return View.create(shape, tuple(strides), self.offset) if i == len(old) else None
+        mask: list[tuple[int, int]] = []
+        i = j = 0
+        while i < len(old):  # grow the group on whichever side has fewer elements until both match
+            i_end, j_end, old_count, new_count = i + 1, j + 1, old[i][0], new[j]
+            while old_count != new_count:
+                if old_count < new_count:
+                    old_count, i_end = old_count * old[i_end][0], i_end + 1
+                else:
+                    new_count, j_end = new_count * new[j_end], j_end + 1
+            group, sizes = old[i:i_end], new[j:j_end]
+            if any(outer[1] != inner[1] * inner[0] for outer, inner in zip(group, group[1:], strict=False)):
+                return None  # not one C-order block of memory
+            strides.extend(st * group[-1][1] for st in strides_for_shape(sizes))
+            interval = box_to_interval([s for s, _, _ in group], [m for _, _, m in group])
+            box = None if interval is None else interval_to_box(*interval, sizes)
+            if box is None:
+                return None  # the valid positions are not one box in the new shape
+            mask.extend(box)
+            i, j = i_end, j_end
+        strides_left, mask_left = iter(strides), iter(mask)
+        return self.create(new_shape, [0 if s == 1 else next(strides_left) for s in new_shape], self.offset,
+                           [(0, 1) if s == 1 else next(mask_left) for s in new_shape])
 
     def index(self, idxs: list[Any], ops: Any) -> tuple[Any, Any]:
         """(memory index, valid) at loop indices `idxs`, computed with `ops` (see ShapeTracker.index)."""
@@ -125,13 +171,46 @@ class View:
             if size != 1 and stride != 0:
                 index = ops.add(index, ops.mul(i, ops.const(stride)))
         valid = ops.const(True)
-        mask = self.mask or [(0, s) for s in self.shape]
-        for i, (lo, hi), size in zip(idxs, mask, self.shape, strict=True):
+        for i, (lo, hi), size in zip(idxs, self.valid_ranges(), self.shape, strict=True):
             if lo > 0:  # i >= lo, written as lo-1 < i
                 valid = ops.and_(valid, ops.lt(ops.const(lo - 1), i))
             if hi < size:
                 valid = ops.and_(valid, ops.lt(i, ops.const(hi)))
         return index, valid
+
+
+def c_steps(shape: Sequence[int]) -> list[int]:
+    """How many elements one step along each axis skips in C order (size-1 axes included)."""
+    return [prod(shape[k + 1:]) for k in range(len(shape))]
+
+
+def box_to_interval(sizes: Sequence[int], box: Sequence[tuple[int, int]]) -> tuple[int, int] | None:
+    """The flat C-order positions of a box of `sizes` as one [start, end) range, or None. A box is one
+    range if it is a single position on the leading axes, any range on one axis, full after it."""
+    j = 0
+    while j < len(sizes) - 1 and box[j][1] - box[j][0] == 1:
+        j += 1
+    if any(box[k] != (0, sizes[k]) for k in range(j + 1, len(sizes))):
+        return None
+    steps = c_steps(sizes)
+    start = sum(box[k][0] * steps[k] for k in range(j + 1))
+    return start, start + (box[j][1] - box[j][0]) * steps[j]
+
+
+def interval_to_box(start: int, end: int, sizes: Sequence[int]) -> list[tuple[int, int]] | None:
+    """The box of `sizes` whose flat C-order positions are exactly [start, end), or None."""
+    for j, (size, step) in enumerate(zip(sizes, c_steps(sizes), strict=True)):
+        if start % step or end % step:
+            continue
+        first, last = start // step, end // step - 1  # the range along axis j, in rows of `step`
+        if first // size != last // size:
+            continue  # it wraps into the next block of the axes before j
+        leading, rest = [], first // size
+        for s in reversed(sizes[:j]):  # first // size, as one digit per leading axis
+            rest, digit = divmod(rest, s)
+            leading.insert(0, (digit, digit + 1))
+        return leading + [(first % size, last % size + 1)] + [(0, s) for s in sizes[j + 1:]]
+    return None
 
 
 @dataclass(frozen=True)
@@ -140,9 +219,9 @@ class ShapeTracker:
 
     views: tuple[View, ...]
 
-    @staticmethod
-    def from_shape(shape: tuple[int, ...]) -> "ShapeTracker":
-        return ShapeTracker((View.create(tuple(shape)),))
+    @classmethod
+    def from_shape(cls, shape: Sequence[int]) -> "ShapeTracker":
+        return cls((View.create(tuple(shape)),))
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -152,26 +231,32 @@ class ShapeTracker:
     def contiguous(self) -> bool:
         return len(self.views) == 1 and self.views[0].contiguous
 
-    def _last(self, view: View) -> "ShapeTracker":
-        return ShapeTracker(self.views[:-1] + (view,))
+    # --8<-- [start:stack]
+    def with_views(self, views: tuple[View, ...]) -> "ShapeTracker":
+        """Every movement op's result passes through here (the full library's seam: it merges views)."""
+        if views[-1].size == 0 or views[-1].all_invalid:
+            return type(self)(views[-1:])  # nothing is read, so the views below don't matter
+        return type(self)(views)
 
-    def permute(self, order: tuple[int, ...]) -> "ShapeTracker":
-        return self._last(self.views[-1].permute(order))
+    def permute(self, order: Sequence[int]) -> "ShapeTracker":
+        return self.with_views(self.views[:-1] + (self.views[-1].permute(order),))
 
-    def expand(self, shape: tuple[int, ...]) -> "ShapeTracker":
-        return self._last(self.views[-1].expand(shape))
+    def expand(self, shape: Sequence[int]) -> "ShapeTracker":
+        return self.with_views(self.views[:-1] + (self.views[-1].expand(shape),))
 
-    def shrink(self, bounds: tuple[tuple[int, int], ...]) -> "ShapeTracker":
-        return self._last(self.views[-1].shrink(bounds))
+    def shrink(self, bounds: Sequence[tuple[int, int]]) -> "ShapeTracker":
+        return self.with_views(self.views[:-1] + (self.views[-1].shrink(bounds),))
 
-    def pad(self, padding: tuple[tuple[int, int], ...]) -> "ShapeTracker":
-        return self._last(self.views[-1].pad(padding))
+    def pad(self, padding: Sequence[tuple[int, int]]) -> "ShapeTracker":
+        return self.with_views(self.views[:-1] + (self.views[-1].pad(padding),))
 
-    def reshape(self, shape: tuple[int, ...]) -> "ShapeTracker":
+    def reshape(self, shape: Sequence[int]) -> "ShapeTracker":
         view = self.views[-1].reshape(shape)
         if view is not None:
-            return self._last(view)
-        return ShapeTracker(self.views + (View.create(shape),))  # read the old view in order, then regroup
+            return self.with_views(self.views[:-1] + (view,))
+        # read the old views in C order, then regroup: a second View on top
+        return self.with_views(self.views + (self.views[-1].create(shape),))
+    # --8<-- [end:stack]
 
     # --8<-- [start:index]
     def index(self, idxs: list[Any], ops: Any) -> tuple[Any, Any]:
@@ -184,17 +269,13 @@ class ShapeTracker:
         index, valid = self.views[-1].index(idxs, ops)
         for view in reversed(self.views[:-1]):
             flat, idxs = index, []
-            for size, step in zip(view.shape, strides_for_shape(view.shape), strict=True):
+            for size, step in zip(view.shape, c_steps(view.shape), strict=True):
                 at = ops.const(0) if size == 1 else ops.mod(ops.div(flat, ops.const(step)), ops.const(size))
                 idxs.append(at)
             index, inner_valid = view.index(idxs, ops)
             valid = ops.and_(valid, inner_valid)
         return index, valid
     # --8<-- [end:index]
-
-    def size(self) -> int:
-        """How many elements the buffer under the first View must hold (its largest index + 1)."""
-        return prod(self.views[0].shape)
 
 
 class IntOps:

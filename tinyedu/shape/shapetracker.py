@@ -1,4 +1,4 @@
-"""ShapeTracker: every movement op a tensor went through, as a stack of views over one buffer.
+"""ShapeTracker: the core's stack of views (tinyedu/core/shape.py), with what the full library adds.
 
 Movement ops (reshape, permute, expand, pad, shrink, stride/flip) never copy data. They return a
 new ShapeTracker, and the code that finally reads the buffer asks it for an *index expression*:
@@ -8,19 +8,25 @@ Usually one View is enough. But some reshapes cannot be written as one (shape, s
 transpose a (2, 3) matrix and flatten it, and the 6 elements are read from memory in the order
 0 3 1 4 2 5, which no single stride describes. Then a second view is stacked on top: the top view
 turns the user's index into a flat position in the view below, which splits it back into its own
-axes with `//` and `%`. After every op the stack is simplified: two neighbouring views that one
-view can express are merged again (reshape the flattened transpose back, and one view is left).
+axes with `//` and `%`. The core stops there. This subclass adds:
+
+- `simplify`: after every op, two neighbouring views that one view can express are merged again
+  (reshape the flattened transpose back, and one view is left). It plugs into the core's
+  `with_views`, through which every movement op's result passes;
+- checks of every movement op's argument, with errors that say what would have been valid;
+- `stride`/`flip`, and the index as a symbolic expression (`expr_idxs`) instead of the core's
+  `index(idxs, ops)`; `index_arrays` for the NUMPY device, `real_strides`, `max_index`.
 
 Convention: `views[0]` sits on the memory, `views[-1]` is what the user sees.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 
+from tinyedu.core import shape as core
 from tinyedu.core.helpers import prod
 from tinyedu.shape import checks
 from tinyedu.shape.memo import cached_hash, memoized, same_fields
@@ -34,32 +40,25 @@ def idx_vars(shape: Sequence[int], prefix: str = "idx") -> list[Variable]:
     return [Variable(f"{prefix}{axis}", 0, max(size - 1, 0)) for axis, size in enumerate(shape)]
 
 
-@dataclass(frozen=True)
-class ShapeTracker:
+class ShapeTracker(core.ShapeTracker):
     """A stack of views: views[0] reads the memory, views[-1] has the shape the user sees."""
 
-    views: tuple[View, ...]
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "views", tuple(self.views))
+    def __init__(self, views: Sequence[View]) -> None:
+        object.__setattr__(self, "views", tuple(views))
         if not self.views:
             raise ValueError("ShapeTracker: needs at least one View; use ShapeTracker.from_shape(shape)")
 
     __hash__ = cached_hash  # hashed on every graph-node lookup: computed once per tracker
     __eq__ = same_fields
 
-    @staticmethod
-    def from_shape(shape: Sequence[int]) -> ShapeTracker:
+    @classmethod
+    def from_shape(cls, shape: Sequence[int]) -> ShapeTracker:
         """A contiguous C-order view of a fresh buffer of `shape`."""
         if type(shape) is tuple and all(type(s) is int and s >= 0 for s in shape):  # usual case: valid
             return _contiguous(shape)
         return _contiguous(checks.check_shape("ShapeTracker.from_shape", shape))
 
     # ---- facts ------------------------------------------------------------------------------
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return self.views[-1].shape
-
     @property
     def ndim(self) -> int:
         return len(self.shape)
@@ -69,56 +68,45 @@ class ShapeTracker:
         """Number of elements in the shape the user sees."""
         return prod(self.shape)
 
-    @property
-    def contiguous(self) -> bool:
-        """True when element k of the shape is element k of the buffer (one plain C-order view)."""
-        return len(self.views) == 1 and self.views[0].contiguous
-
-    # ---- movement ops: each checks its argument and returns a new ShapeTracker ---------------
-    # Each movement op checks its argument, then asks the last View (whose movement ops are @memoized:
-    # views are immutable, so the same question always has the same answer, and a training step asks
-    # the same ones every step) and simplifies the stack (@memoized too).
-    # --8<-- [start:reshape]
+    # ---- movement ops: the core's, after checking the argument -------------------------------
+    # The core's ops ask the last View (whose movement ops are @memoized: views are immutable, so
+    # the same question always has the same answer, and a training step asks the same ones every
+    # step), then pass the new stack to `with_views`, which merges views (@memoized too).
     def reshape(self, new_shape: Sequence[int]) -> ShapeTracker:
         """Same elements in C order, new shape: merged into the last view if it can express it,
         else a new contiguous view is stacked on top (see the module docstring)."""
-        new_shape = checks.check_reshape(self.shape, new_shape)
-        view = self.views[-1].reshape(new_shape)
-        if view is None:
-            return ShapeTracker(self.views + (View.create(new_shape),)).simplify()
-        return self._with_last(view)
+        return super().reshape(checks.check_reshape(self.shape, new_shape))
 
-    # --8<-- [end:reshape]
     def permute(self, order: Sequence[int]) -> ShapeTracker:
         """Reorder axes: new axis k is old axis order[k] (a transpose for 2-d)."""
-        return self._with_last(self.views[-1].permute(checks.check_permute(self.shape, order)))
+        return super().permute(checks.check_permute(self.shape, order))
 
     def expand(self, new_shape: Sequence[int]) -> ShapeTracker:
         """Broadcast size-1 axes to any size (stride 0: the same element is read again)."""
-        return self._with_last(self.views[-1].expand(checks.check_expand(self.shape, new_shape)))
+        return super().expand(checks.check_expand(self.shape, new_shape))
 
     def pad(self, padding: Sequence[tuple[int, int]]) -> ShapeTracker:
         """Add (before, after) zeros on each axis; they are masked, not stored."""
-        return self._with_last(self.views[-1].pad(checks.check_pad(self.shape, padding)))
+        return super().pad(checks.check_pad(self.shape, padding))
 
     def shrink(self, bounds: Sequence[tuple[int, int]]) -> ShapeTracker:
         """Keep elements start..end-1 of each axis: bounds is one (start, end) per axis."""
-        return self._with_last(self.views[-1].shrink(checks.check_shrink(self.shape, bounds)))
+        return super().shrink(checks.check_shrink(self.shape, bounds))
 
     def stride(self, steps: Sequence[int]) -> ShapeTracker:
         """Take every k-th element per axis, like `a[::k]`; negative k walks backwards (-1 flips)."""
-        return self._with_last(self.views[-1].stride(checks.check_stride(self.shape, steps)))
+        view = self.views[-1].stride(checks.check_stride(self.shape, steps))
+        return self.with_views(self.views[:-1] + (view,))
 
     def flip(self, axes: Sequence[int]) -> ShapeTracker:
         """Reverse the given axes (negative axes count from the end)."""
         axes = checks.check_axes("flip", self.shape, axes)
-        return self._with_last(self.views[-1].stride([-1 if a in axes else 1 for a in range(self.ndim)]))
+        return self.stride([-1 if a in axes else 1 for a in range(self.ndim)])
 
     @memoized
-    def _with_last(self, view: View) -> ShapeTracker:
-        if view.size == 0 or view.all_invalid:  # nothing is read, so the views below don't matter
-            return ShapeTracker((view,))
-        tracker = ShapeTracker(self.views[:-1] + (view,))
+    def with_views(self, views: tuple[View, ...]) -> ShapeTracker:
+        """The core's seam: the new stack, with neighbouring views merged where one view says it."""
+        tracker = super().with_views(views)
         return tracker.simplify() if len(tracker.views) > 1 else tracker
 
     # ---- index expressions -----------------------------------------------------------------
