@@ -19,8 +19,11 @@ in one sitting. Read them in this order:
     realize.py    the engine: schedule, lower, run
     errors.py     the error classes
 
-Everything in tinyedu outside this folder is an extra that plugs into a seam named here; see
-tinyedu/README.md. This package uses only relative imports, so it also works copied on its own.
+The rest of tinyedu is the full library. It builds on this folder where the two agree (the shared
+files, View and ShapeTracker, the Function and Renderer base classes, the Interpreter) and runs
+its own, larger engine for the rest; tinyedu/README.md and the site's "Read the core" list which
+seam each part plugs into. This package uses only relative imports, so it also works copied on its
+own.
 """
 
 __all__ = ["Tensor", "Linear", "SGD", "Adam"]
