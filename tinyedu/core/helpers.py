@@ -43,22 +43,27 @@ def postorder(roots: Sequence[T], children: Callable[[T], Iterable[T]]) -> list[
     This is the one graph walk of the library: the lazy graph is computed in this order (sources
     before users), a kernel AST is rebuilt and linearized in it, and backward walks it reversed.
     Nodes are told apart by identity, so a node shared by two users is listed once. Children are
-    visited left to right as `children` gives them. It keeps its own stack instead of recursing,
+    visited left to right as `children` gives them. It keeps its own stack (the path from a root, each
+    node with an iterator over the children it has still to visit) instead of recursing,
     because Python's recursion limit (about 1000) is far below the depth of a long training graph.
     """
     order: list[T] = []
-    done: set[int] = set()
-    stack: list[tuple[T, bool]] = [(root, False) for root in reversed(roots)]
-    while stack:
-        node, children_done = stack.pop()
-        if id(node) in done:
+    seen: set[int] = set()
+    for root in roots:
+        if id(root) in seen:
             continue
-        if children_done:  # every child is in `order` already
-            done.add(id(node))
-            order.append(node)
-            continue
-        stack.append((node, True))  # come back to `node` once its children are done
-        stack.extend((c, False) for c in reversed(tuple(children(node))) if id(c) not in done)
+        seen.add(id(root))
+        stack = [(root, iter(children(root)))]  # each node on the path, with its children still to go
+        while stack:
+            node, todo = stack[-1]
+            for child in todo:
+                if id(child) not in seen:  # go down into the first child not yet walked
+                    seen.add(id(child))
+                    stack.append((child, iter(children(child))))
+                    break
+            else:  # every child is in `order` already: the node comes next
+                stack.pop()
+                order.append(node)
     return order
 
 
