@@ -37,18 +37,39 @@ def optional(name: str) -> ModuleType | None:
 
 def _peer(name: str) -> ModuleType | None:
     module = optional(name)
-    if name == "torch" and module is not None:  # as many threads as tinyedu's kernels get (THREADS)
-        module.set_num_threads(int(os.environ.get("THREADS") or os.cpu_count() or 1))
+    threads = int(os.environ.get("THREADS") or os.cpu_count() or 1)  # as many as tinyedu's kernels get
+    if name == "torch" and module is not None:
+        module.set_num_threads(threads)
+    if name == "tinygrad" and module is not None:
+        # tinygrad picks a GPU-like device first (OpenCL, which is PoCL on a CPU here): pin its CPU
+        # device, which compiles with clang and runs on `threads` threads (tinygrad >= 0.10).
+        from tinygrad import helpers
+        if hasattr(helpers, "DEV"):  # tinygrad 0.14 and later
+            helpers.DEV.value = "CPU"
+        else:
+            module.Device.DEFAULT = "CPU"
+        if hasattr(helpers, "NUM_CPU_THREADS"):
+            helpers.NUM_CPU_THREADS.value = threads
     return module
 
 
 torch, tinygrad = _peer("torch"), _peer("tinygrad")  # before tinyedu (see above)
 
 
+def _version(module: ModuleType) -> str:
+    from importlib.metadata import version
+    return version(module.__name__)
+
+
 def peer_note() -> str:
     """How the peers run, for the line above a table."""
-    parts = [f"PyTorch {torch.__version__}, {torch.get_num_threads()} threads" if torch else "no PyTorch",
-             "tinygrad" if tinygrad else "no tinygrad"]
+    parts = [f"PyTorch {torch.__version__}, {torch.get_num_threads()} threads" if torch else "no PyTorch"]
+    if tinygrad:
+        threads = getattr(tinygrad.helpers, "NUM_CPU_THREADS", None)
+        parts.append(f"tinygrad {_version(tinygrad)} on its {tinygrad.Device.DEFAULT} device, "
+                     f"{threads.value if threads else 'its default'} threads")
+    else:
+        parts.append("no tinygrad")
     return "; ".join(parts) + "; imported before tinyedu, in this process"
 
 
