@@ -76,3 +76,23 @@ def test_vectorized_exp_agrees_with_the_c_librarys_exp2f(monkeypatch: pytest.Mon
     scalar = Tensor(x).exp().numpy()
     assert not np.array_equal(vectorized, scalar)  # two programs ran (not one cached for both)
     assert np.abs(vectorized.view(np.int32).astype(np.int64) - scalar.view(np.int32)).max() <= 1
+
+
+def test_exp2_of_a_whole_number_takes_no_series_and_is_exact() -> None:
+    """exp's 2^k, k rounded with 1.5 * 2^23 as tinyedu/expr.py rounds: exp2_whole_float32, exactly
+    numpy's 2^k from 0 (below 2^-150) through the subnormals to inf (from 2^128), NaN kept. A value
+    not built that way keeps the series."""
+    rounder = 1.5 * 2.0**23
+    source = c_source(Tensor.empty(1 << 15).exp())[0]
+    assert "exp2_whole_float32(" in source and "exp2_simd_float32(" in source
+    assert "exp2_whole_float32(" not in c_source(Tensor.empty(1 << 15).exp2())[0]
+    v = np.concatenate([np.arange(-300, 300, 0.25), [np.nan, np.inf, -np.inf, -0.0]]).astype(np.float32)
+    t = Tensor(v)
+    whole = (t + rounder) - rounder
+    shifted = (t < 0).where(whole - 1.0, whole + 3.0)  # WHEREs and sums of whole numbers are whole
+    assert "exp2_whole_float32(" in c_source(shifted.exp2())[0]
+    got = Tensor.stack([whole.exp2(), shifted.exp2()]).numpy()
+    k = np.round(v.astype(np.float64))
+    with np.errstate(all="ignore"):
+        exact = np.stack([np.exp2(k), np.exp2(np.where(v < 0, k - 1, k + 3))]).astype(np.float32)
+    np.testing.assert_array_equal(got, exact)

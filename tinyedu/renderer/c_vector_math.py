@@ -22,18 +22,34 @@ The exp2: 2^x = 2^n * 2^f with n = round(x) and |f| <= 1/2; 2^f by its Taylor se
 in double (within 2^-33 of the exact value), 2^n written into a double's exponent bits, and one
 rounding to float32 at the end: within 0.503 ulp of the exact answer, as libm's exp2f, for every
 float32 (tests/test_vector_math.py checks it against numpy in float64 over the whole range, and
-tests/test_accuracy.py the ops built on it). NaN stays NaN, +inf gives inf, -inf gives 0.
+tests/test_accuracy.py the ops built on it). NaN stays NaN, +inf gives inf, -inf gives 0. Where
+the CPU has a fused multiply-add, each step of the series is one (`mul_add_float64`): half the
+instructions, and the rounding of a double step is 2^-29 of a float32 ulp either way.
+
+exp (tinyedu/expr.py) takes two exp2s: 2^t of the fraction, and 2^k of the whole number k it
+rounded x log2(e) to. The second needs no series: `is_whole` recognizes a value that is a whole
+number by how it was built (expr.py's rounding, sums and WHEREs of whole numbers), and its exp2 is
+`exp2_whole_float32`, k + 1023 written into a double's exponent bits (exact, as the series is there).
 """
 
 from __future__ import annotations
 
+import math
+
 from tinyedu.core.dtype import dtypes
-from tinyedu.core.ops import UnaryOps
+from tinyedu.core.ops import BinaryOps, TernaryOps, UnaryOps
 from tinyedu.core.uops import UOp, UOps
 from tinyedu.renderer.cstyle import CRenderer, _unwrap
 
 # --8<-- [start:exp2]
-EXP2_FLOAT32 = """static inline float exp2_simd_float32(float x) {
+EXP2_FLOAT32 = """static inline double mul_add_float64(double a, double b, double c) {
+#if defined(__FMA__) || defined(__ARM_FEATURE_FMA)
+  return __builtin_fma(a, b, c);  /* one instruction where the CPU has it (and one rounding) */
+#else
+  return a * b + c;
+#endif
+}
+static inline float exp2_simd_float32(float x) {
   float c = x < -200.0f ? -200.0f : (x > 200.0f ? 200.0f : x);  /* (a NaN stays a NaN) */
   double t = (double)c + 6755399441055744.0;  /* 1.5 * 2^52: n = round(c) is in t's low bits */
   double f = (double)c - (t - 6755399441055744.0);
@@ -43,23 +59,59 @@ EXP2_FLOAT32 = """static inline float exp2_simd_float32(float x) {
   double scale;
   __builtin_memcpy(&scale, &bits, 8);
   double p = 1.3215486790144305e-06;  /* ln(2)^k / k!, k = 8 down to 0 */
-  p = p * f + 1.5252733804059838e-05;
-  p = p * f + 0.00015403530393381606;
-  p = p * f + 0.0013333558146428441;
-  p = p * f + 0.009618129107628477;
-  p = p * f + 0.055504108664821576;
-  p = p * f + 0.2402265069591007;
-  p = p * f + 0.6931471805599453;
-  p = p * f + 1.0;
+  p = mul_add_float64(p, f, 1.5252733804059838e-05);
+  p = mul_add_float64(p, f, 0.00015403530393381606);
+  p = mul_add_float64(p, f, 0.0013333558146428441);
+  p = mul_add_float64(p, f, 0.009618129107628477);
+  p = mul_add_float64(p, f, 0.055504108664821576);
+  p = mul_add_float64(p, f, 0.2402265069591007);
+  p = mul_add_float64(p, f, 0.6931471805599453);
+  p = mul_add_float64(p, f, 1.0);
   return (float)(p * scale);
 }"""
 # --8<-- [end:exp2]
+# 2^n for a whole number n needs no polynomial: n + 1023 in a double's exponent bits is exactly 2^n,
+# and the cast to float32 rounds it once (to 0 below 2^-150, to inf from 2^128, a subnormal between)
+EXP2_WHOLE_FLOAT32 = """static inline float exp2_whole_float32(float n) {
+  float c = n < -200.0f ? -200.0f : (n > 200.0f ? 200.0f : n);  /* (a NaN stays a NaN) */
+  unsigned long long bits = (unsigned long long)((long long)c + 1023) << 52;
+  double scale;
+  __builtin_memcpy(&scale, &bits, 8);
+  return c != c ? c : (float)scale;
+}"""
+ROUNDER_FLOAT32 = 1.5 * 2.0**23  # (v + ROUNDER) - ROUNDER is v rounded to a whole number (tinyedu/expr.py)
 FLOATS = (dtypes.float32, dtypes.float64)
 UNSAFE = (UOps.DEFINE_ACC, UOps.ASSIGN, UOps.DEFINE_LOCAL, UOps.DEFINE_SHARED, UOps.BARRIER, UOps.SPECIAL)
 
 
 def _is_exp2(u: UOp) -> bool:
     return u.op is UOps.ALU and u.arg is UnaryOps.EXP2 and u.dtype == dtypes.float32
+
+
+def is_whole(u: UOp, depth: int = 8) -> bool:
+    """Whether the float32 value `u` is a whole number (or NaN, or +-inf) for every input: a whole
+    constant, `(v + 1.5 * 2^23) - 1.5 * 2^23` (how tinyedu/expr.py rounds), a sum, difference or
+    WHERE of whole numbers (a sum of whole float32 numbers rounds to a whole number: from 2^23 on
+    every float32 is one). exp's 2^k is such a value: its exp2 takes no polynomial."""
+    if depth == 0 or u.dtype != dtypes.float32:
+        return False
+    if u.op is UOps.CONST:
+        return float(u.arg) == int(u.arg) if math.isfinite(u.arg) else False
+    if u.op is not UOps.ALU:
+        return False
+    if u.arg is TernaryOps.WHERE:
+        return all(is_whole(s, depth - 1) for s in u.src[1:])
+    if u.arg is BinaryOps.SUB and _is_const(u.src[1], ROUNDER_FLOAT32):
+        a = u.src[0]
+        if a.op is UOps.ALU and a.arg is BinaryOps.ADD and _is_const(a.src[1], ROUNDER_FLOAT32):
+            return True
+    if u.arg in (BinaryOps.ADD, BinaryOps.SUB):
+        return all(is_whole(s, depth - 1) for s in u.src)
+    return False
+
+
+def _is_const(u: UOp, value: float) -> bool:
+    return u.op is UOps.CONST and u.arg == value
 
 
 def _depends_on(u: UOp, loop: UOp) -> bool:
@@ -118,6 +170,9 @@ class VectorMathCRenderer(CRenderer):
 
     def alu(self, u: UOp, *srcs: str) -> str:
         if self.simd and _is_exp2(u) and u.src[0].dtype == dtypes.float32:
+            if is_whole(u.src[0]):
+                self.helpers.setdefault("exp2_whole_float32", EXP2_WHOLE_FLOAT32)
+                return f"exp2_whole_float32({_unwrap(srcs[0])})"
             self.helpers.setdefault("exp2_simd_float32", EXP2_FLOAT32)
             return f"exp2_simd_float32({_unwrap(srcs[0])})"
         return super().alu(u, *srcs)
