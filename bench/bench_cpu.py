@@ -7,8 +7,8 @@ Run: .venv/bin/python bench/bench_cpu.py [--quick]      (not a test; prints tabl
      channels 32x32, batch 8; a 1x1 with stride 2 to 128 channels): forward, and forward + backward
      to the weights;
    - MLP 784-256-10 SGD step, batch 128: eager (build the graph, schedule, run) and under TinyJit;
-   - exp, tanh, sigmoid and gelu of 2^22 float32 (tinyedu/renderer/c_vector_math.py vectorizes
-     their exp2 on the C device; TINYEDU_NO_VECTOR_MATH=1 times the exp2f calls it replaces);
+   - exp, tanh, sigmoid and gelu of 2^22 float32, and exp of float64 (tinyedu/renderer/c_vector_math.py
+     vectorizes their exp2 on the C device; TINYEDU_NO_VECTOR_MATH=1 times the exp2f calls it replaces);
    - matmul 256x256 and 1024x1024 end to end (build, schedule, run, read back), against numpy (its
      BLAS, kernel and threads printed above the table: threadpoolctl).
    Each cell is a time and its ratio to the reference (PyTorch, or numpy for the matmul): < 1 is faster.
@@ -70,7 +70,7 @@ def conv_cases(rng: np.random.Generator) -> dict[str, dict[str, Callable[[], obj
     for name, x_shape, w_shape, stride, padding in CONVS[:1] if QUICK else CONVS:
         forward, backward = one_conv_case(rng, x_shape, w_shape, stride, padding)
         cases[f"{name}, forward"] = forward
-        cases[f"  {name.split(' ')[1]} {'s2 ' if stride == 2 else ''}fwd + bwd to w"] = backward
+        cases[f"  {name.split(' ', 1)[1]} fwd + bwd to w"] = backward  # (one key per case)
     return cases
 
 
@@ -215,6 +215,13 @@ def transcendental_cases(rng: np.random.Generator) -> dict[str, dict[str, Callab
             gx = tinygrad.Tensor(X).realize()
             runs["tinygrad"] = lambda name=name, gx=gx: getattr(gx, name)().realize()
         cases[f"{name} of 2^{18 if QUICK else 22} float32"] = runs
+    X64 = X.astype(np.float64)  # float64 loops get their own vector exp2 too (c_vector_math.py)
+    x64 = Tensor(X64).realize()
+    runs = {"tinyedu": lambda: x64.exp().realize()}
+    if torch:
+        tx64 = torch.from_numpy(X64)
+        runs["torch"] = lambda: torch.exp(tx64)
+    cases[f"exp of 2^{18 if QUICK else 22} float64"] = runs
     return cases
 
 

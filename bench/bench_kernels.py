@@ -24,7 +24,7 @@ import time
 from typing import Callable
 
 import numpy as np
-from timing import QUICK, best_time, peer_note, tinygrad, torch
+from timing import QUICK, best_time, load, peer_note, tinygrad, torch
 
 from tinyedu import Tensor
 from tinyedu.core.helpers import GlobalCounters
@@ -150,6 +150,7 @@ def workloads(rng: np.random.Generator) -> list[Row]:
 
 def print_rows(rows: list[Row], probes: dict[str, float]) -> None:
     labels = [label for label in ("numpy", "torch", "tinygrad") if any(label in r.times for r in rows)]
+    print(f"workloads ({load()}, after they ran)")
     print(f"{'workload':28s} {'tinyedu':>9s} {'kernels':>9s} {'rate':>14s} {'of roof':>8s} "
           + " ".join(f"{label:>9s} {'ratio':>6s}" for label in labels))
     print(f"{'(times in ms, best of ' + str(REPEAT) + ')':28s} {'e2e':>9s} {'only':>9s} {'(kernels)':>14s}")
@@ -196,7 +197,7 @@ def targets(rows: list[Row], probes: dict[str, float]) -> None:
     for r in rows:
         if "tinygrad" in r.times:
             checks.append((f"faster than tinygrad: {r.name}", r.times["tinygrad"] / r.times["tinyedu"], 1.0))
-    print("\ntargets (ratio: other / tinyedu, or the fraction reached)")
+    print(f"\ntargets (ratio: other / tinyedu, or the fraction reached; measured above, {load()} now)")
     for name, value, bar in checks:
         print(f"  {'PASS' if value >= bar else 'MISS'}  {name:62s} {value:6.2f} (needs {bar})")
 
@@ -218,7 +219,8 @@ def optimizer_cost(rng: np.random.Generator) -> None:
     v = Tensor(rng.standard_normal(1 << 20).astype(np.float32)).realize()
     exprs = {"matmul 512": x @ x, "sum(axis=1) 512": x.sum(1), "sum 2^20": v.sum(),
              "chain 2^20": (v * v + v).relu()}
-    print("\nlowering one kernel on a cold compile cache (ms): Python = opts + linearize + render")
+    print("\nlowering one kernel on a cold compile cache (ms): Python = opts + linearize + render "
+          f"({load()})")
     print(f"{'kernel':20s} {'NOOPT python':>13s} {'compile':>8s} {'heuristics python':>18s} {'compile':>8s}")
     saved = os.environ.get("TINYEDU_CACHE")
     with tempfile.TemporaryDirectory() as folder:
@@ -251,7 +253,7 @@ def beam(rng: np.random.Generator) -> None:
     from tinyedu.engine.lower import lower, search
     from tinyedu.runtime.device import Device
 
-    print("\nBEAM=2 (a fresh cache: the search runs; then again: read from the cache)")
+    print(f"\nBEAM=2 (a fresh cache: the search runs; then again: read from the cache) ({load()})")
     x = Tensor(rng.standard_normal((512, 512)).astype(np.float32)).realize()
     v = Tensor(rng.standard_normal(1 << 22).astype(np.float32)).realize()
     saved = os.environ.get("TINYEDU_CACHE")

@@ -76,3 +76,53 @@ def test_vectorized_exp_agrees_with_the_c_librarys_exp2f(monkeypatch: pytest.Mon
     scalar = Tensor(x).exp().numpy()
     assert not np.array_equal(vectorized, scalar)  # two programs ran (not one cached for both)
     assert np.abs(vectorized.view(np.int32).astype(np.int64) - scalar.view(np.int32)).max() <= 1
+
+
+def test_exp2_of_a_whole_number_takes_no_series_and_is_exact() -> None:
+    """exp's 2^k, k rounded with 1.5 * 2^23 as tinyedu/expr.py rounds: exp2_whole_float32, exactly
+    numpy's 2^k from 0 (below 2^-150) through the subnormals to inf (from 2^128), NaN kept. A value
+    not built that way keeps the series."""
+    rounder = 1.5 * 2.0**23
+    source = c_source(Tensor.empty(1 << 15).exp())[0]
+    assert "exp2_whole_float32(" in source and "exp2_simd_float32(" in source
+    assert "exp2_whole_float32(" not in c_source(Tensor.empty(1 << 15).exp2())[0]
+    v = np.concatenate([np.arange(-300, 300, 0.25), [np.nan, np.inf, -np.inf, -0.0]]).astype(np.float32)
+    t = Tensor(v)
+    whole = (t + rounder) - rounder
+    shifted = (t < 0).where(whole - 1.0, whole + 3.0)  # WHEREs and sums of whole numbers are whole
+    assert "exp2_whole_float32(" in c_source(shifted.exp2())[0]
+    got = Tensor.stack([whole.exp2(), shifted.exp2()]).numpy()
+    k = np.round(v.astype(np.float64))
+    with np.errstate(all="ignore"):
+        exact = np.stack([np.exp2(k), np.exp2(np.where(v < 0, k - 1, k + 3))]).astype(np.float32)
+    np.testing.assert_array_equal(got, exact)
+
+
+def test_float64_exp2_loops_run_as_simd_lanes_within_two_thirds_of_an_ulp() -> None:
+    """float64's exp2 (exp2_simd_float64, exp2_whole_float64 for exp's 2^k) against numpy's exp2 in
+    long double (80 or 128 bits here; numpy's float64 exp2 is itself off by up to 0.54), over the
+    whole range: overflow, NaN and infinities, and subnormal results,
+    which are rounded twice (to 53 bits, then to the subnormal spacing): a quarter ulp more."""
+    rng = np.random.default_rng(3)
+    points = np.concatenate([rng.uniform(-1, 1, 20_000), rng.uniform(-1100, 1100, 20_000),
+                             rng.uniform(-1076, -1020, 20_000), rng.uniform(1020, 1025, 2_000),
+                             [np.nan, np.inf, -np.inf, 1023.9999, 1024, -1022.5, -1074, -1074.5, -1075, 0.0,
+                              -0.0, 5e-324, 1e300, -1e300]])
+    source = c_source(Tensor(points).exp2())[0]
+    assert "#pragma omp simd" in source and "exp2_simd_float64(" in source and "exp2(" not in source
+    assert "exp2_whole_float64(" in c_source(Tensor(points).exp())[0]
+    got = Tensor(points).exp2().numpy()
+    with np.errstate(all="ignore"):
+        exact = np.exp2(points.astype(np.longdouble))
+        spacing = np.maximum(np.spacing(exact.astype(np.float64)), 5e-324).astype(np.longdouble)
+        errors = np.where(got == exact.astype(np.float64), 0.0, np.abs(got - exact) / spacing)
+    # 0.5 for the last rounding, and a few hundredths for each of the small terms' (measured: 0.598
+    # at most on 800k points); long double is float64 on some machines, where 1 ulp is what can be told
+    bound = 0.65 if np.finfo(np.longdouble).nmant > 52 else 1.0
+    for name, where, most in (("normal", np.isfinite(points) & (points >= -1022), bound),
+                              ("subnormal", points < -1022, bound + 0.25)):  # (rounded twice there)
+        worst, x = errors[where].max(), points[where][errors[where].argmax()]
+        assert worst <= most, f"{name}: {worst:.3f} ulp at x = {x!r}"
+    assert np.isnan(got[np.isnan(points)]).all() and got[points == np.inf][0] == np.inf
+    assert got[points == -np.inf][0] == 0.0 and got[points == -1e300][0] == 0.0
+    assert got[points == 1e300][0] == np.inf

@@ -12,7 +12,8 @@ kernel shape, which the heuristics (tinyedu/codegen/heuristics.py, `_conv_optimi
     weight grad    dw[o, c, i, j]   = sum over n, y, x of  g[n, o, y, x] x[n, c, y*s + i*d, x*s + j*d]
     input grad     dx = the forward applied to g (spread, padded) and w (flipped, transposed)
 
-The input arrives padded (padding is a Tensor op before this one; its gradient is a crop).
+The input arrives padded (padding is a Tensor op before this one; its gradient is a crop); a large
+one is copied out with its zeros written before the windows are cut (`dense_padding`).
 """
 
 from __future__ import annotations
@@ -71,6 +72,7 @@ class Conv(Function):
 
     def forward(self, x: LazyBuffer, weight: LazyBuffer, stride: tuple[int, ...], dilation: tuple[int, ...],
                 groups: int) -> LazyBuffer:
+        x = dense_padding(x)
         self.x, self.weight, self.stride, self.dilation, self.groups = x, weight, stride, dilation, groups
         return window_products(x, weight, stride, dilation, groups)
 
@@ -116,6 +118,23 @@ class Conv(Function):
         w = w.permute((0, 2, 1, *range(3, 3 + nd)))
         w = w.stride((1, 1, 1, *(-1,) * nd)).reshape((groups * cin_g, cout // groups, *kernel))
         return window_products(grad, w, (1,) * nd, self.dilation, groups)
+
+
+DENSE_PADDING_MIN = 1 << 16  # padded inputs from this many elements are copied out (see dense_padding)
+
+
+def dense_padding(x: LazyBuffer) -> LazyBuffer:
+    """A large padded input, copied once into memory of its own with its zeros written out.
+
+    As a view, the padding is a condition on every load of the convolution's inner loop (is this
+    element inside the image?), and a load behind a condition is a branch the C compiler cannot
+    fold into the multiply-add: the 3x3 convolutions of bench/bench_cpu.py ran about 2x slower so.
+    The copy costs a kernel and one pass over the input, which the forward and the weight's
+    gradient then share; below DENSE_PADDING_MIN elements the launch would cost more than the
+    branches save, and the padding stays a view (one kernel, its loads masked).
+    """
+    padded = any(v.mask is not None for v in x.st.views)
+    return x.contiguous() if padded and x.size >= DENSE_PADDING_MIN else x
 
 
 def _channels_last(grad: LazyBuffer) -> LazyBuffer:

@@ -196,7 +196,7 @@ class CDevice(Backend):
 
     def renderer(self, name: str, uops: list) -> str:
         """C source, its loops of exp2 vectorized (tinyedu/renderer/c_vector_math.py; TINYEDU_NO_VECTOR_MATH=1
-        renders every exp2 as a call of the C library's exp2f, one element at a time)."""
+        renders every exp2 as a call of the C library's exp2f or exp2, one element at a time)."""
         return (render_c if self.renderer_choice == "c" else render_c_vector_math)(name, uops)
 
     @property
