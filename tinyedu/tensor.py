@@ -200,7 +200,7 @@ class Tensor(CreationMixin, ElementwiseMixin, RoundingMixin, ActivationMixin, Re
         ctx = function(needs)
         for counts in count_primitives.active:
             counts[function.__name__] += 1
-        out = Tensor(ctx.forward(*[t.lazydata for t in inputs], **kwargs), device=self.device)
+        out = Tensor._wrap(ctx.forward(*[t.lazydata for t in inputs], **kwargs))
         # Only floats carry gradients (as in PyTorch): a comparison or an int cast ends the graph.
         if any(needs) and out.dtype.is_float:
             out.requires_grad, out._ctx, out._parents = True, ctx, inputs
@@ -208,6 +208,16 @@ class Tensor(CreationMixin, ElementwiseMixin, RoundingMixin, ActivationMixin, Re
         return out
 
     # --8<-- [end:apply]
+    @staticmethod
+    def _wrap(lazydata: "LazyBuffer | MultiLazyBuffer") -> "Tensor":
+        """A Tensor over an op's result: what Tensor(lazydata, device=lazydata.device) makes, without
+        its checks (the device is already canonical, the dtype already right). An eager step makes
+        about a hundred of these, so the checks would cost more than the rest of it."""
+        out = Tensor.__new__(Tensor)
+        out.lazydata, out.grad, out._ctx, out._parents = lazydata, None, None, ()
+        out._backward_done, out.requires_grad = False, False
+        return out
+
     # --8<-- [start:backward]
     def _graph_order(self) -> list["Tensor"]:
         """Tensors from self back to the leaves, each after all its users: the forward order reversed."""
@@ -284,11 +294,15 @@ class Tensor(CreationMixin, ElementwiseMixin, RoundingMixin, ActivationMixin, Re
         else:
             raise TypeError(f"{op}: unsupported operand type {type(other).__name__}; expected a Tensor or a "
                             "Python number")
-        x, y = self._to_tensor(self, dtype) if match_dtype else self, self._to_tensor(other, dtype)
+        x = self._to_tensor(self, dtype) if match_dtype else self
+        if not isinstance(other, Tensor):  # a number: a constant of x's shape at once (free views)
+            y = Tensor._wrap(full(other, x.shape, dtype, self.device))
+            return (y, x) if reverse else (x, y)
+        y = self._to_tensor(other, dtype)
         if reverse:
             x, y = y, x
         shape = broadcast_shape(x.shape, y.shape, op=op)
-        return x._broadcast_to(shape), y._broadcast_to(shape)
+        return x._expanded_to(shape), y._expanded_to(shape)
 
     def _operand(self) -> tuple[DType, str]:
         """How this tensor takes part in type promotion: a zero-dim tensor ranks below one with
@@ -300,6 +314,14 @@ class Tensor(CreationMixin, ElementwiseMixin, RoundingMixin, ActivationMixin, Re
             return self
         padded = (1,) * (len(shape) - self.ndim) + self.shape
         return self.reshape(padded).expand(shape)
+
+    def _expanded_to(self, shape: tuple[int, ...]) -> "Tensor":
+        """_broadcast_to for a shape that broadcast_shape gave, so both steps are known to be valid:
+        the primitives directly, without reshape's and expand's checks (a step broadcasts often)."""
+        x = self
+        if len(shape) != x.ndim:
+            x = x._apply(F.Reshape, shape=(1,) * (len(shape) - x.ndim) + x.shape)
+        return x if x.shape == shape else x._apply(F.Expand, shape=shape)
 
     # --8<-- [end:broadcast]
     def _axis(self, axis: int, op: str, ndim: int | None = None) -> int:
