@@ -116,8 +116,8 @@ def graph_structure(outs: list[LazyBuffer], fuse: bool) -> _Structure:
             found = places[id(base)] = -len(leaves)
         return found
 
-    nodes = tuple((b.op, _arg_key(b.arg), b.dtype, b.device, b.st,
-                   tuple((place(s.base), s.st) for s in b.srcs)) for b in bases)
+    nodes = tuple([(b.op, _arg_key(b.arg), b.dtype, b.device, b.st,
+                    tuple([(place(s.base), s.st) for s in b.srcs])) for b in bases])
     outputs = tuple(place(out.base) for out in outs)
     memory = tuple((b.device, b.dtype, b.st, b.op is LoadOps.CONST, const_key(b.arg) if b.op is LoadOps.CONST
                     else None) for b in leaves)
@@ -127,6 +127,8 @@ def graph_structure(outs: list[LazyBuffer], fuse: bool) -> _Structure:
 
 def _arg_key(arg: Any) -> Any:
     """An op's argument as the scheduler sees it: host data is just "host data" (copied at run time)."""
+    if arg is None or type(arg) is tuple:  # most nodes: no argument, or reduce axes
+        return arg
     return "host data" if isinstance(arg, np.ndarray) else const_key(arg)
 
 
