@@ -301,9 +301,13 @@ class Tensor(CreationMixin, ElementwiseMixin, RoundingMixin, ActivationMixin, Re
                 raise DeviceError(f"{op}: tensors are on different devices ({self.device} and "
                                   f"{other.device}); "
                                   f"move one with .to({self.device!r})")
-            dtype = result_type(self._operand(), other._operand())
+            # (one dtype promotes to itself, whatever the ranks: the usual case, answered first)
+            same = other.dtype == self.dtype
+            dtype = self.dtype if same else result_type(self._operand(), other._operand())
         elif isinstance(other, (bool, int, float)):
-            dtype = result_type(self._operand(), (scalar_dtype(other), "scalar"))
+            # (a float tensor keeps its dtype with any Python number: the usual case, answered first)
+            floats = self.dtype.is_float
+            dtype = self.dtype if floats else result_type(self._operand(), (scalar_dtype(other), "scalar"))
         else:
             raise TypeError(f"{op}: unsupported operand type {type(other).__name__}; expected a Tensor or a "
                             "Python number")
