@@ -8,11 +8,14 @@ Run: .venv/bin/python bench/bench_eager.py [--quick]      (not a test; prints ta
    Then chapter 09's Transformer block (dim 48, 4 heads, batch 64 x 11 positions): forward, a
    mean-square loss, backward and AdamW, eager and under TinyJit, against the same block in PyTorch.
 2. matmul 256x256 end to end, `(a @ b).numpy()` on inputs in memory, against numpy's `a @ b`.
-3. Where the eager step's time goes: building the graph (Tensor ops, autograd, the optimizer's
-   update), scheduling (with the cache: computing the graph's key and a lookup), the realizer's
-   own Python (programs looked up, buffers allocated, counters), the copies assign makes of a
-   weight that a graph still lazy reads (here the loss, realized after the update, and the
-   gradients' graphs, which `p.grad` keeps), and the kernels themselves.
+3. Where an eager step's time goes, for the MLP step and the Transformer block step: building the
+   graph (Tensor ops, autograd, the optimizer's update), scheduling with the cache (computing the
+   graph's key, then the lookup and putting this graph's nodes into the cached kernels), the
+   realizer's own Python (programs looked up, buffers allocated, counters), the copies assign
+   makes of a weight that a graph still lazy reads (here the loss, realized after the update, and
+   the gradients' graphs, which `p.grad` keeps), launching (the Python between the realizer and
+   each compiled function: its arguments, the ctypes call) and the kernels themselves. CPU time of
+   this thread beside wall time: on a busy machine the wall time also counts waiting for a core.
 4. First-call latency: chapter 08's CNN step in a fresh process with an empty compile cache (a
    temporary TINYEDU_CACHE), its kernels lowered ahead on COMPILE_THREADS threads or one by one.
 
@@ -39,18 +42,16 @@ from timing import QUICK, load, median_time, peer_note, tinygrad, torch
 from tinyedu import Tensor, TinyJit
 from tinyedu.core.helpers import GlobalCounters
 from tinyedu.engine import assign as assign_module
-from tinyedu.engine import realize
+from tinyedu.engine import realize, schedule_cache
 from tinyedu.engine.schedule_cache import schedules
 from tinyedu.models.transformer import Block
 from tinyedu.nn import Linear
 from tinyedu.nn.optim import SGD, AdamW
 from tinyedu.nn.state import get_parameters
 from tinyedu.runtime.device import thread_count
+from tinyedu.runtime.ops_c import CProgram
 
 STEPS = 10 if QUICK else 40
-
-
-
 
 
 def with_env(name: str, value: str, run: Callable[[], float]) -> float:
@@ -139,7 +140,7 @@ def tinygrad_mlp_step() -> Callable[[], object]:
 
 
 def mlp_table() -> None:
-    print("\n== eager MLP 784-256-10 SGD step, batch 128 (no TinyJit)")
+    print(f"\n== eager MLP 784-256-10 SGD step, batch 128 (no TinyJit) [{load()}]")
     step = tinyedu_mlp_step()
     cached = median_time(step, STEPS)
     uncached = with_env("SCHEDULE_CACHE", "0", lambda: median_time(step, STEPS))
@@ -231,7 +232,7 @@ def block_table() -> None:
 
 # ---- 2. matmul 256x256 end to end ----
 def matmul_table() -> None:
-    print("\n== matmul 256x256 end to end: (a @ b).numpy() on inputs already in memory")
+    print(f"\n== matmul 256x256 end to end: (a @ b).numpy() on inputs already in memory [{load()}]")
     rng = np.random.default_rng(0)
     a_np, b_np = (rng.standard_normal((256, 256)).astype(np.float32) for _ in range(2))
     a, b = Tensor(a_np).realize(), Tensor(b_np).realize()
@@ -281,33 +282,64 @@ class Stopwatch:
             setattr(owner, name, function)
 
 
-def breakdown() -> None:
-    print("\n== where an eager MLP step's time goes (schedule cache on)")
-    step = tinyedu_mlp_step()
+def breakdown(name: str, make_step: Callable[[], Callable[[], Tensor]]) -> None:
+    print(f"\n== where an eager {name} step's time goes (schedule cache on) [{load()}]")
+    step = make_step()
     median_time(step, 3)
     watch = Stopwatch()
     watch.wrap(schedules, "schedule", "schedule")
+    watch.wrap(schedule_cache, "graph_structure", "key")
     for owner in (realize, assign_module):
         watch.wrap(owner, "run_schedule", "run")
     watch.wrap(assign_module, "snapshot_for_pending_readers", "snapshots")
+    kernels = Kernels()
     GlobalCounters.reset()
-    start = time.perf_counter()
-    for _ in range(STEPS):
-        step()
-    total = (time.perf_counter() - start) / STEPS
+    cpu, start = time.thread_time(), time.perf_counter()
+    with kernels:
+        for _ in range(STEPS):
+            step()
+    total, cpu = (time.perf_counter() - start) / STEPS, (time.thread_time() - cpu) / STEPS
+    watch.restore()
     parts = {key: value / STEPS for key, value in watch.seconds.items()}
-    kernels = GlobalCounters.time_sum_s / STEPS
+    around_kernels = GlobalCounters.time_sum_s / STEPS  # the realizer's timer around each program
+    kernel_s, launch_s = kernels.seconds / STEPS, around_kernels - kernels.seconds / STEPS
     snapshots = parts.get("snapshots", 0.0)
     rows = {"build the graph (Tensor ops, autograd, optimizer)":
             total - parts["schedule"] - parts["run"] - snapshots,
-            "schedule (the graph's key, a cache lookup)": parts["schedule"],
-            "realizer's Python (lookups, buffers, counters)": parts["run"] - kernels,
+            "schedule: the graph's key (a walk of the graph)": parts["key"],
+            "schedule: lookup, this graph's nodes into the kernels": parts["schedule"] - parts["key"],
+            "realizer's Python (lookups, buffers, counters)": parts["run"] - around_kernels,
             "assign's snapshots for pending readers": snapshots,
-            "kernels": kernels}
-    for name, seconds in rows.items():
-        print(f"{name:52s} {seconds * 1e3:7.2f} ms  {seconds / total * 100:5.1f}%")
-    print(f"{'the step (timed with the stopwatches in place)':52s} {total * 1e3:7.2f} ms")
-    watch.restore()
+            "launching (arguments, the ctypes call)": launch_s,
+            f"kernels ({kernels.calls // STEPS} a step)": kernel_s}
+    for label, seconds in rows.items():
+        print(f"{label:56s} {seconds * 1e3:7.2f} ms  {seconds / total * 100:5.1f}%")
+    print(f"{'the step (timed with the stopwatches in place)':56s} {total * 1e3:7.2f} ms  "
+          f"(CPU time of this thread: {cpu * 1e3:.2f} ms)")
+
+
+class Kernels:
+    """Times the compiled functions themselves: while installed, every C program's function is called
+    through a timer (what is left of the realizer's time around a kernel is launching)."""
+
+    def __init__(self) -> None:
+        self.seconds, self.calls = 0.0, 0
+        self.original = CProgram.function
+
+    def __enter__(self) -> None:
+        def timed_function(program: CProgram) -> Callable[..., None]:
+            function = self.original.fget(program)
+
+            def call(*args: object) -> None:
+                begin = time.perf_counter()
+                function(*args)
+                self.seconds += time.perf_counter() - begin
+                self.calls += 1
+            return call
+        CProgram.function = property(timed_function)
+
+    def __exit__(self, *exc: object) -> None:
+        CProgram.function = self.original
 
 
 # ---- 4. first-call latency ----
@@ -365,5 +397,6 @@ if __name__ == "__main__":
     mlp_table()
     block_table()
     matmul_table()
-    breakdown()
+    breakdown("MLP", tinyedu_mlp_step)
+    breakdown("Transformer block", tinyedu_block_step)
     first_call_table()

@@ -71,8 +71,9 @@ class LazyBuffer:
             # Which version of each source's memory this computation was planned on (see assign).
             self.src_versions = _versions(srcs)
             for src in srcs:
-                if src.base.realized is not None:
-                    _register_reader(src.base.realized, self)
+                realized = (src._base or src).realized  # (src.base, without a property call: a hot path)
+                if realized is not None:
+                    _register_reader(realized, self)
         else:
             assert base.base is base, "a view must point at a base, not at another view"
 
@@ -396,7 +397,8 @@ def pending_readers(buffer: Any) -> list[LazyBuffer]:
 
 def _versions(srcs: tuple[LazyBuffer, ...]) -> tuple[int | None, ...]:
     """The write count of each source's memory (None for a source not in memory yet)."""
-    return tuple(None if s.base.realized is None else s.base.realized.version for s in srcs)
+    buffers = [(s._base or s).realized for s in srcs]  # (s.base, without a property call: a hot path)
+    return tuple([None if b is None else b.version for b in buffers])
 
 
 @memoized
@@ -414,8 +416,9 @@ def _scalar_as(key: Any, value: float | int | bool, dtype: DType) -> float | int
 # --8<-- [start:fold]
 def _constant(x: LazyBuffer) -> float | int | bool | None:
     """The value of an unpadded constant (padding would make some elements 0)."""
-    if x.is_const() and all(v.mask is None for v in x.st.views):
-        return x.base.arg
+    base = x._base or x  # (x.base, without a property call: a hot path)
+    if base.op is LoadOps.CONST and all(v.mask is None for v in x.st.views):
+        return base.arg
     return None
 
 
@@ -436,16 +439,20 @@ def _fold_constants(op: Any, operands: tuple[LazyBuffer, ...], dtype: DType) -> 
     if op is UnaryOps.CAST:
         value = _constant(operands[0])
         return None if value is None else LazyBuffer.full(value, operands[0].shape, dtype, operands[0].device)
-    identity = {BinaryOps.ADD: -0.0 if dtype.is_float else 0, BinaryOps.SUB: 0.0 if dtype.is_float else 0,
-                BinaryOps.MUL: 1, BinaryOps.DIV: 1}.get(op)
-    if identity is None or len(operands) != 2:
+    if op not in _IDENTITIES or len(operands) != 2:  # (most ops: answered before any other work)
         return None
+    identity = _IDENTITIES[op][0 if dtype.is_float else 1]
     (x, y), (cx, cy) = operands, (_constant(operands[0]), _constant(operands[1]))
     if cy is not None and _is(cy, identity) and x.dtype == dtype:
         return x
     if cx is not None and _is(cx, identity) and op in (BinaryOps.ADD, BinaryOps.MUL) and y.dtype == dtype:
         return y
     return None
+
+
+# the identity of each op that _fold_constants folds: (for floats, for ints and bools)
+_IDENTITIES = {BinaryOps.ADD: (-0.0, 0), BinaryOps.SUB: (0.0, 0),
+               BinaryOps.MUL: (1, 1), BinaryOps.DIV: (1, 1)}
 
 
 def _is(value: float | int | bool, identity: float | int) -> bool:

@@ -22,7 +22,7 @@ import tinyedu.core.function as F
 import tinyedu.function_extra as FX
 from tinyedu.core.dtype import DType, cast_array, check_fits, dtypes, from_storage, result_type, scalar_dtype
 from tinyedu.core.errors import DeviceError, DTypeError, ShapeError
-from tinyedu.core.helpers import postorder, prod
+from tinyedu.core.helpers import prod
 from tinyedu.lazy import LazyBuffer, engine
 from tinyedu.multi.lazy import MultiLazyBuffer, full
 from tinyedu.tensor_api.activations import ActivationMixin
@@ -200,7 +200,7 @@ class Tensor(CreationMixin, ElementwiseMixin, RoundingMixin, ActivationMixin, Re
         ctx = function(needs)
         for counts in count_primitives.active:
             counts[function.__name__] += 1
-        out = Tensor(ctx.forward(*[t.lazydata for t in inputs], **kwargs), device=self.device)
+        out = Tensor._wrap(ctx.forward(*[t.lazydata for t in inputs], **kwargs))
         # Only floats carry gradients (as in PyTorch): a comparison or an int cast ends the graph.
         if any(needs) and out.dtype.is_float:
             out.requires_grad, out._ctx, out._parents = True, ctx, inputs
@@ -208,12 +208,35 @@ class Tensor(CreationMixin, ElementwiseMixin, RoundingMixin, ActivationMixin, Re
         return out
 
     # --8<-- [end:apply]
+    @staticmethod
+    def _wrap(lazydata: "LazyBuffer | MultiLazyBuffer") -> "Tensor":
+        """A Tensor over an op's result: what Tensor(lazydata, device=lazydata.device) makes, without
+        its checks (the device is already canonical, the dtype already right). An eager step makes
+        about a hundred of these, so the checks would cost more than the rest of it."""
+        out = Tensor.__new__(Tensor)
+        out.lazydata, out.grad, out._ctx, out._parents = lazydata, None, None, ()
+        out._backward_done, out.requires_grad = False, False
+        return out
+
     # --8<-- [start:backward]
     def _graph_order(self) -> list["Tensor"]:
         """Tensors from self back to the leaves, each after all its users: the forward order reversed."""
-        def inputs_with_grad(t: Tensor) -> list[Tensor]:
-            return [p for p in reversed(t._parents) if p._ctx is not None or p.requires_grad]
-        return postorder([self], inputs_with_grad)[::-1]
+        # postorder (tinyedu/core/helpers.py) with children = the inputs that take part, last input
+        # first, walked with a stack of iterators: every backward() walks its whole graph
+        order: list[Tensor] = []
+        seen = {id(self)}
+        stack = [(self, reversed(self._parents))]
+        while stack:
+            node, parents = stack[-1]
+            for p in parents:
+                if (p._ctx is not None or p.requires_grad) and id(p) not in seen:
+                    seen.add(id(p))
+                    stack.append((p, reversed(p._parents)))
+                    break
+            else:  # every input is done
+                stack.pop()
+                order.append(node)
+        return order[::-1]
 
     def backward(self, gradient: "Tensor | None" = None, retain_graph: bool = False) -> "Tensor":
         """Fill `.grad` of every leaf that requires a gradient, adding to what is there (like PyTorch).
@@ -278,17 +301,25 @@ class Tensor(CreationMixin, ElementwiseMixin, RoundingMixin, ActivationMixin, Re
                 raise DeviceError(f"{op}: tensors are on different devices ({self.device} and "
                                   f"{other.device}); "
                                   f"move one with .to({self.device!r})")
-            dtype = result_type(self._operand(), other._operand())
+            # (one dtype promotes to itself, whatever the ranks: the usual case, answered first)
+            same = other.dtype == self.dtype
+            dtype = self.dtype if same else result_type(self._operand(), other._operand())
         elif isinstance(other, (bool, int, float)):
-            dtype = result_type(self._operand(), (scalar_dtype(other), "scalar"))
+            # (a float tensor keeps its dtype with any Python number: the usual case, answered first)
+            floats = self.dtype.is_float
+            dtype = self.dtype if floats else result_type(self._operand(), (scalar_dtype(other), "scalar"))
         else:
             raise TypeError(f"{op}: unsupported operand type {type(other).__name__}; expected a Tensor or a "
                             "Python number")
-        x, y = self._to_tensor(self, dtype) if match_dtype else self, self._to_tensor(other, dtype)
+        x = self._to_tensor(self, dtype) if match_dtype else self
+        if not isinstance(other, Tensor):  # a number: a constant of x's shape at once (free views)
+            y = Tensor._wrap(full(other, x.shape, dtype, self.device))
+            return (y, x) if reverse else (x, y)
+        y = self._to_tensor(other, dtype)
         if reverse:
             x, y = y, x
         shape = broadcast_shape(x.shape, y.shape, op=op)
-        return x._broadcast_to(shape), y._broadcast_to(shape)
+        return x._expanded_to(shape), y._expanded_to(shape)
 
     def _operand(self) -> tuple[DType, str]:
         """How this tensor takes part in type promotion: a zero-dim tensor ranks below one with
@@ -300,6 +331,14 @@ class Tensor(CreationMixin, ElementwiseMixin, RoundingMixin, ActivationMixin, Re
             return self
         padded = (1,) * (len(shape) - self.ndim) + self.shape
         return self.reshape(padded).expand(shape)
+
+    def _expanded_to(self, shape: tuple[int, ...]) -> "Tensor":
+        """_broadcast_to for a shape that broadcast_shape gave, so both steps are known to be valid:
+        the primitives directly, without reshape's and expand's checks (a step broadcasts often)."""
+        x = self
+        if len(shape) != x.ndim:
+            x = x._apply(F.Reshape, shape=(1,) * (len(shape) - x.ndim) + x.shape)
+        return x if x.shape == shape else x._apply(F.Expand, shape=shape)
 
     # --8<-- [end:broadcast]
     def _axis(self, axis: int, op: str, ndim: int | None = None) -> int:

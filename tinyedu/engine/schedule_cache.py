@@ -27,7 +27,7 @@ Turn the cache off with SCHEDULE_CACHE=0 (the tests compare both ways).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -74,10 +74,24 @@ class ScheduleCache:
     def __init__(self) -> None:
         self.cache: dict[tuple, list[_Planned]] = {}
         self.hits = self.misses = 0
+        self.asts: dict[LazyOp, LazyOp] = {}  # one object per distinct kernel AST (see _shared_ast)
+
+    def _shared_ast(self, item: ScheduleItem) -> ScheduleItem:
+        """`item` with the AST object an equal kernel of an earlier structure had.
+
+        A training step's first graphs differ from the later ones (no momentum yet, say), yet most
+        of their kernels are the same. The realizer finds a kernel's program by its AST; when it is
+        the very object the program was made for, the lookup stops at `is`, where an equal copy
+        would be compared node by node, every step (a Transformer block step spent ~1 ms on it)."""
+        if isinstance(item.ast.op, LoadOps):
+            return item
+        ast = self.asts.setdefault(item.ast, item.ast)
+        return item if ast is item.ast else replace(item, ast=ast)
 
     def cache_clear(self) -> None:
         """Forget every schedule (tinyedu.exercises.hooks.clear_caches calls this when a piece is plugged)."""
         self.cache.clear()
+        self.asts.clear()
 
     def schedule(self, outs: list[LazyBuffer]) -> list[ScheduleItem]:
         """The schedule of `outs`: create_schedule's, from the cache when the structure was seen."""
@@ -93,9 +107,10 @@ class ScheduleCache:
             self.hits += 1
             return [_instantiate(p, structure) for p in planned]
         self.misses += 1
-        items = schedule.create_schedule(outs, fuse)
+        items = [self._shared_ast(item) for item in schedule.create_schedule(outs, fuse)]
         if len(self.cache) >= MAX_ENTRIES:
             self.cache.clear()
+            self.asts.clear()
         places = {id(b): k for k, b in enumerate(structure.bases)}
         places.update({id(b): -1 - k for k, b in enumerate(structure.leaves)})
         self.cache[structure.key] = [_plan(item, places) for item in items]
@@ -116,8 +131,8 @@ def graph_structure(outs: list[LazyBuffer], fuse: bool) -> _Structure:
             found = places[id(base)] = -len(leaves)
         return found
 
-    nodes = tuple((b.op, _arg_key(b.arg), b.dtype, b.device, b.st,
-                   tuple((place(s.base), s.st) for s in b.srcs)) for b in bases)
+    nodes = tuple([(b.op, _arg_key(b.arg), b.dtype, b.device, b.st,
+                    tuple([(place(s.base), s.st) for s in b.srcs])) for b in bases])
     outputs = tuple(place(out.base) for out in outs)
     memory = tuple((b.device, b.dtype, b.st, b.op is LoadOps.CONST, const_key(b.arg) if b.op is LoadOps.CONST
                     else None) for b in leaves)
@@ -127,6 +142,8 @@ def graph_structure(outs: list[LazyBuffer], fuse: bool) -> _Structure:
 
 def _arg_key(arg: Any) -> Any:
     """An op's argument as the scheduler sees it: host data is just "host data" (copied at run time)."""
+    if arg is None or type(arg) is tuple:  # most nodes: no argument, or reduce axes
+        return arg
     return "host data" if isinstance(arg, np.ndarray) else const_key(arg)
 
 

@@ -43,8 +43,15 @@ def split_full_reduces(schedule: list[ScheduleItem]) -> list[ScheduleItem]:
     if not getenv("SPLIT_REDUCE", 1):
         return schedule
     out: list[ScheduleItem] = []
+    limits_of: dict[str, GPULimits | None] = {}  # per device, looked up once per schedule
     for item in schedule:
-        limits = None if isinstance(item.ast.op, LoadOps) else Device[item.out.device].limits
+        if isinstance(item.ast.op, LoadOps):
+            out.append(item)
+            continue
+        device = item.out.device
+        if device not in limits_of:
+            limits_of[device] = Device[device].limits
+        limits = limits_of[device]
         out.extend(two_stages(item, limits) if limits is not None else [item])
     return out
 

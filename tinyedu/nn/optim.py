@@ -158,18 +158,35 @@ class Adam(Optimizer):
         self.b1_t = Tensor(np.array(1.0, dtype=np.float32), device=device).realize()  # beta1^t, t steps done
         self.b2_t = Tensor(np.array(1.0, dtype=np.float32), device=device).realize()
 
+    def step(self) -> None:
+        self._factors = None  # this step's shared factors, made by the first update (see factors())
+        try:
+            super().step()
+        finally:
+            self._factors = None
+
+    def factors(self) -> tuple[Tensor, Tensor, Tensor | None]:
+        """What every parameter's update shares: lr / (1 - beta1^t), sqrt(1 - beta2^t) and AdamW's
+        1 - lr * weight_decay (beta^t: this step's, the nodes step_state assigns). Made once a step:
+        the graph would be the same per parameter anyway (equal nodes are shared), but building it
+        twelve times is Python time."""
+        if getattr(self, "_factors", None) is None:
+            b1_t, b2_t = self.b1_t * self.b1, self.b2_t * self.b2
+            shrink = 1 - self.lr * self.weight_decay if self.weight_decay and self.decoupled else None
+            self._factors = (self.lr / (1 - b1_t), (1 - b2_t).sqrt(), shrink)
+        return self._factors
+
     def update(self, p: Tensor, g: Tensor) -> list[tuple[Tensor, Tensor]]:
+        step_size, root_b2, shrink = self.factors()
         new_p = p
-        if self.weight_decay and self.decoupled:
-            new_p = p * (1 - self.lr * self.weight_decay)
+        if shrink is not None:
+            new_p = p * shrink
         elif self.weight_decay:
             g = g + self.weight_decay * p
         m, v = self.m[id(p)], self.v[id(p)]
         new_m = m + (1 - self.b1) * (g - m)  # = beta1 * m + (1 - beta1) * g, rounded as torch's lerp_
         new_v = self.b2 * v + (1 - self.b2) * g * g
-        b1_t, b2_t = self.b1_t * self.b1, self.b2_t * self.b2  # this step's beta^t (step_state's nodes)
-        step_size = self.lr / (1 - b1_t)
-        denominator = new_v.sqrt() / (1 - b2_t).sqrt() + self.eps
+        denominator = new_v.sqrt() / root_b2 + self.eps
         return [(p, new_p - step_size * (new_m / denominator)), (m, new_m), (v, new_v)]
 
     def step_state(self) -> list[tuple[Tensor, Tensor]]:

@@ -304,7 +304,7 @@ class ElementwiseMixin:
         else:
             y, x = y._broadcasted(x, "where")
         shape = broadcast_shape(cond.shape, x.shape, op="where")
-        return cond._broadcast_to(shape)._apply(F.Where, x._broadcast_to(shape), y._broadcast_to(shape))
+        return cond._expanded_to(shape)._apply(F.Where, x._expanded_to(shape), y._expanded_to(shape))
 
     # ---- logical and bitwise ----
     def logical_and(self: TensorLike, other: Operand) -> TensorLike:
