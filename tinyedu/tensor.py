@@ -22,7 +22,7 @@ import tinyedu.core.function as F
 import tinyedu.function_extra as FX
 from tinyedu.core.dtype import DType, cast_array, check_fits, dtypes, from_storage, result_type, scalar_dtype
 from tinyedu.core.errors import DeviceError, DTypeError, ShapeError
-from tinyedu.core.helpers import prod
+from tinyedu.core.helpers import postorder, prod
 from tinyedu.lazy import LazyBuffer, engine
 from tinyedu.multi.lazy import MultiLazyBuffer, full
 from tinyedu.tensor_api.activations import ActivationMixin
@@ -221,22 +221,9 @@ class Tensor(CreationMixin, ElementwiseMixin, RoundingMixin, ActivationMixin, Re
     # --8<-- [start:backward]
     def _graph_order(self) -> list["Tensor"]:
         """Tensors from self back to the leaves, each after all its users: the forward order reversed."""
-        # postorder (tinyedu/core/helpers.py) with children = the inputs that take part, last input
-        # first, walked with a stack of iterators: every backward() walks its whole graph
-        order: list[Tensor] = []
-        seen = {id(self)}
-        stack = [(self, reversed(self._parents))]
-        while stack:
-            node, parents = stack[-1]
-            for p in parents:
-                if (p._ctx is not None or p.requires_grad) and id(p) not in seen:
-                    seen.add(id(p))
-                    stack.append((p, reversed(p._parents)))
-                    break
-            else:  # every input is done
-                stack.pop()
-                order.append(node)
-        return order[::-1]
+        def inputs_with_grad(t: Tensor) -> list[Tensor]:
+            return [p for p in reversed(t._parents) if p._ctx is not None or p.requires_grad]
+        return postorder([self], inputs_with_grad)[::-1]
 
     def backward(self, gradient: "Tensor | None" = None, retain_graph: bool = False) -> "Tensor":
         """Fill `.grad` of every leaf that requires a gradient, adding to what is there (like PyTorch).

@@ -1,16 +1,13 @@
 """The shortcuts an eager step takes must give what the plain way gives.
 
-The scheduler's and backward()'s graph walks are written out for speed: they must list the nodes in
-the order of the library's one generic walk (postorder). A number operand becomes a constant of the
-other operand's shape at once, and equal kernels of two graph structures share one AST object.
+A number operand becomes a constant of the other operand's shape at once, and equal kernels of two
+graph structures share one AST object.
 """
 
 import numpy as np
 
 from tinyedu import Tensor, count_primitives, dtypes
-from tinyedu.core.helpers import postorder
 from tinyedu.core.ops import LoadOps
-from tinyedu.engine import schedule
 from tinyedu.engine.schedule_cache import ScheduleCache
 from tinyedu.models.transformer import Block
 
@@ -19,27 +16,6 @@ def _block_loss() -> Tensor:
     Tensor.manual_seed(0)
     x = Tensor(np.random.default_rng(0).standard_normal((2, 5, 16)).astype(np.float32), requires_grad=True)
     return Block(16, 2)(x).square().mean()
-
-
-def test_backward_walks_the_graph_in_postorder():
-    loss = _block_loss()
-
-    def inputs_with_grad(t: Tensor) -> list[Tensor]:
-        return [p for p in reversed(t._parents) if p._ctx is not None or p.requires_grad]
-
-    assert loss._graph_order() == postorder([loss], inputs_with_grad)[::-1]
-
-
-def test_scheduler_walks_the_graph_in_postorder():
-    loss = _block_loss().backward()
-    shared = Tensor.ones(2, 5, 16) * 3  # two outputs that share a node, one of them a view
-    outs = [loss.lazydata, shared.lazydata.reshape((10, 16)), shared.exp().lazydata]
-
-    def unrealized_sources(node):
-        return [src.base for src in node.srcs if src.base.realized is None]
-
-    roots = [out.base for out in outs if out.base.realized is None]
-    assert schedule.bases_to_run(outs) == postorder(roots, unrealized_sources)
 
 
 def test_a_number_operand_is_a_constant_of_the_other_shape():

@@ -129,31 +129,12 @@ def leaf_shape(ast: LazyOp) -> tuple[int, ...]:
 
 # ---- step 1: the lazy graph, sources first ----
 def bases_to_run(outs: list[LazyBuffer]) -> list[LazyBuffer]:
-    """Unrealized bases the outputs depend on, sources before users.
-
-    The order is postorder's (tinyedu/core/helpers.py) with children = the unrealized sources' bases,
-    but walked here with a stack of iterators: the schedule cache walks every step's graph to compute
-    its key, and the generic walk (a callback per node, a tuple per edge) took most of that time."""
-    order: list[LazyBuffer] = []
-    seen: set[int] = set()
-    for root in outs:
-        root = root.base
-        if root.realized is not None or id(root) in seen:
-            continue
-        seen.add(id(root))
-        stack = [(root, iter(root.srcs))]
-        while stack:
-            node, srcs = stack[-1]
-            for src in srcs:
-                base = src.base
-                if base.realized is None and id(base) not in seen:
-                    seen.add(id(base))
-                    stack.append((base, iter(base.srcs)))
-                    break
-            else:  # every source is done: the node comes next
-                stack.pop()
-                _check_versions(node)
-                order.append(node)
+    """Unrealized bases the outputs depend on, sources before users."""
+    def unrealized_sources(node: LazyBuffer) -> list[LazyBuffer]:
+        return [src.base for src in node.srcs if src.base.realized is None]
+    order = postorder([out.base for out in outs if out.base.realized is None], unrealized_sources)
+    for node in order:
+        _check_versions(node)
     return order
 
 
