@@ -69,15 +69,19 @@ def test_a_coalesced_copy_and_a_transposing_one():
 
 
 def test_a_tile_copied_down_its_columns_gets_padded_rows():
-    """A 16 x 16 tile copied column by column (the warp's lane l writes row l % 16, column l // 16):
-    row-major, the 16 rows of a column are words 0, 16, 32, ... in banks 0 and 16 only, 8 words each:
-    8 passes. Rows padded to 17 words still put lanes 15 and 16 in one bank (15 * 17 = 255, 256);
-    padded to 18, a column's words are the 16 even banks and the next column's the odd ones."""
-    assert tile_layout([16, 16], [1, 0], [16, 16], 256) == [18, 1, 16 * 18]
-    assert tile_layout([16, 16], [0, 1], [16, 16], 256) == [16, 1, 256]  # copied along its rows: as it is
+    """A 16 x 16 tile copied column by column, a sector (8 floats) of each of 4 columns per warp
+    (lane l writes row l % 8, column l // 8): row-major, rows 16 words apart put rows r and r + 2 in
+    one bank (4 passes); padded to 17 or 18 words some rows still meet; padded to 20, the warp's 32
+    words are in 32 banks. Copied along its rows it stays as it is."""
+    down = [(0, 2, 8), (1, 16, 1), (0, 8, 1)]  # (axis, size, scale): a sector of rows, a column, a row
+    assert tile_layout([16, 16], down, 256, vector=False) == [20, 1, 16 * 20]
+    assert tile_layout([16, 16], [(0, 16, 1), (1, 16, 1)], 256, vector=False) == [16, 1, 256]
     lanes = np.arange(32)
-    assert bank_passes(lanes, lanes % 16 * 16 + lanes // 16, 4) == (1, 7)
-    assert bank_passes(lanes, lanes % 16 * 18 + lanes // 16, 4) == (1, 0)
+    assert bank_passes(lanes, lanes % 8 * 16 + lanes // 8, 4) == (1, 3)
+    assert bank_passes(lanes, lanes % 8 * 20 + lanes // 8, 4) == (1, 0)
+    # rows read as float4 (a register block): only paddings that keep them aligned, 0 or 4
+    assert tile_layout([16, 16, 4], [(0, 2, 8), (1, 16, 1), (2, 4, 1), (0, 8, 1)], 256, vector=True) == \
+        [68, 4, 1, 16 * 68]
 
 
 def test_the_tiled_matmul_has_no_bank_conflicts():
@@ -94,6 +98,29 @@ def test_the_tiled_matmul_has_no_bank_conflicts():
     assert traffic.barriers == 4 * 2 * 3
     assert traffic.idle_steps == 0
     assert traffic.sectors_per_request == 4.0  # every global load and store coalesced
+
+
+def test_the_register_blocked_matmul_reads_float4s_without_bank_conflicts():
+    """The heuristics' plan for a large matmul (4 x 4 outputs per thread, 16-wide shared tiles), at
+    n = 128: the A tile is stored transposed with rows of 64 + 4 floats, B as it is, so every read
+    of a thread's 4 rows or 4 columns is one aligned float4 and no access has a bank conflict; every
+    sector moved is fully used (the copies read 4 sectors per warp, the float4 stores 16)."""
+    a = np.random.default_rng(0).standard_normal((128, 128)).astype(np.float32)
+    b = np.random.default_rng(1).standard_normal((128, 128)).astype(np.float32)
+    opts = [Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.UPCAST, 1, 4), Opt(OptOps.GLOBAL, 0, 0),
+            Opt(OptOps.GLOBAL, 1, 0), Opt(OptOps.LOCAL, 0, 16), Opt(OptOps.LOCAL, 1, 16),
+            Opt(OptOps.TILE, 4, 16), Opt(OptOps.PACK, 5, 1), Opt(OptOps.PACK, 5, 2)]
+    traffic, out = counts(Tensor(a) @ Tensor(b), opts, a, b)
+    np.testing.assert_allclose(out.reshape(128, 128), a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+    assert traffic.bank_conflicts == 0
+    workgroups, tiles = 4, 8
+    # per tile, each of 256 threads copies 4 elements of each tile (8 warps x 4 rounds x 2 tiles of
+    # scalar stores) and reads 16 float4s of each (8 warps x 16 x 2): 64 + 256 shared requests
+    assert traffic.shared_requests == workgroups * tiles * (64 + 256)
+    assert traffic.efficiency == 1.0
+    # global: the copies' loads 4 sectors per warp, the 4 float4 stores of the 16 outputs 16
+    assert traffic.global_requests == workgroups * (tiles * 64 + 8 * 4)
+    assert traffic.global_sectors == workgroups * (tiles * 64 * 4 + 8 * 4 * 16)
 
 
 def test_a_group_reduce_leaves_threads_idle_while_one_combines():

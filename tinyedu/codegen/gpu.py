@@ -46,6 +46,7 @@ from tinyedu.core.uops import UOp, UOpBuilder, UOps, lowest_value
 from tinyedu.shape import Node, NumNode, ShapeTracker, Variable, View, strides_for_shape
 
 WARP, BANKS = 32, 32  # threads that access shared memory together; 4-byte banks of shared memory
+SECTOR = 32           # bytes of global memory moved at once
 Load = Callable[[UOp, Node, Node, DType, int], Any]  # the linearizer's load(buffer, index, valid, ...)
 
 
@@ -121,8 +122,12 @@ def stage_tile(k: Kernel, b: UOpBuilder, loops: dict[str, UOp], position: int, a
     count = prod(k.full_shape[a] for a in threads)
     memory = st.real_strides(ignore_valid=True)  # walk the tile in memory order: the smallest stride last
     order = sorted(tile, key=lambda a: -abs(memory[a]) if memory[a] is not None else 0)
-    order_sizes = [k.full_shape[a] for a in order]
-    layout = tile_layout(sizes, [tile.index(a) for a in order], order_sizes, count)
+    placed = layout_order(k, tile)  # the tile's axes as shared memory holds them, slowest first
+    walk = copy_walk(order, [k.full_shape[a] for a in order], max(buf.dtype.itemsize, 1),
+                     transposed=order[-1] != placed[-1])
+    vector = placed[-1] in k.axes_of(AxisKind.UPCAST) and k.full_shape[placed[-1]] % 4 == 0
+    pieces = [(placed.index(a), n, scale) for a, n, scale in walk]
+    layout = tile_layout([k.full_shape[a] for a in placed], pieces, count, vector)
     shared = b.define_shared(layout[-1], buf.dtype)
     element: Node = NumNode(0)
     for a in threads:  # this thread's number in the workgroup, row-major
@@ -132,8 +137,9 @@ def stage_tile(k: Kernel, b: UOpBuilder, loops: dict[str, UOp], position: int, a
         name = f"s{position}idx"
         loops[name] = b.open_range(name, rounds)
         element = element + Variable(name, 0, rounds - 1) * count
-    coords = {a: (element // stride) % size
-              for a, size, stride in zip(order, order_sizes, strides_for_shape(order_sizes), strict=True)}
+    coords: dict[int, Node] = {}
+    for (a, size, scale), stride in zip(walk, strides_for_shape([n for _, n, _ in walk]), strict=True):
+        coords[a] = coords.get(a, NumNode(0)) + (element // stride) % size * scale
     idxs: list[Node] = []
     for a, size in enumerate(st.shape):
         if size > 1 and a in coords:
@@ -148,7 +154,7 @@ def stage_tile(k: Kernel, b: UOpBuilder, loops: dict[str, UOp], position: int, a
         valid = Node.ands([valid, element < prod(sizes)])
         b.open_if(_uop(b, loops, element < prod(sizes)))
     value = load(source, index, valid, buf.dtype, 1)
-    strides = dict(zip(tile, layout[:-1], strict=True))
+    strides = dict(zip(placed, layout[:-1], strict=True))
     where = Node.sum([coords[a] * strides[a] for a in tile])
     b.emit(UOps.STORE, None, (shared, _uop(b, loops, where), value), hoist=False)
     if not exact:
@@ -161,24 +167,52 @@ def stage_tile(k: Kernel, b: UOpBuilder, loops: dict[str, UOp], position: int, a
 # --8<-- [end:stage-tile]
 
 
-def tile_layout(sizes: list[int], order: list[int], order_sizes: list[int], threads: int) -> list[int]:
-    """The strides of a shared tile (its axes `sizes`, row-major) and its size in elements (last):
-    its rows padded by 0, 1 or 2 unused elements, whichever gives the first warp's copy into it the
-    fewest bank conflicts (the least padding among equals).
+def copy_walk(order: list[int], sizes: list[int], itemsize: int,
+              transposed: bool) -> list[tuple[int, int, int]]:
+    """The order in which a workgroup's threads copy a tile: (axis, size, scale) pieces, slowest
+    first; thread t copies element t of that walk. It is the global buffer's memory order (`order`,
+    slowest first: neighbouring threads read neighbouring memory), except in a tile stored the other
+    way round (`transposed`), where a contiguous axis longer than a 32-byte sector is walked a sector
+    at a time (its sectors outermost): a warp then reads whole sectors of several rows, which is as
+    coalesced, and its writes down the tile's columns spread over more banks."""
+    run = max(SECTOR // itemsize, 1)
+    *outer, last = zip(order, sizes, strict=True)
+    if transposed and last[1] > run and last[1] % run == 0:
+        return [(last[0], last[1] // run, run), *((a, n, 1) for a, n in outer), (last[0], run, 1)]
+    return [(a, n, 1) for a, n in zip(order, sizes, strict=True)]
 
-    Shared memory is 32 banks of 4-byte words. Threads copy the tile in the global buffer's memory
-    order (`order`: tile axes, slowest first), which can be down the tile's columns: with rows of 16
-    or 64 floats a column sits in a few banks, and the warp's threads wait for each other (the
-    tiled matmul's transposed A tile: 8-way). A padded row shifts the next one by a bank or two."""
+
+def layout_order(k: Kernel, tile: list[int]) -> list[int]:
+    """The tile's axes in shared memory, slowest first: the loops (the reduce tile), then the thread
+    axes, then the UPCAST axes, so that the elements one thread reads together (a register block's
+    4 rows or columns) are neighbours: one aligned float4 (codegen/gpu_vectors.py)."""
+    upcast, threads = k.axes_of(AxisKind.UPCAST), k.axes_of(AxisKind.LOCAL, AxisKind.GROUP)
+    return ([a for a in tile if a not in upcast and a not in threads] + [a for a in tile if a in threads]
+            + [a for a in tile if a in upcast])
+
+
+def tile_layout(sizes: list[int], walk: list[tuple[int, int, int]], threads: int, vector: bool) -> list[int]:
+    """The strides of a shared tile (its axes `sizes`, slowest first) and its size in elements
+    (last): its rows (all but the slowest axis) padded by the number of unused elements, from 0 to
+    4, that gives the first warp's copy into it the fewest bank conflicts (the least padding among
+    equals); with `vector` (rows read 4 at a time) only 0 or 4, which keep rows of float4 aligned.
+
+    Shared memory is 32 banks of 4-byte words. Threads copy the tile in the order `walk` (pieces
+    (axis, size, scale) over the layout's axes, see `copy_walk`), which can be down the tile's
+    columns: with rows of 16 or 64 floats a column sits in a few banks, and the warp's threads wait
+    for each other (the tiled matmul's transposed A tile). A padded row shifts the next one by a few
+    banks."""
     lanes = np.arange(min(WARP, threads, prod(sizes)))
-    walk = strides_for_shape(order_sizes)
-    coords = {axis: lanes // stride % size
-              for axis, size, stride in zip(order, order_sizes, walk, strict=True)}
+    coords = np.zeros((len(sizes), lanes.size), dtype=np.int64)
+    for (axis, size, scale), stride in zip(walk, strides_for_shape([n for _, n, _ in walk]), strict=True):
+        coords[axis] += lanes // stride % size * scale
     best: tuple[int, list[int]] | None = None
-    for pad in (0, 1, 2) if len([n for n in sizes if n > 1]) >= 2 else (0,):
-        padded = [*sizes[:-1], sizes[-1] + pad]
-        layout = [*strides_for_shape(padded)[:-1], 1, prod(padded)]
-        words = np.unique(sum(coords[axis] * layout[axis] for axis in coords))
+    pads = (0,) if len([n for n in sizes if n > 1]) < 2 else (0, 4) if vector else (0, 1, 2, 3, 4)
+    for pad in pads:
+        inner = strides_for_shape(sizes[1:]) if len(sizes) > 1 else []
+        row = prod(sizes[1:]) + pad
+        layout = [row, *inner, row * sizes[0]]
+        words = np.unique(sum(coords[axis] * layout[axis] for axis in range(len(sizes))))
         passes = int(np.bincount(words % BANKS).max())  # the busiest bank's distinct words
         if best is None or passes < best[0]:
             best = (passes, layout)
