@@ -153,3 +153,19 @@ def test_the_register_blocked_matmul_stores_its_rows_4_at_a_time():
     program = lower("GPU", ast_of(Tensor(a) @ Tensor(b)), compile=False)
     assert [o.amount for o in program.opts if o.op is OptOps.UPCAST] == [4, 4]
     assert vector_accesses(program.uops)[0] == ["STORE"] * 4  # 16 outputs: 4 rows of a float4
+
+
+def test_the_register_blocked_matmul_moves_float4s_in_every_language():
+    """The copies into shared memory load float4s, B's tile is stored as float4s, every read of a
+    tile is a float4; in WGSL every array is one of vec4 (A's transposed tile written lane by lane)."""
+    a, b = (RNG.standard_normal((256, 256)).astype(np.float32) for _ in range(2))
+    ast = ast_of(Tensor(a) @ Tensor(b))
+    opencl = lower("GPU", ast, compile=False).source
+    assert opencl.count("vload4(0, data") == 2 and opencl.count("vload4(0, shared") == 2
+    assert opencl.count("vstore4(") == 1 + 4  # B's tile, and the 16 outputs
+    if "WEBGPU" in GPUS:
+        wgsl = lower("WEBGPU", ast, compile=False).source
+        for n in range(3):
+            assert f"data{n}: array<vec4<f32>>;" in wgsl
+        assert "var<workgroup> shared0: array<vec4<f32>, 272>;" in wgsl  # 16 rows of 64 + 4 floats
+        assert "shared0[alu9 / 4][alu9 % 4] = val0.x;" in wgsl

@@ -128,10 +128,10 @@ def combine_vector_accesses(uops: list[UOp]) -> list[UOp]:
         dropped.update(members)
     out: list[UOp] = []
     for i, u in enumerate(uops):
-        out.extend(_remap(n, replaced) for n in before.get(i, []))
-        if i not in dropped:
-            out.append(_remap(u, replaced))
-    return _without_unused(out)
+        for new in [*before.get(i, []), *([] if i in dropped else [u])]:
+            out.append(_remap(new, replaced))
+    # (a VECTORIZE of one vector's lanes in order is that vector, already in the list: once is enough)
+    return _without_unused(list(dict.fromkeys(out)))
 # --8<-- [end:combine]
 
 
@@ -140,7 +140,7 @@ def _without_unused(uops: list[UOp]) -> list[UOp]:
     needed: set[UOp] = set()
     kept = []
     for u in reversed(uops):  # users come after what they use: walk back, keeping what is needed
-        if u in needed or u.op not in (UOps.ALU, UOps.CONST):
+        if u in needed or u.op not in (UOps.ALU, UOps.CONST, UOps.GEP, UOps.VECTORIZE):
             kept.append(u)
             needed.update(u.src)
     return kept[::-1]
@@ -162,8 +162,12 @@ def _remap(u: UOp, replaced: dict[UOp, UOp]) -> UOp:
     if u in replaced:
         return replaced[u]
     src = tuple(replaced.get(s, s) for s in u.src)
-    if src == u.src:
+    if u.op is UOps.VECTORIZE and src[0].op is UOps.GEP and \
+            all(s.op is UOps.GEP and s.arg == n and s.src[0] is src[0].src[0] for n, s in enumerate(src)):
+        new = src[0].src[0]  # the lanes of one vector, in order (a float4 copied as it was loaded)
+    elif src == u.src:
         return u
-    new = UOp(u.op, u.dtype, src, u.arg)
+    else:
+        new = UOp(u.op, u.dtype, src, u.arg)
     replaced[u] = new
     return new

@@ -54,9 +54,11 @@ Numerics, where WGSL's rules differ from numpy's:
   helper, as in C;
 - a gated load is an `if` around the read, so a masked (padded) index never touches memory.
 Vector loads and stores (codegen/gpu_vectors.py: four aligned neighbouring 4-byte elements at once):
-WGSL types an array once, so an array that the kernel only ever reads or writes four at a time is
-declared `array<vec4<f32>>` (element i / 4 of it is elements i..i+3); an array also accessed one
-element at a time stays `array<f32>`, and its vector accesses are written element by element.
+WGSL types an array once, so a buffer that the kernel only ever reads or writes four at a time is
+declared `array<vec4<f32>>` (element i / 4 of it is elements i..i+3); a buffer also accessed one
+element at a time stays `array<f32>`, and its vector accesses are written element by element (its
+size need not be a multiple of 4). A shared array with any vector access is an array of vec4 (its
+size is known), and its single elements are `shared0[i / 4][i % 4]`.
 """
 
 from __future__ import annotations
@@ -173,8 +175,8 @@ class WGSLRenderer(CRenderer):
             if u.op in (UOps.LOAD, UOps.STORE):
                 value = u.dtype if u.op is UOps.LOAD else u.src[2].dtype
                 widths.setdefault(u.src[0], set()).add(is_vector(value))
-        self.vec4_arrays = {a for a, seen in widths.items() if seen == {True} and (
-            a.op is UOps.DEFINE_GLOBAL or (a.op is UOps.DEFINE_SHARED and a.arg[1] % 4 == 0))}
+        self.vec4_arrays = {a for a, seen in widths.items() if (a.op is UOps.DEFINE_GLOBAL and seen == {True})
+                            or (a.op is UOps.DEFINE_SHARED and True in seen and a.arg[1] % 4 == 0)}
 
     # ---- types and literals ----
     def type_name(self, dtype) -> str:
@@ -227,6 +229,12 @@ class WGSLRenderer(CRenderer):
     def is_buffer(self, buffer: UOp) -> bool:
         return buffer.op is UOps.DEFINE_GLOBAL
 
+    def element(self, array: UOp, buffer: str, index: str) -> str:
+        """One element of an array (of scalars, or of vec4: a lane of one of them)."""
+        if array in self.vec4_arrays:
+            return f"{buffer}[{_wrap(index)} / 4][{_wrap(index)} % 4]"
+        return f"{buffer}[{_unwrap(index)}]"
+
     def vector_at(self, u: UOp, buffer: str, index: str) -> tuple[str, list[str]]:
         """How a vector LOAD/STORE `u` reaches elements index..index+3: one element of an array of
         vec4 (the first string), else each element of an array of scalars (the list)."""
@@ -238,7 +246,7 @@ class WGSLRenderer(CRenderer):
 
     def load(self, u: UOp, buffer: str, index: str, gate: str | None = None) -> str:
         name, t = self.new_name("val"), self.type_name(u.dtype)
-        read = f"{buffer}[{_unwrap(index)}]"
+        read = self.element(u.src[0], buffer, index)
         if is_vector(u.dtype):
             whole, lanes = self.vector_at(u, buffer, index)
             read = whole or f"{t}({', '.join(lanes)})"
@@ -265,7 +273,7 @@ class WGSLRenderer(CRenderer):
             return
         if u.src[2].dtype == dtypes.bool and self.is_buffer(u.src[0]):
             value = f"select(0u, 1u, {_unwrap(value)})"
-        self.emit(f"{buffer}[{_unwrap(index)}] = {_unwrap(value)};")
+        self.emit(f"{self.element(u.src[0], buffer, index)} = {_unwrap(value)};")
 
     def gep(self, u: UOp, vector: str) -> str:
         return f"{_wrap(vector)}.{'xyzw'[u.arg]}"
