@@ -6,7 +6,8 @@ ask for together:
 
 - **global memory** moves in 32-byte *sectors*. A warp whose 32 threads read 32 consecutive floats
   touches 4 sectors (128 bytes, every byte used: *coalesced*); if each thread's float is 4 KB from
-  its neighbour's, the warp touches 32 sectors and uses 4 bytes of each 32 it moves;
+  its neighbour's, the warp touches 32 sectors and uses 4 bytes of each 32 it moves. A warp of
+  float4 loads (codegen/gpu_vectors.py) moves 512 bytes with one instruction: 16 sectors, all used;
 - **shared memory** is split into 32 *banks* of 4-byte words (word w is in bank w % 32). A warp is
   served in one pass if no two of its threads want different words of one bank; threads reading the
   same word share it (a broadcast). Otherwise the warp takes as many passes as the busiest bank has
