@@ -169,3 +169,29 @@ def test_the_register_blocked_matmul_moves_float4s_in_every_language():
             assert f"data{n}: array<vec4<f32>>;" in wgsl
         assert "var<workgroup> shared0: array<vec4<f32>, 272>;" in wgsl  # 16 rows of 64 + 4 floats
         assert "shared0[alu9 / 4][alu9 % 4] = val0.x;" in wgsl
+
+
+def test_stores_are_merged_only_when_no_other_store_can_overlap():
+    """Four stores to base + 0..3 become one; a second store to base + 1 between them (which must
+    stay the last write there) or a load of the array between them keeps them apart."""
+    from tinyedu.codegen.gpu_vectors import combine_vector_accesses
+
+    out = UOp(UOps.DEFINE_GLOBAL, dtypes.float32, (), 0)
+    lid = UOp(UOps.SPECIAL, dtypes.int32, (), ("lid0", 8))
+    base = UOp(UOps.ALU, dtypes.int32, (lid, UOp(UOps.CONST, dtypes.int32, (), 4)), BinaryOps.MUL)
+    at = [base] + [UOp(UOps.ALU, dtypes.int32, (base, UOp(UOps.CONST, dtypes.int32, (), n)), BinaryOps.ADD)
+                   for n in (1, 2, 3)]
+    value = UOp(UOps.CONST, dtypes.float32, (), 1.0)
+    stores = [UOp(UOps.STORE, None, (out, i, value)) for i in at]
+    head = [out, lid, base, *at[1:], value]
+
+    def vector_stores(middle: list[UOp]) -> int:
+        uops = combine_vector_accesses(head + stores[:2] + middle + stores[2:])
+        return sum(u.op is UOps.STORE and is_vector(u.src[2].dtype) for u in uops)
+
+    assert vector_stores([]) == 1
+    two = UOp(UOps.CONST, dtypes.float32, (), 2.0)
+    assert vector_stores([two, UOp(UOps.STORE, None, (out, at[1], two))]) == 0
+    assert vector_stores([UOp(UOps.LOAD, dtypes.float32, (out, at[3]))]) == 0
+    eight = UOp(UOps.ALU, dtypes.int32, (base, UOp(UOps.CONST, dtypes.int32, (), 8)), BinaryOps.ADD)
+    assert vector_stores([eight, UOp(UOps.STORE, None, (out, eight, value))]) == 1  # another element

@@ -19,7 +19,7 @@ The group must be safe to move as one, and this pass only merges what it can pro
 - in bounds: the four elements are the ones the scalar accesses touched, no more;
 - in one straight run of UOps (no loop, IF or BARRIER between them), with no access to the array
   between them that could see the move: for loads no STORE to it, for stores no LOAD of it and no
-  STORE to it at an unrelated index.
+  other STORE to it, except at base + a constant outside the group (another element).
 """
 
 from __future__ import annotations
@@ -94,8 +94,13 @@ def _safe(uops: list[UOp], members: list[int], op: UOps, array: UOp, base: UOp |
             continue
         if op is UOps.LOAD and u.op is UOps.STORE:
             return False
-        if op is UOps.STORE and (u.op is UOps.LOAD or split_offset(u.src[1])[0] is not base):
-            return False  # (a store at base + another constant is another element: it may stay between)
+        if op is UOps.STORE and u.op is UOps.LOAD:
+            return False
+        if op is UOps.STORE:  # a store at base + a constant outside the group is another element
+            other_base, offset = split_offset(u.src[1])
+            first = split_offset(uops[members[0]].src[1])[1]
+            if other_base is not base or first <= offset < first + WIDTH:
+                return False
     return True
 
 
