@@ -41,7 +41,7 @@ LADDER = {  # the same plans as notebook 12's ladder
     "matmul 1: naive (lid0 down a column)": G2 + [Opt(OptOps.LOCAL, 1, 16), Opt(OptOps.LOCAL, 0, 16)],
     "matmul 2: coalesced (lid0 along a row)": G2 + SQUARE,
     "matmul 3: shared tiles": G2 + SQUARE + TILES,
-    "matmul 4: register-blocked (4 x 4 outputs per thread)":
+    "matmul 4: register-blocked (4 x 4 outputs per thread, float4 moves)":
         [Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.UPCAST, 1, 4)] + G2 + SQUARE + TILES,
 }
 

@@ -69,15 +69,19 @@ def test_a_coalesced_copy_and_a_transposing_one():
 
 
 def test_a_tile_copied_down_its_columns_gets_padded_rows():
-    """A 16 x 16 tile copied column by column (the warp's lane l writes row l % 16, column l // 16):
-    row-major, the 16 rows of a column are words 0, 16, 32, ... in banks 0 and 16 only, 8 words each:
-    8 passes. Rows padded to 17 words still put lanes 15 and 16 in one bank (15 * 17 = 255, 256);
-    padded to 18, a column's words are the 16 even banks and the next column's the odd ones."""
-    assert tile_layout([16, 16], [1, 0], [16, 16], 256) == [18, 1, 16 * 18]
-    assert tile_layout([16, 16], [0, 1], [16, 16], 256) == [16, 1, 256]  # copied along its rows: as it is
+    """A 16 x 16 tile copied column by column, a sector (8 floats) of each of 4 columns per warp
+    (lane l writes row l % 8, column l // 8): row-major, rows 16 words apart put rows r and r + 2 in
+    one bank (4 passes); padded to 17 or 18 words some rows still meet; padded to 20, the warp's 32
+    words are in 32 banks. Copied along its rows it stays as it is."""
+    down = [(0, 2, 8), (1, 16, 1), (0, 8, 1)]  # (axis, size, scale): a sector of rows, a column, a row
+    assert tile_layout([16, 16], down, 256, vector=False) == [20, 1, 16 * 20]
+    assert tile_layout([16, 16], [(0, 16, 1), (1, 16, 1)], 256, vector=False) == [16, 1, 256]
     lanes = np.arange(32)
-    assert bank_passes(lanes, lanes % 16 * 16 + lanes // 16, 4) == (1, 7)
-    assert bank_passes(lanes, lanes % 16 * 18 + lanes // 16, 4) == (1, 0)
+    assert bank_passes(lanes, lanes % 8 * 16 + lanes // 8, 4) == (1, 3)
+    assert bank_passes(lanes, lanes % 8 * 20 + lanes // 8, 4) == (1, 0)
+    # rows read as float4 (a register block): only paddings that keep them aligned, 0 or 4
+    assert tile_layout([16, 16, 4], [(0, 2, 8), (1, 16, 1), (2, 4, 1), (0, 8, 1)], 256, vector=True) == \
+        [68, 4, 1, 16 * 68]
 
 
 def test_the_tiled_matmul_has_no_bank_conflicts():
@@ -96,11 +100,24 @@ def test_the_tiled_matmul_has_no_bank_conflicts():
     assert traffic.sectors_per_request == 4.0  # every global load and store coalesced
 
 
-def test_a_group_reduce_leaves_threads_idle_while_one_combines():
-    x = np.ones((4, 64), dtype=np.float32)
-    traffic, out = counts(Tensor(x).sum(1), [Opt(OptOps.GROUP, 1, 64), Opt(OptOps.GLOBAL, 0, 0)], x)
-    np.testing.assert_array_equal(out, [64] * 4)
-    assert traffic.barriers == 4     # one per workgroup
-    assert 0 < traffic.idle_steps < traffic.thread_steps
-    # the combine runs in thread 0 only: 63 of 64 threads sit out each of its steps
-    assert traffic.idle_steps % 63 == 0
+def test_the_register_blocked_matmul_moves_float4s_without_bank_conflicts():
+    """The heuristics' plan for a large matmul (4 x 4 outputs per thread, 16-wide shared tiles), at
+    n = 128: every global access is a float4 (each thread copies 4 neighbouring elements of each
+    tile, and stores 4 rows of 4 outputs), so a warp request moves 16 sectors, all of them used; the
+    A tile is stored transposed with rows of 64 + 4 floats, B as it is, so every read of a thread's 4
+    rows or 4 columns is one aligned float4 and no shared access has a bank conflict."""
+    a = np.random.default_rng(0).standard_normal((128, 128)).astype(np.float32)
+    b = np.random.default_rng(1).standard_normal((128, 128)).astype(np.float32)
+    opts = [Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.UPCAST, 1, 4), Opt(OptOps.GLOBAL, 0, 0),
+            Opt(OptOps.GLOBAL, 1, 0), Opt(OptOps.LOCAL, 0, 16), Opt(OptOps.LOCAL, 1, 16),
+            Opt(OptOps.TILE, 4, 16), Opt(OptOps.PACK, 5, 1), Opt(OptOps.PACK, 5, 2)]
+    traffic, out = counts(Tensor(a) @ Tensor(b), opts, a, b)
+    np.testing.assert_allclose(out.reshape(128, 128), a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+    assert traffic.bank_conflicts == 0
+    workgroups, tiles, warps = 4, 8, 8
+    # per tile and warp: A's copy 4 scalar stores (transposed), B's one float4 store, 16 float4
+    # reads of each tile
+    assert traffic.shared_requests == workgroups * tiles * warps * (4 + 1 + 2 * 16)
+    # per tile and warp one float4 load of each input; at the end 4 float4 stores per warp
+    assert traffic.global_requests == workgroups * warps * (tiles * 2 + 4)
+    assert traffic.sectors_per_request == 16.0 and traffic.efficiency == 1.0

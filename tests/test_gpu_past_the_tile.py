@@ -17,7 +17,7 @@ from tinyedu.core.ops import LazyOp, LoadOps
 from tinyedu.engine.lower import lower
 from tinyedu.engine.schedule import create_schedule
 from tinyedu.launch import GPULimits
-from tinyedu.runtime.device import Buffer
+from tinyedu.runtime.device import Buffer, Device, DeviceUnavailable
 
 
 def ast_of(t: Tensor) -> LazyOp:
@@ -82,3 +82,37 @@ def test_column_sums_give_numpy_s_answer(device: str):
     x = RNG.standard_normal((1024, 384)).astype(np.float32)
     got = Tensor(x, device=device).sum(0).numpy()
     np.testing.assert_allclose(got, x.astype(np.float64).sum(0), rtol=1e-4, atol=1e-4)
+
+
+def beam_devices() -> list[str]:
+    """Every GPU device whose limits are known here (CUDA's without a GPU too, from NVRTC's target)."""
+    found = []
+    for device in ("GPU", "CUDA", "WEBGPU"):
+        try:
+            if Device[device].limits is not None:
+                found.append(device)
+        except DeviceUnavailable:
+            pass
+    return found
+
+
+@pytest.mark.parametrize("device", beam_devices())
+def test_beam_proposes_every_rung_of_the_ladder(device: str):
+    """At every step of the register-blocked plan (4 x 4 outputs per thread, so float4 loads and
+    stores; 16-wide shared tiles, padded by stage_tile) BEAM's candidates include the next opt, so
+    the search can climb to it on every GPU device; and it starts from the heuristics' own plan."""
+    from tinyedu.codegen.search import candidate_opts
+    from tinyedu.engine.lower import heuristic_opts, new_kernel
+
+    ast = ast_of(Tensor(A) @ Tensor(B))
+    backend = Device[device]
+    plan = heuristic_opts(new_kernel(ast, backend), backend.vector_width, backend.threads())
+    assert [o.op for o in plan].count(OptOps.UPCAST) == 2 and OptOps.PACK in [o.op for o in plan]
+    kernel = new_kernel(ast, backend)
+    for opt in plan:
+        assert opt in candidate_opts(kernel, backend.threads()), (opt, kernel.applied_opts)
+        apply_opts(kernel, [opt])
+    column = new_kernel(ast_of(Tensor(A).sum(0)), backend)  # the coalesced column reduce's GROUP
+    for opt in heuristic_opts(column, backend.vector_width, backend.threads()):
+        assert opt in candidate_opts(column, backend.threads()), (opt, column.applied_opts)
+        apply_opts(column, [opt])

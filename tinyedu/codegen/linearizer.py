@@ -53,7 +53,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from tinyedu.codegen import gpu, local_arrays
+from tinyedu.codegen import gpu, gpu_vectors, local_arrays
 from tinyedu.codegen.index import INDEX_OPS, index_dtype  # noqa: F401 - INDEX_OPS: also imported from here by notebook 04
 from tinyedu.codegen.kernel import AxisKind, Kernel, ast_dtype
 from tinyedu.codegen.local_arrays import Combo  # a position of the expanded axes: ((axis, index), ...)
@@ -134,7 +134,7 @@ class Linearizer:
             gpu.finish_groups(b, inside_loops=bool(output_loops))
         for _ in output_loops:
             b.close_range()
-        return b.uops
+        return gpu_vectors.combine_vector_accesses(b.uops) if k.gpu is not None else b.uops
     # --8<-- [end:linearize]
 
     def open_loop(self, axis: int) -> UOp:

@@ -39,12 +39,14 @@ class CUDARenderer(GPURenderer):
     pointer_prefix = ""
     restrict = "__restrict__"
     shared_prefix = "__shared__"
+    vector_align = " __align__(16)"  # a shared array read as float4 starts on 16 bytes
     barrier_statement = "__syncthreads();"
     specials = {"gid": "blockIdx.{dim}", "lid": "threadIdx.{dim}"}
     dimension_names = "xyz"
     function_prefix = "static __device__ inline "
     math: dict[str, str] = {}
     half_storage = "unsigned short"
+    vector_make = "make_{type}({lanes})"
 
     def half_helper(self, name: str) -> str:
         self.helpers.setdefault(name, HALF_HELPERS[name])

@@ -30,7 +30,15 @@ attribute or a small method there:
 | float64              | `#pragma OPENCL EXTENSION cl_khr_fp64` | built in                             |
 | a*b+c rounded twice  | `#pragma OPENCL FP_CONTRACT OFF`      | NVRTC option `--fmad=false`           |
 
-GPU devices declare vector_width 1, so no vector UOp reaches this renderer.
+The arithmetic is scalar (a GPU thread is one lane of its warp), but memory moves 16 bytes at a time
+where it can: codegen/gpu_vectors.py merges four aligned neighbouring 4-byte LOADs or STOREs into
+one of a vector of 4 (`float4`, `int4`), whose lanes are read with GEP and made with VECTORIZE:
+
+| what                 | OpenCL C                              | CUDA C++                              |
+| -------------------- | ------------------------------------- | ------------------------------------- |
+| load 4 floats        | `vload4(0, data1+i)`                  | `*(const float4*)(data1+i)`           |
+| store 4 floats       | `vstore4(v, 0, data0+i);`             | `*(float4*)(data0+i) = v;`            |
+| a lane / 4 lanes     | `v.x` / `(float4)(a, b, c, d)`        | `v.x` / `make_float4(a, b, c, d)`     |
 """
 
 from __future__ import annotations
@@ -38,7 +46,7 @@ from __future__ import annotations
 from tinyedu.core.dtype import DType, dtypes
 from tinyedu.core.ops import BinaryOps, UnaryOps
 from tinyedu.core.uops import FusedOps, UOp, UOps, is_vector
-from tinyedu.renderer.cstyle import CRenderer, _unwrap, _wrap
+from tinyedu.renderer.cstyle import CRenderer, _unwrap, _wrap, c_literal
 
 # Signed overflow is undefined in OpenCL C and CUDA, and there is no -fwrapv: data arithmetic on
 # int32/int64 goes through the unsigned type, which wraps, as numpy does.
@@ -60,12 +68,18 @@ class GPURenderer(CRenderer):
     function_prefix = ""         # before a helper function
     math: dict[str, str] = {}    # C math function -> this language's (if it differs)
     half_storage = ""            # the element type of a float16 buffer
+    vector_load = "*(const {type}*)({buffer}+{index})"    # 4 elements from index on (aligned)
+    vector_store = "*({type}*)({buffer}+{index}) = {value};"
+    vector_make = "({type})({lanes})"                      # a vector of these lanes
+    vector_align = ""            # after shared_prefix, for a shared array that vectors read or write
 
     def __init__(self, name: str, uops: list[UOp]):
         super().__init__(name, uops)
         # index arithmetic (from loop counters, thread indices and constants) never overflows: it
         # stays plain; only values computed from data wrap through unsigned arithmetic
         self.index_values: set[UOp] = set()
+        self.vector_arrays = {u.src[0] for u in uops if (u.op is UOps.LOAD and is_vector(u.dtype)) or
+                              (u.op is UOps.STORE and is_vector(u.src[2].dtype))}
         for u in uops:
             if u.op in (UOps.RANGE, UOps.SPECIAL, UOps.CONST) or \
                     (u.op is UOps.ALU and all(s in self.index_values for s in u.src)):
@@ -89,10 +103,21 @@ class GPURenderer(CRenderer):
         return self.half_storage if dtype == dtypes.float16 else dtype.c_name
 
     def type_name(self, dtype) -> str:
-        if is_vector(dtype):
-            raise NotImplementedError(f"{self.backend}: a vector of {dtype.count} {dtype.scalar.name} came "
-                                      "to a GPU renderer; GPU devices linearize with vector_width 1")
+        if is_vector(dtype):  # only the 4-lane vectors of codegen/gpu_vectors.py reach a GPU kernel
+            if dtype.count != 4 or dtype.scalar not in (dtypes.float32, dtypes.int32):
+                raise NotImplementedError(f"{self.backend}: a vector of {dtype.count} {dtype.scalar.name}; "
+                                          "GPU kernels move 4 float32 or int32 at a time, and compute with "
+                                          "scalars")
+            return f"{dtype.scalar.c_name}4"
         return super().type_name(dtype)
+
+    # ---- vector loads and stores (codegen/gpu_vectors.py) ----
+    def gep(self, u: UOp, vector: str) -> str:
+        return f"{_wrap(vector)}.{'xyzw'[u.arg]}"
+
+    def vectorize(self, u: UOp, *lanes: str) -> str:
+        lanes_text = ", ".join(_unwrap(lane) for lane in lanes)
+        return self.vector_make.format(type=self.type_name(u.dtype), lanes=lanes_text)
 
     def define_global(self, u: UOp) -> str:
         const = "" if u.arg == 0 else "const "
@@ -126,7 +151,8 @@ class GPURenderer(CRenderer):
 
     def define_shared(self, u: UOp) -> str:
         number, size = u.arg
-        self.emit(f"{self.shared_prefix} {self.storage_type(u.dtype)} shared{number}[{size}];")
+        align = self.vector_align if u in self.vector_arrays else ""
+        self.emit(f"{self.shared_prefix}{align} {self.storage_type(u.dtype)} shared{number}[{size}];")
         return f"shared{number}"
 
     def barrier(self, u: UOp) -> None:
@@ -142,13 +168,21 @@ class GPURenderer(CRenderer):
 
     # ---- memory and math: float16 conversions, the language's math functions ----
     def load_expression(self, u: UOp, buffer: str, index: str, gate: str | None) -> str:
+        if is_vector(u.dtype):
+            t = self.type_name(u.dtype)
+            read = self.vector_load.format(type=t, buffer=buffer, index=_unwrap(index))
+            zero = self.vector_make.format(type=t, lanes=", ".join([c_literal(0, u.dtype.scalar)] * 4))
+            return read if gate is None else f"{_wrap(gate)} ? {read} : {zero}"
         if u.dtype != dtypes.float16:
             return super().load_expression(u, buffer, index, gate)
         read = self.load_half(buffer, _unwrap(index))
         return read if gate is None else f"{_wrap(gate)} ? {read} : 0.0f"
 
     def store(self, u: UOp, buffer: str, index: str, value: str) -> None:
-        if u.src[2].dtype == dtypes.float16:
+        if is_vector(u.src[2].dtype):
+            self.emit(self.vector_store.format(type=self.type_name(u.src[2].dtype), buffer=buffer,
+                                               index=_unwrap(index), value=_unwrap(value)))
+        elif u.src[2].dtype == dtypes.float16:
             self.emit(self.store_half(buffer, _unwrap(index), _unwrap(value)))
         else:
             super().store(u, buffer, index, value)

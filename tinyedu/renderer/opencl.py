@@ -39,6 +39,8 @@ class OpenCLRenderer(GPURenderer):
     math = {"exp2f": "exp2", "log2f": "log2", "sinf": "sin", "cosf": "cos", "sqrtf": "sqrt", "fmaf": "fma",
             "fmodf": "fmod"}
     half_storage = "half"
+    vector_load = "vload4(0, {buffer}+{index})"
+    vector_store = "vstore4({value}, 0, {buffer}+{index});"
 
     def load_half(self, buffer: str, index: str) -> str:
         return f"vload_half({index}, {buffer})"

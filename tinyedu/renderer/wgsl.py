@@ -53,6 +53,12 @@ Numerics, where WGSL's rules differ from numpy's:
 - float -> int conversions clamp in WGSL; tinyedu's rule (out of range and NaN give INT32_MIN) is a
   helper, as in C;
 - a gated load is an `if` around the read, so a masked (padded) index never touches memory.
+Vector loads and stores (codegen/gpu_vectors.py: four aligned neighbouring 4-byte elements at once):
+WGSL types an array once, so a buffer that the kernel only ever reads or writes four at a time is
+declared `array<vec4<f32>>` (element i / 4 of it is elements i..i+3); a buffer also accessed one
+element at a time stays `array<f32>`, and its vector accesses are written element by element (its
+size need not be a multiple of 4). A shared array with any vector access is an array of vec4 (its
+size is known), and its single elements are `shared0[i / 4][i % 4]`.
 """
 
 from __future__ import annotations
@@ -162,13 +168,24 @@ class WGSLRenderer(CRenderer):
         for u in uops:
             for s in u.src:
                 users.setdefault(s, set()).add(u.op)
-        self.only_stored = {u for u, ops in users.items() if ops == {UOps.STORE}}
+        self.only_stored = {u for u, ops in users.items() if ops <= {UOps.STORE, UOps.VECTORIZE}}
+        # the arrays every access of which is a vector of 4 (codegen/gpu_vectors.py): arrays of vec4
+        widths: dict[UOp, set[bool]] = {}
+        for u in uops:
+            if u.op in (UOps.LOAD, UOps.STORE):
+                value = u.dtype if u.op is UOps.LOAD else u.src[2].dtype
+                widths.setdefault(u.src[0], set()).add(is_vector(value))
+        self.vec4_arrays = {a for a, seen in widths.items() if (a.op is UOps.DEFINE_GLOBAL and seen == {True})
+                            or (a.op is UOps.DEFINE_SHARED and True in seen and a.arg[1] % 4 == 0)}
 
     # ---- types and literals ----
     def type_name(self, dtype) -> str:
-        if is_vector(dtype):
-            raise NotImplementedError(f"{self.backend}: a vector of {dtype.count} {dtype.scalar.name} "
-                                      "came to the WGSL renderer; GPU devices linearize with vector_width 1")
+        if is_vector(dtype):  # only the 4-lane vectors of codegen/gpu_vectors.py reach a GPU kernel
+            if dtype.count != 4 or dtype.scalar not in (dtypes.float32, dtypes.int32):
+                raise NotImplementedError(f"{self.backend}: a vector of {dtype.count} {dtype.scalar.name}; "
+                                          "GPU kernels move 4 float32 or int32 at a time, and compute with "
+                                          "scalars")
+            return f"vec4<{self.types[dtype.scalar]}>"
         if dtype not in self.types:
             raise NotImplementedError(f"WEBGPU: dtype {dtype.name} is not supported in WGSL kernels: "
                                       f"{MISSING.get(dtype.name, 'use float32 or int32')}")
@@ -190,8 +207,10 @@ class WGSLRenderer(CRenderer):
     def define_global(self, u: UOp) -> str:
         access = "read_write" if u.arg == 0 else "read"
         self.type_name(u.dtype)
+        element = STORAGE_TYPES[u.dtype]
+        element = f"vec4<{element}>" if u in self.vec4_arrays else element
         self.bindings.append(f"@group(0) @binding({u.arg}) var<storage, {access}> data{u.arg}: "
-                             f"array<{STORAGE_TYPES[u.dtype]}>;")
+                             f"array<{element}>;")
         return f"data{u.arg}"
 
     def define_local(self, u: UOp) -> str:
@@ -201,28 +220,66 @@ class WGSLRenderer(CRenderer):
 
     def define_shared(self, u: UOp) -> str:
         number, size = u.arg
-        self.shared.append(f"var<workgroup> shared{number}: array<{self.type_name(u.dtype)}, {size}>;")
+        element = self.type_name(u.dtype)
+        if u in self.vec4_arrays:
+            element, size = f"vec4<{element}>", size // 4
+        self.shared.append(f"var<workgroup> shared{number}: array<{element}, {size}>;")
         return f"shared{number}"
 
     def is_buffer(self, buffer: UOp) -> bool:
         return buffer.op is UOps.DEFINE_GLOBAL
 
+    def element(self, array: UOp, buffer: str, index: str) -> str:
+        """One element of an array (of scalars, or of vec4: a lane of one of them)."""
+        if array in self.vec4_arrays:
+            return f"{buffer}[{_wrap(index)} / 4][{_wrap(index)} % 4]"
+        return f"{buffer}[{_unwrap(index)}]"
+
+    def vector_at(self, u: UOp, buffer: str, index: str) -> tuple[str, list[str]]:
+        """How a vector LOAD/STORE `u` reaches elements index..index+3: one element of an array of
+        vec4 (the first string), else each element of an array of scalars (the list)."""
+        if u.src[0] in self.vec4_arrays:
+            return f"{buffer}[{_wrap(index)} / {self.const(UOp(UOps.CONST, u.src[1].dtype, (), 4))}]", []
+        first = self.new_name("at")
+        self.emit(f"let {first}: {self.type_name(u.src[1].dtype)} = {_unwrap(index)};")
+        return "", [f"{buffer}[{first}{'' if lane == 0 else f' + {lane}'}]" for lane in range(4)]
+
     def load(self, u: UOp, buffer: str, index: str, gate: str | None = None) -> str:
         name, t = self.new_name("val"), self.type_name(u.dtype)
-        read = f"{buffer}[{_unwrap(index)}]"
+        read = self.element(u.src[0], buffer, index)
+        if is_vector(u.dtype):
+            whole, lanes = self.vector_at(u, buffer, index)
+            read = whole or f"{t}({', '.join(lanes)})"
         if u.dtype == dtypes.bool and self.is_buffer(u.src[0]):
             read = f"({read} != 0u)"
         if gate is None:
             self.emit(f"let {name}: {t} = {_unwrap(read)};")
             return name
-        self.emit(f"var {name}: {t} = {wgsl_literal(0, u.dtype, t)};")  # padding reads 0; memory untouched
+        zero = f"{t}()" if is_vector(u.dtype) else wgsl_literal(0, u.dtype, t)
+        self.emit(f"var {name}: {t} = {zero};")  # padding reads 0; memory untouched
         self.emit(f"if ({_unwrap(gate)}) {{ {name} = {_unwrap(read)}; }}")
         return name
 
     def store(self, u: UOp, buffer: str, index: str, value: str) -> None:
+        if is_vector(u.src[2].dtype):
+            whole, lanes = self.vector_at(u, buffer, index)
+            if whole:
+                self.emit(f"{whole} = {_unwrap(value)};")
+                return
+            vector = self.new_name("vec")
+            self.emit(f"let {vector}: {self.type_name(u.src[2].dtype)} = {_unwrap(value)};")
+            for lane, target in enumerate(lanes):
+                self.emit(f"{target} = {vector}.{'xyzw'[lane]};")
+            return
         if u.src[2].dtype == dtypes.bool and self.is_buffer(u.src[0]):
             value = f"select(0u, 1u, {_unwrap(value)})"
-        self.emit(f"{buffer}[{_unwrap(index)}] = {_unwrap(value)};")
+        self.emit(f"{self.element(u.src[0], buffer, index)} = {_unwrap(value)};")
+
+    def gep(self, u: UOp, vector: str) -> str:
+        return f"{_wrap(vector)}.{'xyzw'[u.arg]}"
+
+    def vectorize(self, u: UOp, *lanes: str) -> str:
+        return f"{self.type_name(u.dtype)}({', '.join(_unwrap(lane) for lane in lanes)})"
 
     # ---- loops and accumulators ----
     def open_loop(self, u: UOp, start: str, end: str) -> str:

@@ -6,7 +6,8 @@ ask for together:
 
 - **global memory** moves in 32-byte *sectors*. A warp whose 32 threads read 32 consecutive floats
   touches 4 sectors (128 bytes, every byte used: *coalesced*); if each thread's float is 4 KB from
-  its neighbour's, the warp touches 32 sectors and uses 4 bytes of each 32 it moves;
+  its neighbour's, the warp touches 32 sectors and uses 4 bytes of each 32 it moves. A warp of
+  float4 loads (codegen/gpu_vectors.py) moves 512 bytes with one instruction: 16 sectors, all used;
 - **shared memory** is split into 32 *banks* of 4-byte words (word w is in bank w % 32). A warp is
   served in one pass if no two of its threads want different words of one bank; threads reading the
   same word share it (a broadcast). Otherwise the warp takes as many passes as the busiest bank has
@@ -90,16 +91,22 @@ def global_sectors(threads: np.ndarray, at: np.ndarray, itemsize: int) -> tuple[
 
 def bank_passes(threads: np.ndarray, at: np.ndarray, itemsize: int) -> tuple[int, int]:
     """(warp requests, bank conflicts) of one shared-memory access: per warp, the busiest bank's
-    number of distinct 4-byte words, minus the one pass every request needs."""
+    number of distinct 4-byte words, minus the one pass every request needs.
+
+    A vector access moves more than the 128 bytes the banks serve in one pass (32 threads x 16
+    bytes for a float4): the GPU serves it in phases of 128 bytes (8 threads for a float4, 16 for a
+    float2), and counts the conflicts within each phase."""
     if threads.size == 0:
         return 0, 0
     rows = at if at.ndim == 2 else at[:, None]
     words = (rows * itemsize // BANK_WORD).reshape(-1)
-    warp = np.repeat(warps_of(threads), rows.shape[1])
+    phase = max(1, WARP * BANK_WORD // (rows.shape[1] * itemsize))  # threads served in one pass
+    requests = int(np.unique(warps_of(threads)).size)
+    warp = np.repeat(threads // min(phase, WARP), rows.shape[1])
     distinct = np.unique(np.stack([warp, words % BANKS, words]), axis=1)  # (warp, bank, word) once each
     per_bank = np.unique(distinct[:2], axis=1, return_counts=True)[1]     # words per (warp, bank)
     warp_of_bank = np.unique(distinct[:2], axis=1)[0]
     passes = np.zeros(int(warp.max()) + 1, dtype=np.int64)
     np.maximum.at(passes, warp_of_bank, per_bank)
     used = np.unique(warp)
-    return int(used.size), int((passes[used] - 1).sum())
+    return requests, int((passes[used] - 1).sum())

@@ -428,7 +428,7 @@ class CUDADevice(Backend):
 
     name = "CUDA"
     renderer = staticmethod(render_cuda)
-    vector_width = 1  # one element per thread: a GPU's width is its threads
+    vector_width = 1  # a GPU's width is its threads (codegen/gpu_vectors.py makes their float4 moves)
 
     def __init__(self) -> None:
         super().__init__()

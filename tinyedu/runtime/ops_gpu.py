@@ -128,7 +128,7 @@ class GPUDevice(Backend):
 
     name = "GPU"
     renderer = staticmethod(render_opencl)
-    vector_width = 1  # one thread computes one value: no vector dtypes in GPU kernels
+    vector_width = 1  # a thread computes with scalars (codegen/gpu_vectors.py makes its float4 moves)
 
     def __init__(self) -> None:
         super().__init__()

@@ -188,7 +188,7 @@ class WebGPUDevice(Backend):
     """WGSL in, run by WebGPU on the machine's GPU (or on the CPU through lavapipe)."""
 
     name = "WEBGPU"
-    vector_width = 1  # one thread computes one value
+    vector_width = 1  # a thread computes with scalars (codegen/gpu_vectors.py makes its float4 moves)
 
     def __init__(self) -> None:
         super().__init__()
