@@ -116,6 +116,8 @@ def write_rows(cache: Tensor, rows: Tensor, positions: Tensor) -> Tensor:
     """
     slots = Tensor.arange(cache.shape[2], device=cache.device)
     one_hot = positions.reshape(-1, 1) == slots.reshape(1, -1)                      # (T, S)
+    if rows.shape[2] == 1:  # one new row (every decoding step): the one-hot row is the mask, no sum needed
+        return one_hot.reshape(1, 1, -1, 1).where(rows, cache)                      # one elementwise kernel
     placed = (one_hot.reshape(1, 1, *one_hot.shape, 1).where(rows.unsqueeze(3), 0.0)).sum(2)
     written = one_hot.any(0).reshape(1, 1, -1, 1)                                   # (1, 1, S, 1)
     return written.where(placed, cache)
@@ -270,14 +272,16 @@ class GPT:
             raise ValueError(f"GPT.forward_cached: positions {start}..{start + len(tokens) - 1} do not fit "
                              f"in block_size {self.block_size}")
         if len(tokens) not in cache.steps:
-            cache.steps[len(tokens)] = TinyJit(lambda ids, where: self._cached_step(ids, where, cache))
-        device = self.tok_emb.weight.device
-        positions = Tensor(np.arange(start, start + len(tokens), dtype=np.int32), device=device)
-        ids = Tensor(np.asarray(tokens, dtype=np.int32).reshape(1, -1), device=device)
+            cache.steps[len(tokens)] = TinyJit(lambda step_input: self._cached_step(step_input, cache))
+        # one (2, T) input, the tokens over their positions: a step copies one array in, not two
+        step_input = np.empty((2, len(tokens)), dtype=np.int32)
+        step_input[0], step_input[1] = tokens, np.arange(start, start + len(tokens))
         with no_grad():
-            return cache.steps[len(tokens)](ids, positions).numpy()
+            return cache.steps[len(tokens)](Tensor(step_input, device=self.tok_emb.weight.device)).numpy()
 
-    def _cached_step(self, ids: Tensor, positions: Tensor, cache: DecodeCache) -> Tensor:
+    def _cached_step(self, step_input: Tensor, cache: DecodeCache) -> Tensor:
+        length = step_input.shape[1]  # views of the one input (shrink: no kernel of their own)
+        ids, positions = step_input.shrink(((0, 1), None)), step_input.shrink(((1, 2), None)).reshape(length)
         logits, writes = self._forward(ids, positions, cache.layers)
         Tensor.assign_all([target for target, _ in writes], [value for _, value in writes])
         return logits[0].realize()
