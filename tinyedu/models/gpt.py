@@ -162,8 +162,9 @@ class GPTAttention:
         q, k, v = heads.permute(2, 0, 3, 1, 4)  # each (B, heads, T, head_dim)
         if rope is not None:
             # in memory (contiguous): fused into the scores' matmul, the rotation would be recomputed
-            # for every query-key pair, and the kernel would not vectorize (16 ms instead of 0.1 ms)
-            # (k always: a one-row k fused into the cache write would be rotated again for every slot)
+            # for every query-key pair, and the kernel would not vectorize (16 ms instead of 0.1 ms);
+            # but for one query (a decoding step) fusing is cheaper. k goes to memory always: a one-row
+            # k fused into the cache write would be rotated again for every slot of the cache
             q, k = to_memory_unless_one_row(apply_rope(q, *rope)), apply_rope(k, *rope).contiguous()
         writes = []
         if cache is not None:  # attend over every cached position; the mask hides the ones not yet written
@@ -178,9 +179,8 @@ class GPTAttention:
 class GPTBlock:
     """Pre-norm residual block, as chapter 09's: x + attn(ln1(x)), then + mlp(ln2(x)).
 
-    Each LayerNorm's output is put in memory (`contiguous`) before the matmul that reads it. Left to
-    fuse, the normalization is recomputed in the matmul for every output column it meets, and the
-    kernel is not vectorized: at dim 128 the MLP's first matmul takes ~5x as long.
+    Each LayerNorm's output is put in memory before the matmul that reads it, unless it is one
+    position (see to_memory_unless_one_row).
     """
 
     def __init__(self, dim: int, n_heads: int, window: int | None):
