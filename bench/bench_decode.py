@@ -2,44 +2,61 @@
 
 Run: .venv/bin/python bench/bench_decode.py [--quick]      (not a test; prints a table)
 
-The model is chapter 13's (dim 96, 4 heads, 3 layers, RoPE, block 64; a vocabulary of 512 tokens
-stands for the chapter's BPE), with random weights scaled so that greedy choices are clear (at GPT's
-N(0, 0.02²) start every logit is about 0 and float rounding could pick another token). The PyTorch
-port below is eager PyTorch with the same weights and the same arithmetic: a KV cache it writes in
-place, or recomputing the whole prefix; it runs under torch.inference_mode, with 1 thread and with
-threads = cores (the faster is reported: on a busy machine OpenMP's spinning threads can make more
-threads slower), and is imported first. Both must give the same greedy tokens (asserted).
+The model is chapter 13's (dim 96, 4 heads, 3 layers, RoPE, block 64, a 512-token BPE trained on
+60 KB of the corpus), with random weights scaled so that greedy choices are clear (at GPT's
+N(0, 0.02²) start every logit is about 0 and float rounding could pick another token). The cases:
 
-Per framework and mode: the first call (tinyedu: fresh model, its steps recorded; kernels come from
-the compile cache on disk), and the steady state: median of later calls with the same prompt and
-length. tokens/s = new tokens / call time (the prompt's prefill included), and the decode step alone
-= (time of a 48-token call - time of an 8-token call) / 40. Ratios are tinyedu / PyTorch time (< 1:
-tinyedu is faster). The machine may be shared: read the ratios, and the load average beside the table.
+- tinyedu: `generate` with the KV cache, without it (recomputing the padded window), with int8
+  weights (quantize_int8, cache), speculative decoding (k = 4; the draft is the target's first block
+  alone, with its embedding and final LayerNorm), and the exported C program (export_generator,
+  `cc -O2`, one thread; its own clock over its decoding loop, and the whole process for its first run);
+- PyTorch eager (bench/torch_gpt.py: the same arithmetic, a KV cache written in place, or the whole
+  prefix recomputed; torch.inference_mode), imported first (bench/timing.py), with 2 threads
+  (torch.set_num_threads(2)) and with 1: on a 2-core machine shared with other work, one thread is
+  often faster. The goal compares tinyedu with the faster of the two.
+
+All give the same greedy tokens (asserted; int8 reports how many agree). Per case: the first call
+(tinyedu: a fresh model, whose steps are recorded then; kernels come from the compile cache on disk)
+and the steady state: the median over rounds of later calls, every case timed once per round in turn,
+so that a change of the machine's load hits all of them. tokens/s = new tokens / call time (the
+prompt's prefill included); the decode step alone = (time of a 48-token call - time of an 8-token
+call) / 40. The load average is printed beside the table: the machine may be shared.
 """
 
 from __future__ import annotations
 
 import math
-import os
+import re
 import statistics
+import subprocess
+import tempfile
 import time
+from pathlib import Path
+from typing import Callable
 
 import numpy as np
 from timing import QUICK, load, torch
+from torch_gpt import TorchGPT
 
 from tinyedu import Tensor
+from tinyedu.export import export_generator
+from tinyedu.models.generate import speculative_generate
 from tinyedu.models.gpt import GPT
+from tinyedu.models.quantize import quantize_int8
 from tinyedu.nn.state import get_state_dict, load_state_dict
+from tinyedu.text import corpus, train_bpe
 
 CONFIG = {"vocab_size": 512, "block_size": 64, "dim": 96, "n_heads": 4, "n_layers": 3}
-PROMPT = [7, 300, 41, 9, 122, 5, 77, 18, 250, 3, 64, 199]
+PROMPT_TEXT = b"    def __init__(self, name, value):\n"
 NEW, SHORT = 48, 8
-REPEAT = 5 if QUICK else 15
+ROUNDS = 5 if QUICK else 15
+THREADS = (2, 1)  # PyTorch's thread counts, each a case
 
 
-def tinyedu_model(seed: int = 0) -> GPT:
+def tinyedu_model(seed: int = 0, config: dict = CONFIG) -> GPT:
+    """Chapter 13's GPT with spread-out random weights (LayerNorm scales 1): clear greedy choices."""
     Tensor.manual_seed(seed)
-    model = GPT(**CONFIG)
+    model = GPT(**config)
     rng = np.random.default_rng(seed)
     weights = {}
     for name, t in get_state_dict(model).items():
@@ -54,125 +71,120 @@ def tinyedu_model(seed: int = 0) -> GPT:
     return model
 
 
-class TorchGPT:
-    """Chapter 13's GPT in eager PyTorch, reading tinyedu's state dict: the same arithmetic."""
-
-    def __init__(self, state: dict[str, np.ndarray]):
-        self.w = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in state.items()}
-        self.layers, self.heads = CONFIG["n_layers"], CONFIG["n_heads"]
-        self.dim = CONFIG["dim"]
-
-    def _rope(self, x, positions):
-        cos, sin = self.w["rope_cos"][positions], self.w["rope_sin"][positions]
-        half = x.shape[-1] // 2
-        x1, x2 = x[..., :half], x[..., half:]
-        return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
-
-    def forward(self, tokens, start: int, cache: list | None):
-        """Logits (T, vocab) of tokens (T,) at positions start..; with a cache (per layer k, v of
-        (heads, block, head_dim)), reading positions < start from it and writing the new ones."""
-        w, F = self.w, torch.nn.functional
-        T, hd = tokens.shape[0], self.dim // self.heads
-        positions = torch.arange(start, start + T)
-        x = w["tok_emb.weight"][tokens]
-        for n in range(self.layers):
-            p = f"blocks.{n}."
-            h = F.layer_norm(x, (self.dim,), w[p + "ln1.weight"], w[p + "ln1.bias"])
-            q, k, v = F.linear(h, w[p + "attn.qkv.weight"], w[p + "attn.qkv.bias"]).reshape(
-                T, 3, self.heads, hd).permute(1, 2, 0, 3)
-            q, k = self._rope(q, positions), self._rope(k, positions)
-            if cache is not None:
-                cache[n][0][:, start:start + T] = k
-                cache[n][1][:, start:start + T] = v
-                k, v = cache[n][0][:, :start + T], cache[n][1][:, :start + T]
-            mask = torch.arange(k.shape[1]).reshape(1, -1) <= positions.reshape(-1, 1)
-            scores = (q @ k.transpose(-2, -1)) * (1 / math.sqrt(hd))
-            out = scores.masked_fill(~mask, -math.inf).softmax(-1) @ v
-            x = x + F.linear(out.permute(1, 0, 2).reshape(T, self.dim), w[p + "attn.proj.weight"],
-                             w[p + "attn.proj.bias"])
-            h = F.layer_norm(x, (self.dim,), w[p + "ln2.weight"], w[p + "ln2.bias"])
-            h = F.gelu(F.linear(h, w[p + "mlp.fc.weight"], w[p + "mlp.fc.bias"]), approximate="tanh")
-            x = x + F.linear(h, w[p + "mlp.proj.weight"], w[p + "mlp.proj.bias"])
-        x = F.layer_norm(x, (self.dim,), w["ln_f.weight"], w["ln_f.bias"])
-        return x @ w["tok_emb.weight"].T
-
-    def generate(self, prompt: list[int], new_tokens: int, cache: bool = True) -> list[int]:
-        """Greedy decoding, as tinyedu's generate(temperature=0)."""
-        with torch.inference_mode():
-            hd = self.dim // self.heads
-            kv = ([(torch.zeros(self.heads, CONFIG["block_size"], hd), torch.zeros(self.heads,
-                   CONFIG["block_size"], hd)) for _ in range(self.layers)] if cache else None)
-            sequence = list(prompt)
-            logits = self.forward(torch.tensor(sequence), 0, kv)[-1]
-            for step in range(new_tokens):
-                sequence.append(int(logits.argmax()))
-                if step + 1 < new_tokens:
-                    logits = (self.forward(torch.tensor(sequence[-1:]), len(sequence) - 1, kv)[-1] if cache
-                              else self.forward(torch.tensor(sequence), 0, None)[-1])
-            return sequence
+def first_block_draft(target: GPT) -> GPT:
+    """A draft for speculative decoding: the target's embedding, first block and final LayerNorm."""
+    draft = GPT(**(CONFIG | {"n_layers": 1}))
+    state = get_state_dict(target)
+    load_state_dict(draft, {name: state[name].numpy() for name in get_state_dict(draft)})
+    return draft
 
 
-def timed(run) -> float:
+class CProgram:
+    """The exported generator, compiled; each run reports its own decoding loop's seconds."""
+
+    def __init__(self, model: GPT, bpe: object, folder: Path):
+        source = export_generator(model, bpe, folder / "gpt.c")
+        self.binary = folder / "gpt"
+        subprocess.run(["cc", "-O2", str(source), "-o", str(self.binary), "-lm"], check=True)
+        self.loop_seconds = 0.0
+
+    def generate(self, new_tokens: int) -> bytes:
+        done = subprocess.run([str(self.binary), PROMPT_TEXT.decode(), str(new_tokens)], capture_output=True,
+                              check=True)
+        self.loop_seconds = float(re.search(rb"steps in ([0-9.]+) s", done.stderr).group(1))
+        return done.stdout
+
+
+def timed(run: Callable[[], object]) -> tuple[float, object]:
     start = time.perf_counter()
-    run()
-    return time.perf_counter() - start
-
-
-def measure(generate, cache: bool) -> dict[str, float]:
-    """First call, steady call (median), and the decode step alone, in seconds."""
-    first = timed(lambda: generate(PROMPT, NEW, cache))
-    for _ in range(2):
-        generate(PROMPT, NEW, cache), generate(PROMPT, SHORT, cache)
-    long, short = [], []
-    for _ in range(REPEAT):  # alternating, so that a change of the machine's load hits both
-        long.append(timed(lambda: generate(PROMPT, NEW, cache)))
-        short.append(timed(lambda: generate(PROMPT, SHORT, cache)))
-    steady, steady_short = statistics.median(long), statistics.median(short)
-    return {"first": first, "steady": steady, "step": (steady - steady_short) / (NEW - SHORT)}
+    out = run()
+    return time.perf_counter() - start, out
 
 
 def main() -> None:
     if torch is None:
         print("no torch: nothing to compare")
         return
-    torch.set_num_threads(os.cpu_count() or 1)
-    model = tinyedu_model()
-    state = {k: v.numpy() for k, v in get_state_dict(model).items()}
-    port = TorchGPT(state)
-    ours = model.generate(PROMPT, NEW)
-    theirs = port.generate(PROMPT, NEW)
-    recomputed = (port.generate(PROMPT, NEW, cache=False), model.generate(PROMPT, NEW, cache=False))
-    assert ours == theirs == recomputed[0] == recomputed[1], \
-        f"greedy tokens differ:\n tinyedu {ours[len(PROMPT):]}\n PyTorch {theirs[len(PROMPT):]}"
-    print(f"chapter 13's GPT {CONFIG}, prompt {len(PROMPT)} tokens, {NEW} new, greedy; the same tokens in "
-          f"both (checked); PyTorch {torch.__version__} eager, inference_mode, imported first")
-    results = {}
-    threads = {}
-    for cache in (True, False):
-        fresh = tinyedu_model()  # a new model: its first call records its steps
-        results["tinyedu", cache] = measure(lambda p, n, c, m=fresh: m.generate(p, n, cache=c), cache)
-        tried = {}
-        for count in sorted({1, os.cpu_count() or 1}):  # PyTorch's best thread count here, each measured
+    print(f"[{load()}] building: BPE, models, the C program")
+    bpe = train_bpe(corpus()[:60_000], CONFIG["vocab_size"])
+    prompt = bpe.encode(PROMPT_TEXT)
+    model, int8_source = tinyedu_model(), tinyedu_model()
+    quantized, draft = quantize_int8(int8_source), first_block_draft(model)
+    port = TorchGPT(torch, {k: v.numpy() for k, v in get_state_dict(model).items()}, CONFIG)
+    folder = tempfile.TemporaryDirectory(prefix="tinyedu-bench-decode-")
+    program = CProgram(model, bpe, Path(folder.name))
+
+    def with_threads(count: int, run: Callable[[int], list[int]]) -> Callable[[int], list[int]]:
+        def call(n: int) -> list[int]:
             torch.set_num_threads(count)
-            tried[count] = measure(port.generate, cache)
-        threads[cache] = min(tried, key=lambda c: tried[c]["steady"])
-        results["torch", cache] = tried[threads[cache]]
-        results["torch", cache]["first"] = tried[min(tried)]["first"]  # (measured first: its first run)
-    print(f"PyTorch's threads, the faster of 1 and {os.cpu_count()}: {threads[True]} with the cache, "
-          f"{threads[False]} without [{load()}]")
-    print(f"{'case':34s} {'PyTorch':>14s} {'tinyedu':>14s} {'ratio':>7s}  goal")
-    for cache in (True, False):
-        mode = "cache" if cache else "no cache"
-        t, e = results["torch", cache], results["tinyedu", cache]
-        rows = [(f"first call, {mode} (ms)", t["first"] * 1e3, e["first"] * 1e3, ""),
-                (f"steady call, {mode} (tokens/s)", NEW / t["steady"], NEW / e["steady"], "<= 1"),
-                (f"decode step, {mode} (ms/token)", t["step"] * 1e3, e["step"] * 1e3, "<= 1")]
-        for name, a, b, goal in rows:
-            ratio = (a / b) if "tokens/s" in name else (b / a)  # time ratio either way
-            print(f"{name:34s} {a:14.2f} {b:14.2f} {ratio:6.2f}x  {goal}")
-    speedup = {f: results[f, False]["step"] / results[f, True]["step"] for f in ("torch", "tinyedu")}
-    print(f"the cache makes a decode step {speedup['tinyedu']:.1f}x faster in tinyedu, "
-          f"{speedup['torch']:.1f}x in PyTorch")
+            return run(n)
+        return call
+
+    spec_stats: dict = {}
+
+    def speculative(n: int) -> list[int]:
+        tokens, stats = speculative_generate(model, draft, prompt, n, k=4)
+        if n == NEW:  # the statistics of the 48-token call
+            spec_stats.update(stats)
+        return tokens
+
+    cases: dict[str, Callable[[int], object]] = {
+        "tinyedu, cache": lambda n: model.generate(prompt, n),
+        "tinyedu, no cache": lambda n: model.generate(prompt, n, cache=False),
+        "tinyedu int8, cache": lambda n: quantized.generate(prompt, n),
+        "tinyedu speculative, k=4": speculative,
+        "C program (exported)": program.generate,
+    }
+    for count in THREADS:
+        cases[f"PyTorch eager, cache, {count} thr"] = with_threads(count, lambda n: port.generate(prompt, n))
+        cases[f"PyTorch eager, no cache, {count} thr"] = with_threads(
+            count, lambda n: port.generate(prompt, n, cache=False))
+
+    # first calls: each case's first run (tinyedu's models are fresh: nothing recorded yet)
+    first, outputs = {}, {}
+    for name, run in cases.items():
+        first[name], outputs[name] = timed(lambda run=run: run(NEW))
+    greedy = outputs["tinyedu, cache"]
+    for name, out in outputs.items():
+        if "int8" in name:
+            continue
+        got = bpe.decode(greedy) if isinstance(out, bytes) else greedy
+        assert out == got, f"{name}: other greedy tokens than tinyedu's with the cache"
+    int8_tokens = outputs["tinyedu int8, cache"]
+    int8_agree = sum(a == b for a, b in zip(int8_tokens, greedy, strict=True)) - len(prompt)
+
+    for _ in range(2):  # warm-up: TinyJit records on a call's second and third run of a step
+        for run in cases.values():
+            run(NEW), run(SHORT)
+    long: dict[str, list[float]] = {name: [] for name in cases}
+    short: dict[str, list[float]] = {name: [] for name in cases}
+    for _ in range(ROUNDS):
+        for name, run in cases.items():
+            for n, times in ((NEW, long), (SHORT, short)):
+                seconds, _ = timed(lambda run=run, n=n: run(n))
+                times[name].append(program.loop_seconds if name.startswith("C program") else seconds)
+    steady = {name: statistics.median(long[name]) for name in cases}
+    step = {name: (steady[name] - statistics.median(short[name])) / (NEW - SHORT) for name in cases}
+
+    print(f"chapter 13's GPT {CONFIG}; prompt {len(prompt)} tokens, {NEW} new (and {SHORT}), greedy; "
+          f"the same tokens in every case (checked; int8: {int8_agree} of {NEW} agree); PyTorch "
+          f"{torch.__version__} eager, inference_mode, imported before tinyedu; speculative: "
+          f"{spec_stats['accepted']} of {spec_stats['proposed']} proposals accepted, "
+          f"{spec_stats['target_passes']} target passes")
+    print(f"median of {ROUNDS} rounds; C program: its own clock over its decoding loop (first call: the "
+          f"whole process) [{load()}]")
+    best_torch = {c: min((n for n in cases if n.startswith(f"PyTorch eager, {c},")), key=lambda n: step[n])
+                  for c in ("cache", "no cache")}
+    print(f"{'case':32s} {'first call':>11s} {'steady call':>12s} {'tokens/s':>9s} {'step':>10s} "
+          f"{'vs PyTorch':>10s}")
+    for name in cases:
+        mode = "no cache" if "no cache" in name else "cache"
+        ratio = step[best_torch[mode]] / step[name]  # > 1: faster than PyTorch's faster thread count
+        print(f"{name:32s} {first[name] * 1e3:8.1f} ms {steady[name] * 1e3:9.2f} ms "
+              f"{NEW / steady[name]:9.0f} {step[name] * 1e3:7.3f} ms {ratio:9.2f}x")
+    ours, theirs = step["tinyedu, cache"], step[best_torch["cache"]]
+    print(f"decode step with the cache: tinyedu {ours * 1e3:.3f} ms, PyTorch eager ({best_torch['cache']}) "
+          f"{theirs * 1e3:.3f} ms: tinyedu's tokens/s is {theirs / ours:.2f}x PyTorch's (goal >= 1)")
     print(f"done [{load()}]")
 
 

@@ -7,7 +7,9 @@ the bigram baseline against counting by hand, and clear errors."""
 from __future__ import annotations
 
 import collections
+import importlib.util
 import math
+import pathlib
 
 import numpy as np
 import pytest
@@ -85,13 +87,17 @@ def test_attention_mask_is_causal_and_windowed(window: int | None) -> None:
     np.testing.assert_array_equal(ours, expected)
 
 
-def test_write_rows_places_rows_exactly() -> None:
+@pytest.mark.parametrize("positions", [[4], [4, 1]])  # one row (a decoding step's path) and several
+def test_write_rows_places_rows_exactly(positions: list[int]) -> None:
     cache = np.random.default_rng(2).standard_normal((1, 2, 6, 3)).astype(np.float32)
-    rows = np.array([[[[1e30, -0.0, np.inf]], [[np.nan, 5e-42, -3.0]]]], dtype=np.float32)  # (1, 2, 1, 3)
-    out = write_rows(Tensor(cache), Tensor(rows), Tensor(np.array([4], dtype=np.int32))).numpy()
+    rows = np.array([[[[1e30, -0.0, np.inf], [7.0, -1.0, 2.5]],
+                      [[np.nan, 5e-42, -3.0], [0.5, 1e-3, -np.inf]]]], dtype=np.float32)
+    rows = rows[:, :, :len(positions)]  # (1, 2, T, 3)
+    out = write_rows(Tensor(cache), Tensor(rows), Tensor(np.array(positions, dtype=np.int32))).numpy()
     expected = cache.copy()
-    expected[:, :, 4] = rows[:, :, 0]
-    np.testing.assert_array_equal(out, expected)  # the very bits: inf, NaN, a denormal (-0.0 becomes 0.0)
+    for t, position in enumerate(positions):
+        expected[:, :, position] = rows[:, :, t]
+    np.testing.assert_array_equal(out, expected)  # the very bits: inf, NaN, a denormal (-0.0 may become 0.0)
     assert out[0, 1, 4, 1] == np.float32(5e-42) and np.isnan(out[0, 1, 4, 0])
 
 
@@ -426,3 +432,56 @@ def test_generate_after_the_weights_change_uses_the_new_weights() -> None:
     model.ln_f.weight = Tensor(get_state_dict(model)["ln_f.weight"].numpy() * 3)  # a new tensor: a new state
     assert model.decoding_state()[0] is not kept
     assert model.generate(prompt, 12) == _fresh_generate(model, prompt, 12)
+
+
+def test_kept_decoding_state_follows_in_place_writes_batches_and_lengths() -> None:
+    model = _model(n_layers=1)
+    prompt = [6, 0, 2, 2]
+    for new_tokens in (3, 11, 1, 7):  # other lengths: the same kept cache, the same recorded step
+        assert model.generate(prompt, new_tokens) == _fresh_generate(model, prompt, new_tokens)
+    kept = model.decoding_state()[0]
+    for batch in (1, 3):  # a forward at another batch size between calls: its own kernels, state untouched
+        model(Tensor(_tokens(batch, (batch, 9))))
+        assert model.generate(prompt, 9) == _fresh_generate(model, prompt, 9)
+    weight = model.blocks[0].mlp.fc.weight  # one weight written in place after a generate()
+    weight.assign(weight * -1.5).realize()
+    assert model.decoding_state()[0] is kept  # the same memory: the recorded steps read the new values
+    assert model.generate(prompt, 9) == _fresh_generate(model, prompt, 9)
+    assert model.generate(prompt, 9, cache=False) == _fresh_generate(model, prompt, 9, cache=False)
+
+
+def test_speculative_decoding_replays_the_kept_steps() -> None:
+    target, draft = _model(seed=0), _model(seed=1, dim=8, n_layers=1)
+    prompt = [5, 9, 2]
+    results = [speculative_generate(target, draft, prompt, 12, k=3)[0] for _ in range(3)]
+    assert results[0] == results[1] == results[2] == target.generate(prompt, 12)
+    assert target.decoding_state()[0].steps[4].calls >= 3 and draft.decoding_state()[0].steps[1].calls >= 3
+
+
+# ---- the PyTorch port that bench/bench_decode.py times ----
+def test_the_benchs_pytorch_port_gives_tinyedus_greedy_tokens() -> None:
+    torch = pytest.importorskip("torch")
+    spec = importlib.util.spec_from_file_location(
+        "torch_gpt", pathlib.Path(__file__).resolve().parents[1] / "bench" / "torch_gpt.py")
+    port_module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(port_module)
+    model = _model(n_layers=3, dim=24, n_heads=3)
+    rng = np.random.default_rng(5)  # spread-out weights, as the bench's: clear greedy choices (no near-ties)
+    scale = {name: 0.3 if name == "tok_emb.weight" else 1 / math.sqrt(t.shape[-1])
+             for name, t in get_state_dict(model).items() if "rope" not in name}
+    load_state_dict(model, {name: (rng.standard_normal(t.shape) * scale[name]).astype(np.float32)
+                            for name, t in get_state_dict(model).items() if name in scale}, strict=False)
+    port = port_module.TorchGPT(torch, {k: v.numpy() for k, v in get_state_dict(model).items()}, model.config)
+    prompt = [3, 14, 15, 9, 2]
+    for cache in (True, False):
+        ours = model.generate(prompt, 16, cache=cache)
+        assert port.generate(prompt, 16, cache=cache) == ours
+    tokens = _tokens(7, (20,))  # every position's logits, on varied tokens, with and without the port's cache
+    expected = model(Tensor(tokens.reshape(1, -1))).numpy()[0]
+    with torch.inference_mode():
+        kv = [(torch.zeros(3, 24, 8), torch.zeros(3, 24, 8)) for _ in range(3)]
+        split = [port.forward(torch.tensor(tokens[:12]).long(), 0, kv),
+                 *(port.forward(torch.tensor(tokens[i:i + 1]).long(), i, kv) for i in range(12, 20))]
+        whole = port.forward(torch.tensor(tokens).long(), 0, None)
+    np.testing.assert_allclose(whole.numpy(), expected, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(torch.cat(split).numpy(), expected, rtol=1e-4, atol=1e-4)

@@ -347,3 +347,20 @@ def test_unrealized_and_constant_inputs_match_running_the_step() -> None:
     for e, j in zip(eager, jit, strict=True):
         for x, y in zip(e, j, strict=True):
             np.testing.assert_array_equal(x, y)
+
+
+def test_replay_after_the_kernel_libraries_are_unloaded_looks_them_up_again() -> None:
+    # a replay of C kernels calls functions it looked up once; unloading their libraries (LOADED evicts
+    # the least recently used, or is cleared) must make it look them up again, not call freed code
+    from tinyedu.runtime.ops_c import LOADED
+
+    w = Tensor(np.arange(12, dtype=np.float32).reshape(3, 4)).realize()
+    step = TinyJit(lambda x: ((x @ w).relu() + 1).sum(1).realize())
+    rng = np.random.default_rng(0)
+    inputs = [rng.standard_normal((2, 3)).astype(np.float32) for _ in range(7)]
+    expected = [(np.maximum(x @ w.numpy(), 0) + 1).sum(1) for x in inputs]
+    for k, x in enumerate(inputs):
+        if k in (4, 6):
+            LOADED.clear()  # every library unloaded between two replays
+        np.testing.assert_allclose(step(Tensor(x)).numpy(), expected[k], rtol=1e-6)
+    assert step.calls == 7 and step._direct is not None and step._direct[1] is not None  # the direct path ran

@@ -31,6 +31,7 @@ function (a counter, a print, `p.grad`) happen on the first three calls only.
 
 from __future__ import annotations
 
+import ctypes
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -55,6 +56,7 @@ from tinyedu.jit_inputs import (
 )
 from tinyedu.lazy import LazyBuffer
 from tinyedu.runtime.device import Buffer
+from tinyedu.runtime.ops_c import LOADED, CProgram
 from tinyedu.tensor import Tensor
 
 
@@ -107,6 +109,7 @@ class TinyJit:
         self.items: list[JitItem] = []      # the recording that is replayed
         self.dropped: list[JitItem] = []    # recorded, but not replayed: their result cannot change
         self._first: list[JitItem] | None = None
+        self._direct: tuple[tuple[int, int, int], list | None] | None = None  # see _direct_calls
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         args, kwargs, inputs, copies = realized_inputs(args, kwargs)
@@ -163,7 +166,7 @@ class TinyJit:
         written_by = {}
         for item in recorded:
             written_by.setdefault(id(item.buffers[0]), []).append(item)
-        self.items, self.dropped = [], []
+        self.items, self.dropped, self._direct = [], [], None
         for item in recorded:
             target = item.buffers[0]
             facts = ItemFacts(constant=isinstance(item.program, (realize.HostCopy, realize.Fill)),
@@ -223,16 +226,42 @@ class TinyJit:
         for buffer in written:
             snapshot_for_pending_readers(buffer)
         timed = debug_level() >= 2
-        for item, bufs in zip(self.items, buffers, strict=True):
-            begin = time.perf_counter() if timed else 0.0
-            realize.run_program(item.name, item.ast, item.program, bufs)
-            if timed:
-                print(f"*** JIT    {item.name:28s} {(time.perf_counter() - begin) * 1e3:9.3f} ms")
+        direct = None if timed or realize.observers else self._direct_calls()
+        if direct is not None:  # only the swapped pointers change; every other one was converted once
+            for i, j, _ in (*self.input_slots, *self.output_slots):
+                direct[i][1][j] = ctypes.c_void_p(buffers[i][j].host_address())
+            for function, arguments in direct:
+                function(*arguments)
+        else:
+            for item, bufs in zip(self.items, buffers, strict=True):
+                begin = time.perf_counter() if timed else 0.0
+                realize.run_program(item.name, item.ast, item.program, bufs)
+                if timed:
+                    print(f"*** JIT    {item.name:28s} {(time.perf_counter() - begin) * 1e3:9.3f} ms")
         GlobalCounters.kernel_count += self.kernel_count
         for buffer in written:
             buffer.version += 1
         return self._outputs(outputs)
     # --8<-- [end:replay]
+
+    def _direct_calls(self) -> list[tuple[Any, list]] | None:
+        """Every item's C function and pointer arguments, looked up once, when every item is a C
+        program (None otherwise: each item then runs through run_program, as it was recorded).
+
+        Why: a replayed decoding step of a small model is dozens of tiny kernels, and looking up each
+        function in its library and converting each pointer again costs more than many of them run.
+        A function stays valid while its library stays loaded: any load or unload since (LOADED's
+        counts) makes them be looked up again."""
+        state = (LOADED.loads, LOADED.evictions, len(LOADED))
+        if self._direct is None or self._direct[0] != state:
+            calls = None
+            if all(type(item.program) is CProgram for item in self.items):
+                calls = [(item.program.function, [ctypes.c_void_p(b.host_address()) for b in item.buffers])
+                         for item in self.items]
+                if (LOADED.loads, LOADED.evictions, len(LOADED)) != state:  # a lookup loaded a library,
+                    return None  # which may have unloaded another one looked up before: next replay
+            self._direct = (state, calls)
+        return self._direct[1]
 
     @property
     def kernel_count(self) -> int:

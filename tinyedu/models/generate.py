@@ -108,7 +108,10 @@ def speculative_generate(target: Any, draft: Any, prompt_ids: Sequence[int], new
         raise ValueError(f"speculative_generate: the draft must share the target's vocabulary "
                          f"({draft.vocab_size} vs {target.vocab_size}) and fit {len(sequence) + new_tokens} "
                          f"positions (its block_size is {draft.block_size})")
-    target_cache, draft_cache = target.new_cache(), draft.new_cache()
+    # each model's kept cache, as generate() uses: from a second call on, every pass replays recorded
+    # kernels (a draft that is the target itself needs a second cache: it runs ahead of the target)
+    target_cache = target.decoding_state()[0]
+    draft_cache = draft.new_cache() if draft is target else draft.decoding_state()[0]
     if len(sequence) > 1:  # the target's cache holds every token but the last, which each round feeds
         target.forward_cached(sequence[:-1], 0, target_cache)
     end, draft_seen = len(sequence) + new_tokens, 0

@@ -74,6 +74,15 @@ def attention_mask(query_positions: Tensor, key_length: int, window: int | None)
 # --8<-- [end:mask]
 
 
+def table_rows(table: Tensor, positions: Tensor) -> Tensor:
+    """The rows (T, d) of `table` (n, d) at `positions` (T,), as a one-hot sum: table[positions] without
+    indexing's range check, which would add kernels to every decoding step. The positions are the
+    model's own (0..block_size - 1: arange, or forward_cached's, checked on the host). Exact: each sum
+    adds one row's value to zeros (and the rotation tables hold no -0.0)."""
+    one_hot = positions.reshape(-1, 1) == Tensor.arange(table.shape[0], device=table.device)   # (T, n)
+    return one_hot.unsqueeze(-1).where(table.unsqueeze(0), 0.0).sum(1)
+
+
 class KVCache:
     """The keys and values one layer has computed so far: (1, n_heads, block_size, head_dim) each,
     allocated once and written in place with `assign`; rows past the current position hold stale
@@ -112,14 +121,28 @@ def write_rows(cache: Tensor, rows: Tensor, positions: Tensor) -> Tensor:
     The positions are a tensor in memory, not Python numbers, so the kernels are the same at every
     step (compiled once). A one-hot (T, S) matrix places row t at position positions[t]; a sum of
     one value and zeros is exact, so the cache holds the keys' very bits (but for -0.0, which the
-    sum makes 0.0; no dot product can tell the two apart).
+    sum makes 0.0; no dot product can tell the two apart). One row, a decoding step, needs no sum.
     """
     slots = Tensor.arange(cache.shape[2], device=cache.device)
     one_hot = positions.reshape(-1, 1) == slots.reshape(1, -1)                      # (T, S)
+    if rows.shape[2] == 1:  # one new row (every decoding step): the one-hot row is the mask, no sum needed
+        return one_hot.reshape(1, 1, -1, 1).where(rows, cache)                      # one elementwise kernel
     placed = (one_hot.reshape(1, 1, *one_hot.shape, 1).where(rows.unsqueeze(3), 0.0)).sum(2)
     written = one_hot.any(0).reshape(1, 1, -1, 1)                                   # (1, 1, S, 1)
     return written.where(placed, cache)
 # --8<-- [end:cache-update]
+
+
+def to_memory_unless_one_row(x: Tensor) -> Tensor:
+    """x (..., T, d) put in memory (`contiguous`) before the matmul that reads it, unless T is 1.
+
+    Left to fuse, an elementwise result (a LayerNorm's output, a rotation) is recomputed in the matmul
+    for every output it meets. Over many positions that costs more than storing it: the kernel is
+    not vectorized and redoes T·d work per output (at dim 128 a training step's MLP matmul takes ~5x
+    as long). For one position (every decoding step) the recomputation is d operations per output,
+    less than launching one more kernel: fused, a decoding step runs 10 kernels fewer.
+    """
+    return x if x.shape[-2] == 1 else x.contiguous()
 
 
 class GPTAttention:
@@ -139,8 +162,10 @@ class GPTAttention:
         q, k, v = heads.permute(2, 0, 3, 1, 4)  # each (B, heads, T, head_dim)
         if rope is not None:
             # in memory (contiguous): fused into the scores' matmul, the rotation would be recomputed
-            # for every query-key pair, and the kernel would not vectorize (16 ms instead of 0.1 ms)
-            q, k = apply_rope(q, *rope).contiguous(), apply_rope(k, *rope).contiguous()
+            # for every query-key pair, and the kernel would not vectorize (16 ms instead of 0.1 ms);
+            # but for one query (a decoding step) fusing is cheaper. k goes to memory always: a one-row
+            # k fused into the cache write would be rotated again for every slot of the cache
+            q, k = to_memory_unless_one_row(apply_rope(q, *rope)), apply_rope(k, *rope).contiguous()
         writes = []
         if cache is not None:  # attend over every cached position; the mask hides the ones not yet written
             k, v = write_rows(cache.k, k, positions), write_rows(cache.v, v, positions)
@@ -154,9 +179,8 @@ class GPTAttention:
 class GPTBlock:
     """Pre-norm residual block, as chapter 09's: x + attn(ln1(x)), then + mlp(ln2(x)).
 
-    Each LayerNorm's output is put in memory (`contiguous`) before the matmul that reads it. Left to
-    fuse, the normalization is recomputed in the matmul for every output column it meets, and the
-    kernel is not vectorized: at dim 128 the MLP's first matmul takes ~5x as long.
+    Each LayerNorm's output is put in memory before the matmul that reads it, unless it is one
+    position (see to_memory_unless_one_row).
     """
 
     def __init__(self, dim: int, n_heads: int, window: int | None):
@@ -165,9 +189,9 @@ class GPTBlock:
 
     def __call__(self, x: Tensor, positions: Tensor, rope: tuple[Tensor, Tensor] | None,
                  cache: KVCache | None = None) -> tuple[Tensor, list[tuple[Tensor, Tensor]]]:
-        attended, writes = self.attn(self.ln1(x).contiguous(), positions, rope, cache)
+        attended, writes = self.attn(to_memory_unless_one_row(self.ln1(x)), positions, rope, cache)
         x = x + attended
-        return x + self.mlp(self.ln2(x).contiguous()), writes
+        return x + self.mlp(to_memory_unless_one_row(self.ln2(x))), writes
 
 
 # --8<-- [start:gpt]
@@ -206,12 +230,12 @@ class GPT:
         if self.positions == "learned":
             x = x + self.pos_emb(positions)
         else:
-            rope = (self.rope_cos[positions], self.rope_sin[positions])  # the rows of these positions
+            rope = (table_rows(self.rope_cos, positions), table_rows(self.rope_sin, positions))
         writes = []
         for n, block in enumerate(self.blocks):
             x, block_writes = block(x, positions, rope, caches[n] if caches is not None else None)
             writes += block_writes
-        return self.head(self.ln_f(x).contiguous()), writes
+        return self.head(to_memory_unless_one_row(self.ln_f(x))), writes
 
     def head(self, x: Tensor) -> Tensor:
         """Logits: every position's vector against every token's embedding (the tied head)."""
@@ -270,14 +294,16 @@ class GPT:
             raise ValueError(f"GPT.forward_cached: positions {start}..{start + len(tokens) - 1} do not fit "
                              f"in block_size {self.block_size}")
         if len(tokens) not in cache.steps:
-            cache.steps[len(tokens)] = TinyJit(lambda ids, where: self._cached_step(ids, where, cache))
-        device = self.tok_emb.weight.device
-        positions = Tensor(np.arange(start, start + len(tokens), dtype=np.int32), device=device)
-        ids = Tensor(np.asarray(tokens, dtype=np.int32).reshape(1, -1), device=device)
+            cache.steps[len(tokens)] = TinyJit(lambda step_input: self._cached_step(step_input, cache))
+        # one (2, T) input, the tokens over their positions: a step copies one array in, not two
+        step_input = np.empty((2, len(tokens)), dtype=np.int32)
+        step_input[0], step_input[1] = tokens, np.arange(start, start + len(tokens))
         with no_grad():
-            return cache.steps[len(tokens)](ids, positions).numpy()
+            return cache.steps[len(tokens)](Tensor(step_input, device=self.tok_emb.weight.device)).numpy()
 
-    def _cached_step(self, ids: Tensor, positions: Tensor, cache: DecodeCache) -> Tensor:
+    def _cached_step(self, step_input: Tensor, cache: DecodeCache) -> Tensor:
+        length = step_input.shape[1]  # views of the one input (shrink: no kernel of their own)
+        ids, positions = step_input.shrink(((0, 1), None)), step_input.shrink(((1, 2), None)).reshape(length)
         logits, writes = self._forward(ids, positions, cache.layers)
         Tensor.assign_all([target for target, _ in writes], [value for _, value in writes])
         return logits[0].realize()
