@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import atexit
 import weakref
-from typing import Any, Protocol, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 
+from tinyedu.core import lazy as core_lazy
 from tinyedu.core.dtype import DType, cast_array, dtypes, to_storage
-from tinyedu.core.helpers import prod
 from tinyedu.core.ops import BinaryOps, LoadOps, Op, ReduceOps, TernaryOps, UnaryOps, const_key
 from tinyedu.shape import ShapeTracker
 from tinyedu.shape.memo import memoized
@@ -57,17 +57,18 @@ def engine() -> Engine:
 
 
 # --8<-- [end:engine]
-class LazyBuffer:
+class LazyBuffer(core_lazy.LazyBuffer):
+    """The core's LazyBuffer (tinyedu/core/lazy.py), with what the full library adds: every node
+    remembers which version of each source's memory it was planned on (for `assign`), equal nodes
+    are made once (`create`), constants fold, half floats compute in float32, views are kept, and
+    the engine it hands the graph to is the full one. `base`, `is_view`, `size`, `cast` and the
+    movement ops (reshape, permute, expand, pad, shrink) are the core's."""
+
     # --8<-- [start:init]
     def __init__(self, device: str, st: ShapeTracker, dtype: DType, op: Op | None = None,
                  arg: Any = None, srcs: tuple["LazyBuffer", ...] = (), base: "LazyBuffer | None" = None):
-        self.device, self.st, self.dtype = device, st, dtype
-        self.shape: tuple[int, ...] = st.shape
-        self._base = base
+        super().__init__(device, st, dtype, op, arg, srcs, base)
         if base is None:
-            # A base owns the computation; `realized` is the device buffer once the engine ran it.
-            self.op, self.arg, self.srcs = op, arg, srcs
-            self.realized: Any = None
             # Which version of each source's memory this computation was planned on (see assign).
             self.src_versions = _versions(srcs)
             for src in srcs:
@@ -79,18 +80,6 @@ class LazyBuffer:
 
     # --8<-- [end:init]
     # ---- what kind of node this is ----
-    @property
-    def base(self) -> "LazyBuffer":
-        return self._base if self._base is not None else self
-
-    @property
-    def is_view(self) -> bool:
-        return self._base is not None
-
-    @property
-    def size(self) -> int:
-        return prod(self.shape)
-
     def is_const(self) -> bool:
         """A CONST, in memory or not: its value is known, so kernels read it as a literal."""
         return self.base.op is LoadOps.CONST
@@ -205,9 +194,6 @@ class LazyBuffer:
         return LazyBuffer.create(self.device, st, self.dtype, op, axes, (self,))
 
     # --8<-- [end:elementwise]
-    def cast(self, dtype: DType) -> "LazyBuffer":
-        return self if dtype == self.dtype else self.e(UnaryOps.CAST, arg=dtype)
-
     def contiguous(self) -> "LazyBuffer":
         """Ask for this value in its own dense memory: a kernel boundary (the scheduler stores it).
 
@@ -302,22 +288,8 @@ class LazyBuffer:
         _NODES[key] = view
         return view
 
-    def reshape(self, shape: tuple[int, ...]) -> "LazyBuffer":
-        return self._view(self.st.reshape(shape))
-
     # --8<-- [end:view]
-    def permute(self, order: tuple[int, ...]) -> "LazyBuffer":
-        return self._view(self.st.permute(order))
-
-    def expand(self, shape: tuple[int, ...]) -> "LazyBuffer":
-        return self._view(self.st.expand(shape))
-
-    def pad(self, padding: Sequence[tuple[int, int]]) -> "LazyBuffer":
-        return self._view(self.st.pad(tuple(padding)))
-
-    def shrink(self, bounds: Sequence[tuple[int, int]]) -> "LazyBuffer":
-        return self._view(self.st.shrink(tuple(bounds)))
-
+    # reshape, permute, expand, pad and shrink are the core's: each asks the ShapeTracker, then _view
     def stride(self, steps: tuple[int, ...]) -> "LazyBuffer":
         return self._view(self.st.stride(steps))
 

@@ -222,6 +222,23 @@ def test_the_full_library_views_are_the_cores() -> None:
     assert merged > 0, "no trial stacked views that the full library merges: the test lost its point"
 
 
+def test_the_full_library_lazy_graph_is_the_cores() -> None:
+    """tinyedu.lazy.LazyBuffer subclasses the core's: its movement ops are the core's, ending in the
+    full library's _view, which keeps one node per view."""
+    from tinyedu import Tensor as FullTensor
+    from tinyedu.core import lazy as core_lazy
+    from tinyedu.lazy import LazyBuffer
+
+    assert issubclass(LazyBuffer, core_lazy.LazyBuffer)
+    for name in ("base", "is_view", "cast", "reshape", "permute", "expand", "pad", "shrink"):
+        assert name not in LazyBuffer.__dict__, f"the full LazyBuffer redefines {name}"
+    x = FullTensor(np.arange(12, dtype=np.float32)).lazydata
+    view = x.reshape((3, 4)).permute((1, 0))
+    assert view.is_view and view.base is x.base and view.shape == (4, 3)
+    assert x.reshape((3, 4)).permute((1, 0)) is view  # the full library's _view: one node per view
+    assert view.reshape((4, 3)) is view and x.reshape((12,)) is x  # the core's shortcuts
+
+
 @pytest.mark.parametrize("axis", [None, 0, 1, (0, 2), -1])
 def test_reductions(axis) -> None:
     x = np.random.default_rng(4).standard_normal((3, 4, 5), dtype=np.float32)
