@@ -5,6 +5,8 @@ sectors and bank passes of the vector accesses."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -30,6 +32,14 @@ UPCAST_4 = [Opt(OptOps.UPCAST, 1, 4), Opt(OptOps.GLOBAL, 0, 0), Opt(OptOps.GLOBA
 @pytest.fixture(autouse=True)
 def python_as_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PYTHON_GPU", "1")
+
+
+@pytest.fixture
+def gpu_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The GPU device with a GPU's limits even where OpenCL is a CPU's (PoCL, whose work-items are
+    SIMD lanes and keep scalar accesses): the tests that read the float4 code a GPU gets."""
+    gpu = Device["GPU"]
+    monkeypatch.setattr(gpu, "limits", replace(gpu.limits, threads_are_simd_lanes=False))
 
 
 def ast_of(t: Tensor) -> LazyOp:
@@ -86,14 +96,29 @@ def test_the_lockstep_emulator_gives_numpy_s_bits_with_vector_accesses(name: str
 
 
 @pytest.mark.parametrize("device", GPUS)
-def test_gpu_devices_give_numpy_s_bits_with_vector_accesses(device: str):
+def test_gpu_devices_give_numpy_s_bits_with_vector_accesses(device: str, gpu_threads: None):
+    # a GPU's threads (forced on PoCL too, so the float4 code runs here): float4 moves
     for name, (t, inputs, expected) in cases().items():
         got, program = run(device, t, UPCAST_4, *inputs)
         np.testing.assert_array_equal(got, numpy_answer(t, *inputs), err_msg=name)
         assert vector_accesses(program.uops) == expected, name
 
 
-def test_each_renderer_spells_a_vector_access():
+@pytest.mark.parametrize("device", GPUS)
+def test_a_cpu_s_simd_lanes_keep_scalar_accesses(device: str):
+    """With the device's own limits: where work-items are a CPU core's SIMD lanes (OpenCL's CPU type,
+    PoCL) every access stays scalar (a work-item's float4 would be a gather across lanes); a GPU
+    gets its float4s. NUMPY's bits either way."""
+    backend = Device[device]
+    is_cpu = device == "GPU" and bool(int(backend.device.type) & backend.cl.device_type.CPU)
+    assert Device[device].limits.threads_are_simd_lanes == is_cpu
+    for name, (t, inputs, expected) in cases().items():
+        got, program = run(device, t, UPCAST_4, *inputs)
+        np.testing.assert_array_equal(got, numpy_answer(t, *inputs), err_msg=name)
+        assert vector_accesses(program.uops) == ({} if is_cpu else expected), name
+
+
+def test_each_renderer_spells_a_vector_access(gpu_threads: None):
     ast = ast_of(Tensor(X) * 2 + Tensor(Y))
     opencl = lower("GPU", ast, UPCAST_4, compile=False).source
     assert "float4 val0 = vload4(0, data1+" in opencl and "vstore4((float4)(" in opencl
@@ -148,14 +173,14 @@ def test_alignment_is_proven_or_the_access_stays_scalar():
     assert multiple_of(UOp(UOps.ALU, dtypes.int32, (plus3, four), BinaryOps.MUL), 4)
 
 
-def test_the_register_blocked_matmul_stores_its_rows_4_at_a_time():
+def test_the_register_blocked_matmul_stores_its_rows_4_at_a_time(gpu_threads: None):
     a, b = (RNG.standard_normal((256, 256)).astype(np.float32) for _ in range(2))
     program = lower("GPU", ast_of(Tensor(a) @ Tensor(b)), compile=False)
     assert [o.amount for o in program.opts if o.op is OptOps.UPCAST] == [4, 4]
     assert vector_accesses(program.uops)[0] == ["STORE"] * 4  # 16 outputs: 4 rows of a float4
 
 
-def test_the_register_blocked_matmul_moves_float4s_in_every_language():
+def test_the_register_blocked_matmul_moves_float4s_in_every_language(gpu_threads: None):
     """The copies into shared memory load float4s, B's tile is stored as float4s, every read of a
     tile is a float4; in WGSL every array is one of vec4 (A's transposed tile written lane by lane)."""
     a, b = (RNG.standard_normal((256, 256)).astype(np.float32) for _ in range(2))

@@ -42,3 +42,11 @@ class GPULimits:
     max_groups: tuple[int, int, int] = (2**31 - 1, 65535, 65535)   # workgroups per grid dimension
     shared_memory_bytes: int = 48 * 1024      # shared (local) memory of one workgroup
     warp_size: int = 32                       # threads that run as one SIMD instruction
+    # Work-items are the SIMD lanes of a CPU core (OpenCL's CL_DEVICE_TYPE_CPU, e.g. PoCL), not the
+    # threads of a GPU's warp. Such a device vectorizes a kernel across neighbouring work-items, so a
+    # work-item's own float4 becomes a gather across lanes, and a shared tile laid out for a GPU's
+    # banks (a thread's 4 rows side by side) makes neighbouring lanes read words 4 apart: PoCL ran
+    # the register-blocked 512² matmul 5-10x slower with them. Where this is True, the code generator
+    # keeps shared tiles in the tile's axis order and every access scalar (codegen/gpu.py,
+    # linearizer.py), which such a device vectorizes across lanes by itself.
+    threads_are_simd_lanes: bool = False

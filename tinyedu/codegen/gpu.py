@@ -202,7 +202,11 @@ def copy_walk(order: list[int], sizes: list[int], itemsize: int,
 def layout_order(k: Kernel, tile: list[int]) -> list[int]:
     """The tile's axes in shared memory, slowest first: the loops (the reduce tile), then the thread
     axes, then the UPCAST axes, so that the elements one thread reads together (a register block's
-    4 rows or columns) are neighbours: one aligned float4 (codegen/gpu_vectors.py)."""
+    4 rows or columns) are neighbours: one aligned float4 (codegen/gpu_vectors.py). On a device whose
+    work-items are a CPU core's SIMD lanes (GPULimits.threads_are_simd_lanes) the tile keeps its axis
+    order: there neighbouring work-items, not one work-item's 4 elements, should be neighbours."""
+    if k.gpu is not None and k.gpu.threads_are_simd_lanes:
+        return list(tile)
     upcast, threads = k.axes_of(AxisKind.UPCAST), k.axes_of(AxisKind.LOCAL, AxisKind.GROUP)
     return ([a for a in tile if a not in upcast and a not in threads] + [a for a in tile if a in threads]
             + [a for a in tile if a in upcast])

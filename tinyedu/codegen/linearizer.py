@@ -134,7 +134,9 @@ class Linearizer:
             gpu.finish_groups(b, inside_loops=bool(output_loops))
         for _ in output_loops:
             b.close_range()
-        return gpu_vectors.combine_vector_accesses(b.uops) if k.gpu is not None else b.uops
+        # float4 moves for a GPU's threads; a CPU's SIMD lanes gather them, so those keep scalars
+        vectors = k.gpu is not None and not k.gpu.threads_are_simd_lanes
+        return gpu_vectors.combine_vector_accesses(b.uops) if vectors else b.uops
     # --8<-- [end:linearize]
 
     def open_loop(self, axis: int) -> UOp:

@@ -142,9 +142,11 @@ class GPUDevice(Backend):
         # the threads that run in lockstep: NVIDIA's warp, AMD's wavefront, else what the device prefers
         self.warp_size = _device_info(self.device, "warp_size_nv", "wavefront_width_amd",
                                       "preferred_work_group_size_multiple")
+        # a CPU device (PoCL) runs neighbouring work-items as one core's SIMD lanes (see GPULimits)
+        on_cpu = bool(int(self.device.type) & self.cl.device_type.CPU)
         # what the GPU opts are checked against (OpenCL's grid has no per-dimension group limit of its own)
         self.limits = GPULimits(self.max_workgroup_size, self.max_local_sizes, (2**31 - 1,) * 3,
-                                self.local_memory_bytes, self.warp_size)
+                                self.local_memory_bytes, self.warp_size, threads_are_simd_lanes=on_cpu)
 
     def allocate(self, nbytes: int) -> CLMemory:
         return CLMemory(self, nbytes)
