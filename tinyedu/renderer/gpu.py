@@ -54,6 +54,13 @@ WRAPPING = {BinaryOps.ADD: "+", BinaryOps.SUB: "-", BinaryOps.MUL: "*"}
 UNSIGNED = {dtypes.int32: "unsigned int", dtypes.int64: "unsigned long long"}
 
 
+def check_gpu_vector(backend: str, dtype) -> None:
+    """Only the 4-lane vectors of codegen/gpu_vectors.py reach a GPU kernel (OpenCL, CUDA, WGSL)."""
+    if dtype.count != 4 or dtype.scalar not in (dtypes.float32, dtypes.int32):
+        raise NotImplementedError(f"{backend}: a vector of {dtype.count} {dtype.scalar.name}; GPU kernels "
+                                  "move 4 float32 or int32 at a time, and compute with scalars")
+
+
 class GPURenderer(CRenderer):
     """A C renderer for GPU kernels; a subclass fills in one language's spellings."""
 
@@ -103,11 +110,8 @@ class GPURenderer(CRenderer):
         return self.half_storage if dtype == dtypes.float16 else dtype.c_name
 
     def type_name(self, dtype) -> str:
-        if is_vector(dtype):  # only the 4-lane vectors of codegen/gpu_vectors.py reach a GPU kernel
-            if dtype.count != 4 or dtype.scalar not in (dtypes.float32, dtypes.int32):
-                raise NotImplementedError(f"{self.backend}: a vector of {dtype.count} {dtype.scalar.name}; "
-                                          "GPU kernels move 4 float32 or int32 at a time, and compute with "
-                                          "scalars")
+        if is_vector(dtype):
+            check_gpu_vector(self.backend, dtype)
             return f"{dtype.scalar.c_name}4"
         return super().type_name(dtype)
 

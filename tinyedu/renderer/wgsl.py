@@ -70,6 +70,7 @@ from tinyedu.core.dtype import DType, dtypes
 from tinyedu.core.ops import BinaryOps, TernaryOps, UnaryOps
 from tinyedu.core.uops import INT32_MIN, FusedOps, UOp, UOps, is_vector
 from tinyedu.renderer.cstyle import BINARY_SYMBOLS, CRenderer, _shortest_float32, _unwrap, _wrap
+from tinyedu.renderer.gpu import check_gpu_vector
 
 # The type a dtype has inside a kernel, and in a storage buffer (where bool and narrow ints widen).
 WGSL_TYPES = {dtypes.float32: "f32", dtypes.int32: "i32", dtypes.uint32: "u32", dtypes.bool: "bool",
@@ -180,11 +181,8 @@ class WGSLRenderer(CRenderer):
 
     # ---- types and literals ----
     def type_name(self, dtype) -> str:
-        if is_vector(dtype):  # only the 4-lane vectors of codegen/gpu_vectors.py reach a GPU kernel
-            if dtype.count != 4 or dtype.scalar not in (dtypes.float32, dtypes.int32):
-                raise NotImplementedError(f"{self.backend}: a vector of {dtype.count} {dtype.scalar.name}; "
-                                          "GPU kernels move 4 float32 or int32 at a time, and compute with "
-                                          "scalars")
+        if is_vector(dtype):
+            check_gpu_vector(self.backend, dtype)
             return f"vec4<{self.types[dtype.scalar]}>"
         if dtype not in self.types:
             raise NotImplementedError(f"WEBGPU: dtype {dtype.name} is not supported in WGSL kernels: "
