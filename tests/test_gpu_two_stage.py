@@ -2,7 +2,9 @@
 slice each into partials, then one workgroup reduces the partials. Checked against numpy in float64
 (within float32 summation error) on PYTHON in lockstep, GPU and WEBGPU, at sizes no slice divides;
 MAX keeps its NaN and inf; the emulator's counts show every workgroup of stage 1 at work; a CPU
-device's kernels are left as they are."""
+device's kernels are left as they are. Under BEAM the number of workgroups is measured: its
+candidates include "no split", the fastest is kept (and cached), and every candidate's result is
+exact (sums of small integers, MAX) against numpy."""
 
 from __future__ import annotations
 
@@ -13,11 +15,13 @@ from tests.gpu_devices import GPUS
 from tinyedu import Tensor
 from tinyedu.codegen.launch import launch_dims
 from tinyedu.core.ops import LoadOps
+from tinyedu.engine import two_stage
 from tinyedu.engine.lower import lower
+from tinyedu.engine.realize import run_schedule
 from tinyedu.engine.schedule import create_schedule
-from tinyedu.engine.two_stage import grid, split_full_reduces, two_stages
+from tinyedu.engine.two_stage import grid, search_split, split_choices, split_full_reduces, two_stages
 from tinyedu.launch import GPULimits
-from tinyedu.runtime.device import Buffer
+from tinyedu.runtime.device import Buffer, Device
 
 
 @pytest.fixture(autouse=True)
@@ -145,3 +149,69 @@ def test_views_and_fused_ops_below_the_reduce(device):
     close_to_float64(big[::2, 3:].sum().numpy(), a[::2, 3:])
     close_to_float64((big * row).sum().numpy(), a, lambda v: v * b)
     close_to_float64(big.mean().numpy() * a.size, a)
+
+
+# ---- BEAM chooses how many workgroups ----
+def test_split_choices_follow_the_limits():
+    webgpu_like = GPULimits(max_workgroup_size=256, max_groups=(65535, 65535, 65535))
+    for limits in (GPULimits(), webgpu_like):
+        choices = split_choices(2**20 + 7, limits)
+        assert choices[0] == 1 and grid(2**20 + 7, limits)[0] in choices and len(choices) == 4
+    small = GPULimits(max_workgroup_size=64, max_groups=(100, 1, 1))
+    assert split_choices(10**6, small) == [1, 25, 100]  # four times 100 is past the grid's 100
+    assert split_choices(1000, GPULimits()) == [1]  # one workgroup's worth: nothing to choose
+
+
+def beam_on(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    monkeypatch.setenv("TINYEDU_CACHE", str(tmp_path))
+    monkeypatch.setenv("BEAM", "1")
+
+
+def test_beam_keeps_the_fastest_split_and_caches_it(monkeypatch, tmp_path):
+    """A made-up clock that rewards the most partials (and fails the unsplit kernel): the realizer's
+    schedule gets that split, and a second search reads it from the disk."""
+    beam_on(monkeypatch, tmp_path)
+    x = Tensor(np.ones(2**13 + 256, dtype=np.float32), device="PYTHON").realize()
+    (item,) = kernels(x.sum())
+    choices = split_choices(2**13 + 256, GPULimits())
+
+    def fake_time(items):
+        return np.inf if len(items) == 1 else 1.0 / items[0].out.shape[0]
+    monkeypatch.setattr(two_stage, "time_stages", fake_time)
+    first, second = split_full_reduces([item])
+    assert first.out.shape == (max(choices),) and second.out is item.out
+    again = search_split(item, GPULimits(), 1)
+    assert again.cached and again.groups == max(choices) and sorted(again.seconds) == choices
+
+
+def run_variant(item, groups: int, monkeypatch) -> float:
+    """The item's result with `groups` partials (1: unsplit), run as the realizer runs it."""
+    monkeypatch.setenv("SPLIT_REDUCE", "0")  # (run exactly these kernels)
+    monkeypatch.delenv("BEAM")
+    run_schedule(two_stages(item, Device[item.out.device].limits, groups))
+    monkeypatch.setenv("BEAM", "1")
+    monkeypatch.delenv("SPLIT_REDUCE")
+    return item.out.realized.as_numpy()[0]
+
+
+@pytest.mark.parametrize("device", ["PYTHON", *GPUS])
+def test_beam_times_split_and_unsplit_and_each_is_exact(device, monkeypatch, tmp_path):
+    """Real times on the device: the candidates are no split and several splits, the kept one is the
+    fastest, and each candidate that runs sums small integers (exact in any order) and takes MAX
+    exactly. (On lavapipe the unsplit MAX of 2**20 + 7 is one thread's loop, past llvmpipe's limit:
+    the device refuses it, and the search times it as inf.)"""
+    beam_on(monkeypatch, tmp_path)
+    n = 2**13 + 256 if device == "PYTHON" else 2**20 + 7
+    x = np.random.default_rng(3).integers(-8, 9, n).astype(np.float32)
+    t = Tensor(x, device=device).realize()
+    cases = [(t.sum(), x.sum())]
+    if device != "PYTHON":  # (the emulator is slow: one reduce is enough there)
+        cases.append(((-t).max(), (-x).max()))
+    for reduced, expected in cases:
+        (item,) = kernels(reduced)
+        choice = search_split(item, Device[device].limits, 1)
+        assert 1 in choice.seconds and len(choice.seconds) >= 3 and np.isfinite(choice.seconds[choice.groups])
+        assert choice.groups == min(choice.seconds, key=choice.seconds.get)
+        assert all(np.isfinite(seconds) for groups, seconds in choice.seconds.items() if groups > 1)
+        for groups in (g for g, seconds in choice.seconds.items() if np.isfinite(seconds)):
+            assert run_variant(item, groups, monkeypatch) == expected, groups

@@ -6,7 +6,8 @@ on *scratch* buffers of the kernel's sizes (random data, never the real buffers,
 clobber anything). The winner is cached on disk under `$TINYEDU_CACHE/beam/`, keyed by the kernel's
 AST, the device, what the device compiles with (compiler, version, flags, processor), the number of
 threads and the beam width: a second run (or another process) reuses it without searching.
-`BEAM_BUDGET` (seconds, default 60) bounds one search.
+`BEAM_BUDGET` (seconds, default 60) bounds one search. The same timing and folder serve the
+realizer's choice of a two-stage reduce's split (tinyedu/engine/two_stage.py).
 """
 
 from __future__ import annotations
@@ -61,12 +62,18 @@ def time_runner(runner, buffers: list[Buffer], min_seconds: float = 0.002) -> fl
 def cache_key(ast: LazyOp, device: str, width: int) -> str:
     backend = Device[device]
     compiler = backend.compiler
-    signature = "none" if compiler is None else compiler.signature()
+    if compiler is None:
+        signature = "none"
+    elif hasattr(compiler, "signature"):  # a compiler of C, NEON, LLVM, CUDA: its version and flags
+        signature = compiler.signature()
+    else:  # a GPU driver compiles (OpenCL, WebGPU): it names the platform or adapter
+        signature = "\0".join([compiler.compiler, *compiler.flags])
     text = "\0".join([repr(ast), device, signature, str(backend.threads()), str(width)])
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-def _cache_file(key: str) -> Path:
+def cache_file(key: str) -> Path:
+    """Where the search's result under `key` is kept (two_stage.py keeps its split choices here too)."""
     folder = cache_dir() / "beam"
     folder.mkdir(parents=True, exist_ok=True)
     return folder / f"{key}.json"
@@ -74,7 +81,7 @@ def _cache_file(key: str) -> Path:
 
 def load_result(ast: LazyOp, device: str, width: int) -> SearchResult | None:
     """The search's saved result for this kernel, or None (never searched, or a damaged entry)."""
-    path = _cache_file(cache_key(ast, device, width))
+    path = cache_file(cache_key(ast, device, width))
     if not path.exists():
         return None
     try:
@@ -88,7 +95,7 @@ def load_result(ast: LazyOp, device: str, width: int) -> SearchResult | None:
 
 def save_result(ast: LazyOp, device: str, width: int, name: str, result: SearchResult) -> None:
     """Keep a search's result on disk (written whole or not at all: another process may read it)."""
-    path = _cache_file(cache_key(ast, device, width))
+    path = cache_file(cache_key(ast, device, width))
     saved = {"kernel": name, "opts": [[o.op.name, o.axis, o.amount] for o in result.opts],
              "seconds": result.seconds, "baseline": result.baseline, "search_seconds": result.search_seconds,
              "tried": result.tried}

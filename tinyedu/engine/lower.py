@@ -230,7 +230,7 @@ def search(ast: LazyOp, device: str, width: int) -> SearchResult:
     def time_opts(opts: list[Opt]) -> float:
         try:
             return beam.time_runner(lower(device, ast, opts).runner, buffers)
-        except (OptError, RuntimeError):  # RuntimeError: the compiler rejected it
+        except (OptError, RuntimeError, ValueError):  # the compiler or the device rejected it
             return math.inf
 
     kernel = new_kernel(ast, backend)

@@ -16,19 +16,32 @@ one-stage kernel's by rounding only); MAX gives the same value, NaN and inf incl
 
 Only kernels with one output on a device with GPU limits are split; every other kernel, and every
 kernel of a CPU device, runs as scheduled. SPLIT_REDUCE=0 turns the split off.
+
+How many workgroups G is a choice, like an opt. The heuristic (`grid`) reads it off the device's
+limits. Under BEAM=n the realizer measures instead (`search_split`): each of a few G (`split_choices`,
+"no split" among them) is timed the way BEAM times a candidate, on scratch buffers, the fastest of
+several runs, the stages' times added, and the fastest is kept (on disk, next to BEAM's results).
+The split cannot be one of BEAM's opts: an opt changes how one kernel runs, and BEAM times one
+program, while a split turns one kernel into two and adds a buffer between them. So the split is
+chosen first, each stage at the heuristics' opts, and then BEAM searches the opts of the kernels
+the winner has, as it does any kernel's.
 """
 
 from __future__ import annotations
 
+import json
 import math
-from dataclasses import replace
+import time
+from dataclasses import dataclass, replace
 
 from tinyedu.codegen.heuristics import WORKGROUP
 from tinyedu.codegen.kernel import ast_dtype
 from tinyedu.core.dtype import dtypes
-from tinyedu.core.helpers import getenv, postorder, prod
+from tinyedu.core.helpers import debug_level, getenv, postorder, prod
 from tinyedu.core.ops import BufferOps, ConstBuffer, LazyOp, LoadOps, MemBuffer, ReduceOps, TernaryOps
 from tinyedu.core.uops import lowest_value
+from tinyedu.engine import beam
+from tinyedu.engine.lower import heuristic_opts, lower, new_kernel, optimization_mode
 from tinyedu.engine.schedule import ScheduleItem, leaf_shape
 from tinyedu.launch import GPULimits
 from tinyedu.lazy import LazyBuffer
@@ -52,31 +65,112 @@ def split_full_reduces(schedule: list[ScheduleItem]) -> list[ScheduleItem]:
         if device not in limits_of:
             limits_of[device] = Device[device].limits
         limits = limits_of[device]
-        out.extend(two_stages(item, limits) if limits is not None else [item])
+        if limits is None or full_reduce_length(item) is None:
+            out.append(item)
+        elif optimization_mode() == "beam":
+            out.extend(two_stages(item, limits, search_split(item, limits, int(getenv("BEAM", 0))).groups))
+        else:
+            out.extend(two_stages(item, limits))
     return out
 
 
-def grid(n: int, limits: GPULimits) -> tuple[int, int] | None:
-    """(G, L): G slices of L elements covering n (G * L >= n), or None when one workgroup suffices.
-    L is a multiple of the workgroup's threads; G is at most threads * PER_THREAD (stage 2 then does
-    no more per thread than stage 1) and within the device's workgroups per grid dimension."""
+def full_reduce_length(item: ScheduleItem) -> int | None:
+    """How many elements `item` reduces to its one output, or None when it is not a full reduce."""
+    reduces = [node for node in item.ast.walk() if isinstance(node.op, ReduceOps)]
+    if prod(item.out.shape) != 1 or len(reduces) != 1:
+        return None
+    return prod(leaf_shape(reduces[0].src[0]))
+
+
+def grid(n: int, limits: GPULimits, groups: int | None = None) -> tuple[int, int] | None:
+    """(G, L): G slices of L elements covering n (G * L >= n), or None for no split.
+
+    L is a multiple of the workgroup's threads. Without `groups`, the heuristic: no split when one
+    workgroup's worth suffices, else G at most threads * PER_THREAD (stage 2 then does no more per
+    thread than stage 1) and within the device's workgroups per grid dimension. With `groups`
+    (BEAM's choice, 1 = no split), G is about that many (fewer when L rounds up)."""
     threads = min(WORKGROUP, limits.max_workgroup_size)
     slice_ = threads * PER_THREAD
-    if n < 2 * slice_:
+    if groups is None:
+        if n < 2 * slice_:
+            return None
+        groups = min(math.ceil(n / slice_), slice_, limits.max_groups[0])
+    if groups <= 1:
         return None
-    groups = min(math.ceil(n / slice_), slice_, limits.max_groups[0])
     length = math.ceil(math.ceil(n / groups) / threads) * threads
     return math.ceil(n / length), length
 
 
-def two_stages(item: ScheduleItem, limits: GPULimits) -> list[ScheduleItem]:
-    """[item] unchanged, or its two stages when it reduces a long input to one output."""
-    reduces = [node for node in item.ast.walk() if isinstance(node.op, ReduceOps)]
-    if prod(item.out.shape) != 1 or len(reduces) != 1:
+def split_choices(n: int, limits: GPULimits) -> list[int]:
+    """The G that BEAM times for a full reduce of n elements: 1 (no split), the heuristic's G, and a
+    quarter and four times as many, each within the limits `grid` keeps (none when n is one
+    workgroup's worth: nothing to choose)."""
+    heuristic = grid(n, limits)
+    if heuristic is None:
+        return [1]
+    threads = min(WORKGROUP, limits.max_workgroup_size)
+    most = min(threads * PER_THREAD, limits.max_groups[0], math.ceil(n / threads))
+    tried = {1, heuristic[0]}
+    tried |= {grid(n, limits, g)[0] for g in (heuristic[0] // 4, heuristic[0] * 4) if 2 <= g <= most}
+    return sorted(tried)
+
+
+@dataclass
+class SplitChoice:
+    groups: int                      # the G kept (1: no split)
+    seconds: dict[int, float]        # every G tried, with its time (inf: it failed to build or run)
+    cached: bool = False             # read from the disk cache (nothing was timed)
+
+
+def search_split(item: ScheduleItem, limits: GPULimits, width: int) -> SplitChoice:
+    """BEAM's choice of G for a full reduce: every G of `split_choices` timed, the fastest kept
+    (from the disk cache when this kernel was searched before on this device)."""
+    device, n = item.out.device, full_reduce_length(item)
+    choices = split_choices(n, limits)
+    if choices == [1]:
+        return SplitChoice(1, {})
+    path = beam.cache_file(beam.cache_key(item.ast, device, width) + "-split")
+    try:
+        saved = json.loads(path.read_text())
+        return SplitChoice(saved["groups"], {int(g): t for g, t in saved["seconds"].items()}, cached=True)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        pass  # never searched, or a damaged entry
+    seconds = {g: time_stages(two_stages(item, limits, g)) for g in choices}
+    finite = {g: t for g, t in seconds.items() if math.isfinite(t)}
+    groups = min(finite, key=finite.get) if finite else grid(n, limits)[0]  # (none ran: the heuristic's)
+    temporary = path.with_suffix(f".{time.time_ns()}.tmp")  # written whole or not at all
+    temporary.write_text(json.dumps({"kernel": item.name, "groups": groups, "seconds": seconds}))
+    temporary.replace(path)
+    if debug_level() >= 1:
+        tried = ", ".join(f"{g}: {t * 1e3:.3f} ms" for g, t in seconds.items())
+        print(f"BEAM {width}: {item.name} split into {groups} workgroups (1 = no split; tried {tried})")
+    return SplitChoice(groups, seconds)
+
+
+def time_stages(items: list[ScheduleItem]) -> float:
+    """The kernels' times added, each lowered with the heuristics' opts and timed on scratch buffers
+    as BEAM times a candidate (inf when one fails to build or run)."""
+    total = 0.0
+    for item in items:
+        device = item.out.device
+        backend = Device[device]
+        opts = heuristic_opts(new_kernel(item.ast, backend), backend.vector_width, backend.threads())
+        try:
+            runner = lower(device, item.ast, opts).runner
+            total += beam.time_runner(runner, beam.scratch_buffers(item.ast, device))
+        except (ValueError, RuntimeError):  # an opt that does not apply, a kernel the device refuses
+            return math.inf
+    return total
+
+
+def two_stages(item: ScheduleItem, limits: GPULimits, groups: int | None = None) -> list[ScheduleItem]:
+    """[item] unchanged, or its two stages when it reduces a long input to one output (into about
+    `groups` partials when given, 1 meaning no split; else as many as `grid`'s heuristic says)."""
+    if full_reduce_length(item) is None:
         return [item]
-    reduce = reduces[0]
+    reduce = next(node for node in item.ast.walk() if isinstance(node.op, ReduceOps))
     shape = leaf_shape(reduce.src[0])
-    split = grid(prod(shape), limits)
+    split = grid(prod(shape), limits, groups)
     if split is None:
         return [item]
     groups, length = split
