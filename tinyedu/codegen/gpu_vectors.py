@@ -27,6 +27,9 @@ from __future__ import annotations
 from tinyedu.core.dtype import dtypes
 from tinyedu.core.ops import BinaryOps
 from tinyedu.core.uops import UOp, UOps, VectorDType, is_vector
+from tinyedu.shape import ShapeTracker, Variable, idx_vars
+from tinyedu.shape.rules import base_and_coefficient, terms_and_constant
+from tinyedu.shape.symbolic import NumNode
 
 WIDTH = 4  # lanes of a GPU vector access: 16 bytes of 4-byte elements
 LANE_TYPES = (dtypes.float32, dtypes.int32)
@@ -55,6 +58,28 @@ def multiple_of(u: UOp | None, n: int) -> bool:
     if u.op is UOps.ALU and u.arg in (BinaryOps.ADD, BinaryOps.SUB):
         return all(multiple_of(s, n) for s in u.src)
     return False
+
+
+def float4_view(st: ShapeTracker, axis: int) -> bool:
+    """Whether a buffer read or written through `st` moves as whole aligned float4s once `axis` is
+    UPCAST by 4: the question this pass answers on the UOps, asked of the view before they exist
+    (the GPU heuristics ask it to choose that UPCAST). Yes when the index is `idx_axis + 4 * (terms
+    of the other indices) + a multiple of 4`: stride 1 along `axis`, every other stride and the
+    offset multiples of 4, no padding (a gate per lane), no `//` or `%` (a view it cannot merge)."""
+    variables = idx_vars(st.shape)
+    index, valid = st.expr_idxs(variables)
+    if not (isinstance(valid, NumNode) and valid.b == 1):
+        return False
+    terms, constant = terms_and_constant(index)
+    strides = {}
+    for term in terms:
+        base, coefficient = base_and_coefficient(term)
+        if not isinstance(base, Variable):
+            return False
+        strides[base.name] = coefficient
+    along = variables[axis].name
+    others = [c for name, c in strides.items() if name != along]
+    return strides.get(along) == 1 and constant % WIDTH == 0 and all(c % WIDTH == 0 for c in others)
 
 
 def _candidate(u: UOp) -> bool:

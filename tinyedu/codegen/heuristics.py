@@ -39,6 +39,7 @@ The choices, in the order they are made (each only when it applies):
 
 from __future__ import annotations
 
+from tinyedu.codegen import gpu_vectors
 from tinyedu.codegen.kernel import AxisKind, Kernel
 from tinyedu.codegen.opts import MAX_PACK_ELEMENTS, Opt, OptError, OptOps, apply_opt, pack_tile
 from tinyedu.core.helpers import prod
@@ -106,6 +107,12 @@ def gpu_optimizations(kernel: Kernel) -> list[Opt]:
     0. Register blocking, for a long reduce that reuses its loads (matmul): UPCAST each output axis of
        at least GPU_BLOCK_MIN along which an input does not move by GPU_BLOCK, so each thread
        computes a 4 x 4 block of outputs: every value it loads feeds 4 multiply-adds, not 1.
+       A kernel without such reuse, and not GROUPed (step 1), gets float4s instead: UPCAST the
+       innermost output axis by 4 when the output and every input that moves along it would then
+       move as aligned float4s (an elementwise kernel, a column reduce of many columns; not where
+       work-items are a CPU's SIMD lanes), so each thread makes a quarter of the memory requests.
+       (Before a GROUP, each thread's four partials would go to shared memory as scalars 4 words
+       apart: a 4-way bank conflict.)
     1. GROUP a long reduce (at least GROUP_MIN elements) when there are too few outputs to keep the
        GPU busy one thread each: a workgroup's threads share each output's reduce. Not a column
        reduce (the input is contiguous along an output axis, not along the reduce): its GROUP
@@ -131,6 +138,8 @@ def gpu_optimizations(kernel: Kernel) -> list[Opt]:
     if long_reduce and _reuses_loads(k):
         _register_block_gpu(k, try_opt)
     column = long_reduce and _column_reduce(k, reduces[-1])
+    if not _reuses_loads(k) and not (long_reduce and outputs < GROUP_OUTPUTS):
+        _float4_outputs(k, try_opt)  # (not before a GROUP: its partials' shared stores stay scalar)
     if long_reduce and outputs < GROUP_OUTPUTS and not column:
         amount = _largest_divisor(k.full_shape[reduces[-1]], budget)
         if amount > 1 and try_opt(Opt(OptOps.GROUP, reduces[-1], amount)):
@@ -165,6 +174,26 @@ def _register_block_gpu(k: Kernel, try_opt) -> None:
         reused = any(s[axis] == 0 for s in strides)
         if reused and k.full_shape[axis] >= GPU_BLOCK_MIN and k.full_shape[axis] % (GPU_BLOCK * 16) == 0:
             try_opt(Opt(OptOps.UPCAST, axis, GPU_BLOCK))
+
+
+def _float4_outputs(k: Kernel, try_opt) -> None:
+    """Step 0 of gpu_optimizations, without a register block: four neighbouring outputs per thread
+    (UPCAST by gpu_vectors.WIDTH), when every buffer that moves along that axis moves as aligned
+    float4s (`float4_view`: what the vector pass will prove on the UOps), 4-byte elements each, and
+    the others read one value for all four. Only with a warp of threads left, and not on a device
+    whose work-items are SIMD lanes (it vectorizes across them itself; a float4 would be a gather)."""
+    outputs = [a for a in k.axes_of(AxisKind.LOOP) if not k.is_reduce_axis(a)]
+    if k.gpu.threads_are_simd_lanes or k.axes_of(AxisKind.UPCAST) or not outputs:
+        return
+    axis, width = outputs[-1], gpu_vectors.WIDTH
+    if k.full_shape[axis] % width or prod(k.full_shape[a] for a in outputs) < width * k.gpu.warp_size:
+        return
+    for p, buf in enumerate(k.bufs):
+        if not isinstance(buf, MemBuffer) or (p > 0 and k.sts[p].real_strides()[axis] == 0):
+            continue  # (an input that does not move along the axis: one load serves the four)
+        if buf.dtype not in gpu_vectors.LANE_TYPES or not gpu_vectors.float4_view(k.sts[p], axis):
+            return
+    try_opt(Opt(OptOps.UPCAST, axis, width))
 
 
 def _column_reduce(k: Kernel, reduce: int) -> bool:
