@@ -131,8 +131,15 @@ def graph_structure(outs: list[LazyBuffer], fuse: bool) -> _Structure:
             found = places[id(base)] = -len(leaves)
         return found
 
-    nodes = tuple([(b.op, _arg_key(b.arg), b.dtype, b.device, b.st,
-                    tuple([(place(s.base), s.st) for s in b.srcs])) for b in bases])
+    nodes = []
+    for b in bases:  # (a loop, not nested comprehensions: the places are looked up inline, once per source)
+        srcs = []
+        for s in b.srcs:
+            base = s._base or s  # (s.base, without the property call)
+            found = places.get(id(base))
+            srcs.append((place(base) if found is None else found, s.st))
+        nodes.append((b.op, _arg_key(b.arg), b.dtype, b.device, b.st, tuple(srcs)))
+    nodes = tuple(nodes)
     outputs = tuple(place(out.base) for out in outs)
     memory = tuple((b.device, b.dtype, b.st, b.op is LoadOps.CONST, const_key(b.arg) if b.op is LoadOps.CONST
                     else None) for b in leaves)
