@@ -107,8 +107,8 @@ class LazyBuffer(core_lazy.LazyBuffer):
         """
         if op in (LoadOps.COPY, LoadOps.EMPTY):
             return LazyBuffer(device, st, dtype, op, arg, srcs)
-        key = (device, id(st), id(dtype), id(op), arg if arg is None or type(arg) is tuple else const_key(arg),
-               tuple(map(id, srcs)))
+        arg_key = arg if arg is None or type(arg) is tuple else const_key(arg)  # (most: none, or axes)
+        key = (device, id(st), id(dtype), id(op), arg_key, tuple(map(id, srcs)))
         cached = _NODES.get(key)
         # (== on tuples of nodes compares them with `is`: LazyBuffer has no __eq__). Not if a source was
         # assigned since, nor a CONST given memory: assign may have stored it into a target's buffer,
