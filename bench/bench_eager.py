@@ -327,16 +327,24 @@ class Kernels:
         self.original = CProgram.function
 
     def __enter__(self) -> None:
-        def timed_function(program: CProgram) -> Callable[..., None]:
-            function = self.original.fget(program)
+        kernels = self
 
-            def call(*args: object) -> None:
+        class Timed:
+            """The C function, called through a timer (what CProgram sets on it goes to the function)."""
+
+            def __init__(self, function: Callable[..., None]) -> None:
+                object.__setattr__(self, "function", function)
+
+            def __setattr__(self, name: str, value: object) -> None:  # argtypes
+                setattr(self.function, name, value)
+
+            def __call__(self, *args: object) -> None:
                 begin = time.perf_counter()
-                function(*args)
-                self.seconds += time.perf_counter() - begin
-                self.calls += 1
-            return call
-        CProgram.function = property(timed_function)
+                self.function(*args)
+                kernels.seconds += time.perf_counter() - begin
+                kernels.calls += 1
+
+        CProgram.function = property(lambda program: Timed(self.original.fget(program)))
 
     def __exit__(self, *exc: object) -> None:
         CProgram.function = self.original
