@@ -20,6 +20,9 @@ Run: .venv/bin/python bench/bench_eager.py [--quick]      (not a test; prints ta
    temporary TINYEDU_CACHE), its kernels lowered ahead on COMPILE_THREADS threads or one by one.
 
 The machine may be shared: every row of a table is measured in the same run, so compare ratios.
+With THREADS=1 the tables of section 1 also give each row's median CPU time of this thread (every
+kernel and every PyTorch op then runs on it): on a busy machine that column is the work itself,
+where the wall time also counts waiting for a core.
 PyTorch is imported before tinyedu and gets threads = cores (bench/timing.py), as do tinyedu's
 kernels unless THREADS says otherwise; numpy's BLAS uses
 what its environment says (OPENBLAS_NUM_THREADS / OMP_NUM_THREADS). On a busy machine, run with
