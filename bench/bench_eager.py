@@ -20,6 +20,9 @@ Run: .venv/bin/python bench/bench_eager.py [--quick]      (not a test; prints ta
    temporary TINYEDU_CACHE), its kernels lowered ahead on COMPILE_THREADS threads or one by one.
 
 The machine may be shared: every row of a table is measured in the same run, so compare ratios.
+With THREADS=1 the tables of section 1 also give each row's median CPU time of this thread (every
+kernel and every PyTorch op then runs on it): on a busy machine that column is the work itself,
+where the wall time also counts waiting for a core.
 PyTorch is imported before tinyedu and gets threads = cores (bench/timing.py), as do tinyedu's
 kernels unless THREADS says otherwise; numpy's BLAS uses
 what its environment says (OPENBLAS_NUM_THREADS / OMP_NUM_THREADS). On a busy machine, run with
@@ -30,6 +33,7 @@ machine, not the frameworks.
 from __future__ import annotations
 
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -65,6 +69,45 @@ def with_env(name: str, value: str, run: Callable[[], float]) -> float:
             del os.environ[name]
         else:
             os.environ[name] = old
+
+
+def one_thread() -> bool:
+    """Whether tinyedu's kernels and PyTorch's ops all run on the calling thread (THREADS=1)."""
+    return thread_count() == 1 and (torch is None or torch.get_num_threads() == 1)
+
+
+def wall_and_cpu(run: Callable[[], object], repeat: int, warmup: int = 3) -> tuple[float, float]:
+    """Median wall seconds and median CPU seconds of this thread, per call of `run()`.
+
+    With one thread (THREADS=1) tinyedu's kernels and PyTorch's ops run on the calling thread, so its
+    CPU time is the work itself, while on a busy machine the wall time also counts waiting for a core:
+    the CPU column is the one to compare there (tinygrad may run work on threads of its own, so it gets
+    none)."""
+    for _ in range(warmup):
+        run()
+    walls, cpus = [], []
+    for _ in range(repeat):
+        wall, cpu = time.perf_counter(), time.thread_time()
+        run()
+        cpus.append(time.thread_time() - cpu)
+        walls.append(time.perf_counter() - wall)
+    return statistics.median(walls), statistics.median(cpus)
+
+
+def print_rows(rows: dict[str, tuple[float, float | None]], reference: str | None) -> None:
+    """Each row's wall ms (and x the reference row), and with one thread its CPU ms (and x the reference)."""
+    cpu_shown = one_thread()
+    head = f"{'':34s} {'wall':>8s}   {'':14s}" + (f" {'CPU, this thread':>16s}" if cpu_shown else "")
+    print(head)
+    for name, (wall, cpu) in rows.items():
+        line = f"{name:34s} {wall * 1e3:8.2f} ms"
+        if reference is not None:
+            line += f"   {wall / rows[reference][0]:5.2f}x PyTorch"
+        if cpu_shown and cpu is not None:
+            line += f" {cpu * 1e3:8.2f} ms"
+            if reference is not None:
+                line += f"   {cpu / rows[reference][1]:5.2f}x PyTorch"
+        print(line)
 
 
 # ---- 1. the eager MLP step ----
@@ -142,25 +185,26 @@ def tinygrad_mlp_step() -> Callable[[], object]:
 def mlp_table() -> None:
     print(f"\n== eager MLP 784-256-10 SGD step, batch 128 (no TinyJit) [{load()}]")
     step = tinyedu_mlp_step()
-    cached = median_time(step, STEPS)
-    uncached = with_env("SCHEDULE_CACHE", "0", lambda: median_time(step, STEPS))
+    cached = wall_and_cpu(step, STEPS)
+    uncached = with_env("SCHEDULE_CACHE", "0", lambda: wall_and_cpu(step, STEPS))
     jit = TinyJit(step)
-    replay = median_time(jit, STEPS)
-    rows = {"tinyedu eager, schedule cache": cached, "tinyedu eager, SCHEDULE_CACHE=0": uncached,
-            "tinyedu TinyJit replay": replay}
+    replay = wall_and_cpu(jit, STEPS)
+    rows: dict[str, tuple[float, float | None]] = {
+        "tinyedu eager, schedule cache": cached, "tinyedu eager, SCHEDULE_CACHE=0": uncached,
+        "tinyedu TinyJit replay": replay}
+    reference = None
     if torch is not None:
-        torch_reference = median_time(torch_mlp_step(), STEPS)
-        rows[f"PyTorch ({torch.get_num_threads()} threads)"] = torch_reference
+        reference = f"PyTorch ({torch.get_num_threads()} threads)"
+        rows[reference] = wall_and_cpu(torch_mlp_step(), STEPS)
     if tinygrad is not None:
         try:
-            rows["tinygrad 0.14 eager"] = median_time(tinygrad_mlp_step(), max(3, STEPS // 4))
+            rows["tinygrad 0.14 eager"] = (median_time(tinygrad_mlp_step(), max(3, STEPS // 4)), None)
         except Exception as e:  # e.g. no clang for its CPU backend
             print(f"tinygrad skipped: {type(e).__name__}: {str(e).splitlines()[0][:100]}")
-    for name, seconds in rows.items():
-        versus = f"   {seconds / torch_reference:5.2f}x PyTorch" if torch is not None else ""
-        print(f"{name:34s} {seconds * 1e3:8.2f} ms{versus}")
+    print_rows(rows, reference)
     if torch is not None:
-        print(f"goal: eager <= 2x PyTorch; the schedule cache makes the step {uncached / cached:.2f}x faster")
+        print(f"goal: eager <= 2x PyTorch, TinyJit <= 1x; the schedule cache makes the step "
+              f"{uncached[0] / cached[0]:.2f}x faster")
 
 
 # ---- 1b. a chapter 09-sized Transformer block step ----
@@ -221,13 +265,11 @@ def block_table() -> None:
     print(f"\n== chapter 09's Transformer block step: batch {batch}, length {length}, dim {dim}, "
           f"{heads} heads; forward, mean-square loss, backward, AdamW [{load()}]")
     step = tinyedu_block_step()
-    rows = {"tinyedu eager": median_time(step, STEPS),
-            "tinyedu TinyJit replay": median_time(TinyJit(step), STEPS)}
+    rows: dict[str, tuple[float, float | None]] = {"tinyedu eager": wall_and_cpu(step, STEPS)}
+    rows["tinyedu TinyJit replay"] = wall_and_cpu(TinyJit(step), STEPS)
     if torch is not None:
-        rows["PyTorch eager"] = median_time(torch_block_step(), STEPS)
-    for name, seconds in rows.items():
-        versus = f"   {seconds / rows['PyTorch eager']:5.2f}x PyTorch" if torch is not None else ""
-        print(f"{name:34s} {seconds * 1e3:8.2f} ms{versus}")
+        rows["PyTorch eager"] = wall_and_cpu(torch_block_step(), STEPS)
+    print_rows(rows, "PyTorch eager" if torch is not None else None)
 
 
 # ---- 2. matmul 256x256 end to end ----
@@ -327,16 +369,24 @@ class Kernels:
         self.original = CProgram.function
 
     def __enter__(self) -> None:
-        def timed_function(program: CProgram) -> Callable[..., None]:
-            function = self.original.fget(program)
+        kernels = self
 
-            def call(*args: object) -> None:
+        class Timed:
+            """The C function, called through a timer (what CProgram sets on it goes to the function)."""
+
+            def __init__(self, function: Callable[..., None]) -> None:
+                object.__setattr__(self, "function", function)
+
+            def __setattr__(self, name: str, value: object) -> None:  # argtypes
+                setattr(self.function, name, value)
+
+            def __call__(self, *args: object) -> None:
                 begin = time.perf_counter()
-                function(*args)
-                self.seconds += time.perf_counter() - begin
-                self.calls += 1
-            return call
-        CProgram.function = property(timed_function)
+                self.function(*args)
+                kernels.seconds += time.perf_counter() - begin
+                kernels.calls += 1
+
+        CProgram.function = property(lambda program: Timed(self.original.fget(program)))
 
     def __exit__(self, *exc: object) -> None:
         CProgram.function = self.original

@@ -239,3 +239,31 @@ def test_a_constant_assigned_in_place_stays_that_constant() -> None:
     target.assign(target + 1)
     np.testing.assert_array_equal(Tensor.full((3,), 0.25).numpy(), [0.25] * 3)
     np.testing.assert_array_equal(target.numpy(), [1.25] * 3)
+
+
+def test_a_reader_the_update_frees_needs_no_snapshot() -> None:
+    """Old values are kept just before a weight is written, when the update's schedule has freed the
+    graphs it ran: the forward product of the matmul (part of the kernel that stored the logits, which
+    the loss reads) is gone by then, so nothing is copied, and the loss realized afterwards is still
+    the one computed from the old weight. A computation a tensor still holds gets its snapshot."""
+    from tinyedu.nn.optim import SGD
+
+    rng = np.random.default_rng(0)
+    x_np = rng.standard_normal((8, 5)).astype(np.float32)
+    w_np = rng.standard_normal((3, 5)).astype(np.float32)
+    labels = np.array([0, 1, 2, 0, 1, 2, 0, 1], dtype=np.int32)
+    x, w = Tensor(x_np).realize(), Tensor(w_np, requires_grad=True)
+    opt = SGD([w], lr=0.1)
+    loss = x.linear(w).cross_entropy(Tensor(labels))
+    loss.backward()
+    assert not any(n.startswith("snapshot") for n in _programs_run(opt.step))
+    logits = x_np.astype(np.float64) @ w_np.T.astype(np.float64)
+    logp = logits - np.log(np.exp(logits).sum(1, keepdims=True))
+    np.testing.assert_allclose(loss.numpy(), -logp[np.arange(8), labels].mean(), rtol=1e-5)  # old weight's
+    assert not np.array_equal(w.numpy(), w_np)                                           # (it did change)
+
+    old = w.numpy()
+    held = w * 2                                                     # lazy, and held: it needs one
+    x.linear(w).cross_entropy(Tensor(labels)).backward()
+    assert sum(n.startswith("snapshot") for n in _programs_run(opt.step)) == 1
+    np.testing.assert_array_equal(held.numpy(), 2 * old)

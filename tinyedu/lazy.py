@@ -99,15 +99,22 @@ class LazyBuffer(core_lazy.LazyBuffer):
         Deduplication makes `f(x) + f(x)` compute f(x) once. Host data (COPY) and EMPTY buffers are
         never shared, and a cached node whose sources were released by realize() is not reused.
         A constant argument is keyed by its bits (const_key): a -0.0 is not a 0.0.
+
+        The tracker, dtype and op are keyed by identity (and a hit is checked to hold the very same
+        objects): hashing them by value calls Python code for each, twice per node (look up, then
+        store), which cost an eager step more than its few hits saved. Equal trackers are almost always
+        the same object anyway, as the shape code remembers the ones it made (tinyedu/shape/memo.py).
         """
         if op in (LoadOps.COPY, LoadOps.EMPTY):
             return LazyBuffer(device, st, dtype, op, arg, srcs)
-        key = (device, st, dtype, op, const_key(arg), tuple(map(id, srcs)))
+        arg_key = arg if arg is None or type(arg) is tuple else const_key(arg)  # (most: none, or axes)
+        key = (device, id(st), id(dtype), id(op), arg_key, tuple(map(id, srcs)))
         cached = _NODES.get(key)
         # (== on tuples of nodes compares them with `is`: LazyBuffer has no __eq__). Not if a source was
         # assigned since, nor a CONST given memory: assign may have stored it into a target's buffer,
         # whose contents change with the target's next assign.
-        if cached is not None and cached.srcs == srcs and cached.src_versions == _versions(srcs) and not (
+        if cached is not None and cached.st is st and cached.dtype is dtype and cached.op is op and \
+                cached.srcs == srcs and cached.src_versions == _versions(srcs) and not (
                 op is LoadOps.CONST and cached.realized is not None):
             return cached
         node = LazyBuffer(device, st, dtype, op, arg, srcs)
@@ -280,9 +287,9 @@ class LazyBuffer(core_lazy.LazyBuffer):
             return self
         if st == self.base.st:  # e.g. a reshape that undoes another: the base itself, not a view
             return self.base
-        key = ("view", id(self.base), st)
+        key = ("view", id(self.base), id(st))  # (by identity, checked on a hit: see `create`)
         cached = _NODES.get(key)
-        if cached is not None and cached.base is self.base:
+        if cached is not None and cached.base is self.base and cached.st is st:
             return cached
         view = LazyBuffer(self.device, st, self.dtype, base=self.base)
         _NODES[key] = view

@@ -188,7 +188,7 @@ class Tensor(CreationMixin, ElementwiseMixin, RoundingMixin, ActivationMixin, Re
 
     def detach(self) -> "Tensor":
         """The same values, cut from the graph: no gradient flows back through the result."""
-        return Tensor(self.lazydata, device=self.device, requires_grad=False)
+        return Tensor._wrap(self.lazydata)  # (Tensor(lazydata) without its checks: see _wrap)
 
     # ---- autograd ----
     # --8<-- [start:apply]
@@ -254,7 +254,7 @@ class Tensor(CreationMixin, ElementwiseMixin, RoundingMixin, ActivationMixin, Re
                                    "pass retain_graph=True to the first call to go through it twice")
             if node._ctx is None:  # a leaf: accumulate into .grad
                 if grad is not None and node.requires_grad:
-                    g = Tensor(grad, device=node.device)
+                    g = Tensor._wrap(grad)
                     node.grad = g if node.grad is None else (node.grad + g)
                 continue
             if grad is None:

@@ -40,3 +40,40 @@ def test_equal_kernels_of_two_structures_share_one_ast():
     later = [item.ast for item in second if not isinstance(item.ast.op, LoadOps)]
     equal = [(x, y) for x in kernels for y in later if x == y]
     assert len(equal) == 1 and equal[0][0] is equal[0][1]
+
+
+def _grads(make_loss, *arrays):
+    """The loss and the gradients of the tensors made from `arrays`, as raw bytes (bit for bit)."""
+    tensors = [Tensor(a, requires_grad=True) for a in arrays]
+    loss = make_loss(*tensors)
+    loss.backward()
+    return [loss.numpy().tobytes()] + [t.grad.numpy().tobytes() for t in tensors]
+
+
+def test_linear_gives_what_matmul_of_the_transposed_weight_gives():
+    """linear multiplies by the weight without transposing weight.T back: the same bits, gradients too."""
+    rng = np.random.default_rng(0)
+    w, b = rng.standard_normal((5, 7)).astype(np.float32), rng.standard_normal(5).astype(np.float32)
+    for shape in ((3, 7), (2, 3, 7), (7,)):
+        x = rng.standard_normal(shape).astype(np.float32)
+        fast = _grads(lambda x, w, b: x.linear(w, b).square().sum(), x, w, b)
+        plain = _grads(lambda x, w, b: (x.matmul(w.T) + b).square().sum(), x, w, b)
+        assert fast == plain, shape
+    with count_primitives() as counts:
+        Tensor(np.ones((3, 7), np.float32)).linear(Tensor(w))
+    assert counts["Permute"] == 0  # (matmul(weight.T) permutes twice)
+
+
+def test_the_schedules_walk_is_postorder():
+    """bases_to_run writes postorder out for the lazy graph: the same nodes in the same order."""
+    from tinyedu.core.helpers import postorder
+    from tinyedu.engine.schedule import bases_to_run
+
+    Tensor.manual_seed(0)
+    block = Block(16, 2)
+    x = Tensor(np.random.default_rng(0).standard_normal((2, 5, 16)).astype(np.float32), requires_grad=True)
+    loss = block(x).square().mean().backward()
+    outs = [loss.lazydata, x.grad.lazydata, block.attn.qkv.weight.grad.lazydata, x.grad.lazydata]
+    expected = postorder([o.base for o in outs],
+                         lambda n: [s.base for s in n.srcs if s.base.realized is None])
+    assert len(expected) > 100 and bases_to_run(outs) == expected

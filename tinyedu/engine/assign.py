@@ -7,7 +7,10 @@ The one danger is reading and writing the same memory. `w.assign(w - lr * w.grad
 of *another* weight may also read `w`, and must see its old values. So every value is computed
 first, in one schedule, and only then written. And a computation that was built on the old values
 but has not run yet (say the loss, still lazy after `optimizer.step()`) is pointed at a snapshot of
-them, so it computes what it would have computed before the write, as in an eager framework.
+them, so it computes what it would have computed before the write, as in an eager framework. The
+snapshot is taken just before the target is written, not before the schedule: a computation that
+was only a part of a kernel the schedule ran (the product inside a matmul whose sum it stored) has
+been freed by then, and needs no copy.
 
 The write costs a copy, unless the kernel that computes a value can store straight into the
 target, which is safe when
@@ -22,6 +25,8 @@ Otherwise the value goes to memory of its own, and is copied into the target aft
 """
 
 from __future__ import annotations
+
+from typing import Collection
 
 from tinyedu.core.ops import BufferOps, LoadOps, ReduceOps
 from tinyedu.engine.realize import BufferCopy, run_program, run_schedule
@@ -46,9 +51,8 @@ def assign(pairs: list[tuple[LazyBuffer, LazyBuffer]]) -> None:
     work = [(buffer, value) for buffer, value in zip(targets, values, strict=True)
             if value.realized is not buffer]  # (w.assign(w) writes nothing)
     schedule = schedules.schedule([v for _, v in work if v.realized is None])
+    stored = {id(item.out) for item in schedule}
     position = {id(item.out): k for k, item in enumerate(schedule)}
-    for buffer in targets:
-        snapshot_for_pending_readers(buffer, stored=position)
     copies: list[tuple[Buffer, LazyBuffer | Buffer]] = []
     for buffer, value in work:
         k = position.pop(id(value), None)  # pop: a value assigned to two targets is written once
@@ -58,16 +62,28 @@ def assign(pairs: list[tuple[LazyBuffer, LazyBuffer]]) -> None:
             copies.append((buffer, _copy_of(value.realized)))
         else:
             copies.append((buffer, value))
-    run_schedule(schedule)
+    # Old values are kept for pending computations just before each target is written (see the module
+    # docstring): by then the schedule has freed the graphs it ran, and a computation that was only
+    # part of one of its kernels (the forward product of a matmul whose sum the step stored) is gone.
+    kept: set[int] = set()
+
+    def keep_old_values(buffer: Buffer) -> None:
+        if id(buffer) not in kept:
+            kept.add(id(buffer))
+            snapshot_for_pending_readers(buffer, stored=stored)
+
+    run_schedule(schedule, before_write=keep_old_values)
     for buffer, source in copies:
+        keep_old_values(buffer)
         source = source.realized if isinstance(source, LazyBuffer) else source
         run_program(f"copy_{buffer.size}", None, BufferCopy(), [buffer, source])
     for buffer in targets:
+        keep_old_values(buffer)  # (one not written, as w.assign(w): its version still changes)
         buffer.version += 1
 
 
 # --8<-- [end:assign]
-def snapshot_for_pending_readers(buffer: Buffer, stored: dict[int, int] | None = None) -> None:
+def snapshot_for_pending_readers(buffer: Buffer, stored: Collection[int] | None = None) -> None:
     """Computations planned on `buffer` that will not run now (are not `stored` outputs of the schedule
     about to run) read a copy of its current contents from now on. Called before `buffer` is written."""
     pending = [node for node in pending_readers(buffer) if stored is None or id(node) not in stored]

@@ -135,11 +135,13 @@ def lower_ahead(kernels: list[tuple[str, LazyOp]]) -> dict[tuple[str, LazyOp], P
     when its turn comes, which raises any error then, in order. BEAM searches are not run ahead:
     they time candidates on the device, which other threads' compilers would disturb.
     """
-    settings = {device: settings_key(device) for device in {device for device, _ in kernels}}
+    devices = {device for device, _ in kernels}
+    settings = {device: settings_key(device) for device in devices}
+    programs = {device: Device[device].programs for device in devices}  # (looked up by name once)
     found: dict[tuple[str, LazyOp], Program] = {}
     new: dict[tuple[str, LazyOp], None] = {}
     for device, ast in kernels:
-        program = Device[device].programs.get((ast, settings[device]))
+        program = programs[device].get((ast, settings[device]))
         if program is not None:
             found[(device, ast)] = program
         elif Device.kind(device) in COMPILES_IN_A_PROCESS:

@@ -66,8 +66,12 @@ class Fill:
 
 
 # --8<-- [start:run]
-def run_schedule(schedule: list[ScheduleItem]) -> None:
-    """Run (and empty) `schedule` in order (its new kernels are compiled first, side by side)."""
+def run_schedule(schedule: list[ScheduleItem], before_write: Callable[[Buffer], None] | None = None) -> None:
+    """Run (and empty) `schedule` in order (its new kernels are compiled first, side by side).
+
+    `before_write(buffer)` is called just before a kernel stores straight into memory that already
+    exists (an assign target): assign keeps the old values there for computations that still need
+    them, at the last moment, when the graphs the schedule has run are already freed."""
     schedule[:] = split_full_reduces(schedule)  # a GPU's full reductions: many workgroups, then one
     programs = lower_ahead([(item.out.device, item.ast) for item in schedule
                             if not isinstance(item.ast.op, LoadOps)])
@@ -77,7 +81,12 @@ def run_schedule(schedule: list[ScheduleItem]) -> None:
         item = schedule.pop()
         out = item.out
         # An output that already has memory is an assign target: the kernel writes straight into it.
-        buffer = out.realized if out.realized is not None else Buffer(out.device, prod(out.shape), out.dtype)
+        if out.realized is None:
+            buffer = Buffer(out.device, prod(out.shape), out.dtype)
+        else:
+            buffer = out.realized
+            if before_write is not None:
+                before_write(buffer)
         op = item.ast.op
         if op is LoadOps.COPY:
             if item.ast.arg is not None:

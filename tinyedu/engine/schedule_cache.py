@@ -105,7 +105,8 @@ class ScheduleCache:
             return schedule.create_schedule(outs, fuse)
         if planned is not None:
             self.hits += 1
-            return [_instantiate(p, structure) for p in planned]
+            nodes = structure.bases + structure.leaves[::-1]  # place k is nodes[k]: leaves count from the end
+            return [_instantiate(p, nodes) for p in planned]
         self.misses += 1
         items = [self._shared_ast(item) for item in schedule.create_schedule(outs, fuse)]
         if len(self.cache) >= MAX_ENTRIES:
@@ -131,8 +132,15 @@ def graph_structure(outs: list[LazyBuffer], fuse: bool) -> _Structure:
             found = places[id(base)] = -len(leaves)
         return found
 
-    nodes = tuple([(b.op, _arg_key(b.arg), b.dtype, b.device, b.st,
-                    tuple([(place(s.base), s.st) for s in b.srcs])) for b in bases])
+    nodes = []
+    for b in bases:  # (a loop, not nested comprehensions: the places are looked up inline, once per source)
+        srcs = []
+        for s in b.srcs:
+            base = s._base or s  # (s.base, without the property call)
+            found = places.get(id(base))
+            srcs.append((place(base) if found is None else found, s.st))
+        nodes.append((b.op, _arg_key(b.arg), b.dtype, b.device, b.st, tuple(srcs)))
+    nodes = tuple(nodes)
     outputs = tuple(place(out.base) for out in outs)
     memory = tuple((b.device, b.dtype, b.st, b.op is LoadOps.CONST, const_key(b.arg) if b.op is LoadOps.CONST
                     else None) for b in leaves)
@@ -159,14 +167,12 @@ def _plan(item: ScheduleItem, places: dict[int, int]) -> _Planned:
     return _Planned(ast, places[id(item.out)], tuple(places[id(b)] for b in item.inputs), item.reason)
 
 
-def _instantiate(planned: _Planned, structure: _Structure) -> ScheduleItem:
-    """The kernel `planned` over this graph's nodes."""
-    def node(k: int) -> LazyBuffer:
-        return structure.bases[k] if k >= 0 else structure.leaves[-1 - k]
-
-    out = node(planned.out)
+def _instantiate(planned: _Planned, nodes: list[LazyBuffer]) -> ScheduleItem:
+    """The kernel `planned` over this graph's nodes: the unrealized bases, then the buffers in memory
+    last seen first, so that a place indexes the list directly (-1 is the first buffer in memory)."""
+    out = nodes[planned.out]
     ast = planned.ast if planned.ast is not None else LazyOp(out.op, (), out.arg)
-    return ScheduleItem(ast, out, tuple(node(k) for k in planned.inputs), planned.reason)
+    return ScheduleItem(ast, out, tuple([nodes[k] for k in planned.inputs]), planned.reason)
 
 
 schedules = ScheduleCache()

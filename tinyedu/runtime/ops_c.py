@@ -152,6 +152,7 @@ class CProgram:
         self.name, self.library, self.path = name, library, library.file
         self._loaded: ctypes.CDLL | None = None  # the library `_function` was looked up in
         self._function: Any = None
+        self._arity: int | None = None  # how many pointers `_function` was declared to take
 
     def _load(self) -> ctypes.CDLL:
         return ctypes.CDLL(str(self.library.path()))
@@ -167,7 +168,7 @@ class CProgram:
         if loaded is not self._loaded:
             function = getattr(loaded, self.name)
             function.restype = None
-            self._loaded, self._function = loaded, function
+            self._loaded, self._function, self._arity = loaded, function, None
         return self._function
 
     def prepare(self) -> None:
@@ -175,7 +176,11 @@ class CProgram:
         _ = self.function
 
     def __call__(self, buffers: list[Buffer]) -> None:
-        self.function(*[ctypes.c_void_p(b.host_address()) for b in buffers])
+        function = self.function
+        if self._arity != len(buffers):  # declared once: every argument is a pointer, and ctypes then
+            function.argtypes = (ctypes.c_void_p,) * len(buffers)  # converts the addresses in C
+            self._arity = len(buffers)
+        function(*[b.host_address() for b in buffers])
 
     def disassemble(self) -> str:
         return disassemble(self.path, self.name, ("objdump", "llvm-objdump"),

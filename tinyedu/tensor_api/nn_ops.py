@@ -88,7 +88,7 @@ class NNMixin:
                              f"({w.shape[-2]})")
         batch_op = f"matmul: the batch axes of {self.shape} and {other.shape}"
         broadcast_shape(x.shape[:-2], w.shape[:-2], op=batch_op)  # a clear error if they do not broadcast
-        out = (x.unsqueeze(-2) * w.transpose(-1, -2).unsqueeze(-3)).sum(-1)
+        out = x._times_transposed(w.transpose(-1, -2))
         if x1:
             out = out.squeeze(-2)
         if w1:
@@ -96,6 +96,10 @@ class NNMixin:
         return out
 
     # --8<-- [end:matmul]
+    def _times_transposed(self: TensorLike, wt: TensorLike) -> TensorLike:
+        """self @ wt.T for self (..., n, k) and wt (..., m, k): the broadcast multiply and sum of matmul."""
+        return (self.unsqueeze(-2) * wt.unsqueeze(-3)).sum(-1)
+
     def dot(self: TensorLike, other: TensorLike) -> TensorLike:
         """The dot product of two 1-d tensors, as torch.dot (tinygrad's dot is matmul: use matmul or @)."""
         if not isinstance(other, type(self)):
@@ -126,7 +130,10 @@ class NNMixin:
             raise ShapeError(f"linear: input of shape {self.shape} and weight of shape {weight.shape} do not "
                              "fit; the weight must be (out_features, in_features) with in_features = the "
                              "input's last axis")
-        out = self.matmul(weight.T)
+        if self.ndim >= 2 and self.dtype == weight.dtype and not self.dtype.is_half:
+            out = self._times_transposed(weight)  # matmul(weight.T) would only transpose weight.T back
+        else:
+            out = self.matmul(weight.T)
         if bias is not None:
             if bias.shape != (weight.shape[0],):
                 raise ShapeError(f"linear: bias must have shape ({weight.shape[0]},), one per output "
