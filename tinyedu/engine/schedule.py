@@ -129,33 +129,15 @@ def leaf_shape(ast: LazyOp) -> tuple[int, ...]:
 
 # ---- step 1: the lazy graph, sources first ----
 def bases_to_run(outs: list[LazyBuffer]) -> list[LazyBuffer]:
-    """Unrealized bases the outputs depend on, sources before users.
-
-    This is `postorder` (tinyedu/core/helpers.py) over the unrealized bases, written out for the
-    lazy graph: the same stack, the same order, without a function call and a list per node. Every
-    eager step walks its whole graph here (for the schedule cache's key), and the generic walk cost
-    more than two microseconds a node."""
-    order: list[LazyBuffer] = []
-    seen: set[int] = set()
-    for out in outs:
-        root = out._base or out  # (out.base, without the property call)
-        if root.realized is not None or id(root) in seen:
-            continue
-        seen.add(id(root))
-        stack = [(root, iter(root.srcs))]  # the path from the root, each node with its sources to go
-        while stack:
-            node, todo = stack[-1]
-            for src in todo:
-                base = src._base or src
-                if base.realized is None and id(base) not in seen:  # go down into it first
-                    seen.add(id(base))
-                    stack.append((base, iter(base.srcs)))
-                    break
-            else:  # every unrealized source is in `order` already: the node comes next
-                stack.pop()
-                order.append(node)
-                if node.src_versions.count(None) != len(node.src_versions):  # (a source in memory)
-                    _check_versions(node)
+    """Unrealized bases the outputs depend on, sources before users (the one graph walk,
+    `postorder` of tinyedu/core/helpers.py, over the unrealized bases)."""
+    def unrealized_sources(node: LazyBuffer) -> list[LazyBuffer]:
+        return [base for src in node.srcs if (base := src._base or src).realized is None]
+    roots = [root for out in outs if (root := out._base or out).realized is None]
+    order = postorder(roots, unrealized_sources)
+    for node in order:
+        if node.src_versions.count(None) != len(node.src_versions):  # (a source in memory)
+            _check_versions(node)
     return order
 
 
