@@ -1,8 +1,9 @@
-"""The C device's vectorized exp2 (tinyedu/renderer/c_vector_math.py): which loops get it, and its
-accuracy against numpy in float64 over every kind of float32, specials included.
+"""The C device's vectorized exp2 and exp (tinyedu/renderer/c_vector_math.py): which loops get them,
+which UOps become one exp, and their accuracy against numpy in float64 over every kind of float32,
+specials included.
 
-Nothing here is timed: bench/bench_kernels.py and bench/bench_cpu.py time exp, tanh, sigmoid and
-gelu next to PyTorch.
+Nothing here is timed: bench/bench_transcendentals.py (and bench/bench_kernels.py, bench/bench_cpu.py)
+time exp, tanh, sigmoid and gelu next to PyTorch.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Vector exp2 for the C device: a loop of exp2 calls runs as SIMD lanes (float32 and float64).
+"""Vector exp2 and exp for the C device: a loop of exp2s runs as SIMD lanes (float32 and float64).
 
 The C renderer calls the C library's `exp2f` one element at a time: C has no vector form of it, so
 the optimizer leaves such kernels unvectorized (`_has_scalar_only_ops` in
@@ -20,18 +20,33 @@ The kernel is compiled without trapping math (`#pragma GCC optimize`): the compi
 the clamps into vector selects; it changes no value, only whether a NaN compare may raise a
 floating-point flag, which nothing reads.
 
-The exp2: 2^x = 2^n * 2^f with n = round(x) and |f| <= 1/2; 2^f by its Taylor series to degree 8
-in double (within 2^-33 of the exact value), 2^n written into a double's exponent bits, and one
-rounding to float32 at the end: within 0.503 ulp of the exact answer, as libm's exp2f, for every
-float32 (tests/test_vector_math.py checks it against numpy in float64 over the whole range, and
-tests/test_accuracy.py the ops built on it). NaN stays NaN, +inf gives inf, -inf gives 0. Where
-the CPU has a fused multiply-add, each step of the series is one (`mul_add_float64`): half the
-instructions, and the rounding of a double step is 2^-29 of a float32 ulp either way.
+The float32 exp2 runs in float32 lanes (16 to an AVX-512 vector, 8 to AVX2, 4 to NEON): 2^x =
+2^n * 2^f with n = round(x) and |f| <= 1/2. 2^f = 1 + f ln2 + f^2 (ln2^2/2 + f r(f)), r a minimax
+polynomial (within 2^-33); f ln2 and the f^2 terms are kept as a float plus its exact rounding
+error (fused multiply-adds where the CPU has them, Dekker's halves of 12 bits where not) and
+summed so that one rounding counts; 2^n is two powers of two written into exponent bits, whose
+product with 2^f rounds once. Within 0.51 ulp of the exact answer where the result is normal and
+0.77 where it is subnormal (rounded to 24 bits, then to the subnormal spacing); NaN stays NaN, +inf
+gives inf, -inf gives 0 (tests/test_vector_math.py against numpy in float64, tests/test_accuracy.py
+for the ops built on it). The float64 exp2 below stays in double lanes.
 
-exp (tinyedu/expr.py) takes two exp2s: 2^t of the fraction, and 2^k of the whole number k it
-rounded x log2(e) to. The second needs no series: `is_whole` recognizes a value that is a whole
-number by how it was built (expr.py's rounding, sums and WHEREs of whole numbers), and its exp2 is
-`exp2_whole_float32`, k + 1023 written into a double's exponent bits (exact, as the series is there).
+exp (tinyedu/expr.py) is about 29 primitive ops: x clamped, p = x log2(e) kept exactly as p + err
+(Dekker), k = round(p), then 2^((p - k) + err) and 2^k by two exp2s. Rendered one op at a time,
+that is two range reductions (the exp2 helper rounds its argument again) and about 60 vector
+instructions of the formula around them. `exp_parts` recognizes that formula in a kernel's UOps
+(its constants and its shape, down to the clamp) and the renderer writes one call instead,
+`exp_simd_float32(x, n)` = e^x * 2^n: one range reduction, k = round(x log2 e), shared by the
+series on t = (p - k) + err and the scale 2^k, p + err from one fused multiply-add. The values of
+the formula's other ops are left unused, and the compiler drops them. tanh, sigmoid, gelu, softplus,
+sinh ... all reach e^x through expr.py's exp, so they all get it: exp's loop is 64 vector
+instructions per 16 floats here (AVX-512), where it was 120. Its error is the formula's (0.75 ulp
+at most on tests/test_accuracy.py's points; 0.85 for a subnormal result).
+
+A whole number's exp2 needs no series: `is_whole` recognizes a value that is a whole number by how
+it was built (expr.py's rounding, sums and WHEREs of whole numbers), and its exp2 is
+`exp2_whole_float32`, 2^k in two halves written into exponent bits (exact, as the series is there).
+And in these loops max(a, c) with a constant c (neither 0 nor NaN) is one compare and select, which
+the compiler makes one vector max; it keeps NaN as the C renderer's `max_float32` does.
 """
 
 from __future__ import annotations
