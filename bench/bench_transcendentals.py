@@ -52,12 +52,12 @@ def cases(size: int) -> dict[str, tuple[Callable[[], object], Callable[[], objec
 
 def alternating(runs: list[Callable[[], object]], rounds: int) -> list[float]:
     """Seconds of each run: blocks of calls, the runs' blocks in turn, `rounds` blocks each; a block is
-    one warm-up call (a framework's memory pool refills after the other's calls) and the median of 5
+    three warm-up calls (a framework's memory pool refills after the other's calls) and the median of 5
     calls; the result is the median of a run's blocks."""
     blocks: list[list[float]] = [[] for _ in runs]
     for _ in range(rounds):
         for run, timed in zip(runs, blocks, strict=True):
-            timed.append(median_time(run, 5, warmup=1))
+            timed.append(median_time(run, 5, warmup=3))
     return [statistics.median(b) for b in blocks]
 
 
