@@ -188,3 +188,45 @@ def test_max_with_a_constant_is_one_select_that_keeps_nan() -> None:
     with np.errstate(all="ignore"):
         np.testing.assert_array_equal(t.numpy(), np.exp2(np.maximum(x, np.float32(-1.5))))
     assert "max_float32(" in c_source(Tensor.empty(1 << 12).maximum(0.0).exp2())[0]
+
+
+@pytest.mark.parametrize("fma", [True, False], ids=["fma", "no-fma"])
+def test_the_helpers_keep_their_accuracy_with_and_without_fused_multiply_adds(tmp_path, fma: bool) -> None:
+    """Where the CPU has no fused multiply-add (x86-64 before Haswell), the exact products are
+    Dekker's halves instead: the helpers compiled both ways, called directly on the same points."""
+    import ctypes
+    import platform
+
+    from tinyedu.renderer.c_vector_math import EXP2_FLOAT32
+    from tinyedu.runtime.ops_c import compiler_flags
+    from tinyedu.runtime.toolchain import BASE_FLAGS, compile_library, find_compiler
+
+    source = EXP2_FLOAT32 + """
+void run(const float* x, float* out, int n) {
+  for (int i = 0; i < n; i++) {
+    out[3 * i] = exp2_simd_float32(x[i]);
+    out[3 * i + 1] = exp_simd_float32(x[i], 0.0f);
+    out[3 * i + 2] = exp_simd_float32(x[i], -64.0f);
+  }
+}"""
+    x86 = platform.machine() in ("x86_64", "AMD64")
+    if not fma and not x86:
+        pytest.skip("the no-FMA build is checked on x86-64 (arm64 always has fused multiply-adds)")
+    compiler = find_compiler()  # the C device's flags; or x86-64's baseline, which has no FMA
+    flags = compiler_flags(compiler, False) if fma else (*BASE_FLAGS, "-mno-fma")
+    compile_library("C", compiler, flags, source, tmp_path / "helpers.so")
+    library = ctypes.CDLL(str(tmp_path / "helpers.so"))
+    rng = np.random.default_rng(6)
+    x = np.concatenate([rng.uniform(-1, 1, 50_000), rng.uniform(-150, 130, 50_000),
+                        [np.nan, np.inf, -np.inf, 0.0, -0.0, 88.72283, 88.72284]]).astype(np.float32)
+    out = np.empty((len(x), 3), np.float32)
+    pointer = ctypes.POINTER(ctypes.c_float)
+    library.run(x.ctypes.data_as(pointer), out.ctypes.data_as(pointer), ctypes.c_int(len(x)))
+    with np.errstate(all="ignore"):
+        x64 = np.clip(x.astype(np.float64), -110, 110)  # the exps clamp as expr.py does (NaN kept)
+        exact = [np.exp2(x.astype(np.float64)), np.exp(x64), np.ldexp(np.exp(x64), -64)]
+    for column, (name, normal, subnormal) in enumerate((("exp2", 0.53, 0.77), ("exp", 0.7, 0.85),
+                                                        ("exp * 2^-64", 0.7, 0.85))):
+        errors = ulp_error(out[:, column], exact[column])
+        tiny = exact[column] < 2.0**-126
+        assert errors[~tiny].max() <= normal and errors[tiny].max() <= subnormal, (name, errors.max())
