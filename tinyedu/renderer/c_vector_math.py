@@ -37,12 +37,13 @@ that is two range reductions (the exp2 helper rounds its argument again) and abo
 instructions of the formula around them. `exp_parts` recognizes that formula in a kernel's UOps
 (its constants and its shape, down to the clamp) and the renderer writes one call instead,
 `exp_simd_float32(x, n)` = e^x * 2^n: one range reduction, k = round(x log2 e), shared by the
-series on t = (p - k) + err and the scale 2^k, p + err from one fused multiply-add. The values of
-the formula's other ops are left unused, and the compiler drops them. tanh, sigmoid, gelu, softplus,
-sinh ... all reach e^x through expr.py's exp, so they all get it: exp's loop is 64 vector
-instructions per 16 floats here (AVX-512), where it was 120. Its error is about the formula's:
-over every float32, 0.668 ulp at most for a normal result and 0.817 for a subnormal one (the
-formula op by op: 0.74 on tests/test_accuracy.py's points).
+series on t = (p - k) + err and the scale 2^k, p + err from one fused multiply-add (or Dekker's
+halves). The values of the formula's other ops are left unused, and the compiler drops them.
+tanh, sigmoid, gelu, softplus, sinh ... all reach e^x through expr.py's exp, so they all get it:
+exp's loop is 64 vector instructions per 16 floats here (AVX-512), where it was 120. float64's exp
+stays op by op (its two exp2s are exp2_simd_float64 and exp2_whole_float64). The float32 one's
+error is about the formula's: over every float32, 0.668 ulp at most for a normal result and 0.817
+for a subnormal one (the formula op by op: 0.74 on tests/test_accuracy.py's points).
 
 A whole number's exp2 needs no series: `is_whole` recognizes a value that is a whole number by how
 it was built (expr.py's rounding, sums and WHEREs of whole numbers), and its exp2 is
