@@ -8,7 +8,8 @@ Run: .venv/bin/python bench/bench_cpu.py [--quick]      (not a test; prints tabl
      to the weights;
    - MLP 784-256-10 SGD step, batch 128: eager (build the graph, schedule, run) and under TinyJit;
    - exp, tanh, sigmoid and gelu of 2^22 float32, and exp of float64 (tinyedu/renderer/c_vector_math.py
-     vectorizes their exp2 on the C device; TINYEDU_NO_VECTOR_MATH=1 times the exp2f calls it replaces);
+     vectorizes their exp2 and exp on the C device; TINYEDU_NO_VECTOR_MATH=1 times the exp2f calls it
+     replaces; bench/bench_transcendentals.py times these alone, with one thread and default threads);
    - matmul 256x256 and 1024x1024 end to end (build, schedule, run, read back), against numpy (its
      BLAS, kernel and threads printed above the table: threadpoolctl).
    Each cell is a time and its ratio to the reference (PyTorch, or numpy for the matmul): < 1 is faster.

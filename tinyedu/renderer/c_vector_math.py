@@ -1,4 +1,4 @@
-"""Vector exp2 for the C device: a loop of exp2 calls runs as SIMD lanes (float32 and float64).
+"""Vector exp2 and exp for the C device: a loop of exp2s runs as SIMD lanes (float32 and float64).
 
 The C renderer calls the C library's `exp2f` one element at a time: C has no vector form of it, so
 the optimizer leaves such kernels unvectorized (`_has_scalar_only_ops` in
@@ -20,23 +20,43 @@ The kernel is compiled without trapping math (`#pragma GCC optimize`): the compi
 the clamps into vector selects; it changes no value, only whether a NaN compare may raise a
 floating-point flag, which nothing reads.
 
-The exp2: 2^x = 2^n * 2^f with n = round(x) and |f| <= 1/2; 2^f by its Taylor series to degree 8
-in double (within 2^-33 of the exact value), 2^n written into a double's exponent bits, and one
-rounding to float32 at the end: within 0.503 ulp of the exact answer, as libm's exp2f, for every
-float32 (tests/test_vector_math.py checks it against numpy in float64 over the whole range, and
-tests/test_accuracy.py the ops built on it). NaN stays NaN, +inf gives inf, -inf gives 0. Where
-the CPU has a fused multiply-add, each step of the series is one (`mul_add_float64`): half the
-instructions, and the rounding of a double step is 2^-29 of a float32 ulp either way.
+The float32 exp2 runs in float32 lanes (16 to an AVX-512 vector, 8 to AVX2, 4 to NEON): 2^x =
+2^n * 2^f with n = round(x) and |f| <= 1/2. 2^f = 1 + f ln2 + f^2 (ln2^2/2 + f r(f)), r a minimax
+polynomial (within 2^-33); f ln2 and the f^2 terms are kept as a float plus its exact rounding
+error (fused multiply-adds where the CPU has them, Dekker's halves of 12 bits where not) and
+summed so that one rounding counts; 2^n is two powers of two written into exponent bits, whose
+product with 2^f rounds once. Within 0.53 ulp of the exact answer where the result is normal and
+0.77 where it is subnormal (rounded to 24 bits, then to the subnormal spacing): 0.521 and 0.752
+measured over every float32 from -260 to 260, against libm's double exp2; NaN stays NaN, +inf
+gives inf, -inf gives 0 (tests/test_vector_math.py against numpy in float64, tests/test_accuracy.py
+for the ops built on it). The float64 exp2 below stays in double lanes.
 
-exp (tinyedu/expr.py) takes two exp2s: 2^t of the fraction, and 2^k of the whole number k it
-rounded x log2(e) to. The second needs no series: `is_whole` recognizes a value that is a whole
-number by how it was built (expr.py's rounding, sums and WHEREs of whole numbers), and its exp2 is
-`exp2_whole_float32`, k + 1023 written into a double's exponent bits (exact, as the series is there).
+exp (tinyedu/expr.py) is about 29 primitive ops: x clamped, p = x log2(e) kept exactly as p + err
+(Dekker), k = round(p), then 2^((p - k) + err) and 2^k by two exp2s. Rendered one op at a time,
+that is two range reductions (the exp2 helper rounds its argument again) and about 60 vector
+instructions of the formula around them. `exp_parts` recognizes that formula in a kernel's UOps
+(its constants and its shape, down to the clamp) and the renderer writes one call instead,
+`exp_simd_float32(x, n)` = e^x * 2^n: one range reduction, k = round(x log2 e), shared by the
+series on t = (p - k) + err and the scale 2^k, p + err from one fused multiply-add (or Dekker's
+halves). The values of the formula's other ops are left unused, and the compiler drops them.
+tanh, sigmoid, gelu, softplus, sinh ... all reach e^x through expr.py's exp, so they all get it:
+exp's loop is 64 vector instructions per 16 floats here (AVX-512), where it was 120. float64's exp
+stays op by op (its two exp2s are exp2_simd_float64 and exp2_whole_float64). The float32 one's
+error is about the formula's: over every float32, 0.668 ulp at most for a normal result and 0.817
+for a subnormal one (the formula op by op: 0.74 on tests/test_accuracy.py's points).
+
+A whole number's exp2 needs no series: `is_whole` recognizes a value that is a whole number by how
+it was built (expr.py's rounding, sums and WHEREs of whole numbers), and its exp2 is
+`exp2_whole_float32`, 2^k in two halves written into exponent bits (exact, as the series is there).
+And in these loops max(a, c) with a constant c (neither 0 nor NaN) is one compare and select, which
+the compiler makes one vector max; it keeps NaN as the C renderer's `max_float32` does.
 """
 
 from __future__ import annotations
 
 import math
+import struct
+from collections import Counter
 
 from tinyedu.core.dtype import dtypes
 from tinyedu.core.ops import BinaryOps, TernaryOps, UnaryOps
@@ -44,42 +64,70 @@ from tinyedu.core.uops import UOp, UOps
 from tinyedu.renderer.cstyle import CRenderer, _unwrap
 
 # --8<-- [start:exp2]
-EXP2_FLOAT32 = """static inline double mul_add_float64(double a, double b, double c) {
+EXP2_FLOAT32 = """static inline float mul_add_float32(float a, float b, float c) {
 #if defined(__FMA__) || defined(__ARM_FEATURE_FMA)
-  return __builtin_fma(a, b, c);  /* one instruction where the CPU has it (and one rounding) */
+  return __builtin_fmaf(a, b, c);  /* one instruction where the CPU has it (and one rounding) */
 #else
   return a * b + c;
 #endif
 }
+static inline float product_error_float32(float a, float b, float ab) {  /* a * b - ab, exactly */
+#if defined(__FMA__) || defined(__ARM_FEATURE_FMA)
+  return __builtin_fmaf(a, b, -ab);
+#else  /* Dekker: a and b in halves of 12 bits, whose products are exact (|a|, |b| < 2^115) */
+  float ca = a * 4097.0f, cb = b * 4097.0f;
+  float a_hi = ca - (ca - a), b_hi = cb - (cb - b), a_lo = a - a_hi, b_lo = b - b_hi;
+  return ((a_hi * b_hi - ab) + a_hi * b_lo + a_lo * b_hi) + a_lo * b_lo;
+#endif
+}
+static inline float pow2_whole_float32(int n) {  /* 2^n for -126 <= n <= 127 */
+  unsigned int bits = (unsigned int)(n + 127) << 23;
+  float scale;
+  __builtin_memcpy(&scale, &bits, 4);
+  return scale;
+}
+static inline float exp2_reduced_float32(float f, float m) {  /* 2^f * 2^m: |f| <= 1/2, m whole */
+  float a = f * 0.6931472f;  /* f ln2 = a + a_lo, the rest of ln2 added */
+  float a_lo = product_error_float32(f, 0.6931472f, a) + f * (-1.9046542e-09f);
+  float r = 0.000015173363f;  /* 2^f = 1 + f ln2 + f^2 (ln2^2/2 + f r(f)), r fitted (minimax, 2^-33) */
+  r = mul_add_float32(r, f, 0.00015455754f);
+  r = mul_add_float32(r, f, 0.0013333951f);
+  r = mul_add_float32(r, f, 0.009618079f);
+  r = mul_add_float32(r, f, 0.055504106f);
+  float hi = 1.0f + a;
+  float err = (1.0f - hi) + a;  /* 1 + a = hi + err exactly (|a| < 1) */
+  float f2 = f * f, f2_lo = product_error_float32(f, f, f2);  /* f^2 = f2 + f2_lo */
+  float h = f2 * 0.2402265f, h_lo = product_error_float32(f2, 0.2402265f, h);  /* f2 ln2^2/2 = h + h_lo */
+  float s = hi + h;
+  float s_err = (hi - s) + h;  /* hi + h = s + s_err exactly (|h| < |hi|) */
+  float rest = (err + s_err) + (a_lo + (h_lo + mul_add_float32(f2_lo, 0.2402265f, (f2 * f) * r)));
+  float p = s + rest;  /* the one rounding that counts: what is left is 2^-31 of the result */
+  int n = m != m ? 0 : (int)m, half = n >> 1;  /* 2^m in two halves: a subnormal result rounds once */
+  return (p * pow2_whole_float32(half)) * pow2_whole_float32(n - half);
+}
 static inline float exp2_simd_float32(float x) {
-  float c = x < -200.0f ? -200.0f : (x > 200.0f ? 200.0f : x);  /* (a NaN stays a NaN) */
-  double t = (double)c + 6755399441055744.0;  /* 1.5 * 2^52: n = round(c) is in t's low bits */
-  double f = (double)c - (t - 6755399441055744.0);
-  unsigned long long bits;
-  __builtin_memcpy(&bits, &t, 8);
-  bits = (bits + 1023) << 52;  /* 2^n: n + 1023 in a double's exponent bits */
-  double scale;
-  __builtin_memcpy(&scale, &bits, 8);
-  double p = 1.3215486790144305e-06;  /* ln(2)^k / k!, k = 8 down to 0 */
-  p = mul_add_float64(p, f, 1.5252733804059838e-05);
-  p = mul_add_float64(p, f, 0.00015403530393381606);
-  p = mul_add_float64(p, f, 0.0013333558146428441);
-  p = mul_add_float64(p, f, 0.009618129107628477);
-  p = mul_add_float64(p, f, 0.055504108664821576);
-  p = mul_add_float64(p, f, 0.2402265069591007);
-  p = mul_add_float64(p, f, 0.6931471805599453);
-  p = mul_add_float64(p, f, 1.0);
-  return (float)(p * scale);
+  float c = -250.0f > x ? -250.0f : x;  /* clamped to [-250, 250] (a NaN stays a NaN) */
+  c = c > 250.0f ? 250.0f : c;
+  float m = (c + 12582912.0f) - 12582912.0f;  /* round(c), by 1.5 * 2^23 */
+  return exp2_reduced_float32(c - m, m);  /* c - m is exact */
+}
+static inline float exp_simd_float32(float x, float n) {  /* e^x * 2^n, n whole (exp in tinyedu/expr.py) */
+  float c = -110.0f > x ? -110.0f : x;  /* clamped to [-110, 110] as expr.py does (a NaN stays) */
+  c = c > 110.0f ? 110.0f : c;
+  float p = c * 1.442695f;  /* c log2(e) = p + p_lo, to 2^-48 */
+  float p_lo = product_error_float32(c, 1.442695f, p) + c * 1.925963e-08f;
+  float k = (p + 12582912.0f) - 12582912.0f;  /* round(p): one range reduction for both factors */
+  return exp2_reduced_float32((p - k) + p_lo, k + n);
 }"""
 # --8<-- [end:exp2]
-# 2^n for a whole number n needs no polynomial: n + 1023 in a double's exponent bits is exactly 2^n,
-# and the cast to float32 rounds it once (to 0 below 2^-150, to inf from 2^128, a subnormal between)
+# 2^n for a whole number n needs no polynomial: 2^n in two halves, each n/2 + 127 in a float's exponent
+# bits, their product rounded once (to 0 below 2^-150, to inf from 2^128, a subnormal between)
 EXP2_WHOLE_FLOAT32 = """static inline float exp2_whole_float32(float n) {
-  float c = n < -200.0f ? -200.0f : (n > 200.0f ? 200.0f : n);  /* (a NaN stays a NaN) */
-  unsigned long long bits = (unsigned long long)((long long)c + 1023) << 52;
-  double scale;
-  __builtin_memcpy(&scale, &bits, 8);
-  return c != c ? c : (float)scale;
+  float c = -250.0f > n ? -250.0f : n;  /* clamped to [-250, 250] (a NaN stays a NaN) */
+  c = c > 250.0f ? 250.0f : c;
+  int m = c != c ? 0 : (int)c, half = m >> 1;
+  float scale = pow2_whole_float32(half) * pow2_whole_float32(m - half);
+  return c != c ? c : scale;
 }"""
 ROUNDER_FLOAT32 = 1.5 * 2.0**23  # (v + ROUNDER) - ROUNDER is v rounded to a whole number (tinyedu/expr.py)
 # --8<-- [start:exp2-float64]
@@ -197,6 +245,74 @@ def simd_loops(uops: list[UOp]) -> set[UOp]:
     return chosen
 
 
+# --8<-- [start:exp-parts]
+# expr.py's exp(x, times_pow2=n) in float32, as the linearizer leaves it (its constants, repeated here):
+#   x clamped: max(-max(-x, -110), -110);  p = x * LOG2_E;  k = round(p) [+ n]
+#   (2^((p - round(p)) + err) * (k > 127 ? 2 : 1)) * 2^(k > 127 ? k - 1 : k)
+EXP_CLAMP, EXP_TOP = -110.0, 127.0
+EXP_LOG2_E = struct.unpack("f", struct.pack("f", 1 / math.log(2)))[0]  # log2(e) rounded to float32
+
+
+def _alu(u: UOp, op) -> bool:
+    return u.op is UOps.ALU and u.arg is op
+
+
+def _nonzero_const(u: UOp) -> bool:
+    return u.op is UOps.CONST and not math.isnan(u.arg) and u.arg != 0
+
+
+def _rounded(u: UOp) -> UOp | None:
+    """v where u is `(v + 1.5 * 2^23) - 1.5 * 2^23` (v rounded to a whole number), else None."""
+    if _alu(u, BinaryOps.SUB) and _is_const(u.src[1], ROUNDER_FLOAT32) and _alu(u.src[0], BinaryOps.ADD) \
+            and _is_const(u.src[0].src[1], ROUNDER_FLOAT32):
+        return u.src[0].src[0]
+    return None
+
+
+def _unclamped(u: UOp) -> UOp:
+    """x where u is x clamped to [-110, 110] as expr.py clamps (max(-max(-x, -110), -110)), else u."""
+    def negated_max(v: UOp) -> UOp | None:  # w where v is max(-w, -110), else None
+        if _alu(v, BinaryOps.MAX) and _is_const(v.src[1], EXP_CLAMP) and _alu(v.src[0], UnaryOps.NEG):
+            return v.src[0].src[0]
+        return None
+
+    inner = negated_max(u)
+    x = negated_max(inner) if inner is not None else None
+    return x if x is not None else u
+
+
+def exp_parts(u: UOp) -> tuple[UOp, float] | None:
+    """(x, n) where the float32 UOp `u` is the end of expr.py's exp(x, times_pow2=n): e^x * 2^n, which
+    the C device then computes with one helper (exp_simd_float32), else None."""
+    if not (_alu(u, BinaryOps.MUL) and u.dtype == dtypes.float32):
+        return None
+    for small, power in (u.src, u.src[::-1]):
+        if not (_alu(power, UnaryOps.EXP2) and _alu(power.src[0], TernaryOps.WHERE)
+                and _alu(small, BinaryOps.MUL)):
+            continue
+        top, lowered, k = power.src[0].src
+        doubled = next((s for s in small.src if _alu(s, TernaryOps.WHERE)), None)
+        fraction = next((s for s in small.src if _alu(s, UnaryOps.EXP2)), None)
+        if doubled is None or fraction is None or doubled.src[0] is not top or \
+                not (_is_const(doubled.src[1], 2.0) and _is_const(doubled.src[2], 1.0)):
+            continue
+        if not (_alu(top, BinaryOps.CMPLT) and _is_const(top.src[0], EXP_TOP) and top.src[1] is k and
+                _alu(lowered, BinaryOps.SUB) and lowered.src[0] is k and _is_const(lowered.src[1], 1.0)):
+            continue
+        k0, n = k, 0.0
+        if _alu(k, BinaryOps.ADD) and k.src[1].op is UOps.CONST and float(k.src[1].arg).is_integer():
+            k0, n = k.src[0], float(k.src[1].arg)
+        p, t = _rounded(k0), fraction.src[0]
+        if p is None or not (_alu(p, BinaryOps.MUL) and _is_const(p.src[1], EXP_LOG2_E)):
+            continue
+        x = p.src[0]
+        if _alu(t, BinaryOps.ADD) and _alu(t.src[0], BinaryOps.SUB) and t.src[0].src == (p, k0) and \
+                _depends_on(t.src[1], x):  # t = (p - k) + err, err the rounding error of p
+            return _unclamped(x), n
+    return None
+
+
+# --8<-- [end:exp-parts]
 HELPERS = {"exp2_simd_float32": EXP2_FLOAT32, "exp2_whole_float32": EXP2_WHOLE_FLOAT32,
            "exp2_simd_float64": EXP2_FLOAT64, "exp2_whole_float64": EXP2_WHOLE_FLOAT64}
 
@@ -207,6 +323,12 @@ class VectorMathCRenderer(CRenderer):
     def __init__(self, name: str, uops: list[UOp]):
         super().__init__(name, uops)
         self.simd = simd_loops(uops)
+        self.exps = {u: parts for u in uops if self.simd and (parts := exp_parts(u)) is not None}
+        # the exp2s inside such an exp that nothing else uses: left to the C renderer (exp2f, never
+        # called: the compiler drops the unused intermediates), so their helpers are not written out
+        uses = Counter(s for u in uops for s in u.src)
+        self.absorbed = {e for u in self.exps for s in u.src for e in (s, *s.src)
+                         if _alu(e, UnaryOps.EXP2) and uses[e] == 1}
 
     def open_loop(self, u: UOp, start: str, end: str) -> str:
         if u not in self.simd:
@@ -223,12 +345,20 @@ class VectorMathCRenderer(CRenderer):
         return name
 
     def alu(self, u: UOp, *srcs: str) -> str:
-        if self.simd and _is_exp2(u) and u.src[0].dtype == u.dtype:
+        if u in self.exps:  # expr.py's whole exp: one helper, one range reduction
+            x, n = self.exps[u]
+            self.helpers.setdefault("exp2_simd_float32", EXP2_FLOAT32)
+            return f"exp_simd_float32({_unwrap(self.value(x))}, {float(n)!r}f)"
+        if self.simd and _is_exp2(u) and u.src[0].dtype == u.dtype and u not in self.absorbed:
             name = f"exp2_{'whole' if is_whole(u.src[0]) else 'simd'}_{u.dtype.name}"
-            if u.dtype == dtypes.float64:
-                self.helpers.setdefault("exp2_simd_float64", EXP2_FLOAT64)  # (pow2_whole_float64 too)
-            self.helpers.setdefault(name, HELPERS[name])
+            self.helpers.setdefault(f"exp2_simd_{u.dtype.name}", HELPERS[f"exp2_simd_{u.dtype.name}"])
+            self.helpers.setdefault(name, HELPERS[name])  # (after exp2_simd's, whose pow2_whole it calls)
             return f"{name}({_unwrap(srcs[0])})"
+        if self.simd and u.arg is BinaryOps.MAX and u.dtype in FLOATS and any(map(_nonzero_const, u.src)):
+            # max(a, c) for a constant c other than NaN and +-0: one compare and select (one vector
+            # max instruction), NaN kept as the C renderer's max_float32 keeps it (NaN > c is false)
+            c, a = srcs if _nonzero_const(u.src[0]) else srcs[::-1]
+            return f"({c}>{a}?{c}:{a})"
         return super().alu(u, *srcs)
 
     def use_helper(self, name: str, dtype) -> str:
