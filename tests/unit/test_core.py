@@ -277,6 +277,31 @@ def test_the_full_library_devices_plug_into_the_cores_registry() -> None:
         core_device.DEVICES["NUMPY"]
 
 
+def test_the_full_library_kernel_is_the_cores() -> None:
+    """tinyedu.codegen.kernel.Kernel subclasses the core's: the core builds the name, `bufs` and
+    `sts` (reduced axes last); the full one only drops axes of size 1 and goes on (kinds, blocks)."""
+    from tinyedu import Tensor as FullTensor
+    from tinyedu.codegen.kernel import AxisKind
+    from tinyedu.codegen.kernel import Kernel as FullKernel
+    from tinyedu.core import linearizer as core_linearizer
+    from tinyedu.engine.schedule import create_schedule
+
+    assert issubclass(FullKernel, core_linearizer.Kernel)
+    for name in ("_shapes",):
+        assert name not in FullKernel.__dict__, f"the full Kernel redefines {name}"
+    x = FullTensor(np.arange(60, dtype=np.float32).reshape(3, 1, 4, 5))
+    ast = create_schedule([x.sum((0, 3), keepdim=True).lazydata])[-1].ast
+    core, full = core_linearizer.Kernel(ast), FullKernel(ast)
+    assert core.name == full.name == "r_3_1_4_5" and core.full_shape == (1, 4, 3, 5)
+    assert core.first_reduce == 2 and full.full_shape == (4, 3, 5) and full.first_reduce == 1
+    assert full.bufs == core.bufs and full.kinds == [AxisKind.LOOP, AxisKind.REDUCE, AxisKind.REDUCE]
+    assert [st.shape for st in full.sts] == [(4, 1, 1), (4, 3, 5)]
+    for mine, theirs in zip(core.sts, full.sts, strict=True):  # the same views, less the size-1 axis
+        assert mine.reshape(theirs.shape) == theirs
+    with pytest.raises(ValueError, match="rooted at STORE"):
+        FullKernel(ast.src[0])
+
+
 @pytest.mark.parametrize("axis", [None, 0, 1, (0, 2), -1])
 def test_reductions(axis) -> None:
     x = np.random.default_rng(4).standard_normal((3, 4, 5), dtype=np.float32)
