@@ -299,8 +299,7 @@ class _DeviceRegistry(Registry):
 
     def __getitem__(self, name: str) -> DeviceBackend:
         name = self.kind(self.canonicalize(name))  # (every numbered device of a kind shares its backend)
-        backend = self.devices.get(name)
-        return backend if backend is not None else super().__getitem__(name)
+        return self.devices[name] if name in self.devices else super().__getitem__(name)
 
 
 Device = _DeviceRegistry()
