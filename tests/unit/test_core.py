@@ -239,6 +239,69 @@ def test_the_full_library_lazy_graph_is_the_cores() -> None:
     assert view.reshape((4, 3)) is view and x.reshape((12,)) is x  # the core's shortcuts
 
 
+def test_the_full_library_devices_plug_into_the_cores_registry() -> None:
+    """tinyedu.runtime.Device is an instance of the core's Registry: the full library's devices plug in
+    through the core's `register`, its lazy import of ops_<name>.py is the core's `find` hook, and a
+    device registered through that seam runs the full library's Tensors. The core's own registry
+    keeps the core's C device, whatever the full library looked up."""
+    from tinyedu import Tensor as FullTensor
+    from tinyedu.core import device as core_device
+    from tinyedu.runtime import Device
+    from tinyedu.runtime.ops_python import PythonDevice
+
+    assert isinstance(Device, core_device.Registry)
+    assert "register" not in type(Device).__dict__, "the full registry redefines the core's register"
+    backend = Device["NUMPY"]
+    assert Device.devices["NUMPY"] is backend and Device["numpy:1"] is backend  # (numbered: one backend)
+    del Device.devices["NUMPY"]  # forgotten: the next lookup finds it again through `find`
+    assert Device["NUMPY"] is not backend and Device.devices["NUMPY"].name == "NUMPY"
+
+    class Toy(PythonDevice):  # a device of your own: the PYTHON interpreter under another name
+        name = "TOY"
+
+    with pytest.raises(ValueError, match="unknown device 'toy'"):
+        Device.canonicalize("toy")
+    Device.register(Toy())
+    try:
+        x = FullTensor([1.0, 2.0, 3.0], device="toy")
+        assert x.device == "TOY" and Device["TOY:1"] is Device.devices["TOY"]
+        assert (x * 2 + 1).sum().item() == 15.0 and (x.to("C") * 2).tolist() == [2.0, 4.0, 6.0]
+    finally:
+        del Device.devices["TOY"]
+
+    Device["C"], Device["PYTHON"]
+    assert type(core_device.DEVICES["C"]) is core_device.Device  # the core's own C device, unchanged
+    assert core_device.DEVICES["C"].compile is core_device.compile_c
+    assert (Tensor([[1.0, -2.0]]) @ Tensor([[3.0], [4.0]])).relu().sum().item() == 0.0
+    with pytest.raises(ValueError, match="unknown device 'NUMPY'; the registered ones are"):
+        core_device.DEVICES["NUMPY"]
+
+
+def test_the_full_library_kernel_is_the_cores() -> None:
+    """tinyedu.codegen.kernel.Kernel subclasses the core's: the core builds the name, `bufs` and
+    `sts` (reduced axes last); the full one only drops axes of size 1 and goes on (kinds, blocks)."""
+    from tinyedu import Tensor as FullTensor
+    from tinyedu.codegen.kernel import AxisKind
+    from tinyedu.codegen.kernel import Kernel as FullKernel
+    from tinyedu.core import linearizer as core_linearizer
+    from tinyedu.engine.schedule import create_schedule
+
+    assert issubclass(FullKernel, core_linearizer.Kernel)
+    for name in ("_shapes",):
+        assert name not in FullKernel.__dict__, f"the full Kernel redefines {name}"
+    x = FullTensor(np.arange(60, dtype=np.float32).reshape(3, 1, 4, 5))
+    ast = create_schedule([x.sum((0, 3), keepdim=True).lazydata])[-1].ast
+    core, full = core_linearizer.Kernel(ast), FullKernel(ast)
+    assert core.name == full.name == "r_3_1_4_5" and core.full_shape == (1, 4, 3, 5)
+    assert core.first_reduce == 2 and full.full_shape == (4, 3, 5) and full.first_reduce == 1
+    assert full.bufs == core.bufs and full.kinds == [AxisKind.LOOP, AxisKind.REDUCE, AxisKind.REDUCE]
+    assert [st.shape for st in full.sts] == [(4, 1, 1), (4, 3, 5)]
+    for mine, theirs in zip(core.sts, full.sts, strict=True):  # the same views, less the size-1 axis
+        assert mine.reshape(theirs.shape) == theirs
+    with pytest.raises(ValueError, match="rooted at STORE"):
+        FullKernel(ast.src[0])
+
+
 @pytest.mark.parametrize("axis", [None, 0, 1, (0, 2), -1])
 def test_reductions(axis) -> None:
     x = np.random.default_rng(4).standard_normal((3, 4, 5), dtype=np.float32)

@@ -7,6 +7,8 @@ shape, e.g. (4, 16); above it (and the STORE) the output shape, (4, 1). A Kernel
 1. puts the output axes first and the reduced axes last, by permuting every ShapeTracker, so the
    loops nest as `for gidx... { for ridx... }`: one output element per iteration of the outer loops,
    a reduce inside. (Sum a (16, 4) array over axis 0 and the loops become `gidx0 < 4`, `ridx0 < 16`.)
+   This step is the core's Kernel (tinyedu/core/linearizer.py), which this one subclasses: it
+   checks the AST, names the kernel and lists the buffers (`bufs`) with their views (`sts`).
 2. drops axes of size 1 everywhere (a loop that runs once is no loop), by reshaping.
 
 The result is the *full shape*, e.g. (4, 16), with `first_reduce` = 1 telling where the reduce
@@ -45,11 +47,11 @@ from enum import Enum
 
 from tinyedu.codegen import sum_blocks
 from tinyedu.codegen.opt import Opt
+from tinyedu.core import linearizer as core_linearizer
 from tinyedu.core.dtype import DType, dtypes
-from tinyedu.core.helpers import dedup, prod
+from tinyedu.core.helpers import prod
 from tinyedu.core.ops import BinaryOps, BufferOps, ConstBuffer, LazyOp, MemBuffer, ReduceOps, UnaryOps
 from tinyedu.launch import GPULimits, LaunchDims
-from tinyedu.shape import ShapeTracker
 
 Leaf = MemBuffer | ConstBuffer
 
@@ -72,56 +74,32 @@ EXPANDED = (AxisKind.UPCAST, AxisKind.UNROLL)
 GPU_KINDS = (AxisKind.GLOBAL, AxisKind.LOCAL, AxisKind.GROUP)   # thread indices, not loops
 
 
-class Kernel:
-    """An AST plus one ShapeTracker per buffer, all in the kernel's full shape."""
+class Kernel(core_linearizer.Kernel):
+    """An AST plus one ShapeTracker per buffer, all in the kernel's full shape.
 
+    The core's Kernel does step 1 (the name, `bufs` and their views `sts`, reduced axes last). This
+    one goes on with steps 2 and 3, and holds what opts and the GPU passes change (`kinds`,
+    `applied_opts`, threads, packs, `gpu`).
+    """
+
+    # --8<-- [start:full-shape]
     def __init__(self, ast: LazyOp):
-        if ast.op is not BufferOps.STORE:
-            raise ValueError(f"Kernel: an AST must be rooted at STORE, got {ast.op}; "
-                             "pass ScheduleItem.ast of a compute kernel (not a COPY/EMPTY item)")
-        self.ast = ast
-        reduces = [n for n in ast.walk() if isinstance(n.op, ReduceOps)]
-        if any(r != reduces[0] for r in reduces):
-            raise ValueError("Kernel: an AST may hold one REDUCE (possibly repeated), found different ones: "
-                             + ", ".join(f"{r.op.name} over {r.arg}" for r in dedup(reduces)))
-        self.reduceop: LazyOp | None = reduces[0] if reduces else None
+        super().__init__(ast)  # reduceop, name, full_shape (reduced axes last), first_reduce, bufs, sts
         self.applied_opts: list[Opt] = []
         self.threads = 1                          # set by a THREAD opt
         self.thread_blocks = False                # set by a THREAD opt on the outermost BLOCK loop
         self.packs: list[tuple[int, int]] = []    # (buffer position, loop axis) of each PACK opt
         self.linearized = False                   # set by the linearizer: no opts after that
         self.gpu: GPULimits | None = None         # a GPU's limits: set for a GPU device, allows GPU opts
-
-        below = dedup(leaf.arg for leaf in self.reduceop.leaves) if self.reduceop else []
-        above = dedup(leaf.arg for leaf in _leaves_above_reduce(ast))
-        self.name, input_shape, output_shape = self._shapes(below, above)
-
-        # --8<-- [start:full-shape]
-        # 1. output axes first, reduced axes last
-        axes = tuple(self.reduceop.arg) if self.reduceop else ()
-        order = [a for a in range(len(input_shape)) if a not in axes] + sorted(axes)
-        permuted = tuple(input_shape[a] for a in order)
-        # 2. no size-1 axes
-        keep = [a for a, size in enumerate(permuted) if size != 1]
-        self.full_shape: tuple[int, ...] = tuple(permuted[a] for a in keep)
-        self.first_reduce: int = sum(1 for a in keep if a < len(order) - len(axes))
-
-        def to_full(st: ShapeTracker) -> ShapeTracker:
-            st = st.permute(order)
-            return st.reshape(tuple(st.shape[a] for a in keep))
-
-        store = ast.arg
-        store_st = store.st.reshape(output_shape)  # same elements; it may have dropped the 1s
-        # bufs[0] is the output; then every distinct leaf (a buffer read through one view, or a const)
-        self.bufs: list[Leaf] = [store] + dedup(below + above)
-        self.sts: list[ShapeTracker] = [to_full(store_st)] + [to_full(b.st) for b in self.bufs[1:]]
-        # --8<-- [end:full-shape]
         self.kinds: list[AxisKind] = [AxisKind.LOOP] * self.first_reduce + \
             [AxisKind.REDUCE] * (len(self.full_shape) - self.first_reduce)
+        # 2. no size-1 axes
+        self.drop_ones()
         # 3. a long float sum in blocks
         if self.reduceop is not None and self.reduceop.op is ReduceOps.SUM and \
                 ast_dtype(self.reduceop.src[0]).is_float:
             self._split_into_blocks()
+    # --8<-- [end:full-shape]
 
     # --8<-- [start:blocks]
     def _split_into_blocks(self) -> None:
@@ -146,27 +124,6 @@ class Kernel:
         padding[axis] = (0, size - self.full_shape[axis])
         self.sts = [st.pad(padding) if st.shape[axis] == self.full_shape[axis] else st for st in self.sts]
         self.full_shape = self.full_shape[:axis] + (size,) + self.full_shape[axis + 1:]
-
-    def _shapes(self, below: list[Leaf], above: list[Leaf]) -> tuple[str, tuple, tuple]:
-        """The kernel's name, input shape and output shape; errors when the leaves disagree."""
-        store_shape = self.ast.arg.st.shape
-        if self.reduceop is None:
-            input_shape = output_shape = above[0].st.shape if above else store_shape
-            name = "E_" + ("_".join(map(str, input_shape)) or "1")
-        else:
-            input_shape = below[0].st.shape
-            output_shape = tuple(1 if a in self.reduceop.arg else s for a, s in enumerate(input_shape))
-            name = "r_" + ("_".join(map(str, input_shape)) or "1")
-        expected = ((below, input_shape, "below the REDUCE"), (above, output_shape, "output"))
-        for leaves, shape, where in expected:
-            for leaf in leaves:
-                if leaf.st.shape != shape:
-                    raise ValueError(f"Kernel {name}: a leaf {where} has shape {leaf.st.shape}, expected "
-                                     f"{shape}; the scheduler must reshape every leaf to the kernel's shape")
-        if prod(store_shape) != prod(output_shape):
-            raise ValueError(f"Kernel {name}: STORE shape {store_shape} has a different size than the "
-                             f"output shape {output_shape}")
-        return name, input_shape, output_shape
 
     def copy(self) -> Kernel:
         """An independent copy (to try opts on): the ShapeTrackers are immutable, the lists are copied."""
@@ -304,22 +261,6 @@ class Kernel:
         outputs = (AxisKind.LOOP, AxisKind.THREAD, AxisKind.GLOBAL, AxisKind.LOCAL)
         self.first_reduce = sum(1 for a, kind in enumerate(self.kinds)
                                 if kind in outputs and not self.is_reduce_axis(a))
-
-
-def _leaves_above_reduce(ast: LazyOp) -> list[LazyOp]:
-    """The LOAD/CONST leaves that are not under the REDUCE (read once per output element).
-
-    The AST is a DAG: each node is visited once, however many parents share it."""
-    found, stack, seen = [], [ast], set()
-    while stack:
-        node = stack.pop()
-        if isinstance(node.op, ReduceOps) or id(node) in seen:
-            continue
-        seen.add(id(node))
-        if node.op in (BufferOps.LOAD, BufferOps.CONST):
-            found.append(node)
-        stack.extend(reversed(node.src))
-    return found
 
 
 def ast_dtype(node: LazyOp, known: dict[int, DType] | None = None) -> DType:

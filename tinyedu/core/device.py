@@ -2,12 +2,18 @@
 
 A device is four things (`Device`): its memory (`Buffer`), a renderer (UOps to source), a
 compiler (source to a binary) and a loader (binary to a function you can call with Buffers).
-`register_device` is the seam where a device plugs in. This file registers `C`: the system C
-compiler builds a shared library, and ctypes calls it with the buffers' addresses (`compile_c`
-and `load_c`, at the end). interpreter.py registers `PYTHON`.
+A `Registry` holds devices by name, and `register` is the seam where a device plugs in. The core's
+registry, `DEVICES`, holds two: this file registers `C` (the system C compiler builds a shared
+library, and ctypes calls it with the buffers' addresses: `compile_c` and `load_c`, at the end),
+and interpreter.py registers `PYTHON`.
 
-The full library keeps its own registry (tinyedu/runtime/device.py), with more devices (NUMPY,
-NEON, LLVM, GPU, CUDA, WEBGPU, WASM) and more per device (memory pools, limits, threads).
+The full library's registry, `tinyedu.runtime.Device`, is a subclass of `Registry`, and its devices
+(NUMPY, PYTHON, C, NEON, LLVM, GPU, CUDA, WEBGPU, WASM) plug in through the same `register`. It
+adds aliases ("CL"), numbered devices ("C:1") and a default, and fills in `find`: the first time a
+device is asked for, it imports tinyedu/runtime/ops_<name>.py, so a GPU library loads only when a
+GPU device is used. Its devices are richer than the core's (memory pools, vector widths, threads,
+GPU limits) and run the full library's kernels, so the two registries are two instances of one
+class: "C" names the core's C device in one and the full library's in the other.
 """
 
 from __future__ import annotations
@@ -54,18 +60,29 @@ class Device:
     load: Callable[[Any, str], Callable[..., None]]     # binary, function name -> fn(*buffers)
 
 
-DEVICES: dict[str, Device] = {}
+class Registry:
+    """Devices by name: `register` plugs one in, `registry[name]` finds it."""
+
+    def __init__(self) -> None:
+        self.devices: dict[str, Any] = {}
+
+    def register(self, device: Any) -> None:
+        """The seam for devices: after this, Tensor(..., device=device.name) runs there."""
+        self.devices[device.name] = device
+
+    def find(self, name: str) -> None:
+        """Called with a name that no device registered yet, to register it if it can. The core's
+        devices register themselves when their files are imported: there is nothing more to find."""
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in self.devices:
+            self.find(name)
+        if name not in self.devices:
+            raise ValueError(f"unknown device {name!r}; the registered ones are {sorted(self.devices)}")
+        return self.devices[name]
 
 
-def register_device(device: Device) -> None:
-    """The seam for devices: after this, Tensor(..., device=device.name) runs there."""
-    DEVICES[device.name] = device
-
-
-def get_device(name: str) -> Device:
-    if name not in DEVICES:
-        raise ValueError(f"unknown device {name!r}; the registered ones are {sorted(DEVICES)}")
-    return DEVICES[name]
+DEVICES = Registry()  # the core's devices: C (below) and PYTHON (interpreter.py)
 
 
 # --8<-- [start:c]
@@ -96,4 +113,4 @@ def load_c(path: str, name: str) -> Callable[..., None]:
 # --8<-- [end:c]
 
 
-register_device(Device("C", CRenderer, compile_c, load_c))
+DEVICES.register(Device("C", CRenderer, compile_c, load_c))

@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .device import Device, register_device
+from .device import DEVICES, Device
 from .dtype import DType, dtypes
 from .ops import BinaryOps, TernaryOps, UnaryOps
 from .uops import INT_FOLD, UOp, UOps
@@ -132,5 +132,5 @@ class UOpList:
         return self.uops
 
 
-register_device(Device("PYTHON", UOpList, compile=lambda uops: uops,
-                       load=lambda uops, name: Interpreter(uops)))
+DEVICES.register(Device("PYTHON", UOpList, compile=lambda uops: uops,
+                        load=lambda uops, name: Interpreter(uops)))

@@ -9,57 +9,91 @@ Every program it writes has the same shape:
             acc = acc (+ or max) <the AST below the REDUCE, at (gidx..., ridx...)>
         data0[<output index>] = <the AST above the REDUCE, with acc in its place>
 
-First the kernel's axes are put in that order: `Kernel` permutes every view of the AST so that the
-reduced axes come last. Then each LOAD asks its ShapeTracker where position (gidx..., ridx...)
-lives, and whether it is padding: the index arithmetic is emitted as UOps too (`IndexOps`), so the
+First the kernel's axes are put in that order: `Kernel` lists the buffers (`bufs`: the output, then
+each distinct leaf) and gives each a view permuted so that the reduced axes come last (`sts`).
+Then each LOAD asks its ShapeTracker where position (gidx..., ridx...) lives, and whether it is
+padding: the index arithmetic is emitted as UOps too (`IndexOps`), so the
 renderer sees one uniform list. UOpBuilder (uops.py) places each value in the outermost loop where
 its sources exist: a load that does not depend on ridx is done once per output, not once per step.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from .dtype import DType, dtypes
-from .helpers import postorder, prod
+from .helpers import dedup, postorder, prod
 from .ops import BinaryOps, BufferOps, ConstBuffer, LazyOp, MemBuffer, ReduceOps, TernaryOps, UnaryOps
 from .uops import UOp, UOpBuilder, UOps, lowest_value
 
 
 class Kernel:
-    """A kernel AST with its axes ordered as the loops will be: output axes, then reduced axes."""
+    """A kernel AST, and a view of each buffer with the axes in loop order: output axes, then reduced.
+
+    `bufs` are the output (bufs[0]) and each distinct leaf (a buffer read through one view, or a
+    constant); `sts[i]` is the view of `bufs[i]`, permuted so that the reduced axes come last. The
+    AST stays as the scheduler made it: the linearizer looks each leaf's view up in `sts`. The full
+    library's Kernel (tinyedu/codegen/kernel.py) is a subclass: it starts from these and goes on
+    (axes of size 1 dropped, long sums in blocks, then opts that reshape and permute `sts`).
+    """
 
     def __init__(self, ast: LazyOp):
-        out_shape = ast.arg.st.shape
-        axes = ast.src[0].arg if isinstance(ast.src[0].op, ReduceOps) else ()
-        self.order = tuple(a for a in range(len(out_shape)) if a not in axes) + tuple(axes)
-        self.ast = _permuted(ast, self.order)
-        self.reduceop = self.ast.src[0] if axes else None
-        leaf = next(n for n in self.ast.walk() if n.op in (BufferOps.LOAD, BufferOps.CONST))
-        self.full_shape = leaf.arg.st.shape  # (the shape below the reduce: every leaf has it)
-        self.first_reduce = len(out_shape) - len(axes)
-        sizes = [prod(v.shape) for n in self.ast.walk() if isinstance(n.arg, (MemBuffer, ConstBuffer))
-                 for v in n.arg.st.views] + [prod(self.full_shape)]
-        if max(sizes) >= 2**31:
-            raise ValueError(f"kernel {self.name}: {max(sizes)} elements need 64-bit indices; the core's "
-                             "kernels index with int32 (the full library, tinyedu.Tensor, switches to int64)")
+        if ast.op is not BufferOps.STORE:
+            raise ValueError(f"Kernel: an AST must be rooted at STORE, got {ast.op}; "
+                             "pass ScheduleItem.ast of a compute kernel (not a COPY/EMPTY item)")
+        self.ast = ast
+        reduces = [n for n in ast.walk() if isinstance(n.op, ReduceOps)]
+        if any(r != reduces[0] for r in reduces):
+            raise ValueError("Kernel: an AST may hold one REDUCE (possibly repeated), found different ones: "
+                             + ", ".join(f"{r.op.name} over {r.arg}" for r in dedup(reduces)))
+        self.reduceop: LazyOp | None = reduces[0] if reduces else None
+        below = dedup(leaf.arg for leaf in self.reduceop.leaves) if self.reduceop else []
+        above = dedup(leaf.arg for leaf in leaves_above_reduce(ast))
+        self.name, input_shape, output_shape = self._shapes(below, above)
+        # --8<-- [start:full-shape]
+        axes = tuple(self.reduceop.arg) if self.reduceop else ()
+        order = tuple(a for a in range(len(input_shape)) if a not in axes) + tuple(sorted(axes))
+        self.full_shape: tuple[int, ...] = tuple(input_shape[a] for a in order)
+        self.first_reduce: int = len(input_shape) - len(axes)  # where the reduced axes start
+        # bufs[0] is the output (its view reshaped to the output shape: it may have dropped the 1s)
+        self.bufs: list[MemBuffer | ConstBuffer] = [ast.arg] + dedup(below + above)
+        self.sts = [ast.arg.st.reshape(output_shape).permute(order)] + \
+            [b.st.permute(order) for b in self.bufs[1:]]
+        # --8<-- [end:full-shape]
 
-    @property
-    def name(self) -> str:
-        return ("r_" if self.reduceop is not None else "E_") + "_".join(map(str, self.full_shape))
+    def _shapes(self, below: list, above: list) -> tuple[str, tuple, tuple]:
+        """The kernel's name, input shape and output shape; errors when the leaves disagree."""
+        store_shape = self.ast.arg.st.shape
+        if self.reduceop is None:
+            input_shape = output_shape = above[0].st.shape if above else store_shape
+            name = "E_" + ("_".join(map(str, input_shape)) or "1")
+        else:
+            input_shape = below[0].st.shape
+            output_shape = tuple(1 if a in self.reduceop.arg else s for a, s in enumerate(input_shape))
+            name = "r_" + ("_".join(map(str, input_shape)) or "1")
+        expected = ((below, input_shape, "below the REDUCE"), (above, output_shape, "output"))
+        for leaves, shape, where in expected:
+            for leaf in leaves:
+                if leaf.st.shape != shape:
+                    raise ValueError(f"Kernel {name}: a leaf {where} has shape {leaf.st.shape}, expected "
+                                     f"{shape}; the scheduler must reshape every leaf to the kernel's shape")
+        if prod(store_shape) != prod(output_shape):
+            raise ValueError(f"Kernel {name}: STORE shape {store_shape} has a different size than the "
+                             f"output shape {output_shape}")
+        return name, input_shape, output_shape
 
 
-def _permuted(ast: LazyOp, order: tuple[int, ...]) -> LazyOp:
-    """The AST with every leaf's (and the store's) view permuted to `order`."""
-    memo: dict[int, LazyOp] = {}
-    for node in ast.toposort():
-        arg = node.arg
-        if isinstance(arg, (MemBuffer, ConstBuffer)):
-            arg = replace(arg, st=arg.st.permute(order))
-        elif isinstance(node.op, ReduceOps):
-            arg = tuple(order.index(a) for a in arg)
-        memo[id(node)] = LazyOp(node.op, tuple(memo[id(s)] for s in node.src), arg)
-    return memo[id(ast)]
+def leaves_above_reduce(ast: LazyOp) -> list[LazyOp]:
+    """The LOAD/CONST leaves that are not under the REDUCE (read once per output element), left to
+    right; each once, however many parents share it."""
+    found, stack, seen = [], [ast], set()
+    while stack:
+        node = stack.pop()
+        if isinstance(node.op, ReduceOps) or id(node) in seen:
+            continue
+        seen.add(id(node))
+        if node.op in (BufferOps.LOAD, BufferOps.CONST):
+            found.append(node)
+        stack.extend(reversed(node.src))
+    return found
 
 
 class IndexOps:
@@ -92,6 +126,10 @@ class IndexOps:
 
 # --8<-- [start:linearize]
 def linearize(k: Kernel) -> list[UOp]:
+    sizes = [prod(v.shape) for st in k.sts for v in st.views] + [prod(k.full_shape)]
+    if max(sizes) >= 2**31:
+        raise ValueError(f"kernel {k.name}: {max(sizes)} elements need 64-bit indices; the core's "
+                         "kernels index with int32 (the full library, tinyedu.Tensor, switches to int64)")
     b = UOpBuilder()
     bufs = {n.arg.idx: n.arg.dtype for n in k.ast.walk() if isinstance(n.arg, MemBuffer)}
     data = {i: b.emit(UOps.DEFINE_GLOBAL, bufs[i], (), i) for i in sorted(bufs)}
@@ -101,10 +139,9 @@ def linearize(k: Kernel) -> list[UOp]:
     values: dict[int, UOp] = {}
     if k.reduceop is not None:
         values[id(k.reduceop)] = _reduce(b, k, data, idxs)
-    out = k.ast.arg
     idxs = idxs + [b.const(0, dtypes.int32)] * (len(k.full_shape) - k.first_reduce)
-    value = _lower(b, k.ast.src[0], data, idxs, values)
-    index, _ = out.st.index(idxs, IndexOps(b))
+    value = _lower(b, k, k.ast.src[0], data, idxs, values)
+    index, _ = k.sts[0].index(idxs, IndexOps(b))
     b.emit(UOps.STORE, None, (data[0], index, value), hoist=False)
     for s in k.full_shape[:k.first_reduce]:
         if s != 1:
@@ -122,7 +159,7 @@ def _reduce(b: UOpBuilder, k: Kernel, data: dict[int, UOp], idxs: list[UOp]) -> 
         return b.const(identity, dtype)  # a sum of nothing is 0 (and a max of nothing -inf)
     acc = b.define_acc(identity, dtype)
     ridxs = [_open(b, f"ridx{a}", s) for a, s in enumerate(sizes)]
-    x = _lower(b, reduce.src[0], data, idxs + ridxs, {})
+    x = _lower(b, k, reduce.src[0], data, idxs + ridxs, {})
     result = b.assign(acc, b.alu(BinaryOps.ADD if reduce.op is ReduceOps.SUM else BinaryOps.MAX, acc, x))
     for s in sizes:
         if s != 1:
@@ -137,13 +174,14 @@ def _open(b: UOpBuilder, name: str, size: int) -> UOp:
 
 
 # --8<-- [start:lower]
-def _lower(b: UOpBuilder, root: LazyOp, data: dict[int, UOp], idxs: list[UOp], values: dict[int, UOp]) -> UOp:
+def _lower(b: UOpBuilder, k: Kernel, root: LazyOp, data: dict[int, UOp], idxs: list[UOp],
+           values: dict[int, UOp]) -> UOp:
     """The value of an AST node at loop indices `idxs`, sources first (a shared node once)."""
     for node in postorder([root], lambda n: () if id(n) in values else n.src):  # (not below the reduce)
         if id(node) in values:
             continue
         if node.op in (BufferOps.LOAD, BufferOps.CONST):
-            index, valid = node.arg.st.index(idxs, IndexOps(b))
+            index, valid = k.sts[k.bufs.index(node.arg)].index(idxs, IndexOps(b))
             padding = valid.op is not UOps.CONST  # some positions are padding, and read 0
             if valid.op is UOps.CONST and not valid.arg:
                 value = b.const(0, node.arg.dtype)  # every position is padding

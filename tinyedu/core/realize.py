@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from .device import Buffer, get_device
+from .device import DEVICES, Buffer
 from .helpers import debug_level
 from .lazy import LazyBuffer, install_engine
 from .linearizer import Kernel, linearize
@@ -23,7 +23,7 @@ _programs: dict[tuple[str, str], Callable[..., None]] = {}
 # --8<-- [start:lower]
 def lower(ast: LazyOp, device: str) -> Callable[..., None]:
     """A kernel AST -> a function of its buffers, compiled for `device`."""
-    dev, kernel = get_device(device), Kernel(ast)
+    dev, kernel = DEVICES[device], Kernel(ast)
     source = dev.renderer(kernel.name, linearize(kernel)).render()
     if debug_level() >= 4:
         print(source)

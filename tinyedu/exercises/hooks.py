@@ -58,7 +58,7 @@ def clear_caches() -> None:
     (the checkers notice a hook that the library never called: `Plugged.calls`).
     """
     lazy._NODES.clear()
-    for backend in Device._backends.values():
+    for backend in Device.devices.values():
         programs = getattr(backend, "programs", None)
         if isinstance(programs, dict):
             programs.clear()

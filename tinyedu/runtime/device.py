@@ -27,6 +27,7 @@ from typing import Any, Callable, Protocol
 
 import numpy as np
 
+from tinyedu.core.device import Registry
 from tinyedu.core.dtype import DType
 from tinyedu.core.helpers import GlobalCounters, getenv
 from tinyedu.launch import GPULimits, LaunchDims
@@ -244,15 +245,20 @@ class Backend:
         kernels. A device that exists can run them, except CUDA without a GPU (it still compiles)."""
 
 
-class _DeviceRegistry:
-    """`Device["C"]` gives the C backend; `Device.DEFAULT` is $DEVICE or the default device."""
+class _DeviceRegistry(Registry):
+    """`Device["C"]` gives the C backend; `Device.DEFAULT` is $DEVICE or the default device.
+
+    The core's Registry (tinyedu/core/device.py): devices plug in with `register` and are found with
+    `Device[name]`. This one adds aliases ("CL" is GPU), numbered devices ("C:1" shares C's backend)
+    and a default, and fills in the core's `find`: the first time a device is asked for, it imports
+    tinyedu/runtime/ops_<name>.py and registers what that module's `create_device()` makes. So
+    importing tinyedu loads no GPU library, and a device of your own plugs in with
+    `Device.register(backend)` (a backend with a `name`, as the ones in ops_*.py).
+    """
 
     known = ("NUMPY", "PYTHON", "C", "NEON", "LLVM", "GPU", "CUDA", "WEBGPU", "WASM")
     aliases = {"CL": "GPU"}  # OpenCL's usual name
     fallback = "C"  # the default device: kernels compiled from generated C (set DEVICE= to change)
-
-    def __init__(self) -> None:
-        self._backends: dict[str, DeviceBackend] = {}
 
     def canonicalize(self, name: str | None) -> str:
         if name is None:
@@ -262,7 +268,7 @@ class _DeviceRegistry:
                             f"valid devices are {', '.join(self.known)}")
         kind, colon, index = name.partition(":")
         upper = self.aliases.get(kind.upper(), kind.upper())
-        if upper not in self.known:
+        if upper not in self.known and upper not in self.devices:
             raise ValueError(f"device: unknown device {name!r}; valid devices are {', '.join(self.known)}")
         # Several devices of one kind are numbered: "C:1" is a second C device (its own buffers; a copy
         # between C and C:1 is an explicit item). Number 0 is the plain name: "C" and "C:0" are the same.
@@ -280,18 +286,20 @@ class _DeviceRegistry:
     def DEFAULT(self) -> str:  # noqa: N802 - reads like a constant
         return self.canonicalize(os.environ.get("DEVICE") or self.fallback)
 
+    def find(self, name: str) -> None:
+        """Import the device's module, tinyedu/runtime/ops_<name>.py, and register its device."""
+        module_name = f"tinyedu.runtime.ops_{name.lower()}"
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as missing:  # this tinyedu has no module for the device
+            if missing.name != module_name:
+                raise
+            raise DeviceUnavailable(f"{name} device: this tinyedu has no {module_name}") from None
+        self.register(module.create_device())
+
     def __getitem__(self, name: str) -> DeviceBackend:
         name = self.kind(self.canonicalize(name))  # (every numbered device of a kind shares its backend)
-        if name not in self._backends:
-            module_name = f"tinyedu.runtime.ops_{name.lower()}"
-            try:
-                module = importlib.import_module(module_name)
-            except ModuleNotFoundError as missing:  # this tinyedu has no module for the device
-                if missing.name != module_name:
-                    raise
-                raise DeviceUnavailable(f"{name} device: this tinyedu has no {module_name}") from None
-            self._backends[name] = module.create_device()
-        return self._backends[name]
+        return self.devices[name] if name in self.devices else super().__getitem__(name)
 
 
 Device = _DeviceRegistry()
