@@ -9,8 +9,8 @@ The choices, in the order they are made (each only when it applies):
    axes are short and odd: 26, 13, 3), two vectors of them where they divide, a register block
    along the output axes the filter does not move along, threads from THREAD_MIN_WORK loop
    iterations on (not rule 5's larger bound for matmuls), and the filter packed so its vectors are
-   loads, not gathers. So does a
-   matmul-like reduce that no input is contiguous along (a 1x1 convolution with a stride).
+   loads, not gathers. So does a matmul-like reduce that no input is contiguous along (a 1x1
+   convolution with a stride).
 2. Threads for a full reduction (no output loops): THREAD the reduce axis, so each thread sums a
    part (this has to come first: later opts add expanded axes). A long float sum is in blocks
    (tinyedu/codegen/sum_blocks.py): threads share the blocks of its outermost level.
