@@ -1,0 +1,87 @@
+"""The CPU heuristics' opts for a convolution (tinyedu/codegen/heuristics.py): a register block of
+two vectors of output channels, and a padded copy whose rows are unrolled. Each case checks the
+opts chosen and the result against an independent oracle (PyTorch in float64, numpy's pad), run
+with exactly those opts on the C device, whatever the default device is."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from tinyedu import Tensor
+from tinyedu.codegen import heuristics
+from tinyedu.codegen.opts import OptOps
+from tinyedu.core.ops import LoadOps
+from tinyedu.engine.lower import heuristic_opts, lower, new_kernel
+from tinyedu.engine.schedule import create_schedule
+from tinyedu.runtime.device import Buffer, Device, DeviceUnavailable
+
+
+@pytest.fixture(scope="module")
+def c_device():
+    try:
+        Device["C"].check_runnable()
+    except DeviceUnavailable as missing:
+        pytest.skip(str(missing))
+    return Device["C"]
+
+
+def kernel_asts(t: Tensor) -> list:
+    return [i.ast for i in create_schedule([t.lazydata]) if not isinstance(i.ast.op, LoadOps)]
+
+
+def run_with_heuristics(ast, backend, inputs: list[np.ndarray], out_size: int) -> tuple[np.ndarray, list]:
+    """Run `ast` on the C device with the heuristics' opts (one thread), on these input arrays."""
+    opts = heuristic_opts(new_kernel(ast, backend), backend.vector_width, 1)
+    program = lower("C", ast, opts, threads=1)
+    out = Buffer("C", out_size, ast.arg.dtype)
+    buffers = [out] + [Buffer("C", a.size, ast.arg.dtype).copyin(a.ravel()) for a in inputs]
+    program.runner(buffers)
+    return out.as_numpy().copy(), opts
+
+
+@pytest.mark.parametrize("cout, vectors", [(32, 2), (48, 1)])  # 48 = 3 vectors of 16: no pair of them
+def test_a_convolution_blocks_two_vectors_of_channels_and_matches_torch(c_device, cout: int,
+                                                                          vectors: int) -> None:
+    if c_device.vector_width != 16:
+        pytest.skip("the block sizes asserted here are those of a 16-lane (AVX-512) vector")
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((2, 16, 28, 30)).astype(np.float32)  # already padded: no copy kernel
+    W = rng.standard_normal((cout, 16, 3, 3)).astype(np.float32)
+    out = Tensor.empty(*X.shape).conv2d(Tensor.empty(*W.shape))
+    (ast,) = kernel_asts(out)
+    result, opts = run_with_heuristics(ast, c_device, [X, W], int(np.prod(out.shape)))
+    upcasts = [o for o in opts if o.op is OptOps.UPCAST]
+    assert upcasts[0].amount == 16 and (upcasts[1].amount == 2) == (vectors == 2)
+    lanes = np.prod([o.amount for o in upcasts])
+    assert lanes // 16 <= heuristics.ACCUMULATORS
+    expected = torch.nn.functional.conv2d(torch.from_numpy(X).double(), torch.from_numpy(W).double())
+    np.testing.assert_allclose(result.reshape(out.shape), expected.numpy(), rtol=1e-5, atol=1e-4)
+
+
+def test_the_weight_gradient_with_two_vectors_of_channels_matches_torch() -> None:
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((2, 16, 28, 28)).astype(np.float32)
+    W = rng.standard_normal((32, 16, 3, 3)).astype(np.float32)
+    x, w = Tensor(X, requires_grad=True), Tensor(W, requires_grad=True)
+    (x.conv2d(w, padding=1) ** 2).sum().backward()
+    tx, tw = torch.from_numpy(X).double().requires_grad_(), torch.from_numpy(W).double().requires_grad_()
+    (torch.nn.functional.conv2d(tx, tw, padding=1) ** 2).sum().backward()
+    np.testing.assert_allclose(w.grad.numpy(), tw.grad.numpy(), rtol=1e-4, atol=1e-2)
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("shape", [(4, 16, 28, 28), (2, 8, 31, 17)])  # rows 30 (even) and 19 (odd, prime)
+def test_a_padded_copy_unrolls_its_rows_and_equals_numpys_pad(c_device, shape: tuple) -> None:
+    X = np.random.default_rng(2).standard_normal(shape).astype(np.float32)
+    padded = Tensor.empty(*shape).pad2d((1, 1, 1, 1)).contiguous()
+    (ast,) = kernel_asts(padded)
+    result, opts = run_with_heuristics(ast, c_device, [X], int(np.prod(padded.shape)))
+    row = shape[-1] + 2
+    if row % 2 == 0 or row % 3 == 0:
+        assert opts and opts[0].op is OptOps.UPCAST and opts[0].amount in (2, 3)
+    else:
+        assert opts == []  # no divisor to unroll by: the copy stays as written
+    expected = np.pad(X, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    np.testing.assert_array_equal(result.reshape(padded.shape), expected)
