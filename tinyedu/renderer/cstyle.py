@@ -12,6 +12,10 @@
       }
     }
 
+The class is a subclass of the core's C renderer (tinyedu/core/cstyle.py), which writes the plain
+scalar C of each UOp; this one overrides what it writes differently and calls the core's methods
+where the C is the same (see `CRenderer`).
+
 Names: `dataN` buffers, `gidxN`/`ridxN` loop indices, `accN` accumulators, `valN` loaded values,
 `aluN`/`castN` computed values, `localN` local arrays. A value used exactly once is written inline
 where it is used, unless it was computed in an outer loop (the UOps hoisted it out: inlining it
