@@ -302,6 +302,39 @@ def test_the_full_library_kernel_is_the_cores() -> None:
         FullKernel(ast.src[0])
 
 
+def test_the_full_library_c_renderer_is_the_cores(monkeypatch: pytest.MonkeyPatch) -> None:
+    """tinyedu.renderer.cstyle.CRenderer subclasses the core's: the loops, loads, declarations, the
+    function's signature and the table of op spellings are the core's; the full one overrides what it
+    writes differently (values inlined, vectors, helpers, every dtype), and so do the renderers on it."""
+    from tinyedu import Tensor as FullTensor
+    from tinyedu.codegen.kernel import Kernel as FullKernel
+    from tinyedu.codegen.linearizer import linearize as full_linearize
+    from tinyedu.core import cstyle as core_cstyle
+    from tinyedu.core.ops import BinaryOps
+    from tinyedu.engine.schedule import create_schedule
+    from tinyedu.renderer import c_vector_math, cuda, neon, opencl, wasm, wgsl
+    from tinyedu.renderer import cstyle as full_cstyle
+
+    full = full_cstyle.CRenderer
+    assert issubclass(full, core_cstyle.CRenderer)
+    for name in ("emit", "declare", "define_global", "const", "close_loop", "load", "includes", "finish",
+                 "render"):
+        assert name not in full.__dict__, f"the full C renderer redefines the core's {name}"
+    for renderer in (neon.NEONRenderer, wasm.WASMRenderer, opencl.OpenCLRenderer, cuda.CUDARenderer,
+                     c_vector_math.VectorMathCRenderer, wgsl.WGSLRenderer):
+        assert issubclass(renderer, full)
+    # the full renderer writes an op with the core's spelling: change the core's table and it follows
+    x = FullTensor(np.arange(6, dtype=np.float32).reshape(2, 3))
+    ast = create_schedule([((x + 2) * x).sum(1).lazydata])[-1].ast
+    kernel = FullKernel(ast)
+    uops = full_linearize(kernel)
+    before = full(kernel.name, uops).render()
+    assert "for (int ridx0 = 0; ridx0 < 3; ridx0++) {" in before and "+2.0f)" in before
+    monkeypatch.setitem(core_cstyle.C_OPS, BinaryOps.ADD, "add({0}, {1})")
+    after = full(kernel.name, uops).render()
+    assert "(add(val0, 2.0f)*val0)" in after and "data1[add(alu0, ridx0)]" in after and "+2.0f" not in after
+
+
 @pytest.mark.parametrize("axis", [None, 0, 1, (0, 2), -1])
 def test_reductions(axis) -> None:
     x = np.random.default_rng(4).standard_normal((3, 4, 5), dtype=np.float32)

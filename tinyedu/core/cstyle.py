@@ -3,14 +3,18 @@
 Every UOp becomes one line or one expression, in list order (renderer.py walks the list):
 
     RANGE     for (int gidx0 = 0; gidx0 < 4; gidx0++) {      ENDRANGE   }
-    LOAD      float val0 = data1[alu2];      (gated: float val0 = (alu3?data1[alu2]:0.0f);)
+    LOAD      float val0 = data1[alu2];      (gated: float val0 = alu3 ? data1[alu2] : 0.0f;)
     ALU       float alu4 = (val0+val1);
     STORE     data0[alu2] = alu4;
 
-A value gets a variable of its own, so the C reads like the UOp listing, one line per UOp. The
-spellings are a table (`C_OPS`): a language is data. The full library's C renderer
-(tinyedu/renderer/cstyle.py) adds vectors, writing a value used once inline, and the exact rules of
-every dtype; its NEON, OpenCL, CUDA, WGSL and WASM renderers build on that one.
+A value gets a variable of its own (`declare`), so the C reads like the UOp listing, one line per
+UOp. The spellings are a table (`C_OPS`): a language is data.
+
+The full library's C renderer (tinyedu/renderer/cstyle.py) is a subclass of this one. It keeps the
+loops, the loads, the declarations, the function's signature and the table's spelling of every op
+they write alike, and overrides the rest: vectors, a value used once written inline, helper
+functions for the ops whose C differs from numpy (MAX with NaN, integer division by 0), and every
+dtype beyond float32, int32 and bool. Its NEON, OpenCL, CUDA, WGSL and WASM renderers build on it.
 """
 
 from __future__ import annotations
@@ -58,42 +62,69 @@ def c_literal(value: float | int | bool, dtype: DType) -> str:
 
 
 class CRenderer(Renderer):
+    """One UOp list to one C function. The full library's C renderer (tinyedu/renderer/cstyle.py)
+    is a subclass: it keeps the walk, the loops, the loads, the declarations and the function's
+    signature below, and replaces what it writes differently (vectors, values inlined, every dtype)."""
+
     backend = "C renderer"
+
+    def __init__(self, name: str, uops: list[UOp]):
+        super().__init__(name, uops)
+        self.params: list[str] = []  # the function's arguments, one per DEFINE_GLOBAL
+        self.indent = 1              # the loop depth: a line is indented by it
+
+    def emit(self, line: str) -> None:
+        self.lines.append("  " * self.indent + line)
 
     def type_name(self, dtype: DType) -> str:
         return dtype.c_name
 
-    # --8<-- [start:fill]
-    def bind(self, u: UOp, expression: str) -> str:
-        name = self.new_name({UOps.LOAD: "val", UOps.CAST: "cast"}.get(u.op, "alu"))
-        self.emit(f"{self.type_name(u.dtype)} {name} = {expression};")
+    def literal(self, value: float | int | bool, dtype: DType) -> str:
+        """A constant as C (the full library spells more dtypes)."""
+        return c_literal(value, dtype)
+
+    def declare(self, prefix: str, dtype: DType, value: str) -> str:
+        """`float alu0 = (val0+val1);`: a new variable holding a value; its name."""
+        name = self.new_name(prefix)
+        self.emit(f"{self.type_name(dtype)} {name} = {value};")
         return name
 
+    # --8<-- [start:fill]
+    def bind(self, u: UOp, expression: str) -> str:
+        return self.declare("cast" if u.op is UOps.CAST else "alu", u.dtype, expression)
+
     def define_global(self, u: UOp) -> str:
+        self.params.append(f"{'' if u.arg == 0 else 'const '}{u.dtype.c_name}* restrict data{u.arg}")
         return f"data{u.arg}"
 
     def const(self, u: UOp) -> str:
-        return c_literal(u.arg, u.dtype)
+        return self.literal(u.arg, u.dtype)
 
     def open_loop(self, u: UOp, start: str, end: str) -> str:
-        self.emit(f"for (int {u.arg.name} = {start}; {u.arg.name} < {end}; {u.arg.name}++) {{")
-        return u.arg.name
+        name = u.arg.name
+        self.emit(f"for ({self.type_name(u.dtype)} {name} = {start}; {name} < {end}; {name}++) {{")
+        self.indent += 1
+        return name
 
     def close_loop(self, u: UOp, loop: str) -> None:
+        self.indent -= 1
         self.emit("}")
 
     def define_acc(self, u: UOp) -> str:
-        name = self.new_name("acc")
-        self.emit(f"{self.type_name(u.dtype)} {name} = {c_literal(u.arg, u.dtype)};")
-        return name
+        return self.declare("acc", u.dtype, self.literal(u.arg, u.dtype))
 
     def assign(self, u: UOp, acc: str, value: str) -> str:
         self.emit(f"{acc} = {value};")
         return acc
 
     def load(self, u: UOp, buffer: str, index: str, gate: str | None = None) -> str:
+        return self.declare("val", u.dtype, self.load_expression(u, buffer, index, gate))
+
+    def load_expression(self, u: UOp, buffer: str, index: str, gate: str | None) -> str:
+        """buffer[index]; gated, 0 where the gate is false: C evaluates only the branch it takes, so a
+        padded read computes its index but never touches memory with it."""
         read = f"{buffer}[{index}]"
-        return self.bind(u, read if gate is None else f"({gate}?{read}:{c_literal(0, u.dtype)})")
+        return read if gate is None else f"{gate} ? {read} : {self.literal(0, u.dtype)}"
 
     def store(self, u: UOp, buffer: str, index: str, value: str) -> None:
         self.emit(f"{buffer}[{index}] = {value};")
@@ -102,16 +133,16 @@ class CRenderer(Renderer):
         return C_OPS[u.arg].format(*operands)
 
     def cast(self, u: UOp, value: str) -> str:
-        return f"({self.type_name(u.dtype)})({value})"
+        return f"({self.type_name(u.dtype)}){value}"  # value is a name or a literal: no parentheses needed
     # --8<-- [end:fill]
 
+    def includes(self) -> list[str]:
+        return ["#include <math.h>", "#include <stdbool.h>"]
+
+    def declarations(self) -> list[str]:
+        """What the source declares before the function (the full library: vector types, helpers)."""
+        return []
+
     def finish(self) -> str:
-        args = ", ".join(f"{'' if u.arg == 0 else 'const '}{self.type_name(u.dtype)}* restrict data{u.arg}"
-                         for u in self.uops if u.op is UOps.DEFINE_GLOBAL)
-        body, depth = [], 1
-        for line in self.lines:  # indented by the loop depth
-            depth -= line == "}"
-            body.append("  " * depth + line + "\n")
-            depth += line.endswith("{")
-        header = f"#include <math.h>\n#include <stdbool.h>\nvoid {self.function_name}({args}) {{\n"
-        return header + "".join(body) + "}\n"
+        signature = f"void {self.function_name}({', '.join(self.params)}) {{"
+        return "\n".join([*self.includes(), *self.declarations(), signature, *self.lines, "}"]) + "\n"

@@ -12,6 +12,10 @@
       }
     }
 
+The class is a subclass of the core's C renderer (tinyedu/core/cstyle.py), which writes the plain
+scalar C of each UOp; this one overrides what it writes differently and calls the core's methods
+where the C is the same (see `CRenderer`).
+
 Names: `dataN` buffers, `gidxN`/`ridxN` loop indices, `accN` accumulators, `valN` loaded values,
 `aluN`/`castN` computed values, `localN` local arrays. A value used exactly once is written inline
 where it is used, unless it was computed in an outer loop (the UOps hoisted it out: inlining it
@@ -54,9 +58,9 @@ import math
 import struct
 from collections import Counter
 
+from tinyedu.core import cstyle as core
 from tinyedu.core.dtype import DType, dtypes
 from tinyedu.core.ops import BinaryOps, TernaryOps, UnaryOps
-from tinyedu.core.renderer import Renderer
 from tinyedu.core.uops import INT32_MIN, FusedOps, UOp, UOps, VectorDType, is_vector, scalar_of
 
 
@@ -210,24 +214,23 @@ def _closing_paren(expr: str) -> int:
     return -1
 
 
-class CRenderer(Renderer):
+class CRenderer(core.CRenderer):
     """Renders one UOp list as C. `CRenderer(name, uops).render()` gives the whole source.
 
-    It fills in the renderer seam (tinyedu/core/renderer.py): each method returns the C expression
-    of a UOp's value (or writes a statement), and `bind` decides whether a value is written inline
-    where it is used or gets a variable. The NEON renderer is this class with its vector methods
-    replaced by intrinsics.
+    A subclass of the core's C renderer (tinyedu/core/cstyle.py), which writes the plain scalar C of
+    each UOp: the loops, loads, declarations, the function's signature and the table of op
+    spellings are the core's. What this class adds overrides the core's methods and calls them
+    where the C is the same: vectors and their typedefs, a value used once written inline (`bind`),
+    helper functions (MAX with NaN, integer division, float -> int, float16/bfloat16), C literals of
+    every dtype (`c_literal`), OpenMP threads. The NEON renderer is this class with its vector
+    methods replaced by intrinsics.
     """
-
-    backend = "C renderer"
 
     def __init__(self, name: str, uops: list[UOp]):
         super().__init__(name, uops)
         self.uses = Counter(s for u in uops for s in u.src)
-        self.params: list[str] = []
         self.helpers: dict[str, str] = {}
         self.typedefs: dict[str, str] = {}
-        self.indent = 1
         # the loop depth of every UOp, and of the one UOp that uses it (for inlining, see bind)
         self.depth: dict[UOp, int] = {}
         depth = 0
@@ -237,66 +240,16 @@ class CRenderer(Renderer):
             depth += u.op is UOps.RANGE
         self.user_depth = {s: self.depth[u] for u in uops for s in u.src}
 
-    def emit(self, line: str) -> None:
-        self.lines.append("  " * self.indent + line)
-
     def type_name(self, dtype: DType | VectorDType) -> str:
         """The C type, declaring a vector typedef the first time one is used."""
         if is_vector(dtype):
             self.typedefs.setdefault(c_type(dtype), vector_typedef(dtype))
         return c_type(dtype)
 
+    def literal(self, value: float | int | bool, dtype: DType) -> str:
+        return c_literal(value, dtype)
+
     # --8<-- [start:render]
-    def define_global(self, u: UOp) -> str:
-        self.params.append(f"{'' if u.arg == 0 else 'const '}{u.dtype.c_name}* restrict data{u.arg}")
-        return f"data{u.arg}"
-
-    def define_local(self, u: UOp) -> str:  # aligned to a cache line, on this thread's stack
-        name = self.new_name("local")
-        self.emit(f"_Alignas(64) {u.dtype.c_name} {name}[{u.arg}];")
-        return name
-
-    def const(self, u: UOp) -> str:
-        return c_literal(u.arg, u.dtype)
-
-    def open_loop(self, u: UOp, start: str, end: str) -> str:
-        name = u.arg.name
-        if u.arg.threads > 1:  # OpenMP shares the iterations among threads, unless this thread may use one
-            self.emit("int omp_get_max_threads(void);")  # (1 in a child after fork(): see runtime/ops_c.py)
-            self.emit(f"#pragma omp parallel for num_threads({u.arg.threads}) schedule(guided) "
-                      "if(omp_get_max_threads() > 1)")
-        self.emit(f"for ({u.dtype.c_name} {name} = {start}; {name} < {end}; {name}++) {{")
-        self.indent += 1
-        return name
-
-    def close_loop(self, u: UOp, loop: str) -> None:
-        self.indent -= 1
-        self.emit("}")
-
-    def define_acc(self, u: UOp) -> str:
-        name, init = self.new_name("acc"), _unwrap(c_literal(u.arg, scalar_of(u.dtype)))
-        if is_vector(u.dtype):
-            init = self.splat(u.dtype, init)
-        self.emit(f"{self.type_name(u.dtype)} {name} = {init};")
-        return name
-
-    def assign(self, u: UOp, acc: str, value: str) -> str:
-        self.emit(f"{acc} = {_unwrap(value)};")
-        return acc
-
-    def load(self, u: UOp, buffer: str, index: str, gate: str | None = None) -> str:
-        name = self.new_name("val")
-        self.emit(f"{self.type_name(u.dtype)} {name} = {self.load_expression(u, buffer, index, gate)};")
-        return name
-
-    def store(self, u: UOp, buffer: str, index: str, value: str) -> None:
-        dtype = u.src[2].dtype
-        target = f"*({self.type_name(dtype)}*)({buffer}+{_unwrap(index)})" if is_vector(dtype) else \
-            f"{buffer}[{_unwrap(index)}]"
-        if dtype == dtypes.bfloat16:  # the value is an exact bfloat16 in a float: keep its top half
-            value = f"{self.use_helper('float_to_bfloat16', dtype)}({_unwrap(value)})"
-        self.emit(f"{target} = {_unwrap(value)};")
-
     def bind(self, u: UOp, expression: str) -> str:
         """Inline a value used once, where it is used, unless it is computed in an outer loop (the UOps
         hoisted it out) or is an int narrower than `int` (C computes those in `int`: a variable of
@@ -304,32 +257,53 @@ class CRenderer(Renderer):
         narrow = not is_vector(u.dtype) and u.dtype.is_int and u.dtype.itemsize < 4
         if self.uses[u] == 1 and not narrow and self.user_depth.get(u) == self.depth[u]:
             return expression
-        name = self.new_name("alu" if u.op is not UOps.CAST else "cast")
-        self.emit(f"{self.type_name(u.dtype)} {name} = {_unwrap(expression)};")
+        return self.declare("alu" if u.op is not UOps.CAST else "cast", u.dtype, _unwrap(expression))
+
+    def define_local(self, u: UOp) -> str:  # aligned to a cache line, on this thread's stack
+        name = self.new_name("local")
+        self.emit(f"_Alignas(64) {u.dtype.c_name} {name}[{u.arg}];")
         return name
 
-    def finish(self) -> str:
-        lines = [*self.includes(), *self.typedefs.values(), *self.helpers.values(),
-                 f"void {self.function_name}({', '.join(self.params)}) {{", *self.lines, "}"]
-        return "\n".join(lines) + "\n"
+    def open_loop(self, u: UOp, start: str, end: str) -> str:
+        if u.arg.threads > 1:  # OpenMP shares the iterations among threads, unless this thread may use one
+            self.emit("int omp_get_max_threads(void);")  # (1 in a child after fork(): see runtime/ops_c.py)
+            self.emit(f"#pragma omp parallel for num_threads({u.arg.threads}) schedule(guided) "
+                      "if(omp_get_max_threads() > 1)")
+        return super().open_loop(u, start, end)
+
+    def define_acc(self, u: UOp) -> str:
+        init = _unwrap(c_literal(u.arg, scalar_of(u.dtype)))
+        return self.declare("acc", u.dtype, self.splat(u.dtype, init) if is_vector(u.dtype) else init)
+
+    def assign(self, u: UOp, acc: str, value: str) -> str:
+        return super().assign(u, acc, _unwrap(value))
+
+    def store(self, u: UOp, buffer: str, index: str, value: str) -> None:
+        dtype = u.src[2].dtype
+        if dtype == dtypes.bfloat16:  # the value is an exact bfloat16 in a float: keep its top half
+            value = f"{self.use_helper('float_to_bfloat16', dtype)}({_unwrap(value)})"
+        if is_vector(dtype):
+            self.emit(f"*({self.type_name(dtype)}*)({buffer}+{_unwrap(index)}) = {_unwrap(value)};")
+        else:
+            super().store(u, buffer, _unwrap(index), _unwrap(value))
+
+    def declarations(self) -> list[str]:  # before the function: vector typedefs, then helpers
+        return [*self.typedefs.values(), *self.helpers.values()]
     # --8<-- [end:render]
 
-    def includes(self) -> list[str]:
-        return ["#include <math.h>", "#include <stdbool.h>"]
-
     def load_expression(self, u: UOp, buffer: str, index: str, gate: str | None) -> str:
-        """buffer[index]; a vector reads from a pointer cast; a gated load reads 0 where the gate is false."""
-        index = _unwrap(index)
+        """buffer[index]; a vector reads from a pointer cast, a bfloat16 through a helper; a gated
+        load reads 0 where the gate is false."""
+        index, gate = _unwrap(index), None if gate is None else _wrap(gate)
+        if not is_vector(u.dtype) and u.dtype != dtypes.bfloat16:
+            return super().load_expression(u, buffer, index, gate)
         if is_vector(u.dtype):
             read = f"*(const {self.type_name(u.dtype)}*)({buffer}+{index})"
             zero = f"({self.type_name(u.dtype)}){{0}}"
         else:
-            read, zero = f"{buffer}[{index}]", c_literal(0, u.dtype)
-            if u.dtype == dtypes.bfloat16:
-                read = f"{self.use_helper('bfloat16_to_float', u.dtype)}({read})"
-        if gate is not None:  # gated: padding reads 0, and the index is not used at all
-            return f"{_wrap(gate)} ? {read} : {zero}"
-        return read
+            read = f"{self.use_helper('bfloat16_to_float', u.dtype)}({buffer}[{index}])"
+            zero = c_literal(0, u.dtype)
+        return read if gate is None else f"{gate} ? {read} : {zero}"
 
     # ---- values ----
     def cast(self, u: UOp, value: str) -> str:  # always scalar: the linearizer casts vectors lane by lane
@@ -343,7 +317,7 @@ class CRenderer(Renderer):
             as_float = value if is_float else f"(float){_wrap(value)}"
             helper = "round_float16" if dst == dtypes.float16 else "round_bfloat16"
             return f"{self.use_helper(helper, dst)}({_unwrap(as_float)})"
-        return f"({c_type(dst)}){_wrap(value)}"
+        return super().cast(u, _wrap(value))
 
     def gep(self, u: UOp, vector: str) -> str:
         return f"{_wrap(vector)}[{u.arg}]"
@@ -380,17 +354,17 @@ class CRenderer(Renderer):
         double = src_dtype == dtypes.float64  # the C math functions without the f suffix
         if op is FusedOps.MULACC:
             return f"fmaf({', '.join(_unwrap(s) for s in srcs)})"
-        if op is UnaryOps.NEG:
-            return f"(!{srcs[0]})" if is_bool else f"(-{srcs[0]})"
-        if op in UNARY_FUNCTIONS:
-            function = UNARY_FUNCTIONS[op]
-            return f"{function[:-1] if double else function}({_unwrap(srcs[0])})"
-        if op is UnaryOps.RECIP:
-            if is_float:
-                return f"(1.0/{srcs[0]})" if double else f"(1.0f/{srcs[0]})"
+        if op is UnaryOps.NEG and is_bool:
+            return f"(!{srcs[0]})"
+        if op in UNARY_FUNCTIONS:  # the core's exp2f(x); for a double, C's exp2(x)
+            call = super().alu(u, _unwrap(srcs[0]))
+            return call.replace("f(", "(", 1) if double else call
+        if op is UnaryOps.RECIP and double:
+            return f"(1.0/{srcs[0]})"
+        if op is UnaryOps.RECIP and not is_float:
             return f"{self.use_helper('div_' + src_dtype.name, src_dtype)}(1, {_unwrap(srcs[0])})"
-        if op is TernaryOps.WHERE:
-            return f"({srcs[0]}?{srcs[1]}:{srcs[2]})"
+        if len(srcs) != 2:  # NEG, RECIP of floats, WHERE: the core's spelling
+            return super().alu(u, *srcs)
         a, b = srcs
         if op is BinaryOps.MAX:
             return f"{self.use_helper('max_' + src_dtype.name, src_dtype)}({_unwrap(a)}, {_unwrap(b)})"
@@ -407,8 +381,9 @@ class CRenderer(Renderer):
         if op is BinaryOps.ADD and not is_float and not is_bool and u.src[1].op is UOps.CONST and \
                 INT32_MIN < u.src[1].arg < 0:
             return f"({a}-{-u.src[1].arg})"
-        symbol = (BOOL_SYMBOLS if is_bool else {}).get(op) or BINARY_SYMBOLS[op]
-        return f"({a}{symbol}{b})"
+        if is_bool and op in BOOL_SYMBOLS:
+            return f"({a}{BOOL_SYMBOLS[op]}{b})"
+        return super().alu(u, a, b)  # the core's (a+b), (a<b), ...
 
     def vector_alu(self, u: UOp, op, srcs: list[str], src_dtype: VectorDType) -> str:
         """A vector op: the C operators work lane by lane; MAX, WHERE and MULACC are helpers."""
