@@ -195,8 +195,10 @@ class Tensor(CreationMixin, ElementwiseMixin, RoundingMixin, ActivationMixin, Re
     def _apply(self, function: type[F.Function], *others: "Tensor", **kwargs: Any) -> "Tensor":
         """Run a Function's forward on the LazyBuffers and, if any input needs it, record it for backward."""
         inputs = (self, *others)
-        enabled = GradMode.enabled
-        needs = tuple([bool(t.requires_grad) and enabled for t in inputs])
+        if GradMode.enabled:
+            needs = tuple([bool(t.requires_grad) for t in inputs])
+        else:  # (under no_grad, as an optimizer's update runs: no input needs a gradient)
+            needs = (False,) * len(inputs)
         ctx = function(needs)
         for counts in count_primitives.active:
             counts[function.__name__] += 1
@@ -289,6 +291,11 @@ class Tensor(CreationMixin, ElementwiseMixin, RoundingMixin, ActivationMixin, Re
                                   f"{other.device}); "
                                   f"move one with .to({self.device!r})")
             # (one dtype promotes to itself, whatever the ranks: the usual case, answered first)
+            mine, theirs = self.lazydata, other.lazydata
+            if mine.dtype is theirs.dtype and type(mine.shape) is tuple and mine.shape == theirs.shape:
+                # the same dtype and shape (x + y in a step, most often): nothing to cast or broadcast,
+                # so the steps below, which would each give back their input, are skipped
+                return (other, self) if reverse else (self, other)
             same = other.dtype == self.dtype
             dtype = self.dtype if same else result_type(self._operand(), other._operand())
         elif isinstance(other, (bool, int, float)):

@@ -1,7 +1,8 @@
 """The shortcuts an eager step takes must give what the plain way gives.
 
-A number operand becomes a constant of the other operand's shape at once, and equal kernels of two
-graph structures share one AST object.
+A number operand becomes a constant of the other operand's shape at once, equal kernels of two
+graph structures share one AST object, operands of one shape and dtype skip the broadcasting steps,
+and the readers a buffer keeps for assign are weak references swept in bulk.
 """
 
 import numpy as np
@@ -62,3 +63,42 @@ def test_linear_gives_what_matmul_of_the_transposed_weight_gives():
     with count_primitives() as counts:
         Tensor(np.ones((3, 7), np.float32)).linear(Tensor(w))
     assert counts["Permute"] == 0  # (matmul(weight.T) permutes twice)
+
+
+def test_pending_readers_lists_each_live_unrun_reader_once():
+    from tinyedu.lazy import _READERS, pending_readers
+
+    w = Tensor(np.arange(4, dtype=np.float32)).realize()
+    buffer = w.lazydata.base.realized
+    square = w * w  # reads the buffer twice: one reader
+    doubled = w + 1
+    assert {id(n) for n in pending_readers(buffer)} == {id(square.lazydata), id(doubled.lazydata)}
+    assert len(pending_readers(buffer)) == 2
+    doubled.realize()  # it ran: no longer pending
+    assert [id(n) for n in pending_readers(buffer)] == [id(square.lazydata)]
+    del square
+    assert pending_readers(buffer) == []
+    for _ in range(200):  # dead readers are swept: the entries stay bounded
+        (w * 3).lazydata
+    assert len(_READERS[buffer].refs) < 130
+
+
+def test_a_reader_planned_twice_on_a_buffer_reads_the_old_values_after_assign():
+    w = Tensor(np.array([1.0, 2.0, 3.0], dtype=np.float32)).realize()
+    square = w * w  # planned before the assign: it must see [1, 2, 3]
+    w.assign(Tensor(np.array([10.0, 20.0, 30.0], dtype=np.float32))).realize()
+    np.testing.assert_array_equal(square.numpy(), np.array([1.0, 4.0, 9.0], dtype=np.float32))
+    np.testing.assert_array_equal((w * w).numpy(), np.array([100.0, 400.0, 900.0], dtype=np.float32))
+
+
+def test_operands_of_one_shape_and_dtype_are_used_as_they_are():
+    x = Tensor(np.ones((2, 3), dtype=np.float32))
+    y = Tensor(np.full((2, 3), 2.0, dtype=np.float32))
+    (a, b), (c, d) = x._broadcasted(y, "add"), x._broadcasted(y, "sub", reverse=True)
+    assert a is x and b is y and c is y and d is x
+    with count_primitives() as counts:
+        z = x - y
+    assert dict(counts) == {"Sub": 1}
+    ints = Tensor(np.ones((2, 3), dtype=np.int32))
+    assert (x + ints).dtype == dtypes.float32 and (ints - x).numpy().tolist() == [[0.0] * 3] * 2
+    np.testing.assert_array_equal(z.numpy(), np.full((2, 3), -1.0, dtype=np.float32))
