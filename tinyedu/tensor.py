@@ -202,7 +202,10 @@ class Tensor(CreationMixin, ElementwiseMixin, RoundingMixin, ActivationMixin, Re
         ctx = function(needs)
         for counts in count_primitives.active:
             counts[function.__name__] += 1
-        out = Tensor._wrap(ctx.forward(*[t.lazydata for t in inputs], **kwargs))
+        if others:
+            out = Tensor._wrap(ctx.forward(*[t.lazydata for t in inputs], **kwargs))
+        else:  # (one input, most often a movement op: no list to build)
+            out = Tensor._wrap(ctx.forward(self.lazydata, **kwargs))
         # Only floats carry gradients (as in PyTorch): a comparison or an int cast ends the graph.
         if any(needs) and out.dtype.is_float:
             out.requires_grad, out._ctx, out._parents = True, ctx, inputs

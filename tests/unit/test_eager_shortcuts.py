@@ -102,3 +102,23 @@ def test_operands_of_one_shape_and_dtype_are_used_as_they_are():
     ints = Tensor(np.ones((2, 3), dtype=np.int32))
     assert (x + ints).dtype == dtypes.float32 and (ints - x).numpy().tolist() == [[0.0] * 3] * 2
     np.testing.assert_array_equal(z.numpy(), np.full((2, 3), -1.0, dtype=np.float32))
+
+
+def test_a_remembered_movement_gives_the_same_tracker_and_keeps_the_checks():
+    import pytest
+
+    from tinyedu.shape import ShapeTracker
+
+    st = ShapeTracker.from_shape((2, 6))
+    first = st.reshape((3, 4))
+    assert st.reshape((3, 4)) is first and st.reshape([3, 4]) == first  # a list: checked, not remembered
+    assert first.views == ShapeTracker.from_shape((3, 4)).views
+    assert st.permute((1, 0)).shape == (6, 2) and st.permute((1, 0)) is st.permute((1, 0))
+    with pytest.raises(ValueError, match="must contain ints"):
+        st.reshape((3.0, 4))  # equal to (3, 4), but still an error
+    with pytest.raises(ValueError, match="reshape"):
+        st.reshape((5, 4))
+    ones = ShapeTracker.from_shape((1, 6))
+    assert ones.expand((4, 6)) is ones.expand((4, 6)) and ones.expand((4, 6)).views[-1].strides == (0, 1)
+    with pytest.raises(ValueError, match="expand"):
+        ones.expand((4, 5))
