@@ -213,14 +213,22 @@ class Tensor(CreationMixin, ElementwiseMixin, RoundingMixin, ActivationMixin, Re
         return out
 
     # --8<-- [end:apply]
+    # What a new Tensor starts with, as class attributes: _wrap then sets only `lazydata` (an attribute
+    # the instance never set reads the class's; setting one gives the instance its own).
+    grad: "Tensor | None" = None
+    _ctx: "F.Function | None" = None
+    _parents: tuple["Tensor", ...] = ()
+    _backward_done: bool = False
+    requires_grad: bool = False
+
     @staticmethod
     def _wrap(lazydata: "LazyBuffer | MultiLazyBuffer") -> "Tensor":
         """A Tensor over an op's result: what Tensor(lazydata, device=lazydata.device) makes, without
         its checks (the device is already canonical, the dtype already right). An eager step makes
-        about a hundred of these, so the checks would cost more than the rest of it."""
+        about a hundred of these, so the checks would cost more than the rest of it. The other fields
+        keep the class's defaults above (no gradient, no graph)."""
         out = Tensor.__new__(Tensor)
-        out.lazydata, out.grad, out._ctx, out._parents = lazydata, None, None, ()
-        out._backward_done, out.requires_grad = False, False
+        out.lazydata = lazydata
         return out
 
     # --8<-- [start:backward]

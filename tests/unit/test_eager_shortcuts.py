@@ -122,3 +122,31 @@ def test_a_remembered_movement_gives_the_same_tracker_and_keeps_the_checks():
     assert ones.expand((4, 6)) is ones.expand((4, 6)) and ones.expand((4, 6)).views[-1].strides == (0, 1)
     with pytest.raises(ValueError, match="expand"):
         ones.expand((4, 5))
+
+
+def test_getenv_reads_what_os_environ_holds_now(monkeypatch):
+    import os
+
+    from tinyedu.core.helpers import getenv
+
+    monkeypatch.setenv("TINYEDU_TEST_FLAG", "3")
+    monkeypatch.setenv("TINYEDU_TEST_TEXT", "caf\u00e9 \u2603")
+    assert getenv("TINYEDU_TEST_FLAG") == 3 and getenv("TINYEDU_TEST_TEXT", "") == "caf\u00e9 \u2603"
+    monkeypatch.setenv("TINYEDU_TEST_FLAG", "5")  # a change is seen at once: nothing is cached
+    assert getenv("TINYEDU_TEST_FLAG") == 5
+    monkeypatch.delenv("TINYEDU_TEST_FLAG")
+    assert getenv("TINYEDU_TEST_FLAG", 7) == 7 and getenv("PATH", "") == os.environ["PATH"]
+    monkeypatch.setattr(os, "environ", {"TINYEDU_TEST_FLAG": "9"})  # another mapping: read the ordinary way
+    assert getenv("TINYEDU_TEST_FLAG") == 9 and getenv("PATH", "") == ""
+
+
+def test_an_op_result_starts_without_gradient_or_graph():
+    x = Tensor(np.ones((2, 2), dtype=np.float32), requires_grad=True)
+    y = Tensor(np.ones((2, 2), dtype=np.float32))
+    plain = y * 2
+    assert plain.grad is None and plain._ctx is None and plain._parents == () and not plain.requires_grad
+    tracked = x * y
+    assert tracked.requires_grad and tracked._parents[0] is x and tracked._parents[1] is y
+    tracked.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.ones((2, 2), dtype=np.float32))
+    assert Tensor._wrap(plain.lazydata).grad is None and Tensor.grad is None  # the class default is untouched
