@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import math
 import os
-import sys
 from typing import Any, Callable, Iterable, Sequence, TypeVar
 
 T = TypeVar("T")
@@ -18,7 +17,7 @@ def getenv(key: str, default: int | str = 0) -> int | str:
 
     Read on every call, not cached, so a notebook or a test can change a flag while running.
     """
-    value = _read_environ(key)
+    value = os.environ.get(key, "")
     if value == "":
         return default
     try:
@@ -26,25 +25,6 @@ def getenv(key: str, default: int | str = 0) -> int | str:
     except ValueError:
         raise ValueError(f"environment variable {key}={value!r}: expected {type(default).__name__} "
                          f"(for example {key}={default})") from None
-
-
-# On POSIX, os.environ keeps the variables in a dict of bytes (`_data`) that every change made through
-# os.environ updates (monkeypatch.setenv's too): getenv reads that dict directly.
-_ENVIRON_TYPE = type(os.environ) if os.name == "posix" else None
-_FS_ENCODING = sys.getfilesystemencoding()
-
-
-def _read_environ(key: str) -> str:
-    """os.environ.get(key, "") without its Python layers (Mapping.get, __getitem__, the key's encoder,
-    each a Python call): the engine reads about a dozen flags per realize, and they were a tenth of
-    the Python of a small matmul's realize. Elsewhere than on POSIX, or with os.environ replaced by
-    another mapping, the ordinary way."""
-    environ = os.environ
-    data = getattr(environ, "_data", None) if type(environ) is _ENVIRON_TYPE else None
-    if type(data) is not dict:
-        return environ.get(key, "")
-    raw = data.get(key.encode(_FS_ENCODING, "surrogateescape"))
-    return "" if raw is None else raw.decode(_FS_ENCODING, "surrogateescape")
 
 
 def debug_level() -> int:
