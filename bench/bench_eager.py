@@ -16,6 +16,8 @@ Run: .venv/bin/python bench/bench_eager.py [--quick]      (not a test; prints ta
    the gradients' graphs, which `p.grad` keeps), launching (the Python between the realizer and
    each compiled function: its arguments, the ctypes call) and the kernels themselves. CPU time of
    this thread beside wall time: on a busy machine the wall time also counts waiting for a core.
+   Before it, the Python cost of building a graph alone: microseconds per Tensor op and per lazy
+   node, for 1,000 elementwise ops and for the graphs of exp and tanh.
 4. First-call latency: chapter 08's CNN step in a fresh process with an empty compile cache (a
    temporary TINYEDU_CACHE), its kernels lowered ahead on COMPILE_THREADS threads or one by one.
 
@@ -46,7 +48,7 @@ from timing import QUICK, load, median_time, peer_note, tinygrad, torch
 from tinyedu import Tensor, TinyJit
 from tinyedu.core.helpers import GlobalCounters
 from tinyedu.engine import assign as assign_module
-from tinyedu.engine import realize, schedule_cache
+from tinyedu.engine import realize, schedule, schedule_cache
 from tinyedu.engine.schedule_cache import schedules
 from tinyedu.models.transformer import Block
 from tinyedu.nn import Linear
@@ -442,11 +444,47 @@ def first_call_table() -> None:
               f"add up to {compile_s * 1e3:.0f} ms), second step {second * 1e3:6.1f} ms")
 
 
+def graph_building_table() -> None:
+    """The Python cost of one Tensor op and of one lazy node, building without realizing: 1,000
+    elementwise ops (add, mul, sub, relu) on a (128, 256) tensor, and the graphs of exp and tanh.
+    The minimum of several runs, in CPU time of this thread (the least disturbed by a busy machine).
+    The first node is a fresh copy, so no op below it is found in the node cache."""
+    print(f"\n== building the graph, nothing realized (min CPU time of this thread) [{load()}]")
+    rng = np.random.default_rng(0)
+    x = Tensor(rng.standard_normal((128, 256)).astype(np.float32)).realize()
+    y = Tensor(rng.standard_normal((128, 256)).astype(np.float32)).realize()
+    big = Tensor(rng.standard_normal(1 << 22).astype(np.float32)).realize()
+
+    def elementwise() -> Tensor:
+        z = Tensor._wrap(x.lazydata.copy())
+        for _ in range(250):
+            z = (((z + y) * y) - x).relu()
+        return z
+
+    def nodes(out: Tensor) -> int:  # the lazy bases the graph adds below the realized inputs
+        return len(schedule.bases_to_run([out.lazydata]))
+
+    for label, build, ops in (("1,000 elementwise Tensor ops", elementwise, 1000),
+                              ("exp of 2^22 float32", big.exp, 1), ("tanh of 2^22 float32", big.tanh, 1)):
+        count = nodes(build())
+        best = min(_cpu_time(build) for _ in range(3 if QUICK else 10))
+        per_op = f"{best / ops * 1e6:6.2f} us per Tensor op, " if ops > 1 else ""
+        print(f"{label:30s} {best * 1e3:7.3f} ms  {per_op}{best / count * 1e6:6.2f} us per lazy node "
+              f"({count} nodes)")
+
+
+def _cpu_time(run: Callable[[], object]) -> float:
+    start = time.thread_time()
+    run()
+    return time.thread_time() - start
+
+
 if __name__ == "__main__":
     print(f"tinyedu threads: {thread_count()}; {peer_note()} [{load()}]")
     mlp_table()
     block_table()
     matmul_table()
+    graph_building_table()
     breakdown("MLP", tinyedu_mlp_step)
     breakdown("Transformer block", tinyedu_block_step)
     first_call_table()

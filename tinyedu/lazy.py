@@ -69,12 +69,17 @@ class LazyBuffer(core_lazy.LazyBuffer):
                  arg: Any = None, srcs: tuple["LazyBuffer", ...] = (), base: "LazyBuffer | None" = None):
         super().__init__(device, st, dtype, op, arg, srcs, base)
         if base is None:
-            # Which version of each source's memory this computation was planned on (see assign).
-            self.src_versions = _versions(srcs)
+            # Which version of each source's memory this computation was planned on (see assign), and
+            # this node as a reader of each source in memory: one pass over the sources for both.
+            versions = []
             for src in srcs:
                 realized = (src._base or src).realized  # (src.base, without a property call: a hot path)
-                if realized is not None:
+                if realized is None:
+                    versions.append(None)
+                else:
+                    versions.append(realized.version)
                     _register_reader(realized, self)
+            self.src_versions = tuple(versions)
         else:
             assert base.base is base, "a view must point at a base, not at another view"
 
@@ -109,7 +114,8 @@ class LazyBuffer(core_lazy.LazyBuffer):
             return LazyBuffer(device, st, dtype, op, arg, srcs)
         arg_key = arg if arg is None or type(arg) is tuple else const_key(arg)  # (most: none, or axes)
         key = (device, id(st), id(dtype), id(op), arg_key, tuple(map(id, srcs)))
-        cached = _NODES.get(key)
+        ref = _NODES.refs.get(key)  # (_NODES.get(key), without its method call: a hot path)
+        cached = None if ref is None else ref()
         # (== on tuples of nodes compares them with `is`: LazyBuffer has no __eq__). Not if a source was
         # assigned since, nor a CONST given memory: assign may have stored it into a target's buffer,
         # whose contents change with the target's next assign.
@@ -180,11 +186,17 @@ class LazyBuffer(core_lazy.LazyBuffer):
             dtype = srcs[0].dtype
         else:
             dtype = self.dtype
-        if op is not UnaryOps.CAST and any(x.dtype.is_half for x in operands):
-            return _in_float32(op, operands, arg, dtype)
-        folded = _fold_constants(op, operands, dtype)
-        if folded is not None:
-            return folded
+        if op is not UnaryOps.CAST:
+            for x in operands:  # (a loop, not any() over a generator: this runs for every node)
+                if x.dtype.is_half:
+                    return _in_float32(op, operands, arg, dtype)
+        # Only a cast, or an op with an identity and a constant operand, can fold: asked here first,
+        # so that most nodes skip the call.
+        if op is UnaryOps.CAST or (op in _IDENTITIES and len(operands) == 2 and (
+                (self._base or self).op is LoadOps.CONST or (srcs[0]._base or srcs[0]).op is LoadOps.CONST)):
+            folded = _fold_constants(op, operands, dtype)
+            if folded is not None:
+                return folded
         # a base's tracker already is the contiguous one of its shape
         st = self.st if self._base is None else ShapeTracker.from_shape(self.shape)
         return LazyBuffer.create(self.device, st, dtype, op, arg, operands)
@@ -315,7 +327,7 @@ class _Nodes:
     """
 
     def __init__(self) -> None:
-        self._refs: dict[tuple, weakref.ref] = {}
+        self.refs: dict[tuple, weakref.ref] = {}  # (read directly by `create`, the hot path)
         self._sweep_at = 1024
         self.kept: dict[tuple, LazyBuffer] = {}
 
@@ -326,26 +338,26 @@ class _Nodes:
         self.kept[key] = node
 
     def get(self, key: tuple) -> "LazyBuffer | None":
-        ref = self._refs.get(key)
+        ref = self.refs.get(key)
         return None if ref is None else ref()
 
     def __setitem__(self, key: tuple, node: "LazyBuffer") -> None:
-        self._refs[key] = weakref.ref(node)
-        if len(self._refs) >= self._sweep_at:
+        self.refs[key] = weakref.ref(node)
+        if len(self.refs) >= self._sweep_at:
             self._sweep()
 
     def _sweep(self) -> None:
-        self._refs = {key: ref for key, ref in self._refs.items() if ref() is not None}
-        self._sweep_at = max(1024, 2 * len(self._refs))
+        self.refs = {key: ref for key, ref in self.refs.items() if ref() is not None}
+        self._sweep_at = max(1024, 2 * len(self.refs))
 
     def clear(self) -> None:
-        self._refs.clear()
+        self.refs.clear()
         self.kept.clear()
 
     def __len__(self) -> int:
         """The nodes alive."""
         self._sweep()
-        return len(self._refs)
+        return len(self.refs)
 
 
 # Every node built, by what it computes (a node whose sources died is never handed out: `create` and
@@ -359,19 +371,45 @@ atexit.register(_NODES.clear)
 
 # The computations planned on each device buffer (weakly: a dropped graph leaves no trace). assign
 # asks for the ones that have not run yet, so that they can keep reading the old values.
-_READERS: "weakref.WeakKeyDictionary[Any, weakref.WeakSet[LazyBuffer]]" = weakref.WeakKeyDictionary()
+class _Readers:
+    """The nodes planned on one device buffer: weak references without callbacks, by the node's id.
+
+    Not a weakref.WeakSet: that gives each reader a weak reference with a callback, a Python call
+    when the node is made and another when it dies, for every node that reads a weight, every step.
+    Here a dead reader's entry stays until a new node takes its id, or until the sweep that runs
+    whenever the entries have doubled since the last one (as _Nodes does)."""
+
+    __slots__ = ("refs", "sweep_at")
+
+    def __init__(self) -> None:
+        self.refs: dict[int, weakref.ref] = {}
+        self.sweep_at = 64
+
+    def add(self, node: "LazyBuffer") -> None:
+        self.refs[id(node)] = weakref.ref(node)
+        if len(self.refs) >= self.sweep_at:
+            self.refs = {key: ref for key, ref in self.refs.items() if ref() is not None}
+            self.sweep_at = max(64, 2 * len(self.refs))
+
+    def alive(self) -> list["LazyBuffer"]:
+        nodes = [ref() for ref in self.refs.values()]
+        return [node for node in nodes if node is not None]
+
+
+_READERS: "weakref.WeakKeyDictionary[Any, _Readers]" = weakref.WeakKeyDictionary()
 
 
 def _register_reader(buffer: Any, reader: LazyBuffer) -> None:
     readers = _READERS.get(buffer)
     if readers is None:
-        readers = _READERS[buffer] = weakref.WeakSet()
+        readers = _READERS[buffer] = _Readers()
     readers.add(reader)
 
 
 def pending_readers(buffer: Any) -> list[LazyBuffer]:
     """The computations planned on `buffer` that have not run yet (and are still alive)."""
-    return [node for node in _READERS.get(buffer, ()) if node.realized is None]
+    readers = _READERS.get(buffer)
+    return [] if readers is None else [node for node in readers.alive() if node.realized is None]
 
 
 def _versions(srcs: tuple[LazyBuffer, ...]) -> tuple[int | None, ...]:

@@ -195,12 +195,17 @@ class Tensor(CreationMixin, ElementwiseMixin, RoundingMixin, ActivationMixin, Re
     def _apply(self, function: type[F.Function], *others: "Tensor", **kwargs: Any) -> "Tensor":
         """Run a Function's forward on the LazyBuffers and, if any input needs it, record it for backward."""
         inputs = (self, *others)
-        enabled = GradMode.enabled
-        needs = tuple([bool(t.requires_grad) and enabled for t in inputs])
+        if GradMode.enabled:
+            needs = tuple([bool(t.requires_grad) for t in inputs])
+        else:  # (under no_grad, as an optimizer's update runs: no input needs a gradient)
+            needs = (False,) * len(inputs)
         ctx = function(needs)
         for counts in count_primitives.active:
             counts[function.__name__] += 1
-        out = Tensor._wrap(ctx.forward(*[t.lazydata for t in inputs], **kwargs))
+        if others:
+            out = Tensor._wrap(ctx.forward(*[t.lazydata for t in inputs], **kwargs))
+        else:  # (one input, most often a movement op: no list to build)
+            out = Tensor._wrap(ctx.forward(self.lazydata, **kwargs))
         # Only floats carry gradients (as in PyTorch): a comparison or an int cast ends the graph.
         if any(needs) and out.dtype.is_float:
             out.requires_grad, out._ctx, out._parents = True, ctx, inputs
@@ -208,14 +213,22 @@ class Tensor(CreationMixin, ElementwiseMixin, RoundingMixin, ActivationMixin, Re
         return out
 
     # --8<-- [end:apply]
+    # What a new Tensor starts with, as class attributes: _wrap then sets only `lazydata` (an attribute
+    # the instance never set reads the class's; setting one gives the instance its own).
+    grad: "Tensor | None" = None
+    _ctx: "F.Function | None" = None
+    _parents: tuple["Tensor", ...] = ()
+    _backward_done: bool = False
+    requires_grad: bool = False
+
     @staticmethod
     def _wrap(lazydata: "LazyBuffer | MultiLazyBuffer") -> "Tensor":
         """A Tensor over an op's result: what Tensor(lazydata, device=lazydata.device) makes, without
         its checks (the device is already canonical, the dtype already right). An eager step makes
-        about a hundred of these, so the checks would cost more than the rest of it."""
+        about a hundred of these, so the checks would cost more than the rest of it. The other fields
+        keep the class's defaults above (no gradient, no graph)."""
         out = Tensor.__new__(Tensor)
-        out.lazydata, out.grad, out._ctx, out._parents = lazydata, None, None, ()
-        out._backward_done, out.requires_grad = False, False
+        out.lazydata = lazydata
         return out
 
     # --8<-- [start:backward]
@@ -289,6 +302,11 @@ class Tensor(CreationMixin, ElementwiseMixin, RoundingMixin, ActivationMixin, Re
                                   f"{other.device}); "
                                   f"move one with .to({self.device!r})")
             # (one dtype promotes to itself, whatever the ranks: the usual case, answered first)
+            mine, theirs = self.lazydata, other.lazydata
+            if mine.dtype is theirs.dtype and type(mine.shape) is tuple and mine.shape == theirs.shape:
+                # the same dtype and shape (x + y in a step, most often): nothing to cast or broadcast,
+                # so the steps below, which would each give back their input, are skipped
+                return (other, self) if reverse else (self, other)
             same = other.dtype == self.dtype
             dtype = self.dtype if same else result_type(self._operand(), other._operand())
         elif isinstance(other, (bool, int, float)):

@@ -75,15 +75,27 @@ class ShapeTracker(core.ShapeTracker):
     def reshape(self, new_shape: Sequence[int]) -> ShapeTracker:
         """Same elements in C order, new shape: merged into the last view if it can express it,
         else a new contiguous view is stacked on top (see the module docstring)."""
-        return super().reshape(checks.check_reshape(self.shape, new_shape))
+        key = _move_key(self, "reshape", new_shape)
+        hit = _MOVES.get(key)  # (a None key is never stored)
+        if hit is not None and hit[0] is self:
+            return hit[1]
+        return _remember_move(key, self, super().reshape(checks.check_reshape(self.shape, new_shape)))
 
     def permute(self, order: Sequence[int]) -> ShapeTracker:
         """Reorder axes: new axis k is old axis order[k] (a transpose for 2-d)."""
-        return super().permute(checks.check_permute(self.shape, order))
+        key = _move_key(self, "permute", order)
+        hit = _MOVES.get(key)
+        if hit is not None and hit[0] is self:
+            return hit[1]
+        return _remember_move(key, self, super().permute(checks.check_permute(self.shape, order)))
 
     def expand(self, new_shape: Sequence[int]) -> ShapeTracker:
         """Broadcast size-1 axes to any size (stride 0: the same element is read again)."""
-        return super().expand(checks.check_expand(self.shape, new_shape))
+        key = _move_key(self, "expand", new_shape)
+        hit = _MOVES.get(key)
+        if hit is not None and hit[0] is self:
+            return hit[1]
+        return _remember_move(key, self, super().expand(checks.check_expand(self.shape, new_shape)))
 
     def pad(self, padding: Sequence[tuple[int, int]]) -> ShapeTracker:
         """Add (before, after) zeros on each axis; they are masked, not stored."""
@@ -223,6 +235,31 @@ class ShapeTracker(core.ShapeTracker):
             role += ["what you see"] if k == len(self.views) - 1 else []
             lines.append(f"  views[{k}] {view}" + (f"  <- {', '.join(role)}" if role else ""))
         return "\n".join(lines)
+
+
+# The result of each reshape, permute and expand, by (the tracker's id, the op, its argument). A
+# step moves the same trackers the same ways every step; the views' own memos (view.py) answer those
+# questions too, but only after the argument's checks and a hash of the views. Keyed by the id, so
+# no tracker is hashed; the entry holds the tracker itself, so that id cannot be reused while the
+# entry lives, and a hit is checked to be that very tracker. Only an argument that is a tuple of
+# Python ints is remembered (it passed the checks once, so it passes them again): (2.0, 3) equals
+# (2, 3), and must still get its error.
+_MOVES: dict[tuple, tuple[ShapeTracker, ShapeTracker]] = {}
+MAX_MOVES = 20_000  # a long session with many shapes starts over instead of growing
+
+
+def _move_key(tracker: ShapeTracker, op: str, arg: Sequence[int]) -> tuple | None:
+    if type(arg) is tuple and all(type(s) is int for s in arg):
+        return (id(tracker), op, arg)
+    return None
+
+
+def _remember_move(key: tuple | None, tracker: ShapeTracker, result: ShapeTracker) -> ShapeTracker:
+    if key is not None:
+        if len(_MOVES) >= MAX_MOVES:
+            _MOVES.clear()
+        _MOVES[key] = (tracker, result)
+    return result
 
 
 @memoized

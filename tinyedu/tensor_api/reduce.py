@@ -48,7 +48,10 @@ class ReduceMixin:
         out = self._apply(function, axes=axes) if axes else self
         if keepdim:
             return out
-        return out.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
+        # The reduced axes have size 1 now: dropping them is a valid reshape, so the primitive directly,
+        # without reshape's checks of a user's shape (a step reduces often)
+        shape = tuple(s for i, s in enumerate(self.shape) if i not in axes)
+        return out if shape == out.shape else out._apply(F.Reshape, shape=shape)
 
     @dim_or_axis
     def sum(self: TensorLike, axis: Axis = None, keepdim: bool = False, dtype=None) -> TensorLike:
