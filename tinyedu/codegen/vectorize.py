@@ -99,8 +99,8 @@ def alu(b: UOpBuilder, op: Any, srcs: list[Value], dtype: DType, width: int, mas
     can be, else one scalar op per lane. `dtype` is the result's lane dtype."""
     if width == 1 or all(is_uniform(s) for s in srcs):
         return b.alu(op, *srcs, dtype=dtype)
-    if op is TernaryOps.WHERE and isinstance(srcs[0], tuple) and vectorizable(dtype) and \
-            op in VECTOR_ALU_OPS.get(dtype_of(srcs[1]), ()):
+    if op is TernaryOps.WHERE and isinstance(srcs[0], tuple) and dtype_of(srcs[0]) == dtypes.bool and \
+            vectorizable(dtype) and op in VECTOR_ALU_OPS.get(dtype_of(srcs[1]), ()):
         srcs = [lanes_to_mask(b, srcs[0], width), *srcs[1:]]
     if vector_alu_ok(op, srcs, dtype, mask_ok):
         vectors = [as_vector(b, s, width) for s in srcs]
