@@ -25,6 +25,9 @@ The choices, in the order they are made (each only when it applies):
    its rows unrolled by 2 or 3, so that most lanes' in-image conditions fold away.
    (On the C device a loop of float32 exp2 is vectorized all the same, by the compiler:
    tinyedu/renderer/c_vector_math.py.)
+   A matmul in dot-product form, A @ B.T (both inputs contiguous along the reduce, as `linear`
+   reads its weight), is vectorized along B's rows instead, with B packed (rule 6): the outer-
+   product form, one vector load and one broadcast per vector of products, no sum across lanes.
 4. Register blocking, for reduces that reuse what they load (matmul, convolution): UPCAST the
    output axes along which some input does not move (stride 0), until 16 vector accumulators, so
    each load feeds several multiply-adds. Reduces without reuse get 4 accumulators instead (so
@@ -36,8 +39,9 @@ The choices, in the order they are made (each only when it applies):
    register-blocked iterations are that much cheaper (measured: a 192^3 matmul, 2^22.8 iterations
    in 75 us, gained nothing from a second core; a 2^20 sum and a 2^18 elementwise op did).
 6. Packing, for a matmul-like reduce whose reused input is read with a large stride along the
-   reduce axis: put the loops that input depends on outside, then PACK its tile, so the innermost
-   loop reads it contiguously from cache instead of one cache line per element.
+   reduce axis (or along the vector, in rule 3's outer-product form): put the loops that input
+   depends on outside, then PACK its tile, so the innermost loop reads it contiguously from cache
+   instead of one cache line per element.
 """
 
 from __future__ import annotations
@@ -61,6 +65,7 @@ GROUP_OUTPUTS = 1 << 13      # ... when there are fewer outputs than this (too f
 TILE_REDUCE = 16             # GPU: the reduce tile staged in shared memory (with a 16 x 16 workgroup)
 GPU_BLOCK = 4                # GPU: outputs per thread along each reused output axis (a 4 x 4 register block)
 GPU_BLOCK_MIN = 256          # GPU: ... on output axes at least this long (so enough workgroups remain)
+OUTER_MIN_REUSE = 16         # rows of A that reuse a packed tile of B in A @ B.T (its outer-product form)
 COLUMN_GROUP = 4             # GPU: threads sharing one column of a column reduce (8 columns per warp row)
 
 
@@ -82,6 +87,9 @@ def hand_coded_optimizations(kernel: Kernel, vector_width: int, threads: int) ->
     vector = None if _has_scalar_only_ops(k) else _pick_vector_axis(k, vector_width)
     if vector is None and _conv_optimizations(k, try_opt, vector_width, threads, _pointwise_image(k)):
         return k.applied_opts[start:]
+    transposed = _outer_product_form(k, vector, vector_width) if reuses else None
+    if transposed is not None:  # A @ B.T: vectors along B's rows, B packed (transposed) below
+        vector = transposed[:2]
     if vector is not None:
         axis, width = vector
         try_opt(Opt(OptOps.UPCAST if k.kinds[axis] is AxisKind.LOOP else OptOps.UNROLL, axis, width))
@@ -91,8 +99,8 @@ def hand_coded_optimizations(kernel: Kernel, vector_width: int, threads: int) ->
             _unroll_padded_rows(k, try_opt)
     packed = None
     if k.reduceop is not None:
-        _register_block(k, try_opt, vector_width)
-        packed = _order_for_pack(k, try_opt)
+        _register_block(k, try_opt, vector_width, None if transposed is None else transposed[2])
+        packed = _order_for_pack(k, try_opt, None if transposed is None else transposed[2])
     if threads > 1 and work >= THREAD_MIN_WORK * (THREAD_REUSE_FACTOR if reuses else 1) and k.threads == 1:
         for axis in [a for a in k.loop_axes if k.kinds[a] is AxisKind.LOOP]:
             if k.full_shape[axis] >= threads and try_opt(Opt(OptOps.THREAD, axis, threads)):
@@ -288,6 +296,40 @@ def _pick_vector_axis(k: Kernel, vector_width: int) -> tuple[int, int] | None:
     return None if best is None else (best[1], best[2])
 
 
+def _outer_product_form(k: Kernel, vector: tuple[int, int] | None,
+                        vector_width: int) -> tuple[int, int, int] | None:
+    """(axis, width, packed) for a matmul in dot-product form, A @ B.T, whose inputs are both
+    contiguous along the reduce (the vector axis `_pick_vector_axis` chose): there each vector of
+    products needs two loads and ends in a sum across lanes. The outer-product form is faster:
+    vectors along an output axis that the output is contiguous along and A does not move along
+    (B's rows), B's tile PACKed so that a vector of it is one load, and A's elements broadcast.
+    Only when B's tile is reused by at least OUTER_MIN_REUSE rows of A, which pays for the copy
+    (a matrix-vector product keeps the dot-product form: it reads B once, contiguously), and when
+    the tile fits the PACK limit (otherwise the vectors would be gathers)."""
+    if vector is None or k.kinds[vector[0]] is not AxisKind.REDUCE:
+        return None
+    reduce = prod(k.full_shape[a] for a in k.loop_axes if k.kinds[a] is AxisKind.REDUCE)
+    if reduce * vector_width * 2 > MAX_PACK_ELEMENTS:  # B's tile (two vectors of rows) would not fit
+        return None
+    out_strides = k.sts[0].real_strides(ignore_valid=True)
+    loops = [a for a in k.loop_axes if k.kinds[a] is AxisKind.LOOP]
+    for axis in reversed(loops):
+        if out_strides[axis] != 1 or k.full_shape[axis] % vector_width:
+            continue
+        strides = {p: k.sts[p].real_strides(ignore_valid=True) for p in _loads(k)}
+        broadcast = [p for p, s in strides.items() if s[axis] == 0 and s[vector[0]] == 1]
+        rows = [p for p, s in strides.items() if s[axis] not in (0, 1, None) and s[vector[0]] == 1 and
+                any(s[a] == 0 and k.full_shape[a] >= OUTER_MIN_REUSE for a in loops)]
+        if broadcast and len(rows) == 1:
+            return axis, vector_width, rows[0]
+    return None
+
+
+def _loads(k: Kernel) -> list[int]:
+    """The positions in k.bufs of the buffers the kernel loads from memory."""
+    return [p for p, buf in enumerate(k.bufs) if p > 0 and isinstance(buf, MemBuffer)]
+
+
 def _tile_transpose(k: Kernel, try_opt, vector_width: int) -> None:
     """A copy that reads along one axis and writes along another (a transpose): walk a tile of
     `width` columns (TILE), written as vectors (UPCAST), over pairs of rows, so every cache line
@@ -347,18 +389,21 @@ def _vector_accumulators(k: Kernel, vector_width: int) -> int:
     return max(lanes // vector_width, 1)
 
 
-def _register_block(k: Kernel, try_opt, vector_width: int) -> None:
+def _register_block(k: Kernel, try_opt, vector_width: int, packed: int | None = None) -> None:
     """UPCAST output axes that some input does not move along, so that each load feeds several
     multiply-adds: first up to 8 along an axis where a vector-loaded input is reused (the rows of a
     matmul reuse a vector of B), then 2 along one where a broadcast input is (two vectors of
-    columns reuse one element of A). Without such reuse, 4 accumulators along the vector axis
-    (more independent additions, and longer contiguous runs per row for a column sum)."""
+    columns reuse one element of A). Input `packed` counts as vector-loaded: it will be copied so
+    that it is contiguous along the vector (`_outer_product_form`). Without such reuse, 4
+    accumulators along the vector axis (more independent additions, and longer contiguous runs per
+    row for a column sum)."""
     vector = k.expanded_axes[-1] if k.expanded_axes else None
-    inputs = _strides(k)
+    inputs = [(position, k.sts[position].real_strides(ignore_valid=True)) for position in _loads(k)]
 
     def reuse(axis: int, vector_loaded: bool) -> bool:
-        return any(strides[axis] == 0 and (vector is not None and (strides[vector] == 1) == vector_loaded)
-                   for _, strides in inputs)
+        return any(strides[axis] == 0 and vector is not None and
+                   (strides[vector] == 1 or position == packed) == vector_loaded
+                   for position, strides in inputs)
 
     reused = False
     for vector_loaded, most in ((True, 8), (False, 2)):
@@ -382,20 +427,30 @@ def _register_block(k: Kernel, try_opt, vector_width: int) -> None:
                 break
 
 
-def _order_for_pack(k: Kernel, try_opt) -> int | None:
+def _order_for_pack(k: Kernel, try_opt, chosen: int | None = None) -> int | None:
     """An input worth packing: reused across an output loop (stride 0) but read with a large stride
-    along the reduce. The output loops it depends on are SWAPped outside the ones it does not, so
-    that its tile stays the same across them; returns its position (PACK comes after THREAD)."""
+    along the reduce (or `chosen`: the one `_outer_product_form` reads across its rows). The output
+    loops it depends on are SWAPped outside the ones it does not, so that its tile stays the same
+    across them; returns its position (PACK comes after THREAD).
+
+    When two inputs qualify (dW = x.T @ g: both read across their rows), the one read as scalars
+    and broadcast is packed, not the one read as vectors: a vector is a whole cache line wherever
+    it lies, but the broadcast one's rows, 256 floats apart, fall into a few L1 sets and evict each
+    other (measured: 164 against 110 GFLOPS for the MLP's weight gradient)."""
     loops = [a for a in k.loop_axes if k.kinds[a] is AxisKind.LOOP]
     reduce_axis = next((a for a in k.loop_axes if k.kinds[a] is AxisKind.REDUCE), None)
     if not loops or reduce_axis is None:
         return None
-    for position, buf in enumerate(k.bufs):
-        if position == 0 or not isinstance(buf, MemBuffer):
-            continue
+    vector = k.expanded_axes[-1] if k.expanded_axes else None
+
+    def vector_loaded(position: int) -> bool:
+        return vector is not None and k.sts[position].real_strides(ignore_valid=True)[vector] == 1
+
+    for position in sorted(_loads(k), key=lambda p: (p != chosen, vector_loaded(p))):
         strides = k.sts[position].real_strides(ignore_valid=True)
         reuse = [a for a in loops if strides[a] == 0]
-        if not reuse or strides[reduce_axis] is None or abs(strides[reduce_axis]) < 64:
+        far = strides[reduce_axis] is not None and abs(strides[reduce_axis]) >= 64
+        if not reuse or not (far or position == chosen):
             continue
         for axis in [a for a in loops if strides[a] != 0]:
             target = next((r for r in reuse if r < axis), None)

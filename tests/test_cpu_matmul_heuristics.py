@@ -1,0 +1,83 @@
+"""The CPU heuristics' matmul layouts: A @ B.T in its outer-product form, and which input is packed.
+
+`linear` multiplies by its (out, in) weight as stored, so its matmul reads both inputs along the
+reduce (a dot-product form). The heuristics vectorize it along the weight's rows instead and PACK
+the weight's tile (tinyedu/codegen/heuristics.py, rule 3); a matrix-vector product, and a reduce too
+long for a packed tile, keep the dot-product form. Each choice is checked for what it picks and,
+run on the C device with exactly those opts, against numpy in float64.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tinyedu import Tensor
+from tinyedu.codegen import heuristics
+from tinyedu.codegen.kernel import AxisKind, Kernel
+from tinyedu.codegen.opts import Opt, OptOps, apply_opts
+from tinyedu.core.ops import LoadOps
+from tinyedu.engine.lower import lower
+from tinyedu.engine.schedule import create_schedule
+from tinyedu.runtime.device import Buffer
+
+
+def data(shape: tuple[int, ...], seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+def compute_item(t: Tensor):
+    items = [i for i in create_schedule([t.lazydata]) if not isinstance(i.ast.op, LoadOps)]
+    assert len(items) == 1, [i.ast for i in items]
+    return items[0]
+
+
+def opts_and_result(t: Tensor) -> tuple[Kernel, list[Opt], np.ndarray]:
+    """The heuristics' opts for t's one kernel (one thread, AVX-512's 16 lanes), and its result on
+    C with exactly those opts."""
+    item = compute_item(t)
+    assert all(x.realized is not None for x in item.inputs)
+    opts = heuristics.hand_coded_optimizations(Kernel(item.ast), 16, 1)
+    out = Buffer("C", item.out.size, item.out.dtype)
+    lower("C", item.ast, opts).runner([out, *(x.realized for x in item.inputs)])
+    return Kernel(item.ast), opts, out.as_numpy().reshape(t.shape)
+
+
+def test_the_dot_product_form_becomes_an_outer_product_with_the_weight_packed():
+    x_np, w_np = data((128, 784), 0), data((256, 784), 1)
+    x, w = Tensor(x_np).realize(), Tensor(w_np).realize()
+    kernel, opts, got = opts_and_result(x @ w.T)
+    assert kernel.full_shape == (128, 256, 784)
+    # vectors along the weight's rows (the output axis of 256), not an UNROLL of the reduce
+    assert opts[0] == Opt(OptOps.UPCAST, 1, 16) and not any(o.op is OptOps.UNROLL for o in opts)
+    packs = [o for o in opts if o.op is OptOps.PACK]
+    weight = next(p for p in range(1, len(kernel.bufs)) if kernel.sts[p].real_strides()[1] == 784)
+    assert len(packs) == 1 and packs[0].amount == weight  # the weight's tile, read as vectors from there
+    np.testing.assert_allclose(got, x_np.astype(np.float64) @ w_np.T.astype(np.float64), rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("rows, reduce", [(4, 784), (128, 4096)], ids=["matrix-vector", "long reduce"])
+def test_few_rows_or_a_long_reduce_keep_the_dot_product_form(rows: int, reduce: int):
+    """Four rows do not pay for copying the weight; a 4096-long reduce makes a tile larger than
+    PACK allows (the vectors would then be gathers)."""
+    x_np, w_np = data((rows, reduce), 2), data((64, reduce), 3)
+    kernel, opts, got = opts_and_result(Tensor(x_np).realize() @ Tensor(w_np).realize().T)
+    reduce_axis = kernel.first_reduce
+    assert opts[0] == Opt(OptOps.UNROLL, reduce_axis, 16), opts
+    assert not any(o.op is OptOps.PACK for o in opts)
+    np.testing.assert_allclose(got, x_np.astype(np.float64) @ w_np.T.astype(np.float64), rtol=1e-4, atol=2e-3)
+
+
+def test_of_two_inputs_read_across_their_rows_the_broadcast_one_is_packed():
+    """The weight gradient x.T @ g: both inputs are read 256 or 784 floats apart along the reduce
+    (the batch). The one read as broadcast scalars is packed, not the one read as vectors."""
+    x_np, g_np = data((128, 784), 4), data((128, 256), 5)
+    x, g = Tensor(x_np).realize(), Tensor(g_np).realize()
+    kernel, opts, got = opts_and_result((x.reshape(128, 1, 784) * g.reshape(128, 256, 1)).sum(0))
+    k = apply_opts(kernel.copy(), opts)
+    vector = k.expanded_axes[-1]
+    packs = [o for o in opts if o.op is OptOps.PACK]
+    assert len(packs) == 1 and k.kinds[vector] is AxisKind.UPCAST
+    assert k.sts[packs[0].amount].real_strides()[vector] == 0  # broadcast along the vector: g
+    expected = g_np.T.astype(np.float64) @ x_np.astype(np.float64)
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-3)
