@@ -213,6 +213,17 @@ def test_permute_then_reshape_needs_two_views() -> None:
     assert len(back.views) == 1 and back.views[0].strides == (1, 3)
 
 
+def test_real_strides_none_where_an_axis_is_also_inside_a_division() -> None:
+    """Found by test_random_moves_match_numpy: the index is (...(idx0*6+idx1*3)//4*4) + (...)%2 +
+    idx1*2, so idx1 has no single stride (it moves the index by 3, then 5); the plain idx1*2 term
+    must not hide the others."""
+    t = ShapeTracker.from_shape((3, 4)).reshape((3, 2, 2)).permute((0, 2, 1)).reshape((12,))
+    t = t.stride((3,)).reshape((2, 2))
+    index, _ = t.index_arrays()
+    assert np.diff(index, axis=1).ravel().tolist() == [3, 5]
+    assert t.real_strides() == (None, None)
+
+
 def test_expr_idxs_convention() -> None:
     tracker = ShapeTracker.from_shape((4, 5)).shrink(((1, 3), (0, 5))).pad(((0, 0), (1, 0)))
     index, valid = tracker.expr_idxs()

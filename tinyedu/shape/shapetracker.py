@@ -183,9 +183,9 @@ class ShapeTracker(core.ShapeTracker):
         found: dict[str, int | None] = {}
         for term in terms_and_constant(index)[0]:
             base, k = base_and_coefficient(term)
-            if isinstance(base, Variable):
+            if isinstance(base, Variable) and base.name not in found:
                 found[base.name] = k
-            else:
+            else:  # inside a // or %, or in two terms: the index does not move by one stride along it
                 found.update((v.name, None) for v in base.vars())
         if not ignore_valid:
             found.update((v.name, None) for v in valid.vars())
