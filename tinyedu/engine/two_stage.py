@@ -55,6 +55,9 @@ def split_full_reduces(schedule: list[ScheduleItem]) -> list[ScheduleItem]:
     """The schedule with every full reduction on a GPU device split into its two stages."""
     if not getenv("SPLIT_REDUCE", 1):
         return schedule
+    devices = {item.out.device for item in schedule if not isinstance(item.ast.op, LoadOps)}
+    if all(Device[device].limits is None for device in devices):  # CPU devices only: nothing to split
+        return schedule
     out: list[ScheduleItem] = []
     limits_of: dict[str, GPULimits | None] = {}  # per device, looked up once per schedule
     for item in schedule:
