@@ -38,17 +38,10 @@ ALIGNMENT = 64  # bytes: one cache line, and one AVX-512 register
 def aligned_empty(size: int, dtype: DType, raw: np.ndarray | None = None) -> np.ndarray:
     """An uninitialised array of `size` elements whose memory starts on a 64-byte boundary (carved
     out of `raw`, bytes with room for the alignment, when given)."""
-    return aligned_memory(size, dtype, raw)[0]
-
-
-def aligned_memory(size: int, dtype: DType, raw: np.ndarray | None = None) -> tuple[np.ndarray, int]:
-    """`aligned_empty`'s array and the address where it starts: numpy's address lookup costs about a
-    microsecond, so a Buffer keeps this one instead of asking again before its first kernel."""
     if raw is None:
         raw = np.empty(size * dtype.itemsize + ALIGNMENT, dtype=np.uint8)
-    address = raw.ctypes.data
-    start = -address % ALIGNMENT
-    return raw[start:start + size * dtype.itemsize].view(dtype.np), address + start
+    start = -raw.ctypes.data % ALIGNMENT
+    return raw[start:start + size * dtype.itemsize].view(dtype.np)
 
 
 class MemoryPool:
@@ -135,7 +128,7 @@ class Buffer:
     def __init__(self, device: str, size: int, dtype: DType):
         self.device, self.size, self.dtype = device, size, dtype
         self._raw = POOL.take(size * dtype.itemsize + ALIGNMENT)
-        self._memory, address = aligned_memory(size, dtype, self._raw)
+        self._memory = aligned_empty(size, dtype, self._raw)
         self._raw = self._memory.base if self._raw is None else self._raw
         self.version = 0
         # A GPU device keeps a second copy in its own memory (`device_memory`, made by its runtime). The
@@ -143,7 +136,7 @@ class Buffer:
         # host copy, and each side is copied over only when the other wrote since (see device_copy).
         self.device_memory: DeviceMemory | None = None
         self.host_current, self.device_current = True, False
-        self._address: int | None = address  # of the host memory (a GPU's buffer looks it up on use)
+        self._address: int | None = None  # of the host memory, looked up on first use (host_address)
         self.serial = Buffer._serial
         Buffer._serial += 1
         GlobalCounters.mem_used += self.nbytes
