@@ -75,27 +75,15 @@ class ShapeTracker(core.ShapeTracker):
     def reshape(self, new_shape: Sequence[int]) -> ShapeTracker:
         """Same elements in C order, new shape: merged into the last view if it can express it,
         else a new contiguous view is stacked on top (see the module docstring)."""
-        key = _move_key(self, "reshape", new_shape)
-        hit = _MOVES.get(key)  # (a None key is never stored)
-        if hit is not None and hit[0] is self:
-            return hit[1]
-        return _remember_move(key, self, super().reshape(checks.check_reshape(self.shape, new_shape)))
+        return _moved(self, "reshape", new_shape)
 
     def permute(self, order: Sequence[int]) -> ShapeTracker:
         """Reorder axes: new axis k is old axis order[k] (a transpose for 2-d)."""
-        key = _move_key(self, "permute", order)
-        hit = _MOVES.get(key)
-        if hit is not None and hit[0] is self:
-            return hit[1]
-        return _remember_move(key, self, super().permute(checks.check_permute(self.shape, order)))
+        return _moved(self, "permute", order)
 
     def expand(self, new_shape: Sequence[int]) -> ShapeTracker:
         """Broadcast size-1 axes to any size (stride 0: the same element is read again)."""
-        key = _move_key(self, "expand", new_shape)
-        hit = _MOVES.get(key)
-        if hit is not None and hit[0] is self:
-            return hit[1]
-        return _remember_move(key, self, super().expand(checks.check_expand(self.shape, new_shape)))
+        return _moved(self, "expand", new_shape)
 
     def pad(self, padding: Sequence[tuple[int, int]]) -> ShapeTracker:
         """Add (before, after) zeros on each axis; they are masked, not stored."""
@@ -248,13 +236,16 @@ _MOVES: dict[tuple, tuple[ShapeTracker, ShapeTracker]] = {}
 MAX_MOVES = 20_000  # a long session with many shapes starts over instead of growing
 
 
-def _move_key(tracker: ShapeTracker, op: str, arg: Sequence[int]) -> tuple | None:
-    if type(arg) is tuple and all(type(s) is int for s in arg):
-        return (id(tracker), op, arg)
-    return None
+_CHECKS = {"reshape": checks.check_reshape, "permute": checks.check_permute, "expand": checks.check_expand}
 
 
-def _remember_move(key: tuple | None, tracker: ShapeTracker, result: ShapeTracker) -> ShapeTracker:
+def _moved(tracker: ShapeTracker, op: str, arg: Sequence[int]) -> ShapeTracker:
+    """`tracker.<op>(arg)`: the core's op after the argument's check, or the result remembered."""
+    key = (id(tracker), op, arg) if type(arg) is tuple and all(type(s) is int for s in arg) else None
+    hit = _MOVES.get(key)  # (a None key is never stored)
+    if hit is not None and hit[0] is tracker:
+        return hit[1]
+    result = getattr(core.ShapeTracker, op)(tracker, _CHECKS[op](tracker.shape, arg))
     if key is not None:
         if len(_MOVES) >= MAX_MOVES:
             _MOVES.clear()
