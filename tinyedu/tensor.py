@@ -1,10 +1,13 @@
 """Tensor: the user-facing API, with PyTorch's names and semantics.
 
 A Tensor is a LazyBuffer (`.lazydata`) plus autograd bookkeeping: `requires_grad`, `.grad`, and
-`_ctx`, the Function that made it. This file holds the core: creation, autograd, broadcasting,
-and the methods that map one-to-one onto primitive Functions. Everything else (softmax, conv2d,
-indexing...) is composed from these in the mixins under tinyedu/tensor_api/, which is how you can
-see that a whole framework rests on about twenty primitives and six movement ops.
+`_ctx`, the Function that made it. This Tensor is the core's (tinyedu/core/tensor.py: read that
+first) with more: this file overrides the core's seams where the full library adds something
+(every dtype and several devices when data becomes a tensor, grad mode and count_primitives when a
+Function is recorded, backward with a given gradient, dtype promotion for every dtype); the rest
+of PyTorch's API (softmax, conv2d, indexing...) arrives as mixins from tinyedu/tensor_api/, each
+method composed from the primitive Functions, which is how you can see that a whole framework
+rests on about twenty primitives and six movement ops.
 
 The imports go one way: this file imports the mixins; they never import it. What they share with
 it (broadcast_shape, the type of `self`, grad mode) sits below, in tensor_api/base.py and
@@ -19,10 +22,11 @@ from typing import Any, ClassVar, Sequence
 import numpy as np
 
 import tinyedu.core.function as F
+import tinyedu.core.tensor as core
 import tinyedu.function_extra as FX
 from tinyedu.core.dtype import DType, cast_array, check_fits, dtypes, from_storage, result_type, scalar_dtype
-from tinyedu.core.errors import DeviceError, DTypeError, ShapeError
-from tinyedu.core.helpers import postorder, prod
+from tinyedu.core.errors import DeviceError, ShapeError
+from tinyedu.core.helpers import postorder
 from tinyedu.lazy import LazyBuffer, engine
 from tinyedu.multi.lazy import MultiLazyBuffer, full
 from tinyedu.tensor_api.activations import ActivationMixin
@@ -65,11 +69,37 @@ class count_primitives:  # noqa: N801 - used like no_grad
         count_primitives.active.remove(self.counts)
 
 
+class _DefaultDevice:
+    """`Tensor.default_device`, read from the full library's registry: Device.DEFAULT ($DEVICE, else
+    C). The core's Tensor has a plain class attribute "C" there; set this one with Device.DEFAULT."""
+
+    def __get__(self, tensor: object, owner: type | None = None) -> str:
+        return engine().canonical_device(None)
+
+
 class Tensor(CreationMixin, ElementwiseMixin, RoundingMixin, ActivationMixin, ReduceMixin, MovementMixin,
              IndexingMixin, CombineMixin, NNMixin, ConvMixin, NormalizationMixin, LossMixin, AssignMixin,
-             ScanMixin, SortingMixin, AttentionMixin, ShardingMixin):
-    def __init__(self, data: Any, device: str | None = None, dtype: DType | str | type | None = None,
-                 requires_grad: bool | None = None):
+             ScanMixin, SortingMixin, AttentionMixin, ShardingMixin, core.Tensor):
+    """The core's Tensor (tinyedu/core/tensor.py) with the rest of PyTorch's API.
+
+    The core is the last base class, so Python looks a name up in this class body first, then in
+    the mixins (in the order listed), then in the core: this body or a mixin overrides a core
+    method only where it adds something (every dtype, several devices, no_grad, count_primitives,
+    PyTorch's relu at 0, errors with PyTorch's wording ...). What behaves the same in both is
+    defined once, in the core, and inherited: __init__, shape, dtype, device, ndim, numel, realize,
+    tolist, detach, _wrap, requires_grad_, _broadcast_to, _float, float, add, sub, mul, maximum,
+    lt, gt, eq, neg, reciprocal, sqrt, square, and Python's operators for them. This body fills the
+    core's seam `_lazydata_from` (what __init__ makes of its data) and overrides `_apply` (how a
+    Function is recorded), `backward` and `_broadcasted`, which do more here.
+    """
+
+    default_device = _DefaultDevice()
+    _backward_done: bool = False  # (set by backward when it frees the graph behind a tensor)
+
+    def _lazydata_from(self, data: Any, device: str | None, dtype: DType | str | type | None,
+                       ) -> "LazyBuffer | MultiLazyBuffer":
+        """The core's seam in __init__, for every dtype (numpy scalars keep theirs, values must fit),
+        the registry's device names, several devices (a tuple: sharded), and other Tensors."""
         device = engine().canonical_device(device)
         want = None if dtype is None else dtypes.from_any(dtype)
         if isinstance(device, tuple) and not isinstance(data, (LazyBuffer, MultiLazyBuffer)):
@@ -94,35 +124,9 @@ class Tensor(CreationMixin, ElementwiseMixin, RoundingMixin, ActivationMixin, Re
             lazydata = lazydata.copy_to_device(device)
         if want is not None and lazydata.dtype != want:
             lazydata = lazydata.cast(want)
-        self.lazydata: LazyBuffer | MultiLazyBuffer = lazydata
-        self.grad: Tensor | None = None
-        self._ctx: F.Function | None = None
-        self._parents: tuple[Tensor, ...] = ()
-        self._backward_done = False
-        self.requires_grad: bool = False
-        if requires_grad is not None:
-            self.requires_grad_(requires_grad)
+        return lazydata
 
     # ---- what it is ----
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return self.lazydata.shape
-
-    @property
-    def dtype(self) -> DType:
-        return self.lazydata.dtype
-
-    @property
-    def device(self) -> str:
-        return self.lazydata.device
-
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
-    def numel(self) -> int:
-        return prod(self.shape)
-
     def size(self, dim: int | None = None) -> tuple[int, ...] | int:
         return self.shape if dim is None else self.shape[self._axis(dim, "size")]
 
@@ -134,27 +138,13 @@ class Tensor(CreationMixin, ElementwiseMixin, RoundingMixin, ActivationMixin, Re
     def __repr__(self) -> str:
         return format_tensor(self)
 
-    def __hash__(self) -> int:
-        return id(self)
-
     def __bool__(self) -> bool:
         if self.numel() != 1:
             raise RuntimeError(f"bool(): a tensor of shape {self.shape} has {self.numel()} values, so its "
                                "truth is ambiguous; use .any() or .all()")
         return bool(self.item())
 
-    def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
-        if requires_grad and not self.dtype.is_float:
-            raise DTypeError(f"requires_grad: only floating point tensors can require gradients, this one is "
-                             f"{self.dtype.name}; cast it first with .float()")
-        self.requires_grad = requires_grad
-        return self
-
     # ---- getting values out ----
-    def realize(self) -> "Tensor":
-        self.lazydata.realize()
-        return self
-
     @staticmethod
     def realize_all(*tensors: "Tensor") -> None:
         """Realize several tensors with one schedule, so work they share is scheduled once."""
@@ -166,16 +156,13 @@ class Tensor(CreationMixin, ElementwiseMixin, RoundingMixin, ActivationMixin, Re
     def numpy(self) -> np.ndarray:
         """The values in a numpy array of the same dtype; bfloat16, which numpy lacks, comes back as
         float32 (exactly: every bfloat16 is a float32)."""
-        return from_storage(self.lazydata.numpy(), self.dtype)
+        return from_storage(super().numpy(), self.dtype)
 
     def item(self) -> Scalar:
         if self.numel() != 1:
             raise ShapeError(f"item(): only a tensor with exactly one element can be converted to a Python "
                              f"number, this one has shape {self.shape}")
-        return self.numpy().reshape(()).item()
-
-    def tolist(self) -> Any:
-        return self.numpy().tolist()
+        return super().item()
 
     def to(self, device: str) -> "Tensor":
         """The same values on another device; a copy that stays in the graph (the gradient comes back)."""
@@ -185,10 +172,6 @@ class Tensor(CreationMixin, ElementwiseMixin, RoundingMixin, ActivationMixin, Re
         if isinstance(device, tuple) or isinstance(self.device, tuple):  # several devices (tinyedu/multi)
             return self.shard(device, None) if isinstance(device, tuple) else self.unshard(device)
         return self._apply(FX.Copy, device=device)
-
-    def detach(self) -> "Tensor":
-        """The same values, cut from the graph: no gradient flows back through the result."""
-        return Tensor._wrap(self.lazydata)  # (Tensor(lazydata) without its checks: see _wrap)
 
     # ---- autograd ----
     # --8<-- [start:apply]
@@ -213,24 +196,6 @@ class Tensor(CreationMixin, ElementwiseMixin, RoundingMixin, ActivationMixin, Re
         return out
 
     # --8<-- [end:apply]
-    # What a new Tensor starts with, as class attributes: _wrap then sets only `lazydata` (an attribute
-    # the instance never set reads the class's; setting one gives the instance its own).
-    grad: "Tensor | None" = None
-    _ctx: "F.Function | None" = None
-    _parents: tuple["Tensor", ...] = ()
-    _backward_done: bool = False
-    requires_grad: bool = False
-
-    @staticmethod
-    def _wrap(lazydata: "LazyBuffer | MultiLazyBuffer") -> "Tensor":
-        """A Tensor over an op's result: what Tensor(lazydata, device=lazydata.device) makes, without
-        its checks (the device is already canonical, the dtype already right). An eager step makes
-        about a hundred of these, so the checks would cost more than the rest of it. The other fields
-        keep the class's defaults above (no gradient, no graph)."""
-        out = Tensor.__new__(Tensor)
-        out.lazydata = lazydata
-        return out
-
     # --8<-- [start:backward]
     def _graph_order(self) -> list["Tensor"]:
         """Tensors from self back to the leaves, each after all its users: the forward order reversed."""
@@ -330,12 +295,6 @@ class Tensor(CreationMixin, ElementwiseMixin, RoundingMixin, ActivationMixin, Re
         """How this tensor takes part in type promotion: a zero-dim tensor ranks below one with
         dimensions (PyTorch: int8 tensor + int64 zero-dim tensor is int8)."""
         return self.dtype, "zero-dim" if self.ndim == 0 else "tensor"
-
-    def _broadcast_to(self, shape: tuple[int, ...]) -> "Tensor":
-        if self.shape == shape:
-            return self
-        padded = (1,) * (len(shape) - self.ndim) + self.shape
-        return self.reshape(padded).expand(shape)
 
     def _expanded_to(self, shape: tuple[int, ...]) -> "Tensor":
         """_broadcast_to for a shape that broadcast_shape gave, so both steps are known to be valid:

@@ -19,6 +19,7 @@ import numpy as np
 
 from . import function as F
 from .dtype import DType, dtypes, result_type, scalar_dtype
+from .errors import DTypeError
 from .helpers import postorder, prod
 from .lazy import LazyBuffer
 
@@ -28,10 +29,25 @@ Scalar = float | int | bool
 class Tensor:
     default_device = "C"
     _rng = np.random.default_rng(0)
+    # What a new tensor starts with: no gradient, no graph. Class attributes, so `_wrap` sets only
+    # `lazydata` (an attribute the instance never set reads the class's; setting one gives the
+    # instance its own).
+    grad: "Tensor | None" = None
+    _ctx: "F.Function | None" = None
+    _parents: tuple["Tensor", ...] = ()
+    requires_grad: bool = False
 
     def __init__(self, data: Any, device: str | None = None, dtype: DType | None = None,
                  requires_grad: bool = False):
-        device = device or Tensor.default_device
+        self.lazydata = self._lazydata_from(data, device, dtype)
+        if requires_grad:
+            self.requires_grad_()
+
+    def _lazydata_from(self, data: Any, device: str | None, dtype: DType | None) -> LazyBuffer:
+        """The seam where data becomes a LazyBuffer: numbers, lists and numpy arrays, on `device`
+        (default_device when None), in float32, int32 or bool. The full library overrides this to
+        take every dtype, several devices, its registry's device names and other Tensors."""
+        device = device or self.default_device
         if isinstance(data, LazyBuffer):
             lazydata = data
         elif isinstance(data, (bool, int, float)):
@@ -42,19 +58,26 @@ class Tensor:
                 default = {"b": np.bool_, "i": np.int32, "u": np.int32, "f": np.float32}[array.dtype.kind]
                 array = array.astype(default)
             lazydata = LazyBuffer.from_numpy(array, device)
+            _computed(lazydata.dtype, "Tensor")
         else:
             raise TypeError(f"Tensor: cannot make a tensor from {type(data).__name__}")
-        self.lazydata = lazydata if dtype is None else lazydata.cast(dtype)
-        if self.dtype not in (dtypes.float32, dtypes.int32, dtypes.bool):
-            raise TypeError(f"Tensor: the core computes float32, int32 and bool, not {self.dtype.name}; "
-                            "convert the data (e.g. array.astype(np.float32)), or use tinyedu.Tensor, which "
-                            "has every dtype")
+        return lazydata if dtype is None else lazydata.cast(_computed(dtype, "Tensor"))
+
+    def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
+        """Ask for (or stop asking for) this tensor's gradient; only floats have one (as in PyTorch)."""
         if requires_grad and not self.dtype.is_float:
-            raise TypeError(f"Tensor: only float tensors can require a gradient, not {self.dtype.name}")
-        self.grad: Tensor | None = None
-        self._ctx: F.Function | None = None
-        self._parents: tuple[Tensor, ...] = ()
+            raise DTypeError(f"requires_grad: only floating point tensors can require gradients, this one "
+                             f"is {self.dtype.name}; cast it first with .float()")
         self.requires_grad = requires_grad
+        return self
+
+    @classmethod
+    def _wrap(cls, lazydata: LazyBuffer) -> "Tensor":
+        """A Tensor over an op's result: what `cls(lazydata)` makes, without __init__'s checks (an op's
+        result is a LazyBuffer already, of a dtype that is allowed). A training step makes hundreds."""
+        out = cls.__new__(cls)
+        out.lazydata = lazydata
+        return out
 
     # ---- what it is, and its values ----
     shape = property(lambda self: self.lazydata.shape)
@@ -68,9 +91,6 @@ class Tensor:
     def __repr__(self) -> str:
         grad = " with grad" if self.requires_grad else ""
         return f"<Tensor {self.shape} {self.dtype.name} on {self.device}{grad}>"
-
-    def __hash__(self) -> int:  # (== makes a comparison Tensor, so hash by identity)
-        return id(self)
 
     def realize(self) -> "Tensor":
         self.lazydata.realize()
@@ -86,7 +106,7 @@ class Tensor:
         return self.numpy().tolist()
 
     def detach(self) -> "Tensor":
-        return type(self)(self.lazydata)
+        return self._wrap(self.lazydata)
 
     # ---- creation ----
     @classmethod
@@ -128,7 +148,7 @@ class Tensor:
         """Run a Function forward on the LazyBuffers; remember it for backward if an input needs it."""
         inputs = (self, *others)
         ctx = function(tuple(t.requires_grad for t in inputs))
-        out = type(self)(ctx.forward(*[t.lazydata for t in inputs], **kwargs))
+        out = self._wrap(ctx.forward(*[t.lazydata for t in inputs], **kwargs))
         if any(ctx.needs_input_grad) and out.dtype.is_float:  # comparisons and int casts end the graph
             out.requires_grad, out._ctx, out._parents = True, ctx, inputs
         return out
@@ -146,7 +166,7 @@ class Tensor:
             if grad is None:
                 continue
             if node._ctx is None:  # a leaf: accumulate into .grad
-                g = type(self)(grad)
+                g = self._wrap(grad)
                 node.grad = g if node.grad is None else node.grad + g
                 continue
             local = node._ctx.backward(grad)
@@ -159,11 +179,17 @@ class Tensor:
     # --8<-- [end:autograd]
 
     # ---- broadcasting: numpy's shapes, PyTorch's dtypes ----
-    def _broadcasted(self, other: "Tensor | Scalar", reverse: bool = False) -> tuple["Tensor", "Tensor"]:
+    def _broadcasted(self, other: "Tensor | Scalar", op: str,
+                     reverse: bool = False) -> tuple["Tensor", "Tensor"]:
+        """Both operands of `op` (named in errors) in one dtype and one shape. The full library
+        overrides this: more dtypes to promote, several devices, and short cuts for a training step."""
         if isinstance(other, Tensor):
+            if type(other) is not type(self):  # (tinyedu.Tensor is a subclass: its graphs run elsewhere)
+                raise TypeError(f"{op}: a {type(self).__module__}.Tensor and a {type(other).__module__}."
+                                "Tensor cannot meet in one op; make both with the same Tensor class")
             if other.device != self.device:
-                raise ValueError(f"tensors on {self.device} and {other.device}: move one first (the core's "
-                                 "devices do not copy between each other)")
+                raise ValueError(f"{op}: tensors on {self.device} and {other.device}: move one first (the "
+                                 "core's devices do not copy between each other)")
             dtype = result_type((self.dtype, "tensor"), (other.dtype, "tensor"))
         else:
             dtype = result_type((self.dtype, "tensor"), (scalar_dtype(other), "scalar"))
@@ -179,65 +205,73 @@ class Tensor:
 
     # ---- elementwise ----
     def cast(self, dtype: DType) -> "Tensor":
-        return self if self.dtype == dtype else self._apply(F.Cast, dtype=dtype)
+        return self if self.dtype == dtype else self._apply(F.Cast, dtype=_computed(dtype, "cast"))
 
     def float(self) -> "Tensor":
         return self.cast(dtypes.float32)
 
+    def _float(self) -> "Tensor":
+        """Math like sqrt or log computes in a float: an int or bool tensor is cast first (PyTorch)."""
+        return self if self.dtype.is_float else self.cast(dtypes.default_float)
+
     def add(self, x: "Tensor | Scalar", reverse: bool = False) -> "Tensor":
-        a, b = self._broadcasted(x, reverse)
+        a, b = self._broadcasted(x, "add", reverse)
         return a._apply(F.Add, b)
 
     def sub(self, x: "Tensor | Scalar", reverse: bool = False) -> "Tensor":
-        a, b = self._broadcasted(x, reverse)
+        a, b = self._broadcasted(x, "sub", reverse)
+        if a.dtype == dtypes.bool:
+            raise DTypeError("sub: subtraction of bool tensors is not defined; use logical ops or cast to "
+                             "int")
         return a._apply(F.Sub, b)
 
     def mul(self, x: "Tensor | Scalar", reverse: bool = False) -> "Tensor":
-        a, b = self._broadcasted(x, reverse)
+        a, b = self._broadcasted(x, "mul", reverse)
         return a._apply(F.Mul, b)
 
     def div(self, x: "Tensor | Scalar", reverse: bool = False) -> "Tensor":
-        a, b = self._broadcasted(x, reverse)
-        return a.float()._apply(F.Div, b.float())  # true division, as `/` in Python
+        a, b = self._broadcasted(x, "div", reverse)
+        return a._float()._apply(F.Div, b._float())  # true division, as `/` in Python
 
     def maximum(self, x: "Tensor | Scalar") -> "Tensor":
-        a, b = self._broadcasted(x)
+        a, b = self._broadcasted(x, "maximum")
         return a._apply(F.Maximum, b)
 
-    def __lt__(self, x: "Tensor | Scalar") -> "Tensor":
-        a, b = self._broadcasted(x)
+    def lt(self, x: "Tensor | Scalar", reverse: bool = False) -> "Tensor":
+        a, b = self._broadcasted(x, "lt", reverse)
         return a._apply(F.Less, b)
 
-    def __gt__(self, x: "Tensor | Scalar") -> "Tensor":
-        a, b = self._broadcasted(x, reverse=True)
-        return a._apply(F.Less, b)
+    def gt(self, x: "Tensor | Scalar") -> "Tensor":
+        return self.lt(x, reverse=True)
 
-    def __eq__(self, x: "Tensor | Scalar") -> "Tensor":  # type: ignore[override]
-        a, b = self._broadcasted(x)
+    def eq(self, x: "Tensor | Scalar") -> "Tensor":
+        a, b = self._broadcasted(x, "eq")
         return a._apply(F.Eq, b)
 
     def where(self, x: "Tensor | Scalar", y: "Tensor | Scalar") -> "Tensor":
         """x where self is true, else y."""
         x = x if isinstance(x, Tensor) else type(self).full((), x, device=self.device)
-        x, y = x._broadcasted(y)
+        x, y = x._broadcasted(y, "where")
         shape = broadcast_shape(self.shape, x.shape)
         return self.cast(dtypes.bool)._broadcast_to(shape)._apply(F.Where, x._broadcast_to(shape),
                                                                    y._broadcast_to(shape))
 
     def neg(self) -> "Tensor":
+        if self.dtype == dtypes.bool:
+            raise DTypeError("neg: negation of a bool tensor is not defined; use logical_not() (or ~)")
         return self._apply(F.Neg)
 
     def reciprocal(self) -> "Tensor":
-        return self.float()._apply(F.Reciprocal)
+        return self._float()._apply(F.Reciprocal)
 
     def exp(self) -> "Tensor":
         return self.mul(1 / math.log(2))._apply(F.Exp2)
 
     def log(self) -> "Tensor":
-        return self.float()._apply(F.Log2).mul(math.log(2))
+        return self._float()._apply(F.Log2).mul(math.log(2))
 
     def sqrt(self) -> "Tensor":
-        return self.float()._apply(F.Sqrt)
+        return self._float()._apply(F.Sqrt)
 
     def relu(self) -> "Tensor":
         """max(x, 0). Maximum splits the gradient of a tie, so at exactly 0 this gives 1/2 where
@@ -250,10 +284,23 @@ class Tensor:
     def square(self) -> "Tensor":
         return self * self
 
-    __add__, __sub__, __mul__, __truediv__ = add, sub, mul, div
-    __neg__, __matmul__ = neg, lambda self, x: self.matmul(x)
-    __radd__, __rmul__ = lambda self, x: self.add(x, True), lambda self, x: self.mul(x, True)
-    __rsub__, __rtruediv__ = lambda self, x: self.sub(x, True), lambda self, x: self.div(x, True)
+    # Python's operators call the methods by name, so a subclass that overrides `add` changes `+` too.
+    def __add__(self, x: "Tensor | Scalar") -> "Tensor": return self.add(x)  # noqa: E704
+    def __radd__(self, x: "Tensor | Scalar") -> "Tensor": return self.add(x, reverse=True)  # noqa: E704
+    def __sub__(self, x: "Tensor | Scalar") -> "Tensor": return self.sub(x)  # noqa: E704
+    def __rsub__(self, x: "Tensor | Scalar") -> "Tensor": return self.sub(x, reverse=True)  # noqa: E704
+    def __mul__(self, x: "Tensor | Scalar") -> "Tensor": return self.mul(x)  # noqa: E704
+    def __rmul__(self, x: "Tensor | Scalar") -> "Tensor": return self.mul(x, reverse=True)  # noqa: E704
+    def __truediv__(self, x: "Tensor | Scalar") -> "Tensor": return self.div(x)  # noqa: E704
+    def __rtruediv__(self, x: "Tensor | Scalar") -> "Tensor": return self.div(x, reverse=True)  # noqa: E704
+    def __neg__(self) -> "Tensor": return self.neg()  # noqa: E704
+    def __matmul__(self, x: "Tensor") -> "Tensor": return self.matmul(x)  # noqa: E704
+    def __lt__(self, x: "Tensor | Scalar") -> "Tensor": return self.lt(x)  # noqa: E704
+    def __gt__(self, x: "Tensor | Scalar") -> "Tensor": return self.gt(x)  # noqa: E704
+    def __eq__(self, x: "Tensor | Scalar") -> "Tensor": return self.eq(x)  # type: ignore[override]  # noqa: E704
+
+    def __hash__(self) -> int:  # (== makes a comparison Tensor, so hash by identity)
+        return id(self)
 
     # ---- reductions ----
     def _reduce(self, function: type[F.Function], axis: int | tuple[int, ...] | None,
@@ -357,6 +404,14 @@ class Tensor:
         classes = type(self).arange(self.shape[-1], device=self.device)
         one_hot = (labels.reshape(labels.shape + (1,)) == classes).float()
         return -(self.log_softmax() * one_hot).sum() / labels.numel()
+
+
+def _computed(dtype: DType, op: str) -> DType:
+    """`dtype`, if the core computes it: float32, int32 and bool (indices and comparisons need those)."""
+    if dtype not in (dtypes.float32, dtypes.int32, dtypes.bool):
+        raise TypeError(f"{op}: the core computes float32, int32 and bool, not {dtype.name}; convert the "
+                        "data (e.g. array.astype(np.float32)), or use tinyedu.Tensor, which has every dtype")
+    return dtype
 
 
 def _tuple(x: Any) -> tuple:

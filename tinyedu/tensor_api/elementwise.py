@@ -29,9 +29,6 @@ class ElementwiseMixin:
         dtype = dtypes.from_any(dtype)
         return self if dtype == self.dtype else self._apply(F.Cast, dtype=dtype)
 
-    def float(self: TensorLike) -> TensorLike:
-        return self.cast(dtypes.float32)
-
     def int(self: TensorLike) -> TensorLike:
         return self.cast(dtypes.int32)
 
@@ -63,22 +60,10 @@ class ElementwiseMixin:
     def bool(self: TensorLike) -> TensorLike:
         return self.cast(dtypes.bool)
 
-    def _float(self: TensorLike) -> TensorLike:
-        """Math like exp or sqrt works on floats; ints are promoted first, as PyTorch does."""
-        return self if self.dtype.is_float else self.cast(dtypes.default_float)
-
     def is_floating_point(self: TensorLike) -> bool:
         return self.dtype.is_float
 
-    # ---- unary primitives ----
-    def neg(self: TensorLike) -> TensorLike:
-        if self.dtype == dtypes.bool:
-            raise DTypeError("neg: negation of a bool tensor is not defined; use logical_not() (or ~)")
-        return self._apply(F.Neg)
-
-    def reciprocal(self: TensorLike) -> TensorLike:
-        return self._float()._apply(F.Reciprocal)
-
+    # ---- unary primitives (neg, reciprocal and sqrt are the core's: tinyedu/core/tensor.py) ----
     def sin(self: TensorLike) -> TensorLike:
         return self._float()._apply(F.Sin)
 
@@ -90,9 +75,6 @@ class ElementwiseMixin:
 
     def log2(self: TensorLike) -> TensorLike:
         return self._float()._apply(F.Log2)
-
-    def sqrt(self: TensorLike) -> TensorLike:
-        return self._float()._apply(F.Sqrt)
 
     # ---- unary, composed ----
     def exp(self: TensorLike) -> TensorLike:
@@ -137,9 +119,6 @@ class ElementwiseMixin:
         """The error function 2/sqrt(pi) * integral of e^(-t^2) from 0 to x."""
         return self._float()._apply(FM.Erf)
 
-    def square(self: TensorLike) -> TensorLike:
-        return self * self
-
     def lerp(self: TensorLike, end: Operand, weight: Operand) -> TensorLike:
         """self + weight * (end - self): linear interpolation (torch.lerp)."""
         return self + (end - self) * weight
@@ -157,22 +136,8 @@ class ElementwiseMixin:
         false = self._to_tensor(False, dtypes.bool)._broadcast_to(self.shape)
         return self.cast(dtypes.bool)._apply(F.Eq, false)
 
-    # ---- binary primitives, with broadcasting and dtype promotion ----
-    def add(self: TensorLike, other: Operand, reverse: bool = False) -> TensorLike:
-        x, y = self._broadcasted(other, "add", reverse)
-        return x._apply(F.Add, y)
-
-    def sub(self: TensorLike, other: Operand, reverse: bool = False) -> TensorLike:
-        x, y = self._broadcasted(other, "sub", reverse)
-        if x.dtype == dtypes.bool:
-            raise DTypeError("sub: subtraction of bool tensors is not defined; use logical ops or cast to "
-                             "int")
-        return x._apply(F.Sub, y)
-
-    def mul(self: TensorLike, other: Operand, reverse: bool = False) -> TensorLike:
-        x, y = self._broadcasted(other, "mul", reverse)
-        return x._apply(F.Mul, y)
-
+    # ---- binary primitives, with broadcasting and dtype promotion (add, sub, mul and maximum are the
+    # core's; true division adds rounding modes here) ----
     def div(self: TensorLike, other: Operand, reverse: bool = False,
             rounding_mode: str | None = None) -> TensorLike:
         """True division (integers are promoted to float first, as in PyTorch); rounding_mode='trunc'
@@ -190,10 +155,6 @@ class ElementwiseMixin:
 
     def true_divide(self: TensorLike, other: Operand) -> TensorLike:
         return self.div(other)
-
-    def maximum(self: TensorLike, other: Operand) -> TensorLike:
-        x, y = self._broadcasted(other, "maximum")
-        return x._apply(F.Maximum, y)
 
     def copysign(self: TensorLike, other: Operand) -> TensorLike:
         """|self| with the sign of other (-0.0 is negative; a NaN counts as positive). Always float."""
@@ -260,11 +221,7 @@ class ElementwiseMixin:
             square = square * square
         return (power < 0).where(self.ones_like().div(result, rounding_mode="trunc"), result)
 
-    # ---- comparisons: False whenever a NaN is involved (except !=) ----
-    def lt(self: TensorLike, other: Operand, reverse: bool = False) -> TensorLike:
-        x, y = self._broadcasted(other, "lt", reverse)
-        return x._apply(F.Less, y)
-
+    # ---- comparisons: False whenever a NaN is involved (except !=); lt, gt and eq are the core's ----
     # --8<-- [start:le]
     def le(self: TensorLike, other: Operand, reverse: bool = False) -> TensorLike:
         """x <= y is (x < y) | (x == y). `not (y < x)` would say NaN <= 0."""
@@ -272,15 +229,8 @@ class ElementwiseMixin:
         return x._apply(F.Less, y)._apply(F.BitwiseOr, x._apply(F.Eq, y))
 
     # --8<-- [end:le]
-    def eq(self: TensorLike, other: Operand) -> TensorLike:
-        x, y = self._broadcasted(other, "eq")
-        return x._apply(F.Eq, y)
-
     def ne(self: TensorLike, other: Operand) -> TensorLike:
         return self.eq(other).logical_not()  # NaN != NaN is True, as it should be
-
-    def gt(self: TensorLike, other: Operand) -> TensorLike:
-        return self.lt(other, reverse=True)
 
     def ge(self: TensorLike, other: Operand) -> TensorLike:
         return self.le(other, reverse=True)
@@ -364,27 +314,15 @@ class ElementwiseMixin:
                              f"got {bits!r}")
         return bits
 
-    # ---- Python operators ----
-    def __neg__(self: TensorLike) -> TensorLike: return self.neg()  # noqa: E704
-    def __add__(self: TensorLike, o: Operand) -> TensorLike: return self.add(o)  # noqa: E704
-    def __radd__(self: TensorLike, o: Operand) -> TensorLike: return self.add(o, reverse=True)  # noqa: E704
-    def __sub__(self: TensorLike, o: Operand) -> TensorLike: return self.sub(o)  # noqa: E704
-    def __rsub__(self: TensorLike, o: Operand) -> TensorLike: return self.sub(o, reverse=True)  # noqa: E704
-    def __mul__(self: TensorLike, o: Operand) -> TensorLike: return self.mul(o)  # noqa: E704
-    def __rmul__(self: TensorLike, o: Operand) -> TensorLike: return self.mul(o, reverse=True)  # noqa: E704
-    def __truediv__(self: TensorLike, o: Operand) -> TensorLike: return self.div(o)  # noqa: E704
-    def __rtruediv__(self: TensorLike, o: Operand) -> TensorLike: return self.div(o, reverse=True)  # noqa: E704
+    # ---- Python operators (+, -, *, /, unary -, @, <, > and == are the core's) ----
     def __floordiv__(self: TensorLike, o: Operand) -> TensorLike: return self.floor_divide(o)  # noqa: E704
     def __rfloordiv__(self: TensorLike, o: Operand) -> TensorLike: return self.floor_divide(o, reverse=True)  # noqa: E704
     def __pow__(self: TensorLike, o: Operand) -> TensorLike: return self.pow(o)  # noqa: E704
     def __rpow__(self: TensorLike, o: Operand) -> TensorLike: return self.pow(o, reverse=True)  # noqa: E704
     def __mod__(self: TensorLike, o: Operand) -> TensorLike: return self.mod(o)  # noqa: E704
     def __rmod__(self: TensorLike, o: Operand) -> TensorLike: return self.mod(o, reverse=True)  # noqa: E704
-    def __lt__(self: TensorLike, o: Operand) -> TensorLike: return self.lt(o)  # noqa: E704
-    def __gt__(self: TensorLike, o: Operand) -> TensorLike: return self.gt(o)  # noqa: E704
     def __le__(self: TensorLike, o: Operand) -> TensorLike: return self.le(o)  # noqa: E704
     def __ge__(self: TensorLike, o: Operand) -> TensorLike: return self.ge(o)  # noqa: E704
-    def __eq__(self: TensorLike, o: Operand) -> TensorLike: return self.eq(o)  # type: ignore[override]  # noqa: E704
     def __ne__(self: TensorLike, o: Operand) -> TensorLike: return self.ne(o)  # type: ignore[override]  # noqa: E704
     def __and__(self: TensorLike, o: Operand) -> TensorLike: return self.bitwise_and(o)  # noqa: E704
     def __rand__(self: TensorLike, o: Operand) -> TensorLike: return self.bitwise_and(o, reverse=True)  # noqa: E704
@@ -395,5 +333,4 @@ class ElementwiseMixin:
     def __invert__(self: TensorLike) -> TensorLike: return self.bitwise_not()  # noqa: E704
     def __lshift__(self: TensorLike, o: int) -> TensorLike: return self.lshift(o)  # noqa: E704
     def __rshift__(self: TensorLike, o: int) -> TensorLike: return self.rshift(o)  # noqa: E704
-    def __matmul__(self: TensorLike, o: TensorLike) -> TensorLike: return self.matmul(o)  # noqa: E704
     def __rmatmul__(self: TensorLike, o: TensorLike) -> TensorLike: return o.matmul(self)  # noqa: E704
