@@ -17,10 +17,13 @@ from .tensor import Tensor
 class Linear:
     """y = x @ W.T + b, initialized as PyTorch does: uniform in ±1/sqrt(in_features)."""
 
+    tensor = Tensor  # the class the weights are made with: the full library's Linear sets tinyedu.Tensor
+
     def __init__(self, in_features: int, out_features: int, bias: bool = True):
         bound = 1 / math.sqrt(in_features)
-        self.weight = Tensor.uniform(out_features, in_features, low=-bound, high=bound, requires_grad=True)
-        self.bias = Tensor.uniform(out_features, low=-bound, high=bound, requires_grad=True) if bias else None
+        uniform = self.tensor.uniform
+        self.weight = uniform(out_features, in_features, low=-bound, high=bound, requires_grad=True)
+        self.bias = uniform(out_features, low=-bound, high=bound, requires_grad=True) if bias else None
 
     def __call__(self, x: Tensor) -> Tensor:
         y = x @ self.weight.T
@@ -41,14 +44,19 @@ class Optimizer:
 
     # --8<-- [start:step]
     def step(self) -> None:
-        """New values for every parameter (and state), realized together; then swapped in."""
-        updates = self.updates()  # [(tensor to overwrite, its new value)]
+        """New values for every parameter (and state), then written."""
+        self.write(self.updates())  # [(tensor to overwrite, its new value)]
+
+    def write(self, updates: list[tuple[Tensor, Tensor]]) -> None:
+        """The new values, realized together (one schedule), then swapped in. The seam where the full
+        library writes in place instead (Tensor.assign_all), so views and TinyJit see the update."""
         realize([new.lazydata for _, new in updates])
         for target, new in updates:
             target.lazydata = new.lazydata
     # --8<-- [end:step]
 
     def updates(self) -> list[tuple[Tensor, Tensor]]:
+        """[(tensor to overwrite, its new value)]: what each optimizer says."""
         raise NotImplementedError
 
 

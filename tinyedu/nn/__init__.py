@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
+import tinyedu.core.nn as core
 from tinyedu.core.dtype import dtypes
 from tinyedu.tensor import Tensor
 from tinyedu.tensor_api.conv import Ints, _ints
@@ -23,15 +24,17 @@ from tinyedu.tensor_api.grad_mode import no_grad
 
 
 # --8<-- [start:linear]
-class Linear:
-    """y = x @ weight.T + bias."""
+class Linear(core.Linear):
+    """y = x @ weight.T + bias: the core's Linear (tinyedu/core/nn.py), whose weights and
+    parameters() it keeps (PyTorch's U(-b, b), b = 1/sqrt(in_features), for both), made as
+    tinyedu.Tensor; it adds checked sizes, Tensor.linear (shapes checked, no transpose of a
+    transpose) and a repr."""
+
+    tensor = Tensor
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True):
         _check_sizes("Linear", in_features=in_features, out_features=out_features)
-        # PyTorch's kaiming_uniform_(a=sqrt(5)): U(-b, b) with b = 1/sqrt(fan_in), the same b for the bias
-        bound = 1 / math.sqrt(in_features)
-        self.weight = Tensor.uniform(out_features, in_features, low=-bound, high=bound, requires_grad=True)
-        self.bias = Tensor.uniform(out_features, low=-bound, high=bound, requires_grad=True) if bias else None
+        super().__init__(in_features, out_features, bias)
 
     def __call__(self, x: Tensor) -> Tensor:
         return x.linear(self.weight, self.bias)

@@ -21,55 +21,55 @@ from typing import Iterable
 
 import numpy as np
 
+import tinyedu.core.nn as core
 from tinyedu.core.dtype import dtypes
 from tinyedu.tensor import Tensor
 from tinyedu.tensor_api.grad_mode import no_grad
 
 
 # --8<-- [start:optimizer]
-class Optimizer:
+class Optimizer(core.Optimizer):
     """What every optimizer shares: the parameters, the learning rate tensor, zero_grad() and step().
 
-    A subclass says how to update one parameter: `update(p, g)` returns the list of (tensor, new value)
-    pairs for that parameter (the parameter itself and any state it keeps), built from p, its
-    gradient g and the optimizer's tensors. step() writes all of them at once.
+    The core's Optimizer (tinyedu/core/nn.py) with more: zero_grad() and step() are the core's
+    (step writes what `updates()` gives), and this class fills in its two seams: `updates()` asks
+    each parameter's `update(p, g)` (and `step_state()`), and `write` assigns them all in place, at
+    once. A subclass says how to update one parameter: `update(p, g)` returns the list of (tensor, new
+    value) pairs for that parameter (the parameter itself and any state it keeps), built from p, its
+    gradient g and the optimizer's tensors.
     """
 
     def __init__(self, params: Iterable[Tensor], lr: float):
-        self.params = list(dict.fromkeys(params))  # in order, each once
-        if not self.params:
+        params = list(dict.fromkeys(params))  # in order, each once
+        if not params:
             raise ValueError(f"{type(self).__name__}: got an empty parameter list")
-        for p in self.params:
+        for p in params:
             if not isinstance(p, Tensor) or not p.requires_grad:
                 what = type(p).__name__ if not isinstance(p, Tensor) else f"a tensor of shape {p.shape}"
                 raise ValueError(f"{type(self).__name__}: every parameter must be a Tensor with "
                                  f"requires_grad=True, got {what}")
         _check_number(type(self).__name__, "lr", lr, 0.0)
+        super().__init__(params, lr)  # (the core keeps them; below, lr becomes a tensor in memory)
         Tensor.realize_all(*self.params)
         for p in self.params:  # memory of their own (a constant like Tensor.ones has none), written in place
             p.lazydata = p.lazydata.writable()
         # in memory (not a literal): kernels read it, so a new value compiles nothing new
         self.lr = Tensor(np.array(lr, dtype=np.float32), device=self.params[0].device).realize()
 
-    def zero_grad(self) -> None:
-        """Forget the gradients (backward() adds to what is there)."""
-        for p in self.params:
-            p.grad = None
-
-    def step(self) -> None:
-        """Update every parameter that has a gradient, and the state, in place (one assign_all)."""
-        targets, values = [], []
+    def updates(self) -> list[tuple[Tensor, Tensor]]:
+        """What step() writes: update(p, g) of every parameter that has a gradient, and step_state()."""
+        pairs = []
         with no_grad():
             for p in self.params:
                 if p.grad is None:
                     continue  # not used by the loss: PyTorch leaves it alone too
-                for target, value in self.update(p, p.grad.detach()):
-                    targets.append(target)
-                    values.append(value)
-            for target, value in self.step_state():
-                targets.append(target)
-                values.append(value)
-        Tensor.assign_all(targets, values)
+                pairs += self.update(p, p.grad.detach())
+            pairs += self.step_state()
+        return pairs
+
+    def write(self, updates: list[tuple[Tensor, Tensor]]) -> None:
+        """In place, all at once (one assign_all), so views of a parameter and TinyJit see the update."""
+        Tensor.assign_all([target for target, _ in updates], [value for _, value in updates])
 
     def update(self, p: Tensor, g: Tensor) -> list[tuple[Tensor, Tensor]]:
         raise NotImplementedError(f"{type(self).__name__}.update: return [(p, new value of p), ...]")
