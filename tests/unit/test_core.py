@@ -519,3 +519,97 @@ def test_core_agrees_with_the_full_library_and_numpy() -> None:
         reference = _random_graph(np.random.default_rng(seed), None, leaves)
         np.testing.assert_allclose(core, reference, rtol=1e-4, atol=1e-6, err_msg=f"trial {trial}")
         np.testing.assert_allclose(core, full, rtol=1e-5, atol=1e-7, err_msg=f"trial {trial}")
+
+
+# ---- the full library's Tensor and nn are the core's, plus extras (issue 28, item 4) ----
+# What the full Tensor inherits from the core unchanged: every other name the core defines is
+# overridden on purpose (in tinyedu/tensor.py or a mixin), because the full library adds something.
+TENSOR_INHERITED = {
+    "__init__", "shape", "dtype", "device", "ndim", "numel", "realize", "tolist", "detach", "_wrap",
+    "requires_grad_", "_broadcast_to", "_float", "float", "add", "sub", "mul", "maximum", "lt", "gt", "eq",
+    "neg", "reciprocal", "sqrt", "square", "__hash__", "grad", "_ctx", "_parents", "requires_grad",
+    "__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__", "__rtruediv__",
+    "__neg__", "__matmul__", "__lt__", "__gt__", "__eq__"}
+
+
+def _defined_above(cls: type, base: type, name: str) -> list[str]:
+    """The classes in cls's MRO before `base` that define `name` (empty: cls inherits base's)."""
+    mro = cls.__mro__
+    return [c.__qualname__ for c in mro[:mro.index(base)] if name in vars(c)]
+
+
+def test_the_full_library_tensor_is_the_cores(monkeypatch: pytest.MonkeyPatch) -> None:
+    """tinyedu.Tensor subclasses the core's Tensor (the core last in its bases, after the mixins):
+    what behaves the same is defined once, in the core; a change there shows in the full Tensor."""
+    import tinyedu
+    from tinyedu.core import tensor as core_tensor
+    from tinyedu.runtime import Device
+
+    full, core = tinyedu.Tensor, core_tensor.Tensor
+    assert issubclass(full, core) and full.__mro__[-2:] == (core, object)
+    for name in sorted(TENSOR_INHERITED):
+        assert name in vars(core), f"the core's Tensor has no {name}"
+        assert not _defined_above(full, core, name), f"{_defined_above(full, core, name)} redefine {name}"
+    # every other name of the core's is overridden, so a new core method must be placed on purpose
+    own = {n for n in vars(core) if not (n.startswith("__") and n.endswith("__")) or n in TENSOR_INHERITED}
+    for name in sorted(own - TENSOR_INHERITED):
+        assert _defined_above(full, core, name), f"{name}: add it to TENSOR_INHERITED, or override it"
+    # the class attributes the core reads mean the full library's on the full Tensor
+    assert core.default_device == "C" and full.default_device == Device.DEFAULT
+    assert full._rng is not core._rng and full.manual_seed is not core.manual_seed
+    # inherited: a change to the core's method is what the full Tensor runs
+    x = full(np.array([2.0, 3.0], np.float32))
+    assert (x + 4).tolist() == [6.0, 7.0] and x.square().tolist() == [4.0, 9.0]
+    monkeypatch.setattr(core, "add", lambda self, y, reverse=False: self.mul(y))
+    monkeypatch.setattr(core, "square", lambda self: -self)
+    assert (x + 4).tolist() == [8.0, 12.0] and x.square().tolist() == [-2.0, -3.0]
+    assert (4 + x).tolist() == [8.0, 12.0] and type(x + 4) is full
+    monkeypatch.undo()
+    # the full library's extras on what it inherits: every dtype through the seam in __init__, the
+    # full library's errors and dtype promotion through its _broadcasted
+    h = full([1, 2], dtype="float16", requires_grad=True)
+    assert h.dtype == tinyedu.dtypes.float16 and h.requires_grad and type(h.detach()) is full
+    assert (full([1, 2]) - full([0.5, 1.0])).tolist() == [0.5, 1.0]
+    for bad in (lambda: full([True]) - full([False]), lambda: -full([True]),
+                lambda: full([1, 2]).requires_grad_()):
+        with pytest.raises(TypeError, match="bool|floating point"):
+            bad()
+    # a core Tensor and a full one do not meet silently (their graphs run on different engines)
+    with pytest.raises(TypeError, match="cannot meet in one op"):
+        Tensor([1.0]) + full([1.0])
+    with pytest.raises(TypeError, match="unsupported operand"):
+        full([1.0]) + Tensor([1.0])
+
+
+def test_the_full_library_nn_is_the_cores(monkeypatch: pytest.MonkeyPatch) -> None:
+    """tinyedu.nn.Linear and the optimizers' base subclass the core's: Linear's weights and
+    parameters(), an optimizer's zero_grad() and step() are defined once, in tinyedu/core/nn.py."""
+    import tinyedu
+    from tinyedu.core import nn as core_nn
+    from tinyedu.nn import Linear, optim
+
+    assert issubclass(Linear, core_nn.Linear) and issubclass(optim.Optimizer, core_nn.Optimizer)
+    assert issubclass(optim.SGD, core_nn.Optimizer) and issubclass(optim.AdamW, core_nn.Optimizer)
+    assert not _defined_above(Linear, core_nn.Linear, "parameters")
+    for cls in (optim.SGD, optim.Adam):
+        assert not _defined_above(cls, core_nn.Optimizer, "zero_grad")
+    assert not _defined_above(optim.SGD, core_nn.Optimizer, "step")
+    layer = Linear(16, 4)
+    assert type(layer.weight) is tinyedu.Tensor and layer.weight.requires_grad
+    assert [id(p) for p in layer.parameters()] == [id(layer.weight), id(layer.bias)]
+    assert len(Linear(16, 4, bias=False).parameters()) == 1
+    assert 0 < np.abs(layer.weight.numpy()).max() <= 1 / 4  # U(-1/sqrt(16), 1/sqrt(16))
+    with pytest.raises(ValueError, match="in_features must be a positive int"):
+        Linear(0, 4)
+    # the core's step() writes what updates() gives: change it, and the full SGD follows
+    w = tinyedu.Tensor([1.0, 2.0], requires_grad=True)
+    opt = optim.SGD([w], lr=0.5)
+    w.sum().backward()
+    monkeypatch.setattr(core_nn.Optimizer, "step", lambda self: None)
+    opt.step()
+    assert w.tolist() == [1.0, 2.0]
+    monkeypatch.undo()
+    opt.step()
+    assert w.tolist() == [0.5, 1.5]
+    monkeypatch.setattr(core_nn.Linear, "parameters", lambda self: [self.bias])
+    assert [id(p) for p in layer.parameters()] == [id(layer.bias)]
