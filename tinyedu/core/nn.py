@@ -3,6 +3,9 @@
 A layer is a callable holding Tensors; its parameters are the Tensors that require a gradient.
 An optimizer step computes every new value lazily and realizes them all in one schedule: one call
 into the engine, one kernel per tensor it updates. Then each tensor takes its new value.
+
+tinyedu.nn's Linear and Optimizer are subclasses of these: Linear makes its weights through the
+class attribute `tensor`, and the full Optimizer fills `updates` and `write` (in place).
 """
 
 from __future__ import annotations

@@ -6,8 +6,10 @@ Every method here is one primitive Function (function.py) or a short composition
 about twenty primitives and five movement ops carry a whole framework is the point of this file.
 Methods make results with `type(self)`, so a subclass gets its own class back.
 
-The full library's Tensor (tinyedu/tensor.py) has the same names, and the rest of PyTorch's API
-(every dtype, indexing, convolutions, ...), over the same primitive Functions.
+The full library's Tensor (tinyedu/tensor.py) is a subclass of this one, with the rest of PyTorch's
+API (every dtype, indexing, convolutions, ...) as mixins in front of it. It inherits what behaves
+the same, and overrides where it adds something; where it adds to a step inside a method, the
+method calls a seam that says so in its docstring (`_lazydata_from`, `_broadcasted`, `_wrap`).
 """
 
 from __future__ import annotations

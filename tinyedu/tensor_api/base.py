@@ -28,8 +28,9 @@ Operand = Any  # a Tensor or a Python number
 
 
 class TensorLike(Protocol):
-    """The part of Tensor that the mixins build on (tinyedu/tensor.py defines all of it but the last
-    three methods, which are elementwise.py's and movement.py's)."""
+    """The part of Tensor that the mixins build on (tinyedu/tensor.py and the core's Tensor it
+    subclasses define all of it but `cast` and `reshape`, which are elementwise.py's and
+    movement.py's)."""
 
     lazydata: LazyBuffer
     grad: TensorLike | None
