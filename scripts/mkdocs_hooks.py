@@ -224,7 +224,8 @@ SOLUTIONS_DIR = "tinyedu/exercises/solutions/"
 
 
 def api_tables() -> str:
-    """Markdown tables of Tensor's public methods, one per module of tinyedu/tensor_api/ (and tensor.py)."""
+    """Markdown tables of Tensor's public methods, one per module that defines some: tinyedu/tensor_api/,
+    tensor.py, and core/tensor.py for what Tensor inherits from the core."""
     from tinyedu import Tensor  # imported when a page needs it, as the pipeline picture is
 
     groups: dict[str, list[str]] = {}

@@ -176,7 +176,13 @@ class Tensor(CreationMixin, ElementwiseMixin, RoundingMixin, ActivationMixin, Re
     # ---- autograd ----
     # --8<-- [start:apply]
     def _apply(self, function: type[F.Function], *others: "Tensor", **kwargs: Any) -> "Tensor":
-        """Run a Function's forward on the LazyBuffers and, if any input needs it, record it for backward."""
+        """Run a Function's forward on the LazyBuffers and, if any input needs it, record it for backward.
+
+        The core's _apply (tinyedu/core/tensor.py) with three additions inside its steps: grad mode
+        (under no_grad nothing is recorded), count_primitives, and the write versions of the inputs,
+        which backward checks (assign). It overrides the core's rather than filling hooks the core
+        would call: every op runs this method, and each hook would be one more Python call per op.
+        """
         inputs = (self, *others)
         if GradMode.enabled:
             needs = tuple([bool(t.requires_grad) for t in inputs])
@@ -207,7 +213,9 @@ class Tensor(CreationMixin, ElementwiseMixin, RoundingMixin, ActivationMixin, Re
         """Fill `.grad` of every leaf that requires a gradient, adding to what is there (like PyTorch).
 
         Gradients accumulate across calls until you zero them (`t.grad = None`). The graph is freed
-        afterwards unless `retain_graph=True`.
+        afterwards unless `retain_graph=True`. The core's backward's walk, with PyTorch's options: a
+        `gradient` for a tensor of many elements, `retain_graph`, clear errors for a graph already
+        freed, and the check that no input was overwritten by assign() since the forward pass.
         """
         if not self.requires_grad:
             raise RuntimeError("backward: this tensor does not require grad and has no graph behind it; "
@@ -260,7 +268,10 @@ class Tensor(CreationMixin, ElementwiseMixin, RoundingMixin, ActivationMixin, Re
     # --8<-- [start:broadcast]
     def _broadcasted(self, other: "Tensor | Scalar", op: str, reverse: bool = False,
                      match_dtype: bool = True) -> tuple["Tensor", "Tensor"]:
-        """Make two operands the same shape (numpy rules) and, if asked, the same dtype (PyTorch rules)."""
+        """Make two operands the same shape (numpy rules) and, if asked, the same dtype (PyTorch rules).
+
+        Overrides the core's: every dtype (a zero-dim tensor ranks below one with dimensions), several
+        devices, `match_dtype`, and short cuts for the usual cases of a training step."""
         if isinstance(other, Tensor):
             if other.device != self.device:
                 raise DeviceError(f"{op}: tensors are on different devices ({self.device} and "

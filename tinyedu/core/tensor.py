@@ -41,6 +41,8 @@ class Tensor:
 
     def __init__(self, data: Any, device: str | None = None, dtype: DType | None = None,
                  requires_grad: bool = False):
+        """A tensor of `data` (a number, nested lists, a numpy array or a LazyBuffer), on `device`, cast
+        to `dtype` if one is given (tinyedu.Tensor also takes dtype names such as "float16")."""
         self.lazydata = self._lazydata_from(data, device, dtype)
         if requires_grad:
             self.requires_grad_()
@@ -60,10 +62,11 @@ class Tensor:
                 default = {"b": np.bool_, "i": np.int32, "u": np.int32, "f": np.float32}[array.dtype.kind]
                 array = array.astype(default)
             lazydata = LazyBuffer.from_numpy(array, device)
-            _computed(lazydata.dtype, "Tensor")
         else:
             raise TypeError(f"Tensor: cannot make a tensor from {type(data).__name__}")
-        return lazydata if dtype is None else lazydata.cast(_computed(dtype, "Tensor"))
+        lazydata = lazydata if dtype is None else lazydata.cast(dtype)
+        _computed(lazydata.dtype, "Tensor")
+        return lazydata
 
     def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
         """Ask for (or stop asking for) this tensor's gradient; only floats have one (as in PyTorch)."""
