@@ -9,6 +9,9 @@ The shape of every program it writes is the same:
             acc = acc (+ or max) <the AST below the REDUCE, at (gidx..., ridx...)>
         data0[<store index>] = <the AST above the REDUCE, with the REDUCE replaced by acc>
 
+That program is the core's `Linearizer.linearize` (tinyedu/core/linearizer.py), one step per
+method; the Linearizer here subclasses it and overrides the steps below that do more.
+
 A long float sum is written in blocks (the Kernel splits its reduce axes into BLOCK loops `bidx`
 around the reduce loops, tinyedu/codegen/sum_blocks.py says why): one float32 accumulator that adds
 10^8 ones stops at 2^24, so every BLOCK loop sums each of its blocks into fresh accumulators and
@@ -85,15 +88,15 @@ from tinyedu.shape import Node, NumNode, Variable
 class Linearizer(core_linearizer.Linearizer):
     """Lowers one Kernel to UOps. `Linearizer(kernel).linearize()` returns the list.
 
-    A subclass of the core's Linearizer (tinyedu/core/linearizer.py): the skeleton `linearize`
-    (globals, output loops, the REDUCE, the store, closing the loops), `nothing_to_compute` and the
-    plain reduce `lower_plain_reduce` are the core's. This one overrides the steps it does
-    differently: `index_dtype` (int64 past 2^31), `define_globals` (also where each leaf reads from:
-    a PACK swaps in a local copy), `open_output_loops`/`close_output_loops` (a GPU kernel's thread
-    indices and workgroup IF), `open_loop`/`close_loop` (loop names, THREAD loops, packed tiles),
-    `reduce` (opts, long sums in blocks, partial sums of threads and GPU groups), `store` and `lower`
-    (symbolic index expressions rendered with INDEX_OPS, UPCAST/UNROLL positions and vectors) and
-    `finish` (float4 moves on a GPU).
+    A subclass of the core's Linearizer (tinyedu/core/linearizer.py): the skeleton `linearize` (globals,
+    output loops, the REDUCE, the store, closing the loops; this one only marks the kernel linearized
+    first), `nothing_to_compute` and the plain reduce `lower_plain_reduce` are the core's. This one
+    overrides the steps it does differently: `index_dtype` (int64 past 2^31), `define_globals` (also
+    where each leaf reads from: a PACK swaps in a local copy), `open_output_loops`/`close_output_loops`
+    (a GPU kernel's thread indices and workgroup IF), `open_loop`/`close_loop` (loop names, THREAD
+    loops, packed tiles), `reduce` (opts, long sums in blocks, partial sums of threads and GPU groups),
+    `store` and `lower` (symbolic index expressions rendered with INDEX_OPS, UPCAST/UNROLL positions and
+    vectors) and `finish` (float4 moves on a GPU).
 
     `max_vector` is the widest vector the target has (lanes of float32): a vector axis wider than
     that is written out lane by lane instead.
