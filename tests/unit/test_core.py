@@ -613,3 +613,42 @@ def test_the_full_library_nn_is_the_cores(monkeypatch: pytest.MonkeyPatch) -> No
     assert w.tolist() == [0.5, 1.5]
     monkeypatch.setattr(core_nn.Linear, "parameters", lambda self: [self.bias])
     assert [id(p) for p in layer.parameters()] == [id(layer.bias)]
+
+
+# ---- the linearizer: the full library's subclasses the core's (issue 28) ----
+
+def test_the_full_library_linearizer_is_the_cores(monkeypatch: pytest.MonkeyPatch) -> None:
+    """tinyedu.codegen.linearizer.Linearizer subclasses the core's: the skeleton (`linearize`: globals,
+    output loops, the REDUCE, the store, closing), the empty-output check and the plain reduce are
+    the core's; a change to the core's step shows in the full library's UOps."""
+    from tinyedu import Tensor as FullTensor
+    from tinyedu.codegen import kernel as full_kernel
+    from tinyedu.codegen import linearizer as full_linearizer
+    from tinyedu.core import linearizer as core_linearizer
+    from tinyedu.core.ops import BinaryOps
+    from tinyedu.core.uops import UOps
+    from tinyedu.engine.schedule import create_schedule
+
+    full = full_linearizer.Linearizer
+    assert issubclass(full, core_linearizer.Linearizer)
+    for name in ("nothing_to_compute", "lower_plain_reduce"):
+        assert name not in full.__dict__, f"the full Linearizer redefines the core's {name}"
+    assert full_kernel.ast_dtype is core_linearizer.ast_dtype  # one ast_dtype, the core's
+    x = FullTensor(np.arange(12, dtype=np.float32).reshape(3, 4))
+    ast = create_schedule([(x * 2).max(1).lazydata])[-1].ast
+    uops = full_linearizer.linearize(full_kernel.Kernel(ast))
+    assert [u.op for u in uops].count(UOps.RANGE) == 2 and [u.op for u in uops].count(UOps.DEFINE_ACC) == 1
+    # the full library reduces with the core's lower_plain_reduce: make the core's add 1 to the result
+    plain = core_linearizer.Linearizer.lower_plain_reduce
+
+    def plus_one(self: core_linearizer.Linearizer, reduce):  # noqa: ANN001, ANN202
+        result = plain(self, reduce)
+        return self.b.alu(BinaryOps.ADD, result, self.b.const(1.0, self._dtype(reduce.src[0])))
+    monkeypatch.setattr(core_linearizer.Linearizer, "lower_plain_reduce", plus_one)
+    patched = full_linearizer.linearize(full_kernel.Kernel(ast))
+    added = [u for u in patched if u.op is UOps.ALU and u.arg is BinaryOps.ADD]
+    assert len(patched) == len(uops) + 2
+    assert any(s.op is UOps.CONST and s.arg == 1.0 for u in added for s in u.src)
+    # and its skeleton: an output the core calls empty has no loops in the full library either
+    monkeypatch.setattr(core_linearizer.Linearizer, "nothing_to_compute", lambda self: True)
+    assert {u.op for u in full_linearizer.linearize(full_kernel.Kernel(ast))} == {UOps.DEFINE_GLOBAL}

@@ -48,9 +48,9 @@ from enum import Enum
 from tinyedu.codegen import sum_blocks
 from tinyedu.codegen.opt import Opt
 from tinyedu.core import linearizer as core_linearizer
-from tinyedu.core.dtype import DType, dtypes
 from tinyedu.core.helpers import prod
-from tinyedu.core.ops import BinaryOps, BufferOps, ConstBuffer, LazyOp, MemBuffer, ReduceOps, UnaryOps
+from tinyedu.core.linearizer import ast_dtype  # the one ast_dtype (engine/two_stage.py imports it from here)
+from tinyedu.core.ops import ConstBuffer, LazyOp, MemBuffer, ReduceOps
 from tinyedu.launch import GPULimits, LaunchDims
 
 Leaf = MemBuffer | ConstBuffer
@@ -262,17 +262,3 @@ class Kernel(core_linearizer.Kernel):
         self.first_reduce = sum(1 for a, kind in enumerate(self.kinds)
                                 if kind in outputs and not self.is_reduce_axis(a))
 
-
-def ast_dtype(node: LazyOp, known: dict[int, DType] | None = None) -> DType:
-    """The dtype an AST node computes (ASTs carry dtypes on leaves and casts only; elsewhere a node
-    computes its last source's dtype, which `known` may hold already)."""
-    while True:
-        if known is not None and id(node) in known:
-            return known[id(node)]
-        if node.op in (BufferOps.LOAD, BufferOps.CONST):
-            return node.arg.dtype
-        if node.op is UnaryOps.CAST:
-            return node.arg
-        if node.op in (BinaryOps.CMPLT, BinaryOps.CMPEQ):
-            return dtypes.bool
-        node = node.src[-1]

@@ -9,6 +9,9 @@ The shape of every program it writes is the same:
             acc = acc (+ or max) <the AST below the REDUCE, at (gidx..., ridx...)>
         data0[<store index>] = <the AST above the REDUCE, with the REDUCE replaced by acc>
 
+That program is the core's `Linearizer.linearize` (tinyedu/core/linearizer.py), one step per
+method; the Linearizer here subclasses it and overrides the steps below that do more.
+
 A long float sum is written in blocks (the Kernel splits its reduce axes into BLOCK loops `bidx`
 around the reduce loops, tinyedu/codegen/sum_blocks.py says why): one float32 accumulator that adds
 10^8 ones stops at 2^24, so every BLOCK loop sums each of its blocks into fresh accumulators and
@@ -55,7 +58,7 @@ from typing import Any
 
 from tinyedu.codegen import gpu, gpu_vectors, local_arrays
 from tinyedu.codegen.index import INDEX_OPS, index_dtype  # noqa: F401 - INDEX_OPS: also imported from here by notebook 04
-from tinyedu.codegen.kernel import AxisKind, Kernel, ast_dtype
+from tinyedu.codegen.kernel import AxisKind, Kernel
 from tinyedu.codegen.local_arrays import Combo  # a position of the expanded axes: ((axis, index), ...)
 from tinyedu.codegen.opt import OptOps
 from tinyedu.codegen.opts import pack_tile
@@ -73,70 +76,89 @@ from tinyedu.codegen.vectorize import (
     tree,
     vectorizable,
 )
+from tinyedu.core import linearizer as core_linearizer
 from tinyedu.core.dtype import DType, dtypes
 from tinyedu.core.helpers import postorder
+from tinyedu.core.linearizer import ast_dtype
 from tinyedu.core.ops import BinaryOps, BufferOps, LazyOp, MemBuffer, ReduceOps, TernaryOps, UnaryOps
-from tinyedu.core.uops import FusedOps, UOp, UOpBuilder, UOps, VectorDType, lowest_value
+from tinyedu.core.uops import FusedOps, UOp, UOps, VectorDType, lowest_value
 from tinyedu.shape import Node, NumNode, Variable
 
 
-class Linearizer:
+class Linearizer(core_linearizer.Linearizer):
     """Lowers one Kernel to UOps. `Linearizer(kernel).linearize()` returns the list.
+
+    A subclass of the core's Linearizer (tinyedu/core/linearizer.py): the skeleton `linearize` (globals,
+    output loops, the REDUCE, the store, closing the loops; this one only marks the kernel linearized
+    first), `nothing_to_compute` and the plain reduce `lower_plain_reduce` are the core's. This one
+    overrides the steps it does differently: `index_dtype` (int64 past 2^31), `define_globals` (also
+    where each leaf reads from: a PACK swaps in a local copy), `open_output_loops`/`close_output_loops`
+    (a GPU kernel's thread indices and workgroup IF), `open_loop`/`close_loop` (loop names, THREAD
+    loops, packed tiles), `reduce` (opts, long sums in blocks, partial sums of threads and GPU groups),
+    `store` and `lower` (symbolic index expressions rendered with INDEX_OPS, UPCAST/UNROLL positions and
+    vectors) and `finish` (float4 moves on a GPU).
 
     `max_vector` is the widest vector the target has (lanes of float32): a vector axis wider than
     that is written out lane by lane instead.
     """
 
     def __init__(self, kernel: Kernel, max_vector: int = 16):
-        self.kernel, self.max_vector = kernel, (1 if kernel.gpu is not None else max_vector)  # GPU: scalars
-        self.b = UOpBuilder(index_dtype(kernel))  # int32 indices, or int64 past 2^31 elements
-        self.loops: dict[str, UOp] = {}
+        super().__init__(kernel)  # the builder (with `index_dtype`), loops, the reduce's value
+        self.max_vector = 1 if kernel.gpu is not None else max_vector  # GPU: scalars
         self.memo: dict[tuple, Value] = {}   # (id(AST node), combo, width) -> its value
         self.dtypes: dict[int, DType] = {}
-        self.reduce_results: dict[Combo, Value] = {}
+        self.reduced: dict[Combo, Value] = {}
         # fused multiply-add is an optimization, like the opts; THREAD alone is not one: it only shares
         # the iterations among threads, so a kernel computes the same bits with THREADS=1 and 2
         self.mulacc = any(opt.op is not OptOps.THREAD for opt in kernel.applied_opts)
         self.vector_axis = self._vector_axis()
         self.width = kernel.full_shape[self.vector_axis] if self.vector_axis is not None else 1
         self.masks = mask_conditions(kernel.ast, self._dtype)
+        self.grouped = kernel.reduceop is not None and bool(kernel.axes_of(AxisKind.GROUP))
+
+    def index_dtype(self) -> DType:
+        return index_dtype(self.kernel)  # int32 indices, or int64 past 2^31 elements
 
     def index(self, node: Node) -> UOp:
         return node.render_with(INDEX_OPS, (self.b, self.loops))
 
     # --8<-- [start:linearize]
     def linearize(self) -> list[UOp]:
-        k, b = self.kernel, self.b
-        k.linearized = True
-        buffers = {buf.idx: buf.dtype for buf in k.bufs if isinstance(buf, MemBuffer)}
-        self.globals = {idx: b.emit(UOps.DEFINE_GLOBAL, buffers[idx], (), idx) for idx in sorted(buffers)}
+        self.kernel.linearized = True  # (printing the kernel says so)
+        return super().linearize()
+
+    def define_globals(self) -> None:
+        super().define_globals()
+        k = self.kernel
         # where each LOAD leaf reads from: its buffer through its view (a PACK swaps in a local copy)
         self.sources = {pos: (self.globals[buf.idx], k.sts[pos]) for pos, buf in enumerate(k.bufs)
                         if pos > 0 and isinstance(buf, MemBuffer)}
         self.positions = {buf: pos for pos, buf in enumerate(k.bufs) if pos > 0}
-        if any(size == 0 for a, size in enumerate(k.full_shape) if not k.is_reduce_axis(a)):
-            return b.uops  # an empty output: there is nothing to compute
-        self.loops.update(gpu.thread_indices(k, b))  # a GPU kernel's thread indices (none on a CPU)
-        output_loops = [a for a in k.loop_axes if not k.is_reduce_axis(a)]
-        for axis in output_loops:
-            self.open_loop(axis)
-        if k.reduceop is not None and k.kinds and k.kinds[0] in (AxisKind.THREAD, AxisKind.BLOCK) and \
-                k.is_reduce_axis(0):  # threads over a reduce, or the blocks of a long sum: partial sums
-            self.reduce_results = local_arrays.lower_thread_reduce(self, k.reduceop)
-        elif k.reduceop is not None:
-            self.reduce_results = self.lower_reduce(k.reduceop)
-        grouped = k.reduceop is not None and bool(k.axes_of(AxisKind.GROUP))
-        if grouped:  # GPU: the threads of a workgroup each reduced a part
-            self.reduce_results = gpu.combine_groups(k, b, self.loops, self._dtype(k.reduceop.src[0]),
-                                                     self.reduce_results)
-        self.store()
-        if grouped:
-            gpu.finish_groups(b, inside_loops=bool(output_loops))
-        for _ in output_loops:
-            b.close_range()
+
+    def open_output_loops(self) -> list[int]:
+        self.loops.update(gpu.thread_indices(self.kernel, self.b))  # a GPU kernel's thread indices
+        return super().open_output_loops()  # (the kernel's `loop_axes`: no GPU or expanded axes)
+
+    def reduce(self, reduce: LazyOp) -> dict[Combo, Value]:
+        k = self.kernel
+        if k.kinds and k.kinds[0] in (AxisKind.THREAD, AxisKind.BLOCK) and k.is_reduce_axis(0):
+            results = local_arrays.lower_thread_reduce(self, reduce)  # threads over a reduce, or the
+        else:                                                          # blocks of a long sum: partials
+            results = self.lower_reduce(reduce)
+        if self.grouped:  # GPU: the threads of a workgroup each reduced a part
+            results = gpu.combine_groups(k, self.b, self.loops, self._dtype(reduce.src[0]), results)
+        return results
+
+    def close_output_loops(self, axes: list[int]) -> None:
+        if self.grouped:
+            gpu.finish_groups(self.b, inside_loops=bool(axes))
+        for _ in axes:
+            self.b.close_range()  # (no barrier after an output loop: only `close_loop` puts one)
+
+    def finish(self, uops: list[UOp]) -> list[UOp]:
         # float4 moves for a GPU's threads; a CPU's SIMD lanes gather them, so those keep scalars
-        vectors = k.gpu is not None and not k.gpu.threads_are_simd_lanes
-        return gpu_vectors.combine_vector_accesses(b.uops) if vectors else b.uops
+        vectors = self.kernel.gpu is not None and not self.kernel.gpu.threads_are_simd_lanes
+        return gpu_vectors.combine_vector_accesses(uops) if vectors else uops
     # --8<-- [end:linearize]
 
     def open_loop(self, axis: int) -> UOp:
@@ -182,31 +204,9 @@ class Linearizer:
         there are none). The kernel as written has one accumulator (`lower_plain_reduce`), unless it
         is a long sum in blocks: then each level has its own (`sum_levels`)."""
         if not self.kernel.applied_opts and not self.kernel.blocked:
-            return {(): self.lower_plain_reduce(reduce)}
+            return {(): self.lower_plain_reduce(reduce)}  # the core's
         return self.lower_expanded_reduce(reduce)
 
-    def lower_plain_reduce(self, reduce: LazyOp) -> UOp:
-        """acc = identity; for ridx...: acc = acc op x; after the loops, the ASSIGN is the result.
-
-        The kernel without opts: one scalar accumulator, one loop per reduce axis (exercise
-        `04.lower_reduce` of chapter 04 plugs into this method). Values that do not depend on a
-        loop are computed before it (see UOpBuilder), which is only safe if the loop runs at least
-        once: so an empty reduce emits no loops at all.
-        """
-        k, b = self.kernel, self.b
-        dtype = self._dtype(reduce.src[0])
-        identity = 0 if reduce.op is ReduceOps.SUM else lowest_value(dtype)
-        if 0 in k.full_shape[k.first_reduce:]:
-            return b.const(identity, dtype)  # reducing no elements gives the identity (NUMPY does too)
-        acc = b.define_acc(identity, dtype)  # before the loops: one running total per output element
-        names, sizes = k.loop_names[k.first_reduce:], k.full_shape[k.first_reduce:]
-        for name, size in zip(names, sizes, strict=True):
-            self.loops[name] = b.open_range(name, size)
-        x = self.lower(reduce.src[0])  # everything below the REDUCE, inside the reduce loops
-        result = b.assign(acc, b.alu(BinaryOps.ADD if reduce.op is ReduceOps.SUM else BinaryOps.MAX, acc, x))
-        for _ in names:
-            b.close_range()
-        return result
     # --8<-- [end:reduce]
 
     # --8<-- [start:reduce-expanded]
@@ -360,7 +360,7 @@ class Linearizer:
     def _lower_one(self, node: LazyOp, combo: Combo, width: int) -> Value:
         b, dtype = self.b, self._dtype(node)
         if isinstance(node.op, ReduceOps):
-            return self.reduce_results[combo]  # above the REDUCE, combos are positions of the outputs
+            return self.reduced[combo]  # above the REDUCE, combos are positions of the outputs
         if node.op in (BufferOps.LOAD, BufferOps.CONST):
             if node.op is BufferOps.CONST:
                 st = self.kernel.sts[self.positions[node.arg]]

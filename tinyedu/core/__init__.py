@@ -21,7 +21,7 @@ in one sitting. Read them in this order:
 
 The rest of tinyedu is the full library. It builds on this folder where the two agree (the shared
 files, View and ShapeTracker, LazyBuffer, the Function and Renderer base classes, the device
-Registry, the Kernel, the C renderer, the Interpreter, the Tensor, Linear and the Optimizer) and
+Registry, the Kernel, the Linearizer's skeleton, the C renderer, the Interpreter, the Tensor, Linear and the Optimizer) and
 runs its own, larger engine for the rest; tinyedu/README.md and the site's "Read the core" list which
 seam each part plugs into. This package uses only relative imports, so it also works copied on its
 own.

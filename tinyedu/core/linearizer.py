@@ -15,6 +15,12 @@ Then each LOAD asks its ShapeTracker where position (gidx..., ridx...) lives, an
 padding: the index arithmetic is emitted as UOps too (`IndexOps`), so the
 renderer sees one uniform list. UOpBuilder (uops.py) places each value in the outermost loop where
 its sources exist: a load that does not depend on ridx is done once per output, not once per step.
+
+`Linearizer.linearize` is that program as a sequence of steps, one method each. The seam: the
+full library's Linearizer (tinyedu/codegen/linearizer.py) subclasses it, keeps `linearize`,
+`define_globals`, `nothing_to_compute` and `lower_plain_reduce`, and overrides only the steps it
+does differently (each step's docstring says how). Its index arithmetic is its own: symbolic
+expressions with simplification rules (tinyedu/shape/symbolic.py) instead of `IndexOps`.
 """
 
 from __future__ import annotations
@@ -58,6 +64,15 @@ class Kernel:
         self.sts = [ast.arg.st.reshape(output_shape).permute(order)] + \
             [b.st.permute(order) for b in self.bufs[1:]]
         # --8<-- [end:full-shape]
+
+    def is_reduce_axis(self, axis: int) -> bool:
+        """True for a reduced axis (the output does not span it): here, those from first_reduce on."""
+        return axis >= self.first_reduce
+
+    @property
+    def loop_axes(self) -> list[int]:
+        """The axes that are loops: here every axis (the full library's has axes that are not)."""
+        return list(range(len(self.full_shape)))
 
     def _shapes(self, below: list, above: list) -> tuple[str, tuple, tuple]:
         """The kernel's name, input shape and output shape; errors when the leaves disagree."""
@@ -125,86 +140,178 @@ class IndexOps:
 
 
 # --8<-- [start:linearize]
-def linearize(k: Kernel) -> list[UOp]:
-    sizes = [prod(v.shape) for st in k.sts for v in st.views] + [prod(k.full_shape)]
-    if max(sizes) >= 2**31:
-        raise ValueError(f"kernel {k.name}: {max(sizes)} elements need 64-bit indices; the core's "
-                         "kernels index with int32 (the full library, tinyedu.Tensor, switches to int64)")
-    b = UOpBuilder()
-    bufs = {n.arg.idx: n.arg.dtype for n in k.ast.walk() if isinstance(n.arg, MemBuffer)}
-    data = {i: b.emit(UOps.DEFINE_GLOBAL, bufs[i], (), i) for i in sorted(bufs)}
-    if 0 in k.full_shape[:k.first_reduce]:
-        return b.uops  # nothing to compute
-    idxs = [_open(b, f"gidx{a}", s) for a, s in enumerate(k.full_shape[:k.first_reduce])]
-    values: dict[int, UOp] = {}
-    if k.reduceop is not None:
-        values[id(k.reduceop)] = _reduce(b, k, data, idxs)
-    idxs = idxs + [b.const(0, dtypes.int32)] * (len(k.full_shape) - k.first_reduce)
-    value = _lower(b, k, k.ast.src[0], data, idxs, values)
-    index, _ = k.sts[0].index(idxs, IndexOps(b))
-    b.emit(UOps.STORE, None, (data[0], index, value), hoist=False)
-    for s in k.full_shape[:k.first_reduce]:
-        if s != 1:
-            b.close_range()
-    return b.uops
+class Linearizer:
+    """Lowers one Kernel to UOps: `Linearizer(kernel).linearize()` returns the list.
 
+    `linearize` is the whole algorithm, and each of its steps is a method: define the buffers, open
+    the output loops, lower the REDUCE (its accumulator and loops), lower and store the value above
+    it, close the loops. The full library's Linearizer (tinyedu/codegen/linearizer.py) is a subclass
+    that keeps this skeleton and `lower_plain_reduce`, and overrides the steps it does differently:
+    `index_dtype` (int64 past 2^31 elements), `open_loop`/`close_loop` (THREAD loops, packed tiles),
+    `open_output_loops`/`close_output_loops` (GPU thread indices, workgroups), `reduce` (opts,
+    long sums in blocks, threads), `store` and `lower` (symbolic index expressions, UPCAST vectors),
+    `finish` (GPU float4 moves). Each step's docstring says what the full library does there.
+    """
 
-def _reduce(b: UOpBuilder, k: Kernel, data: dict[int, UOp], idxs: list[UOp]) -> UOp:
-    """acc = identity; for ridx...: acc = acc op x; the ASSIGN after the loops is the result."""
-    reduce = k.reduceop
-    dtype = ast_dtype(reduce.src[0])
-    identity = 0 if reduce.op is ReduceOps.SUM else lowest_value(dtype)
-    sizes = k.full_shape[k.first_reduce:]
-    if 0 in sizes:
-        return b.const(identity, dtype)  # a sum of nothing is 0 (and a max of nothing -inf)
-    acc = b.define_acc(identity, dtype)
-    ridxs = [_open(b, f"ridx{a}", s) for a, s in enumerate(sizes)]
-    x = _lower(b, k, reduce.src[0], data, idxs + ridxs, {})
-    result = b.assign(acc, b.alu(BinaryOps.ADD if reduce.op is ReduceOps.SUM else BinaryOps.MAX, acc, x))
-    for s in sizes:
-        if s != 1:
-            b.close_range()
-    return result
+    def __init__(self, kernel: Kernel):
+        self.kernel = kernel
+        self.b = UOpBuilder(self.index_dtype())
+        self.loops: dict = {}    # the index of each open loop (here by axis; the full library's by name)
+        self.reduced = None      # the REDUCE's value once its loops are closed (`reduce`)
+
+    def linearize(self) -> list[UOp]:
+        k = self.kernel
+        self.define_globals()
+        if self.nothing_to_compute():
+            return self.b.uops
+        output_axes = self.open_output_loops()
+        if k.reduceop is not None:
+            self.reduced = self.reduce(k.reduceop)
+        self.store()
+        self.close_output_loops(output_axes)
+        return self.finish(self.b.uops)
+
+    def define_globals(self) -> None:
+        """One DEFINE_GLOBAL per buffer, in order of `idx` (data0 is the output)."""
+        buffers = {buf.idx: buf.dtype for buf in self.kernel.bufs if isinstance(buf, MemBuffer)}
+        self.globals = {i: self.b.emit(UOps.DEFINE_GLOBAL, buffers[i], (), i) for i in sorted(buffers)}
+
+    def nothing_to_compute(self) -> bool:
+        """An output axis of size 0: an empty output."""
+        k = self.kernel
+        return any(size == 0 for a, size in enumerate(k.full_shape) if not k.is_reduce_axis(a))
+
+    def open_output_loops(self) -> list[int]:
+        """Open a loop per output axis; returns their axes. The full library's first makes a GPU
+        kernel's thread indices, and opens only the axes that are loops (not UPCAST, not GPU ones)."""
+        axes = [a for a in self.kernel.loop_axes if not self.kernel.is_reduce_axis(a)]
+        for axis in axes:
+            self.open_loop(axis)
+        return axes
+
+    def close_output_loops(self, axes: list[int]) -> None:
+        """Close them, innermost first. (The full library's closes a GPU workgroup's IF first.)"""
+        for axis in reversed(axes):
+            self.close_loop(axis)
+
+    def reduce(self, reduce: LazyOp):
+        """The REDUCE's value after its loops. The full library's overrides this: with opts, one
+        accumulator per UPCAST/UNROLL position; a long sum in blocks; partial sums of threads and of
+        a GPU workgroup. Without any of these, it calls this same `lower_plain_reduce`."""
+        return self.lower_plain_reduce(reduce)
+
+    def lower_plain_reduce(self, reduce: LazyOp) -> UOp:
+        """acc = identity; for ridx...: acc = acc op x; after the loops, the ASSIGN is the result.
+
+        One scalar accumulator, one loop per reduce axis (exercise `04.lower_reduce` of chapter 04
+        plugs into this method). Values that do not depend on a loop are computed before it (see
+        UOpBuilder), which is only safe if the loop runs at least once: so an empty reduce emits no
+        loops at all.
+        """
+        k, b = self.kernel, self.b
+        dtype = self._dtype(reduce.src[0])
+        identity = 0 if reduce.op is ReduceOps.SUM else lowest_value(dtype)
+        axes = range(k.first_reduce, len(k.full_shape))
+        if any(k.full_shape[a] == 0 for a in axes):
+            return b.const(identity, dtype)  # a sum of nothing is 0 (and a max of nothing -inf)
+        acc = b.define_acc(identity, dtype)  # before the loops: one running total per output element
+        for axis in axes:
+            self.open_loop(axis)
+        x = self.lower(reduce.src[0])  # everything below the REDUCE, inside the reduce loops
+        result = b.assign(acc, b.alu(BinaryOps.ADD if reduce.op is ReduceOps.SUM else BinaryOps.MAX, acc, x))
+        for axis in reversed(axes):
+            self.close_loop(axis)
+        return result
+
+    def store(self) -> None:
+        """data0[index] = the AST above the REDUCE. (The full library's stores one value per UPCAST
+        position, or a vector.)"""
+        k = self.kernel
+        position = self.position()
+        value = self.lower(k.ast.src[0])
+        index, _ = k.sts[0].index(position, IndexOps(self.b))
+        self.b.emit(UOps.STORE, None, (self.globals[0], index, value), hoist=False)
+
+    def finish(self, uops: list[UOp]) -> list[UOp]:
+        """The finished list. (The full library's combines a GPU kernel's scalar moves into float4.)"""
+        return uops
 # --8<-- [end:linearize]
 
+    def index_dtype(self) -> DType:
+        """The integer type of loop counters and indices: int32 here. (The full library's picks
+        int64 for a kernel whose indices may pass 2^31.)"""
+        k = self.kernel
+        sizes = [prod(v.shape) for st in k.sts for v in st.views] + [prod(k.full_shape)]
+        if max(sizes) >= 2**31:
+            raise ValueError(f"kernel {k.name}: {max(sizes)} elements need 64-bit indices; the core's "
+                             "kernels index with int32 (the full library, tinyedu.Tensor, switches to int64)")
+        return dtypes.int32
 
-def _open(b: UOpBuilder, name: str, size: int) -> UOp:
-    """The index of one axis: a loop, or the constant 0 for an axis of size 1."""
-    return b.const(0, dtypes.int32) if size == 1 else b.open_range(name, size)
+    def open_loop(self, axis: int) -> UOp:
+        """The index of one axis: a loop, or the constant 0 for an axis of size 1. (The full library
+        names its loops from `kernel.loop_names`, shares THREAD loops among threads and copies
+        packed tiles before a loop.)"""
+        size, reduced = self.kernel.full_shape[axis], self.kernel.is_reduce_axis(axis)
+        name = f"ridx{axis - self.kernel.first_reduce}" if reduced else f"gidx{axis}"
+        self.loops[axis] = self.b.const(0, dtypes.int32) if size == 1 else self.b.open_range(name, size)
+        return self.loops[axis]
+
+    def close_loop(self, axis: int) -> None:
+        if self.kernel.full_shape[axis] != 1:
+            self.b.close_range()
+        del self.loops[axis]
+
+    def position(self) -> list[UOp]:
+        """The loop indices, one per axis of the full shape: 0 for an axis whose loop is not open
+        (the reduce axes, above the REDUCE: every buffer read there has size 1 on them)."""
+        return [self.loops[a] if a in self.loops else self.b.const(0, dtypes.int32)
+                for a in range(len(self.kernel.full_shape))]
+
+    def _dtype(self, node: LazyOp) -> DType:
+        """The dtype of an AST node's value. (The full library's remembers the ones it found.)"""
+        return ast_dtype(node)
+
+    # --8<-- [start:lower]
+    def lower(self, root: LazyOp) -> UOp:
+        """The value of an AST node at the open loops' indices, sources first (a shared node once).
+        (The full library's renders symbolic index expressions, and values UPCAST lanes wide.)"""
+        b, k, values = self.b, self.kernel, {}
+        for node in postorder([root], lambda n: () if isinstance(n.op, ReduceOps) else n.src):
+            if isinstance(node.op, ReduceOps):
+                value = self.reduced  # above the REDUCE: its result, computed by `reduce`
+            elif node.op in (BufferOps.LOAD, BufferOps.CONST):
+                index, valid = k.sts[k.bufs.index(node.arg)].index(self.position(), IndexOps(b))
+                padding = valid.op is not UOps.CONST  # some positions are padding, and read 0
+                if valid.op is UOps.CONST and not valid.arg:
+                    value = b.const(0, node.arg.dtype)  # every position is padding
+                elif node.op is BufferOps.CONST:
+                    value = b.const(node.arg.val, node.arg.dtype)
+                    if padding:
+                        value = b.alu(TernaryOps.WHERE, valid, value, b.const(0, node.arg.dtype))
+                else:  # the validity is the LOAD's gate: memory is not touched where it is false
+                    gate = (valid,) if padding else ()
+                    value = b.emit(UOps.LOAD, node.arg.dtype, (self.globals[node.arg.idx], index, *gate))
+            elif node.op is UnaryOps.CAST:
+                value = b.emit(UOps.CAST, node.arg, (values[id(node.src[0])],))
+            else:
+                value = b.alu(node.op, *[values[id(s)] for s in node.src])
+            values[id(node)] = value
+        return values[id(root)]
+    # --8<-- [end:lower]
 
 
-# --8<-- [start:lower]
-def _lower(b: UOpBuilder, k: Kernel, root: LazyOp, data: dict[int, UOp], idxs: list[UOp],
-           values: dict[int, UOp]) -> UOp:
-    """The value of an AST node at loop indices `idxs`, sources first (a shared node once)."""
-    for node in postorder([root], lambda n: () if id(n) in values else n.src):  # (not below the reduce)
-        if id(node) in values:
-            continue
-        if node.op in (BufferOps.LOAD, BufferOps.CONST):
-            index, valid = k.sts[k.bufs.index(node.arg)].index(idxs, IndexOps(b))
-            padding = valid.op is not UOps.CONST  # some positions are padding, and read 0
-            if valid.op is UOps.CONST and not valid.arg:
-                value = b.const(0, node.arg.dtype)  # every position is padding
-            elif node.op is BufferOps.CONST:
-                value = b.const(node.arg.val, node.arg.dtype)
-                if padding:
-                    value = b.alu(TernaryOps.WHERE, valid, value, b.const(0, node.arg.dtype))
-            else:  # the validity is the LOAD's gate: memory is not touched where it is false
-                gate = (valid,) if padding else ()
-                value = b.emit(UOps.LOAD, node.arg.dtype, (data[node.arg.idx], index, *gate))
-        elif node.op is UnaryOps.CAST:
-            value = b.emit(UOps.CAST, node.arg, (values[id(node.src[0])],))
-        else:
-            value = b.alu(node.op, *[values[id(s)] for s in node.src])
-        values[id(node)] = value
-    return values[id(root)]
-# --8<-- [end:lower]
+def linearize(k: Kernel) -> list[UOp]:
+    """The UOps of a kernel."""
+    return Linearizer(k).linearize()
 
 
-def ast_dtype(node: LazyOp) -> DType:
-    """The dtype of an AST node's value."""
+def ast_dtype(node: LazyOp, known: dict[int, DType] | None = None) -> DType:
+    """The dtype an AST node computes (ASTs carry dtypes on leaves and casts only; elsewhere a node
+    computes its last source's dtype, which `known` may hold already)."""
     while True:
-        if isinstance(node.arg, (MemBuffer, ConstBuffer)):
+        if known is not None and id(node) in known:
+            return known[id(node)]
+        if node.op in (BufferOps.LOAD, BufferOps.CONST):
             return node.arg.dtype
         if node.op is UnaryOps.CAST:
             return node.arg
