@@ -107,8 +107,8 @@ class Expr:
         return self.log2() * math.log(2)
 
     def abs(self) -> "Expr":
-        """|x|, +0.0 for both zeros: -0.0 is not below 0, and -0.0 + 0.0 is +0.0 (NaN stays NaN)."""
-        return (self < 0).where(-self, self + 0.0)
+        """|x|, +0.0 for both zeros (0 - (-0.0) is +0.0, and so is 0 - 0.0)."""
+        return (self <= 0).where(0.0 - self, self)
 
     # --8<-- [start:expm1]
     def expm1(self) -> "Expr":
