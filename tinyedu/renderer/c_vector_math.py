@@ -36,14 +36,20 @@ exp (tinyedu/expr.py) is about 29 primitive ops: x clamped, p = x log2(e) kept e
 that is two range reductions (the exp2 helper rounds its argument again) and about 60 vector
 instructions of the formula around them. `exp_parts` recognizes that formula in a kernel's UOps
 (its constants and its shape, down to the clamp) and the renderer writes one call instead,
-`exp_simd_float32(x, n)` = e^x * 2^n: one range reduction, k = round(x log2 e), shared by the
-series on t = (p - k) + err and the scale 2^k, p + err from one fused multiply-add (or Dekker's
-halves). The values of the formula's other ops are left unused, and the compiler drops them.
-tanh, sigmoid, gelu, softplus, sinh ... all reach e^x through expr.py's exp, so they all get it:
-exp's loop is 64 vector instructions per 16 floats here (AVX-512), where it was 120. float64's exp
-stays op by op (its two exp2s are exp2_simd_float64 and exp2_whole_float64). The float32 one's
-error is about the formula's: over every float32, 0.668 ulp at most for a normal result and 0.817
-for a subnormal one (the formula op by op: 0.74 on tests/test_accuracy.py's points).
+`exp_simd_float32(x, n)` = e^x * 2^n, which works in natural-log space: k = round(x log2 e) by
+one fused multiply-add whose low bits hold k, r = x - k ln2 with ln2 in two parts (Cody and
+Waite: ln2's first 16 bits times k is exact, and so is the subtraction) and r's rounding error
+kept, e^r = 1 + r + r^2 g(r) with g a degree-5 polynomial, 1 + r kept exactly as a float plus
+its rounding error so that the last addition is the one rounding that counts, and 2^(k + n) as
+two powers of two written into exponent bits (a subnormal result rounds once; e^x just below
+2^128 stays finite). The values of the formula's other ops are left unused, and the compiler
+drops them. tanh, sigmoid, gelu, softplus, sinh ... all reach e^x through expr.py's exp, so they
+all get it: exp's loop is 40 vector instructions per 16 floats here (AVX-512), where it was 64
+with the exp2 series and 120 op by op. float64's exp stays op by op (its two exp2s are
+exp2_simd_float64 and exp2_whole_float64). The float32 one is closer than the formula op by op:
+over every float32 from -260 to 260 (measured once, against libm's double exp), 0.660 ulp at most
+for a normal result and 0.765 for a subnormal one (the formula op by op: 0.74 on
+tests/test_accuracy.py's points).
 
 A whole number's exp2 needs no series: `is_whole` recognizes a value that is a whole number by how
 it was built (expr.py's rounding, sums and WHEREs of whole numbers), and its exp2 is
@@ -114,10 +120,24 @@ static inline float exp2_simd_float32(float x) {
 static inline float exp_simd_float32(float x, float n) {  /* e^x * 2^n, n whole (exp in tinyedu/expr.py) */
   float c = -110.0f > x ? -110.0f : x;  /* clamped to [-110, 110] as expr.py does (a NaN stays) */
   c = c > 110.0f ? 110.0f : c;
-  float p = c * 1.442695f;  /* c log2(e) = p + p_lo, to 2^-48 */
-  float p_lo = product_error_float32(c, 1.442695f, p) + c * 1.925963e-08f;
-  float k = (p + 12582912.0f) - 12582912.0f;  /* round(p): one range reduction for both factors */
-  return exp2_reduced_float32((p - k) + p_lo, k + n);
+  float s = mul_add_float32(c, 1.442695f, 12582912.0f);  /* 1.5 * 2^23 + k, k = round(c log2 e) */
+  float k = s - 12582912.0f;
+  float r_hi = c - k * 0.693145751953125f;  /* exact: k (8 bits) times ln2's first 16 bits, then Sterbenz */
+  float k_lo = k * -1.4286068e-06f;  /* -k times the rest of ln2 */
+  float r = r_hi + k_lo, r_lo = (r_hi - r) + k_lo;  /* c - k ln2 = r + r_lo, |r| < 0.35 */
+  float g = 0.00019826136f;  /* e^r - 1 - r = r^2 g(r), g fitted (least squares: 2^-29.6 of e^r) */
+  g = mul_add_float32(g, r, 0.0013947149f);
+  g = mul_add_float32(g, r, 0.008333434f);
+  g = mul_add_float32(g, r, 0.041666254f);
+  g = mul_add_float32(g, r, 0.16666666f);
+  g = mul_add_float32(g, r, 0.5f);
+  float small = mul_add_float32(r * r, g, r_lo);
+  float hi = 1.0f + r;  /* 1 + r = hi + ((1 - hi) + r) exactly (|r| < 1): the last addition rounds once */
+  float e = hi + (((1.0f - hi) + r) + small);
+  unsigned int bits;
+  __builtin_memcpy(&bits, &s, 4);  /* s's low bits hold k: 2^(k + n) in two halves, as exp2's */
+  int m = (int)(bits - 0x4B400000u) + (int)n, half = m >> 1;
+  return (e * pow2_whole_float32(half)) * pow2_whole_float32(m - half);
 }"""
 # --8<-- [end:exp2]
 # 2^n for a whole number n needs no polynomial: 2^n in two halves, each n/2 + 127 in a float's exponent
