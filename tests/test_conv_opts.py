@@ -1,23 +1,28 @@
 """The CPU heuristics' opts for a convolution (tinyedu/codegen/heuristics.py): a register block of
-two vectors of output channels, and a padded copy whose rows are unrolled. Each case checks the
-opts chosen and the result against an independent oracle (PyTorch in float64, numpy's pad), run
+two vectors of output channels, and a padded copy whose rows are unrolled; and the C renderer's
+reads from one base pointer, `(data1+alu)[k]`, that make the 64-channel block fast. Each case checks
+the opts or source and the result against an independent oracle (PyTorch in float64, numpy), run
 with exactly those opts on the C device, whatever the default device is."""
 
 from __future__ import annotations
 
+import ctypes
 import re
 
 import numpy as np
 import pytest
 import torch
 
-from tinyedu import Tensor
+from tinyedu import Tensor, dtypes
 from tinyedu.codegen import heuristics
 from tinyedu.codegen.opts import OptOps
-from tinyedu.core.ops import LoadOps
+from tinyedu.core.ops import BinaryOps, LoadOps, TernaryOps
+from tinyedu.core.uops import Loop, UOp, UOps
 from tinyedu.engine.lower import heuristic_opts, lower, new_kernel
 from tinyedu.engine.schedule import create_schedule
+from tinyedu.renderer.cstyle import render_c
 from tinyedu.runtime.device import Buffer, Device, DeviceUnavailable
+from tinyedu.runtime.ops_c import Compiler
 
 
 @pytest.fixture(scope="module")
@@ -135,3 +140,29 @@ def test_only_a_group_of_offsets_from_one_base_becomes_a_base_pointer(c_device) 
     out = Buffer("C", 61, ast.arg.dtype)
     lower("C", ast, [], threads=1).runner([out, Buffer("C", 64, ast.arg.dtype).copyin(Y)])
     np.testing.assert_array_equal(out.as_numpy(), Y[3:] * 2)
+
+
+def test_a_group_base_that_is_a_where_is_a_variable_of_its_own(c_device) -> None:
+    """`out[i] = x[b+1] + x[b+2]` with the base `b = i < 4 ? 2*i : i` (a WHERE, which C writes
+    `c?x:y`; inlined, `data1+c?x:y` would read as `(data1+c)?x:y`): a group's base has two users,
+    so it is a variable of its own, and the reads are `(data1+alu0)[1]`, `(data1+alu0)[2]`.
+    Hand-built UOps, compiled and run against numpy."""
+    i32, f32 = dtypes.int32, dtypes.float32
+    out, x = UOp(UOps.DEFINE_GLOBAL, f32, (), 0), UOp(UOps.DEFINE_GLOBAL, f32, (), 1)
+    const = {n: UOp(UOps.CONST, i32, (), n) for n in (0, 1, 2, 4, 8)}
+    i = UOp(UOps.RANGE, i32, (const[0], const[8]), Loop("gidx0"))
+    small = UOp(UOps.ALU, dtypes.bool, (i, const[4]), BinaryOps.CMPLT)
+    base = UOp(UOps.ALU, i32, (small, UOp(UOps.ALU, i32, (i, const[2]), BinaryOps.MUL), i), TernaryOps.WHERE)
+    reads = [UOp(UOps.LOAD, f32, (x, UOp(UOps.ALU, i32, (base, const[k]), BinaryOps.ADD))) for k in (1, 2)]
+    total = UOp(UOps.ALU, f32, tuple(reads), BinaryOps.ADD)
+    uops = [out, x, *const.values(), i, small, base.src[1], base, *(r.src[1] for r in reads), *reads, total,
+            UOp(UOps.STORE, None, (out, i, total)), UOp(UOps.ENDRANGE, None, (i,))]
+    uops = [u for n, u in enumerate(uops) if u not in uops[:n]]
+    source = render_c("shifted_reads", uops)
+    assert re.search(r"int (alu\d+) = \(gidx0<4\)\?.*\n.*= \(data1\+\1\)\[1\];", source), source
+    X = np.arange(16, dtype=np.float32) * 1.5
+    got = np.zeros(8, np.float32)
+    function = Compiler().load(source).shifted_reads
+    function(got.ctypes.data_as(ctypes.c_void_p), X.ctypes.data_as(ctypes.c_void_p))
+    b = np.where(np.arange(8) < 4, 2 * np.arange(8), np.arange(8))
+    np.testing.assert_array_equal(got, X[b + 1] + X[b + 2])

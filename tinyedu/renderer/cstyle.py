@@ -307,12 +307,9 @@ class CRenderer(core.CRenderer):
         if not _is_offset(at) or (u.src[0], at.src[0]) not in self.offset_bases or \
                 self.values[at].isidentifier():  # a sum declared as a variable of its own is used by name
             return buffer, index
-        base, offset = self.value(at.src[0]), at.src[1].arg if at.arg is BinaryOps.ADD else -at.src[1].arg
-        if at.src[0].op is UOps.ALU and at.src[0].arg in (BinaryOps.ADD, BinaryOps.SUB, BinaryOps.MUL):
-            base = _unwrap(base)  # `data1+alu3+gidx2`: C adds left to right, each step to a pointer
-        else:
-            base = _wrap(base)  # anything else stays one operand: `data1+(c?x:y)`
-        return f"({buffer}+{base})", str(offset)
+        # the base has two or more users, so it is a variable's name (`bind`); _wrap is for safety
+        offset = at.src[1].arg if at.arg is BinaryOps.ADD else -at.src[1].arg
+        return f"({buffer}+{_wrap(self.value(at.src[0]))})", str(offset)
 
     def declarations(self) -> list[str]:  # before the function: vector typedefs, then helpers
         return [*self.typedefs.values(), *self.helpers.values()]
