@@ -1,21 +1,28 @@
 """The CPU heuristics' opts for a convolution (tinyedu/codegen/heuristics.py): a register block of
-two vectors of output channels, and a padded copy whose rows are unrolled. Each case checks the
-opts chosen and the result against an independent oracle (PyTorch in float64, numpy's pad), run
+two vectors of output channels, and a padded copy whose rows are unrolled; and the C renderer's
+reads from one base pointer, `(data1+alu)[k]`, that make the 64-channel block fast. Each case checks
+the opts or source and the result against an independent oracle (PyTorch in float64, numpy), run
 with exactly those opts on the C device, whatever the default device is."""
 
 from __future__ import annotations
+
+import ctypes
+import re
 
 import numpy as np
 import pytest
 import torch
 
-from tinyedu import Tensor
+from tinyedu import Tensor, dtypes
 from tinyedu.codegen import heuristics
 from tinyedu.codegen.opts import OptOps
-from tinyedu.core.ops import LoadOps
+from tinyedu.core.ops import BinaryOps, LoadOps, TernaryOps
+from tinyedu.core.uops import Loop, UOp, UOps
 from tinyedu.engine.lower import heuristic_opts, lower, new_kernel
 from tinyedu.engine.schedule import create_schedule
+from tinyedu.renderer.cstyle import render_c
 from tinyedu.runtime.device import Buffer, Device, DeviceUnavailable
+from tinyedu.runtime.ops_c import Compiler
 
 
 @pytest.fixture(scope="module")
@@ -85,3 +92,77 @@ def test_a_padded_copy_unrolls_its_rows_and_equals_numpys_pad(c_device, shape: t
         assert opts == []  # no divisor to unroll by: the copy stays as written
     expected = np.pad(X, ((0, 0), (0, 0), (1, 1), (1, 1)))
     np.testing.assert_array_equal(result.reshape(padded.shape), expected)
+
+
+def lowered_source(ast, backend) -> str:
+    return lower("C", ast, heuristic_opts(new_kernel(ast, backend), backend.vector_width, 1),
+                 threads=1).source
+
+
+def test_a_64_channel_convolution_reads_its_image_through_one_base_pointer(c_device) -> None:
+    """The ResNet block's 3x3 convolution at 64 channels: the register block reads its image row as
+    offsets from one base, `(data1+aluN)[1]` ... (tinyedu/renderer/cstyle.py, `pointer_offsets`),
+    so the compiler keeps one address for them; the result is PyTorch's, in float64."""
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((2, 64, 10, 10)).astype(np.float32)  # already padded: no copy kernel
+    W = rng.standard_normal((64, 64, 3, 3)).astype(np.float32) * 0.1
+    out = Tensor.empty(*X.shape).conv2d(Tensor.empty(*W.shape))
+    (ast,) = kernel_asts(out)
+    source = lowered_source(ast, c_device)
+    bases = re.findall(r"\(data1\+(\w+)\)\[(\d+)\]", source)
+    if c_device.vector_width == 16:  # a register block of 8 image positions along a row
+        base = bases[0][0]
+        assert {int(k) for b, k in bases if b == base} == set(range(1, 8))
+        assert not re.search(r"data1\[\w+\+\d+\]", source)  # no offset left as an int sum
+    result, _ = run_with_heuristics(ast, c_device, [X, W], int(np.prod(out.shape)))
+    expected = torch.nn.functional.conv2d(torch.from_numpy(X).double(), torch.from_numpy(W).double())
+    np.testing.assert_allclose(result.reshape(out.shape), expected.numpy(), rtol=1e-5, atol=1e-4)
+
+
+def test_only_a_group_of_offsets_from_one_base_becomes_a_base_pointer(c_device) -> None:
+    """One read at `base + c` stays `data1[base+c]`; two or more reads of one buffer around one base
+    are written from that base, gated ones included (C evaluates the read only where the gate is
+    true, so the padding's out-of-range addresses are still never formed into a read). Checked
+    against numpy on a padded copy (gated group) and a shifted copy (a single offset)."""
+    X = np.random.default_rng(4).standard_normal((2, 8, 30, 30)).astype(np.float32)
+    padded = Tensor.empty(*X.shape).pad2d((1, 1, 1, 1)).contiguous()  # rows of 32: unrolled by 2
+    (ast,) = kernel_asts(padded)
+    source = lowered_source(ast, c_device)
+    assert re.search(r"\? \(data1\+\w+\)\[-?\d+\] : 0\.0f", source)  # a gated read from the group's base
+    result, _ = run_with_heuristics(ast, c_device, [X], int(np.prod(padded.shape)))
+    np.testing.assert_array_equal(result.reshape(padded.shape), np.pad(X, ((0, 0), (0, 0), (1, 1), (1, 1))))
+
+    Y = np.random.default_rng(5).standard_normal(64).astype(np.float32)
+    shifted = (Tensor.empty(64)[3:] * 2).contiguous()  # reads data1[gidx0+3] once: nothing to share
+    (ast,) = kernel_asts(shifted)
+    source = lower("C", ast, [], threads=1).source
+    assert "(data1+" not in source and re.search(r"data1\[gidx0\+3\]", source)
+    out = Buffer("C", 61, ast.arg.dtype)
+    lower("C", ast, [], threads=1).runner([out, Buffer("C", 64, ast.arg.dtype).copyin(Y)])
+    np.testing.assert_array_equal(out.as_numpy(), Y[3:] * 2)
+
+
+def test_a_group_base_that_is_a_where_is_a_variable_of_its_own(c_device) -> None:
+    """`out[i] = x[b+1] + x[b+2]` with the base `b = i < 4 ? 2*i : i` (a WHERE, which C writes
+    `c?x:y`; inlined, `data1+c?x:y` would read as `(data1+c)?x:y`): a group's base has two users,
+    so it is a variable of its own, and the reads are `(data1+alu0)[1]`, `(data1+alu0)[2]`.
+    Hand-built UOps, compiled and run against numpy."""
+    i32, f32 = dtypes.int32, dtypes.float32
+    out, x = UOp(UOps.DEFINE_GLOBAL, f32, (), 0), UOp(UOps.DEFINE_GLOBAL, f32, (), 1)
+    const = {n: UOp(UOps.CONST, i32, (), n) for n in (0, 1, 2, 4, 8)}
+    i = UOp(UOps.RANGE, i32, (const[0], const[8]), Loop("gidx0"))
+    small = UOp(UOps.ALU, dtypes.bool, (i, const[4]), BinaryOps.CMPLT)
+    base = UOp(UOps.ALU, i32, (small, UOp(UOps.ALU, i32, (i, const[2]), BinaryOps.MUL), i), TernaryOps.WHERE)
+    reads = [UOp(UOps.LOAD, f32, (x, UOp(UOps.ALU, i32, (base, const[k]), BinaryOps.ADD))) for k in (1, 2)]
+    total = UOp(UOps.ALU, f32, tuple(reads), BinaryOps.ADD)
+    uops = [out, x, *const.values(), i, small, base.src[1], base, *(r.src[1] for r in reads), *reads, total,
+            UOp(UOps.STORE, None, (out, i, total)), UOp(UOps.ENDRANGE, None, (i,))]
+    uops = [u for n, u in enumerate(uops) if u not in uops[:n]]
+    source = render_c("shifted_reads", uops)
+    assert re.search(r"int (alu\d+) = \(gidx0<4\)\?.*\n.*= \(data1\+\1\)\[1\];", source), source
+    X = np.arange(16, dtype=np.float32) * 1.5
+    got = np.zeros(8, np.float32)
+    function = Compiler().load(source).shifted_reads
+    function(got.ctypes.data_as(ctypes.c_void_p), X.ctypes.data_as(ctypes.c_void_p))
+    b = np.where(np.arange(8) < 4, 2 * np.arange(8), np.arange(8))
+    np.testing.assert_array_equal(got, X[b + 1] + X[b + 2])

@@ -81,3 +81,17 @@ def test_of_two_inputs_read_across_their_rows_the_broadcast_one_is_packed():
     assert k.sts[packs[0].amount].real_strides()[vector] == 0  # broadcast along the vector: g
     expected = g_np.T.astype(np.float64) @ x_np.astype(np.float64)
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("size, block", [(640, (4, 4)), (128, (8, 2))])
+def test_an_a_larger_than_l2_gets_a_wider_register_block(size: int, block: tuple[int, int]):
+    """A @ B with A past L2_ELEMENTS (640 x 512 floats here) takes 4 rows x 4 vectors of columns, so
+    each column block, which streams all of A, covers twice the columns; a smaller A keeps 8 rows x
+    2 vectors. Both against numpy in float64."""
+    a_np, b_np = data((size, 512), 6), data((512, size), 7)
+    assert (size * 512 > heuristics.L2_ELEMENTS) == (block == (4, 4))
+    kernel, opts, got = opts_and_result(Tensor(a_np).realize() @ Tensor(b_np).realize())
+    upcasts = [o for o in opts if o.op is OptOps.UPCAST]
+    assert [o.amount for o in upcasts] == [16, *block], opts  # the vector, rows, vectors of columns
+    assert any(o.op is OptOps.PACK for o in opts)
+    np.testing.assert_allclose(got, a_np.astype(np.float64) @ b_np.astype(np.float64), rtol=1e-4, atol=2e-3)

@@ -50,6 +50,16 @@ differ in a few places, each handled here or by a compiler flag (see tinyedu/run
   `bfloat16_to_float` and `float_to_bfloat16` round and convert.
 Masked (padded) reads become `valid ? data1[index] : 0.0f`: C evaluates only the branch it takes,
 so an out-of-range index is computed but never used to touch memory.
+
+Offsets from one base (`pointer_offsets`): an upcast kernel reads `data1[alu20]`, `data1[alu20+1]`,
+... `data1[alu20+7]`. Under `-fwrapv`, `alu20+1` is an `int` that must wrap at 2^31, so the compiler
+cannot turn it into "the address of data1[alu20], plus 4 bytes": it computes each sum in 32 bits,
+sign-extends it and keeps each address in a register of its own (and spills them in a big inner
+loop). Pointer arithmetic has no such wrapping, so these reads are written `(data1+alu20)[1]`: one
+base address, and the offset becomes the instruction's constant displacement. The value is the
+same (indices fit in their type: the linearizer picks 64-bit ones where they would not). Only a
+group of two or more reads or writes of one buffer around one base is written so, where the sum
+would have been written inline.
 """
 
 from __future__ import annotations
@@ -226,9 +236,12 @@ class CRenderer(core.CRenderer):
     methods replaced by intrinsics.
     """
 
+    pointer_offsets = True  # `(data1+alu20)[1]` for a group of offsets from one base (module docstring)
+
     def __init__(self, name: str, uops: list[UOp]):
         super().__init__(name, uops)
         self.uses = Counter(s for u in uops for s in u.src)
+        self.offset_bases = _offset_bases(uops) if self.pointer_offsets else set()
         self.helpers: dict[str, str] = {}
         self.typedefs: dict[str, str] = {}
         # the loop depth of every UOp, and of the one UOp that uses it (for inlining, see bind)
@@ -285,7 +298,18 @@ class CRenderer(core.CRenderer):
         if is_vector(dtype):
             self.emit(f"*({self.type_name(dtype)}*)({buffer}+{_unwrap(index)}) = {_unwrap(value)};")
         else:
-            super().store(u, buffer, _unwrap(index), _unwrap(value))
+            super().store(u, *self.offset_from_base(u, buffer, _unwrap(index)), _unwrap(value))
+
+    def offset_from_base(self, u: UOp, buffer: str, index: str) -> tuple[str, str]:
+        """(buffer, index) for a scalar LOAD or STORE `u`: `(data1+alu20)` and `1` where its index
+        `alu20+1` is one of a group of offsets from one base (see the module docstring), else as given."""
+        at = u.src[1]
+        if not _is_offset(at) or (u.src[0], at.src[0]) not in self.offset_bases or \
+                self.values[at].isidentifier():  # a sum declared as a variable of its own is used by name
+            return buffer, index
+        # the base has two or more users, so it is a variable's name (`bind`); _wrap is for safety
+        offset = at.src[1].arg if at.arg is BinaryOps.ADD else -at.src[1].arg
+        return f"({buffer}+{_wrap(self.value(at.src[0]))})", str(offset)
 
     def declarations(self) -> list[str]:  # before the function: vector typedefs, then helpers
         return [*self.typedefs.values(), *self.helpers.values()]
@@ -295,6 +319,8 @@ class CRenderer(core.CRenderer):
         """buffer[index]; a vector reads from a pointer cast, a bfloat16 through a helper; a gated
         load reads 0 where the gate is false."""
         index, gate = _unwrap(index), None if gate is None else _wrap(gate)
+        if not is_vector(u.dtype):
+            buffer, index = self.offset_from_base(u, buffer, index)
         if not is_vector(u.dtype) and u.dtype != dtypes.bfloat16:
             return super().load_expression(u, buffer, index, gate)
         if is_vector(u.dtype):
@@ -397,6 +423,26 @@ class CRenderer(core.CRenderer):
         if op is UnaryOps.RECIP:
             return f"({self.splat(src_dtype, '1.0f')}/{srcs[0]})"
         return f"({srcs[0]}{BINARY_SYMBOLS[op]}{srcs[1]})"
+
+
+def _offset_bases(uops: list[UOp]) -> set[tuple[UOp, UOp]]:
+    """The (buffer, base) pairs that two or more scalar LOADs and STOREs index as `base` or
+    `base ± constant`: the groups whose offsets are written from one base pointer."""
+    members: Counter = Counter()
+    for u in uops:
+        if u.op not in (UOps.LOAD, UOps.STORE):
+            continue
+        if is_vector(u.src[2].dtype if u.op is UOps.STORE else u.dtype):
+            continue
+        at = u.src[1]
+        members[(u.src[0], at.src[0] if _is_offset(at) else at)] += 1
+    return {group for group, count in members.items() if count >= 2}
+
+
+def _is_offset(index: UOp) -> bool:
+    """Whether an index is `base + constant` or `base - constant` (a base that is not a constant)."""
+    return index.op is UOps.ALU and index.arg in (BinaryOps.ADD, BinaryOps.SUB) and \
+        index.src[1].op is UOps.CONST and index.src[0].op is not UOps.CONST
 
 
 UNARY_FUNCTIONS = {UnaryOps.EXP2: "exp2f", UnaryOps.LOG2: "log2f", UnaryOps.SIN: "sinf",

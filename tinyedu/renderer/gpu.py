@@ -79,6 +79,7 @@ class GPURenderer(CRenderer):
     vector_store = "*({type}*)({buffer}+{index}) = {value};"
     vector_make = "({type})({lanes})"                      # a vector of these lanes
     vector_align = ""            # after shared_prefix, for a shared array that vectors read or write
+    pointer_offsets = False      # no -fwrapv here: the compiler folds `alu+1` into an address itself
 
     def __init__(self, name: str, uops: list[UOp]):
         super().__init__(name, uops)

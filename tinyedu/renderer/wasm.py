@@ -30,6 +30,7 @@ class WASMRenderer(CRenderer):
     """The C renderer for wasm32: `WASMRenderer(name, uops).render()` gives the kernel's source."""
 
     backend = "WASM renderer"
+    pointer_offsets = False  # wasm32 addresses are 32 bits: no sign extension to save (cstyle.py)
 
     def __init__(self, name: str, uops: list[UOp]):
         for u in uops:
