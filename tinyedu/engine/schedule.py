@@ -49,7 +49,7 @@ from dataclasses import dataclass, field, replace
 from tinyedu.core import schedule as core
 from tinyedu.core.helpers import getenv, postorder, prod
 from tinyedu.core.ops import ALU_OPS, BinaryOps, BufferOps, LazyOp, LoadOps, ReduceOps, TernaryOps, UnaryOps
-from tinyedu.core.schedule import Readers, ScheduleItem, Stores, readers_of
+from tinyedu.core.schedule import Readers, ScheduleItem, Stores
 from tinyedu.core.schedule import leaf_shape as leaf_shape  # (two_stage.py imports it from here)
 from tinyedu.lazy import LazyBuffer
 from tinyedu.shape import ShapeTracker
@@ -162,7 +162,7 @@ def pick_realized(outs: list[LazyBuffer], bases: list[LazyBuffer]) -> dict[LazyB
     own result (rules 4, 6, 7). Rule 5 walks back from users to sources, as it needs every user
     decided. A buffer keeps the first rule that stored it.
     """
-    plan = _Plan(readers_of(bases))
+    plan = _Plan(core.readers_of(bases))
     plan.store(core.rule1_outputs(outs))  # rules 1 and 2 are the core's
     plan.store(core.rule2_loads(bases))
     for b in bases:
