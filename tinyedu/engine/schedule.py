@@ -153,6 +153,7 @@ RULES = {
     0: "no fusion: FUSION=0 stores every op",
 }
 
+
 # --8<-- [start:pick]
 def pick_realized(outs: list[LazyBuffer], bases: list[LazyBuffer]) -> dict[LazyBuffer, str]:
     """The bases that get their own buffer, with the rule that says so; all others are fused.
