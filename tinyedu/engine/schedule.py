@@ -412,7 +412,10 @@ def create_schedule(outs: list[LazyBuffer], fuse: bool | None = None) -> list[Sc
     `fuse=False` (or the environment variable FUSION=0) stores every op's result: one kernel per op,
     which is how an eager framework runs, and what fusion is measured against.
     """
-    return Scheduler(fusion_enabled() if fuse is None else fuse).schedule(outs)
+    return (FUSING if (fusion_enabled() if fuse is None else fuse) else UNFUSED).schedule(outs)
+
+
+FUSING, UNFUSED = Scheduler(fuse=True), Scheduler(fuse=False)  # (made once: a step schedules often)
 # --8<-- [end:scheduler]
 
 
