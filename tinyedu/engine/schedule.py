@@ -337,9 +337,7 @@ class KernelBuilder(core.KernelBuilder):
     """The core's KernelBuilder, whose `inline` also takes a fused op seen through a view (rule 3) and
     a reduce read in its own order (rule 4); `build` then gives the kernel the reduce's shape."""
 
-    def __init__(self, root: LazyBuffer, stored: dict[LazyBuffer, str]):
-        super().__init__(root, stored)
-        self.reduce_shape: tuple[int, ...] | None = None
+    reduce_shape: tuple[int, ...] | None = None  # the shape of a fused reduce's result, once one is inlined
 
     def build(self) -> LazyOp:
         store = super().build()
