@@ -652,3 +652,65 @@ def test_the_full_library_linearizer_is_the_cores(monkeypatch: pytest.MonkeyPatc
     # and its skeleton: an output the core calls empty has no loops in the full library either
     monkeypatch.setattr(core_linearizer.Linearizer, "nothing_to_compute", lambda self: True)
     assert {u.op for u in full_linearizer.linearize(full_kernel.Kernel(ast))} == {UOps.DEFINE_GLOBAL}
+
+
+# ---- the scheduler: the full library's is the core's, with more rules (issue 28) ----
+def test_the_full_library_scheduler_is_the_cores() -> None:
+    """tinyedu.engine.schedule subclasses the core's Scheduler and KernelBuilder: the three steps,
+    the items, the leaves (LOAD, CONST) and rules 1 and 2 are the core's; the full one overrides
+    which bases are stored and how a fused op enters a kernel through a view."""
+    from tinyedu import Tensor as FullTensor
+    from tinyedu.core import schedule as core_schedule
+    from tinyedu.engine import schedule as full_schedule
+
+    assert issubclass(full_schedule.Scheduler, core_schedule.Scheduler)
+    assert issubclass(full_schedule.KernelBuilder, core_schedule.KernelBuilder)
+    assert full_schedule.ScheduleItem is core_schedule.ScheduleItem
+    for name in ("schedule", "kernel"):
+        assert name not in full_schedule.Scheduler.__dict__, f"the full Scheduler redefines {name}"
+    for name in ("read", "_read"):
+        assert name not in full_schedule.KernelBuilder.__dict__, f"the full KernelBuilder redefines {name}"
+    for name in ("rule1_outputs", "rule2_loads", "readers_of", "kernel_name"):
+        assert name not in vars(full_schedule), f"the full scheduler keeps its own copy of {name}"
+    assert full_schedule.RULES[1] is core_schedule.RULES[1]
+
+    # a view of a fused op: the core stores the op (its rule 3), the full library pushes the view through it
+    data = np.arange(6, dtype=np.float32).reshape(2, 3)
+    core_y, full_y = ((Tensor(data) + 1).T * 2), ((FullTensor(data) + 1).T * 2)
+    core_items = core_schedule.create_schedule([core_y.lazydata])
+    full_items = full_schedule.create_schedule([full_y.lazydata])
+    rules = core_schedule.RULES
+    assert [i.reason for i in core_items] == [rules[2], rules[3], rules[1]]
+    assert [i.reason for i in full_items] == [rules[2], rules[1]]
+    assert all(type(i) is core_schedule.ScheduleItem for i in core_items + full_items)
+    assert core_items[-1].bufs == [core_items[-1].out, core_items[1].out] and core_items[-1].name == "E_3_2"
+    np.testing.assert_array_equal(core_y.numpy(), (data + 1).T * 2)
+    np.testing.assert_array_equal(full_y.numpy(), (data + 1).T * 2)
+
+
+def test_a_change_to_the_cores_scheduler_shows_in_the_full_library(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rule 1 and the step that makes an item are the core's: patch them and the full library follows."""
+    from tinyedu import Tensor as FullTensor
+    from tinyedu.core import schedule as core_schedule
+    from tinyedu.engine.schedule import create_schedule
+
+    x = FullTensor(np.arange(6, dtype=np.float32).reshape(2, 3)).realize()
+    inner = x * 2
+    y = inner + 1
+    assert [i.name for i in create_schedule([y.lazydata])] == ["E_2_3"]  # one fused kernel
+
+    also_inner = core_schedule.rule1_outputs
+    monkeypatch.setattr(core_schedule, "rule1_outputs", lambda outs: also_inner([*outs, inner.lazydata]))
+    kernels = []
+    make_item = core_schedule.Scheduler.kernel
+
+    def counted(self, base, stored):  # noqa: ANN001, ANN202
+        kernels.append(base)
+        return make_item(self, base, stored)
+
+    monkeypatch.setattr(core_schedule.Scheduler, "kernel", counted)
+    items = create_schedule([y.lazydata])
+    assert [i.reason for i in items] == [core_schedule.RULES[1]] * 2  # `inner` is stored now, by rule 1
+    assert items[1].inputs == (items[0].out,) and kernels == [i.out for i in items]
+    monkeypatch.undo()
+    assert len(create_schedule([y.lazydata])) == 1

@@ -9,7 +9,7 @@ in one sitting. Read them in this order:
     function.py   one differentiable Function per primitive op
     tensor.py     Tensor: PyTorch's API and autograd, over the lazy graph
     nn.py         Linear, SGD, Adam
-    schedule.py   the graph cut into kernels: which values get memory
+    schedule.py   the graph cut into kernels: which values get memory (a Scheduler with seams)
     uops.py       UOps, the flat instructions a kernel becomes
     linearizer.py a kernel AST to UOps: loops, loads, a reduce, a store
     renderer.py   the seam a backend fills in: one method per kind of UOp
@@ -21,8 +21,8 @@ in one sitting. Read them in this order:
 
 The rest of tinyedu is the full library. It builds on this folder where the two agree (the shared
 files, View and ShapeTracker, LazyBuffer, the Function and Renderer base classes, the device
-Registry, the Kernel, the Linearizer's skeleton, the C renderer, the Interpreter, the Tensor, Linear and the Optimizer) and
-runs its own, larger engine for the rest; tinyedu/README.md and the site's "Read the core" list which
+Registry, the Tensor, Linear and the Optimizer, the Scheduler, the Kernel, the Linearizer's skeleton, the C
+renderer, the Interpreter) and runs its own, larger engine for the rest; tinyedu/README.md and the site's "Read the core" list which
 seam each part plugs into. This package uses only relative imports, so it also works copied on its
 own.
 """

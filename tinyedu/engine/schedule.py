@@ -1,7 +1,14 @@
-"""From the lazy graph to a list of kernels: where fusion happens.
+"""From the lazy graph to a list of kernels: where fusion happens (the core's scheduler, with more rules).
 
 A ScheduleItem is one kernel: an AST rooted at STORE, over LOAD/CONST leaves, ALU nodes and at
 most one REDUCE, plus the buffers it writes and reads. EMPTY and COPY are items too (no compute).
+
+This is tinyedu/core/schedule.py's `Scheduler` with its three steps, at the seams the core names:
+`bases` also checks that no planned source was overwritten by `assign`; `stored` is
+`pick_realized`, the nine rules below (rules 1 and 2 are the core's functions); the
+`KernelBuilder.inline` here pushes a view through a fused op (and fuses a reduce into the ops that
+read its result in order), where the core stores whatever is seen through a view; and EMPTY and a
+CONST output are loads too. `ScheduleItem`, `kernel_name` and `leaf_shape` are the core's.
 
 The whole of fusion is one decision: which LazyBuffers get their own memory (are *realized*).
 Everything not realized is inlined into the kernel that reads it. The rules, one sentence each:
@@ -39,19 +46,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from tinyedu.core import schedule as core
 from tinyedu.core.helpers import getenv, postorder, prod
-from tinyedu.core.ops import (
-    ALU_OPS,
-    BinaryOps,
-    BufferOps,
-    ConstBuffer,
-    LazyOp,
-    LoadOps,
-    MemBuffer,
-    ReduceOps,
-    TernaryOps,
-    UnaryOps,
-)
+from tinyedu.core.ops import ALU_OPS, BinaryOps, BufferOps, LazyOp, LoadOps, ReduceOps, TernaryOps, UnaryOps
+from tinyedu.core.schedule import Readers, ScheduleItem, Stores
+from tinyedu.core.schedule import leaf_shape as leaf_shape  # (two_stage.py imports it from here)
 from tinyedu.lazy import LazyBuffer
 from tinyedu.shape import ShapeTracker
 from tinyedu.shape.memo import memoized
@@ -89,42 +88,6 @@ def store_is_cheaper(kernels: int, leaf_elements: int, size: int, has_reduce: bo
     """
     return kernels > 1 and (has_reduce or kernels * leaf_elements > size * (1 + kernels))
 # --8<-- [end:rule-questions]
-
-
-@dataclass(frozen=True)
-class ScheduleItem:
-    ast: LazyOp
-    out: LazyBuffer
-    inputs: tuple[LazyBuffer, ...]  # buffer i + 1 of the kernel; buffer 0 is `out`
-    reason: str = ""                 # which rule made `out` a stored buffer
-
-    @property
-    def name(self) -> str:
-        """`E_4_16` for an elementwise kernel over (4, 16), `r_4_16` for a reduce over a (4, 16) input."""
-        if isinstance(self.ast.op, LoadOps):
-            name = f"{self.ast.op.name.lower()}_{'_'.join(map(str, self.out.shape)) or 'scalar'}"
-            if self.ast.op is LoadOps.COPY and self.inputs and self.inputs[0].device != self.out.device:
-                name += f"_{self.inputs[0].device}->{self.out.device}"  # a copy between two devices
-            return name
-        return kernel_name(self.ast)
-
-
-@memoized
-def kernel_name(ast: LazyOp) -> str:
-    """A kernel's name from its AST (remembered: the realizer asks for it on every run of a kernel)."""
-    reduce = next((n for n in ast.walk() if isinstance(n.op, ReduceOps)), None)
-    shape = leaf_shape(reduce.src[0]) if reduce else ast.arg.st.shape
-    return ("r_" if reduce else "E_") + ("_".join(map(str, shape)) or "1")
-
-
-def leaf_shape(ast: LazyOp) -> tuple[int, ...]:
-    """The shape an AST node computes: the shape of the leaves below it, reduced where a REDUCE is."""
-    if isinstance(ast.op, BufferOps):
-        return ast.arg.st.shape
-    shape = leaf_shape(ast.src[0])
-    if isinstance(ast.op, ReduceOps):
-        return tuple(1 if i in ast.arg else s for i, s in enumerate(shape))
-    return shape
 
 
 # ---- step 1: the lazy graph, sources first ----
@@ -179,8 +142,8 @@ class _Fused:
 
 
 RULES = {
-    1: "rule 1: an output",
-    2: "rule 2: a load (copy, empty or contiguous)",
+    1: core.RULES[1],
+    2: core.RULES[2],
     4: "rule 4: a reduce result read in another order, or by another reduce",
     5: "rule 5: read by several kernels, cheaper to store than to recompute",
     6: "rule 6: padded after an op with f(0) != 0",
@@ -189,11 +152,6 @@ RULES = {
     9: "rule 9: the kernel would hold too many ops",
     0: "no fusion: FUSION=0 stores every op",
 }
-
-# What a rule answers: the buffers it stores, each with its rule's number (the key of RULES).
-Stores = list[tuple[LazyBuffer, int]]
-# Who reads a buffer: (the reading op, the view it reads the buffer through), one pair per read.
-Readers = list[tuple[LazyBuffer, LazyBuffer]]
 
 
 # --8<-- [start:pick]
@@ -205,9 +163,9 @@ def pick_realized(outs: list[LazyBuffer], bases: list[LazyBuffer]) -> dict[LazyB
     own result (rules 4, 6, 7). Rule 5 walks back from users to sources, as it needs every user
     decided. A buffer keeps the first rule that stored it.
     """
-    plan = _Plan(_readers(bases))
-    plan.store(rule1_outputs(outs))
-    plan.store(rule2_loads(bases))
+    plan = _Plan(core.readers_of(bases))
+    plan.store(core.rule1_outputs(outs))  # rules 1 and 2 are the core's
+    plan.store(core.rule2_loads(bases))
     for b in bases:
         if isinstance(b.op, LoadOps):
             continue
@@ -221,18 +179,6 @@ def pick_realized(outs: list[LazyBuffer], bases: list[LazyBuffer]) -> dict[LazyB
     plan.store(rule5_shared_buffers(bases, plan))
     return plan.stored
 # --8<-- [end:pick]
-
-
-# --8<-- [start:readers]
-def _readers(bases: list[LazyBuffer]) -> dict[LazyBuffer, Readers]:
-    """readers[b]: (reader, the view it reads b through) for every op that reads b."""
-    readers: dict[LazyBuffer, Readers] = {b: [] for b in bases}
-    for b in bases:
-        for src in b.srcs:
-            if src.base in readers:
-                readers[src.base].append((b, src))
-    return readers
-# --8<-- [end:readers]
 
 
 # --8<-- [start:plan]
@@ -271,16 +217,6 @@ class _Plan:
 
 
 # --8<-- [start:rules-simple]
-def rule1_outputs(outs: list[LazyBuffer]) -> Stores:
-    """Rule 1: what `realize()` was called on is stored."""
-    return [(out.base, 1) for out in outs]
-
-
-def rule2_loads(bases: list[LazyBuffer]) -> Stores:
-    """Rule 2: COPY, EMPTY and `contiguous()` ask for memory (a CONST is a value, not a load)."""
-    return [(b, 2) for b in bases if isinstance(b.op, LoadOps) and b.op is not LoadOps.CONST]
-
-
 def rule3_fuse(b: LazyBuffer, parts: list[_Fused]) -> _Fused:
     """Rule 3: an op not stored is inlined into its reader, bringing its sources' parts and itself."""
     reduces = set().union(*(p.reduces for p in parts)) | ({id(b)} if isinstance(b.op, ReduceOps) else set())
@@ -397,34 +333,20 @@ def _has_mask(st: ShapeTracker) -> bool:
 
 # ---- step 3: one AST per stored buffer ----
 # --8<-- [start:builder]
-class _KernelBuilder:
-    """Builds the AST of one kernel, inlining every source that is not stored."""
+class KernelBuilder(core.KernelBuilder):
+    """The core's KernelBuilder, whose `inline` also takes a fused op seen through a view (rule 3) and
+    a reduce read in its own order (rule 4); `build` then gives the kernel the reduce's shape."""
 
-    def __init__(self, root: LazyBuffer, realized: dict[LazyBuffer, str]):
-        self.root, self.realized = root, realized
-        self.inputs: list[LazyBuffer] = []
-        self.reduce_shape: tuple[int, ...] | None = None
-        # (base, view) -> its AST: a value read twice through the same view is one node (a DAG)
-        self.built: dict[tuple[int, ShapeTracker], LazyOp] = {}
+    reduce_shape: tuple[int, ...] | None = None  # the shape of a fused reduce's result, once one is inlined
 
-    def read(self, src: LazyBuffer, st: ShapeTracker) -> LazyOp:
-        """The AST that reads `src`'s base through `st` (a ShapeTracker over the base's memory)."""
-        key = (id(src.base), st)
-        if key not in self.built:
-            self.built[key] = self._read(src, st)
-        return self.built[key]
+    def build(self) -> LazyOp:
+        store = super().build()
+        if self.reduce_shape is not None and self.reduce_shape != self.root.shape:
+            # elementwise ops after a reduce run in the reduce's output shape (a plain reshape of ours)
+            store = _reshape_leaves(store, self.reduce_shape)
+        return store
 
-    def _read(self, src: LazyBuffer, st: ShapeTracker) -> LazyOp:
-        base = src.base
-        if src.is_const():
-            return LazyOp(BufferOps.CONST, (), ConstBuffer(base.arg, src.dtype, st))
-        if base.realized is not None or (base in self.realized and base is not self.root):
-            if base not in self.inputs:
-                self.inputs.append(base)
-            return LazyOp(BufferOps.LOAD, (), MemBuffer(self.inputs.index(base) + 1, src.dtype, st))
-        return self.compute(base, st)
-
-    def compute(self, base: LazyBuffer, st: ShapeTracker) -> LazyOp:
+    def inline(self, base: LazyBuffer, st: ShapeTracker) -> LazyOp:
         """Inline `base`'s op, its sources seen through their own views and then through `st`."""
         if isinstance(base.op, ReduceOps):
             # rule 4 guarantees a fused reduce is only seen in its own element order
@@ -460,21 +382,26 @@ def _reshape_leaves(ast: LazyOp, shape: tuple[int, ...]) -> LazyOp:
     return new[id(ast)]
 
 
-def _kernel_for(base: LazyBuffer, realized: dict[LazyBuffer, str]) -> ScheduleItem:
-    if base.op in (LoadOps.EMPTY, LoadOps.COPY, LoadOps.CONST):
-        # No compute: the realizer allocates (EMPTY), copies (COPY) or fills (a CONST output).
-        sources = tuple(s.base for s in base.srcs)
-        return ScheduleItem(LazyOp(base.op, (), base.arg), base, sources, realized[base])
-    builder = _KernelBuilder(base, realized)
-    if base.op is LoadOps.CONTIGUOUS:
-        body = builder.read(base.srcs[0], base.srcs[0].st)
-    else:
-        body = builder.compute(base, ShapeTracker.from_shape(base.shape))
-    store = LazyOp(BufferOps.STORE, (body,), MemBuffer(0, base.dtype, ShapeTracker.from_shape(base.shape)))
-    if builder.reduce_shape is not None and builder.reduce_shape != base.shape:
-        # elementwise ops after a reduce run in the reduce's output shape (a plain reshape of ours)
-        store = _reshape_leaves(store, builder.reduce_shape)
-    return ScheduleItem(store, base, tuple(builder.inputs), realized[base])
+# --8<-- [start:scheduler]
+class Scheduler(core.Scheduler):
+    """The core's Scheduler with the full library's steps: `bases` checks for overwritten sources,
+    `stored` applies the nine rules (or, without fusion, stores every op), and kernels are built
+    with the KernelBuilder above. EMPTY and a CONST output are loads: no compute, the realizer
+    allocates or fills them."""
+
+    LOADS = (LoadOps.EMPTY, LoadOps.COPY, LoadOps.CONST)
+    Builder = KernelBuilder
+
+    def __init__(self, fuse: bool = True):
+        self.fuse = fuse
+
+    def bases(self, outs: list[LazyBuffer]) -> list[LazyBuffer]:
+        return bases_to_run(outs)
+
+    def stored(self, outs: list[LazyBuffer], bases: list[LazyBuffer]) -> dict[LazyBuffer, str]:
+        if not self.fuse:
+            return {b: RULES[0] for b in bases if not b.is_const()}
+        return pick_realized(outs, bases)
 
 
 def create_schedule(outs: list[LazyBuffer], fuse: bool | None = None) -> list[ScheduleItem]:
@@ -483,13 +410,11 @@ def create_schedule(outs: list[LazyBuffer], fuse: bool | None = None) -> list[Sc
     `fuse=False` (or the environment variable FUSION=0) stores every op's result: one kernel per op,
     which is how an eager framework runs, and what fusion is measured against.
     """
-    fuse = fusion_enabled() if fuse is None else fuse
-    bases = bases_to_run(outs)
-    if fuse:
-        realized = pick_realized(outs, bases)
-    else:
-        realized = {b: RULES[0] for b in bases if not b.is_const()}
-    return [_kernel_for(b, realized) for b in bases if b in realized]
+    return (FUSING if (fusion_enabled() if fuse is None else fuse) else UNFUSED).schedule(outs)
+
+
+FUSING, UNFUSED = Scheduler(fuse=True), Scheduler(fuse=False)  # (made once: a step schedules often)
+# --8<-- [end:scheduler]
 
 
 @memoized
