@@ -396,19 +396,18 @@ class _Readers:
         return [node for node in nodes if node is not None]
 
 
-_READERS: "weakref.WeakKeyDictionary[Any, _Readers]" = weakref.WeakKeyDictionary()
-
-
 def _register_reader(buffer: Any, reader: LazyBuffer) -> None:
-    readers = _READERS.get(buffer)
+    """Note `reader` as planned on `buffer`: the buffer keeps its readers (in `buffer.readers`), so
+    they are found without a lookup and go when it goes."""
+    readers = buffer.readers
     if readers is None:
-        readers = _READERS[buffer] = _Readers()
+        readers = buffer.readers = _Readers()
     readers.add(reader)
 
 
 def pending_readers(buffer: Any) -> list[LazyBuffer]:
     """The computations planned on `buffer` that have not run yet (and are still alive)."""
-    readers = _READERS.get(buffer)
+    readers = buffer.readers
     return [] if readers is None else [node for node in readers.alive() if node.realized is None]
 
 
