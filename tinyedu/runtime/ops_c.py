@@ -206,7 +206,9 @@ class CDevice(Backend):
 
     @property
     def compiler(self) -> Compiler:
-        return Compiler()  # a new one each time: TINYEDU_SANITIZE may have changed
+        """The compiler that $CC and TINYEDU_SANITIZE ask for now: both are read on every call, so a
+        change takes effect at the next kernel (the lowering asks once per realize)."""
+        return _compiler(find_compiler(), sanitize_enabled())
 
     @property
     def vector_width(self) -> int:
@@ -215,6 +217,13 @@ class CDevice(Backend):
     def threads(self) -> int:
         """THREADS (default: every core) when OpenMP is there, else 1."""
         return thread_count() if openmp_available(find_compiler()) else 1
+
+
+@functools.cache
+def _compiler(compiler: str, sanitize: bool) -> Compiler:
+    """One Compiler per (compiler, sanitizers): making one probes nothing twice (its flags are cached)
+    but still costs more than the rest of looking up a program that was lowered before."""
+    return Compiler(compiler, sanitize)
 
 
 def create_device() -> CDevice:
