@@ -150,6 +150,7 @@ class CProgram:
     def __init__(self, name: str, library: CachedFile, launch: LaunchDims | None = None):
         cpu_only("C", name, launch)
         self.name, self.library, self.path = name, library, library.file
+        self._key = str(library.file)  # its key in LOADED (a str hashes in C; a Path's hash is a Python call)
         self._loaded: ctypes.CDLL | None = None  # the library `_function` was looked up in
         self._function: Any = None
         self._arity: int | None = None  # how many pointers `_function` was declared to take
@@ -164,7 +165,7 @@ class CProgram:
 
         The function is looked up again only when its library was loaded anew (after an eviction):
         a repeated step calls the same few programs, and the lookup would cost more than the call."""
-        loaded = LOADED.get(self.library.file, self._load)
+        loaded = LOADED.get(self._key, self._load)
         if loaded is not self._loaded:
             function = getattr(loaded, self.name)
             function.restype = None
