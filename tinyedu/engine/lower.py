@@ -62,6 +62,7 @@ class Program:
     seconds: dict[str, float] = field(default_factory=dict)  # time spent in each lowering step
     runs: int = 0                     # how often the realizer ran it (DEBUG=2 shows setup on the first)
     flops: int | None = None          # the realizer's count for one run (counted on the first)
+    label: str = ""                   # the schedule's name for the kernel (kept on the first run)
 
     @property
     def opts(self) -> list[Opt]:
