@@ -63,7 +63,7 @@ def test_memory_goes_to_a_buffer_of_another_dtype_with_the_same_bytes():
     assert Buffer("C", 16, dtypes.int32).host_address() != address  # another size: new memory
 
 
-def test_replaced_memory_is_used_by_kernels_and_never_pooled():
+def test_replaced_memory_gives_kernels_its_address_and_is_never_pooled():
     """A buffer whose memory is replaced (as test_backends' guard-page test does) runs on the new memory."""
     out, inp = Buffer("C", 4, dtypes.float32), Buffer("C", 4, dtypes.float32)
     replacement = np.arange(4, dtype=np.float32)
