@@ -9,7 +9,9 @@ Run: .venv/bin/python bench/bench_eager.py [--quick]      (not a test; prints ta
    mean-square loss, backward and AdamW, eager and under TinyJit, against the same block in PyTorch.
 2. matmul 256x256 end to end, `(a @ b).numpy()` on inputs in memory, against numpy's `a @ b`.
 3. Where an eager step's time goes, for the MLP step and the Transformer block step: building the
-   graph (Tensor ops, autograd, the optimizer's update), scheduling with the cache (computing the
+   graph, in two rows: the Tensor layer (Tensor ops, autograd, the optimizer's update) and the lazy
+   nodes it asks for (LazyBuffer's e, r, views and constants, timed where the Tensor layer calls
+   them), scheduling with the cache (computing the
    graph's key, then the lookup and putting this graph's nodes into the cached kernels), the
    realizer's own Python (programs looked up, buffers allocated, counters), the copies assign
    makes of a weight that a graph still lazy reads (here the loss, realized after the update, and
@@ -34,6 +36,7 @@ machine, not the frameworks.
 
 from __future__ import annotations
 
+import gc
 import os
 import statistics
 import subprocess
@@ -46,10 +49,12 @@ import numpy as np
 from timing import QUICK, load, median_time, peer_note, tinygrad, torch
 
 from tinyedu import Tensor, TinyJit
+from tinyedu.core import lazy as core_lazy
 from tinyedu.core.helpers import GlobalCounters
 from tinyedu.engine import assign as assign_module
 from tinyedu.engine import realize, schedule, schedule_cache
 from tinyedu.engine.schedule_cache import schedules
+from tinyedu.lazy import LazyBuffer
 from tinyedu.models.transformer import Block
 from tinyedu.nn import Linear
 from tinyedu.nn.optim import SGD, AdamW
@@ -302,28 +307,36 @@ def matmul_table() -> None:
 
 # ---- 3. where the eager step's time goes ----
 class Stopwatch:
-    """Time spent inside some functions, summed (the functions are wrapped while it is installed)."""
+    """Time spent inside some functions, summed per label (the functions are wrapped while it is
+    installed). Only the outermost call of a label is timed: a function of a label that calls another
+    of the same label (e calls itself for a half float, reshape calls _view) is not counted twice."""
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = {}
-        self.wrapped: list[tuple[object, str, Callable]] = []
+        self.depth: dict[str, int] = {}
+        self.wrapped: list[tuple[object, str, object]] = []
 
     def wrap(self, owner: object, name: str, label: str) -> None:
-        function = getattr(owner, name)
-        self.wrapped.append((owner, name, function))
+        original = owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name)
+        function = original.__func__ if isinstance(original, staticmethod) else original
+        self.wrapped.append((owner, name, original))
 
         def timed(*args, **kwargs):
+            depth = self.depth.get(label, 0)
+            self.depth[label] = depth + 1
             start = time.perf_counter()
             try:
                 return function(*args, **kwargs)
             finally:
-                self.seconds[label] = self.seconds.get(label, 0.0) + time.perf_counter() - start
+                self.depth[label] = depth
+                if depth == 0:
+                    self.seconds[label] = self.seconds.get(label, 0.0) + time.perf_counter() - start
 
-        setattr(owner, name, timed)
+        setattr(owner, name, staticmethod(timed) if isinstance(original, staticmethod) else timed)
 
     def restore(self) -> None:
-        for owner, name, function in self.wrapped:
-            setattr(owner, name, function)
+        for owner, name, original in self.wrapped:
+            setattr(owner, name, original)
 
 
 def breakdown(name: str, make_step: Callable[[], Callable[[], Tensor]]) -> None:
@@ -336,20 +349,32 @@ def breakdown(name: str, make_step: Callable[[], Callable[[], Tensor]]) -> None:
     for owner in (realize, assign_module):
         watch.wrap(owner, "run_schedule", "run")
     watch.wrap(assign_module, "snapshot_for_pending_readers", "snapshots")
+    for owner, names in ((LazyBuffer, ("e", "r", "full", "contiguous", "_view")),
+                         (core_lazy.LazyBuffer, ("reshape", "permute", "expand", "pad", "shrink", "cast"))):
+        for method in names:  # every way in from the Tensor layer to the lazy graph
+            watch.wrap(owner, method, "lazy")
     kernels = Kernels()
     GlobalCounters.reset()
+    # The collector's rare full passes walk every object of the process (PyTorch's included) and land
+    # on whatever function allocates: sums over a few steps would charge one to a random row. The
+    # objects made so far are set aside (gc.freeze) while the steps are timed; medians elsewhere
+    # leave the passes out the same way.
+    gc.collect()
+    gc.freeze()
     cpu, start = time.thread_time(), time.perf_counter()
     with kernels:
         for _ in range(STEPS):
             step()
     total, cpu = (time.perf_counter() - start) / STEPS, (time.thread_time() - cpu) / STEPS
+    gc.unfreeze()
     watch.restore()
     parts = {key: value / STEPS for key, value in watch.seconds.items()}
     around_kernels = GlobalCounters.time_sum_s / STEPS  # the realizer's timer around each program
     kernel_s, launch_s = kernels.seconds / STEPS, around_kernels - kernels.seconds / STEPS
     snapshots = parts.get("snapshots", 0.0)
-    rows = {"build the graph (Tensor ops, autograd, optimizer)":
-            total - parts["schedule"] - parts["run"] - snapshots,
+    rows = {"build the graph: Tensor ops, autograd, optimizer":
+            total - parts["schedule"] - parts["run"] - snapshots - parts["lazy"],
+            "build the graph: lazy nodes (e, r, views, constants)": parts["lazy"],
             "schedule: the graph's key (a walk of the graph)": parts["key"],
             "schedule: lookup, this graph's nodes into the kernels": parts["schedule"] - parts["key"],
             "realizer's Python (lookups, buffers, counters)": parts["run"] - around_kernels,

@@ -267,3 +267,19 @@ def test_a_reader_the_update_frees_needs_no_snapshot() -> None:
     x.linear(w).cross_entropy(Tensor(labels)).backward()
     assert sum(n.startswith("snapshot") for n in _programs_run(opt.step)) == 1
     np.testing.assert_array_equal(held.numpy(), 2 * old)
+
+
+def test_rule_two_is_remembered_per_kernel_and_per_target() -> None:
+    """The answer of rule 2 is remembered per (AST, the target's buffer numbers): one kernel that
+    reads one buffer inside its reduce and another where it stores answers differently for each."""
+    from tinyedu.engine.schedule_cache import schedules
+
+    w = Tensor(np.arange(16, dtype=np.float32).reshape(4, 4)).realize()
+    x = Tensor(np.ones((4, 1), dtype=np.float32)).realize()
+    [item] = schedules.schedule([(x + w.sum(1, keepdim=True)).lazydata])  # one kernel: the add fuses
+    number = {id(inp.realized): k + 1 for k, inp in enumerate(item.inputs)}
+    in_reduce = frozenset({number[id(w.lazydata.base.realized)]})
+    where_stored = frozenset({number[id(x.lazydata.base.realized)]})
+    for _ in range(2):  # the second time from the remembered answers
+        assert not assign_engine._reads_only_where_it_stores(item.ast, in_reduce)
+        assert assign_engine._reads_only_where_it_stores(item.ast, where_stored)

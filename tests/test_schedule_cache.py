@@ -195,3 +195,46 @@ def test_plugging_a_piece_in_empties_the_cache():
     assert schedules.cache
     clear_caches()
     assert not schedules.cache
+
+
+def test_the_walk_finds_the_bases_in_the_schedulers_order():
+    """graph_structure's own walk lists the unrealized bases exactly as schedule.bases_to_run does."""
+    from tinyedu.engine.schedule_cache import graph_structure
+
+    a, b = data(4, 5), data(5, 3)
+    x = (a @ b).relu()
+    outs = [(x * 2).sum(1).lazydata, (x + a.sum(1, keepdim=True)[:, :1]).lazydata, x.exp().lazydata]
+    assert [id(n) for n in graph_structure(outs, True).bases] == [id(n) for n in schedule.bases_to_run(outs)]
+
+
+def test_equal_trackers_made_apart_get_one_number_and_hit():
+    """Trackers and dtypes enter the key as numbers found by identity first; an equal tracker that is
+    another object gets the same number, so the key still compares values."""
+    from tinyedu.engine.schedule_cache import _number
+    from tinyedu.lazy import LazyBuffer
+    from tinyedu.shape import ShapeTracker
+
+    st = ShapeTracker.from_shape((4, 5))
+    twin = ShapeTracker(st.views)  # equal, and another object
+    assert twin is not st and twin == st and _number(twin)[1] == _number(st)[1]
+    assert _number(ShapeTracker.from_shape((5, 4)))[1] != _number(st)[1]
+    cache = ScheduleCache()
+    a = data(4, 5)
+    assert not cached(cache, a * 2)
+    node = LazyBuffer.create(a.device, twin, a.dtype, (a * 2).lazydata.op, None,
+                             (a.lazydata, (a * 2).lazydata.srcs[1]))
+    assert cached(cache, Tensor(node))
+
+
+def test_a_full_table_of_numbers_starts_the_cache_over(monkeypatch):
+    from tinyedu.engine.schedule_cache import NUMBERS
+
+    cache = ScheduleCache()
+    a = data(3, 7)
+    assert not cached(cache, a * 2 + 1)
+    assert cached(cache, a * 2 + 1)
+    monkeypatch.setattr(type(NUMBERS), "LIMIT", len(NUMBERS.by_id) - 1)
+    assert not cached(cache, a * 2 + 1) and len(cache.cache) == 1  # its old keys went with the numbers
+    monkeypatch.undo()
+    assert cached(cache, a * 2 + 1)
+    np.testing.assert_allclose((a * 2 + 1).numpy(), a.numpy() * 2 + 1)

@@ -78,7 +78,9 @@ class LazyBuffer(core_lazy.LazyBuffer):
                     versions.append(None)
                 else:
                     versions.append(realized.version)
-                    _register_reader(realized, self)
+                    if realized.readers is None:  # (the buffer keeps its readers: see _Readers)
+                        realized.readers = _Readers()
+                    realized.readers.add(self)
             self.src_versions = tuple(versions)
         else:
             assert base.base is base, "a view must point at a base, not at another view"
@@ -124,7 +126,9 @@ class LazyBuffer(core_lazy.LazyBuffer):
                 op is LoadOps.CONST and cached.realized is not None):
             return cached
         node = LazyBuffer(device, st, dtype, op, arg, srcs)
-        _NODES[key] = node
+        _NODES.refs[key] = weakref.ref(node)  # (_NODES[key] = node, without its method call)
+        if len(_NODES.refs) >= _NODES.sweep_at:
+            _NODES.sweep()
         return node
 
     # --8<-- [end:create]
@@ -188,7 +192,7 @@ class LazyBuffer(core_lazy.LazyBuffer):
             dtype = self.dtype
         if op is not UnaryOps.CAST:
             for x in operands:  # (a loop, not any() over a generator: this runs for every node)
-                if x.dtype.is_half:
+                if x.dtype.itemsize == 2 and x.dtype.is_half:  # (most dtypes answer at the first test)
                     return _in_float32(op, operands, arg, dtype)
         # Only a cast, or an op with an identity and a constant operand, can fold: asked here first,
         # so that most nodes skip the call.
@@ -203,13 +207,11 @@ class LazyBuffer(core_lazy.LazyBuffer):
 
     def r(self, op: ReduceOps, axes: tuple[int, ...]) -> "LazyBuffer":
         """Reduce over `axes`; they keep size 1 so the result still lines up with the input."""
-        axes = tuple(sorted(set(axes)))
+        axes, st = _reduced(self.shape, axes)
         if not axes:
             return self
         if self.dtype.is_half:  # accumulate in float32, round the result once (as PyTorch does)
             return self.cast(dtypes.float32).r(op, axes).cast(self.dtype)
-        new_shape = tuple(1 if i in axes else s for i, s in enumerate(self.shape))
-        st = ShapeTracker.from_shape(new_shape)
         return LazyBuffer.create(self.device, st, self.dtype, op, axes, (self,))
 
     # --8<-- [end:elementwise]
@@ -299,11 +301,13 @@ class LazyBuffer(core_lazy.LazyBuffer):
             return self
         if st == self.base.st:  # e.g. a reshape that undoes another: the base itself, not a view
             return self.base
-        key = ("view", id(self.base), id(st))  # (by identity, checked on a hit: see `create`)
-        cached = _NODES.get(key)
-        if cached is not None and cached.base is self.base and cached.st is st:
+        base = self._base or self  # (self.base, without the property call)
+        key = ("view", id(base), id(st))  # (by identity, checked on a hit: see `create`)
+        ref = _NODES.refs.get(key)
+        cached = None if ref is None else ref()
+        if cached is not None and cached._base is base and cached.st is st:
             return cached
-        view = LazyBuffer(self.device, st, self.dtype, base=self.base)
+        view = LazyBuffer(self.device, st, self.dtype, base=base)
         _NODES[key] = view
         return view
 
@@ -328,7 +332,7 @@ class _Nodes:
 
     def __init__(self) -> None:
         self.refs: dict[tuple, weakref.ref] = {}  # (read directly by `create`, the hot path)
-        self._sweep_at = 1024
+        self.sweep_at = 1024
         self.kept: dict[tuple, LazyBuffer] = {}
 
     def keep(self, key: tuple, node: "LazyBuffer") -> None:
@@ -343,12 +347,13 @@ class _Nodes:
 
     def __setitem__(self, key: tuple, node: "LazyBuffer") -> None:
         self.refs[key] = weakref.ref(node)
-        if len(self.refs) >= self._sweep_at:
-            self._sweep()
+        if len(self.refs) >= self.sweep_at:
+            self.sweep()
 
-    def _sweep(self) -> None:
+    def sweep(self) -> None:
+        """Drop the entries of dead nodes (run whenever the entries have doubled since the last sweep)."""
         self.refs = {key: ref for key, ref in self.refs.items() if ref() is not None}
-        self._sweep_at = max(1024, 2 * len(self.refs))
+        self.sweep_at = max(1024, 2 * len(self.refs))
 
     def clear(self) -> None:
         self.refs.clear()
@@ -356,7 +361,7 @@ class _Nodes:
 
     def __len__(self) -> int:
         """The nodes alive."""
-        self._sweep()
+        self.sweep()
         return len(self.refs)
 
 
@@ -373,6 +378,8 @@ atexit.register(_NODES.clear)
 # asks for the ones that have not run yet, so that they can keep reading the old values.
 class _Readers:
     """The nodes planned on one device buffer: weak references without callbacks, by the node's id.
+    The buffer holds them (`buffer.readers`, set by LazyBuffer.__init__), so a node finds them without
+    a lookup, and they go when the buffer goes.
 
     Not a weakref.WeakSet: that gives each reader a weak reference with a callback, a Python call
     when the node is made and another when it dies, for every node that reads a weight, every step.
@@ -396,20 +403,18 @@ class _Readers:
         return [node for node in nodes if node is not None]
 
 
-_READERS: "weakref.WeakKeyDictionary[Any, _Readers]" = weakref.WeakKeyDictionary()
-
-
-def _register_reader(buffer: Any, reader: LazyBuffer) -> None:
-    readers = _READERS.get(buffer)
-    if readers is None:
-        readers = _READERS[buffer] = _Readers()
-    readers.add(reader)
-
-
 def pending_readers(buffer: Any) -> list[LazyBuffer]:
     """The computations planned on `buffer` that have not run yet (and are still alive)."""
-    readers = _READERS.get(buffer)
+    readers = buffer.readers
     return [] if readers is None else [node for node in readers.alive() if node.realized is None]
+
+
+@memoized
+def _reduced(shape: tuple[int, ...], axes: tuple[int, ...]) -> tuple[tuple[int, ...], ShapeTracker]:
+    """The axes of a reduce of `shape`, sorted once each, and the tracker of its result (the same
+    reduces come back every step, so both are remembered)."""
+    axes = tuple(sorted(set(axes)))
+    return axes, ShapeTracker.from_shape(tuple(1 if i in axes else s for i, s in enumerate(shape)))
 
 
 def _versions(srcs: tuple[LazyBuffer, ...]) -> tuple[int | None, ...]:

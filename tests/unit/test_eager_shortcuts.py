@@ -66,7 +66,7 @@ def test_linear_gives_what_matmul_of_the_transposed_weight_gives():
 
 
 def test_pending_readers_lists_each_live_unrun_reader_once():
-    from tinyedu.lazy import _READERS, pending_readers
+    from tinyedu.lazy import pending_readers
 
     w = Tensor(np.arange(4, dtype=np.float32)).realize()
     buffer = w.lazydata.base.realized
@@ -80,7 +80,7 @@ def test_pending_readers_lists_each_live_unrun_reader_once():
     assert pending_readers(buffer) == []
     for _ in range(200):  # dead readers are swept: the entries stay bounded
         w * 3  # noqa: B018 - a reader made and dropped
-    assert len(_READERS[buffer].refs) < 130
+    assert len(buffer.readers.refs) < 130
 
 
 def test_a_reader_planned_twice_on_a_buffer_reads_the_old_values_after_assign():

@@ -193,36 +193,3 @@ def test_debug_prints_the_opts(monkeypatch: pytest.MonkeyPatch, capsys):
 
 def test_struct_float_helper_round_trips():
     assert struct.unpack("f", struct.pack("f", float(_float32(0x3F800001))))[0] == float(_float32(0x3F800001))
-
-
-def test_freed_memory_is_reused_only_when_nothing_still_sees_it():
-    from tinyedu.runtime.device import POOL
-
-    POOL.clear()
-    size = POOL.SMALLEST // 4  # float32 elements: big enough to be kept
-    first = Buffer("C", size, dtypes.float32)
-    address = first.as_numpy().ctypes.data
-    del first
-    second = Buffer("C", size, dtypes.float32)
-    assert second.as_numpy().ctypes.data == address and POOL.bytes == 0  # the same memory, reused
-    view = second.as_numpy()
-    view[:] = 7.0
-    del second
-    assert POOL.bytes == 0, "memory a numpy view still shows must not be handed out again"
-    third = Buffer("C", size, dtypes.float32)
-    third.as_numpy()[:] = 1.0
-    assert (view == 7.0).all() and third.as_numpy().ctypes.data % 64 == 0
-    small = Buffer("C", 16, dtypes.float32)
-    del small
-    assert POOL.bytes == 0, "small buffers are not kept"
-
-
-def test_the_pool_keeps_at_most_its_limit(monkeypatch: pytest.MonkeyPatch):
-    from tinyedu.runtime.device import POOL, MemoryPool
-
-    monkeypatch.setattr(MemoryPool, "LIMIT", 3 * MemoryPool.SMALLEST)
-    POOL.clear()
-    buffers = [Buffer("C", MemoryPool.SMALLEST // 4, dtypes.float32) for _ in range(5)]
-    del buffers
-    assert 0 < POOL.bytes <= 3 * MemoryPool.SMALLEST + 3 * 64
-    POOL.clear()

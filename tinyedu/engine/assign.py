@@ -26,9 +26,10 @@ Otherwise the value goes to memory of its own, and is copied into the target aft
 
 from __future__ import annotations
 
+import functools
 from typing import Collection
 
-from tinyedu.core.ops import BufferOps, LoadOps, ReduceOps
+from tinyedu.core.ops import BufferOps, LazyOp, LoadOps, ReduceOps
 from tinyedu.engine.realize import BufferCopy, run_program, run_schedule
 from tinyedu.engine.schedule import ScheduleItem
 from tinyedu.engine.schedule_cache import schedules
@@ -114,13 +115,19 @@ def _in_place_is_safe(schedule: list[ScheduleItem], k: int, target: Buffer) -> b
     if any(inp.realized is target for item in schedule[k + 1:] for inp in item.inputs):
         return False  # rule 1: a later kernel still needs the old contents
     item = schedule[k]
-    reads = {n + 1 for n, inp in enumerate(item.inputs) if inp.realized is target}
+    reads = frozenset(n + 1 for n, inp in enumerate(item.inputs) if inp.realized is target)
     if not reads:
         return True
-    if isinstance(item.ast.op, LoadOps):
-        return False
-    store_st = item.ast.arg.st  # contiguous; a load that is contiguous too reads element k where k is stored
-    for node in item.ast.walk():
+    return not isinstance(item.ast.op, LoadOps) and _reads_only_where_it_stores(item.ast, reads)
+
+
+@functools.lru_cache(maxsize=4096)
+def _reads_only_where_it_stores(ast: LazyOp, reads: frozenset[int]) -> bool:
+    """Rule 2 for the kernel `ast` and the buffers numbered `reads` (the target's numbers): a question
+    about the AST alone, so answered once per kernel and remembered (an optimizer asks it for every
+    weight, every step, and the answer is a walk over the AST)."""
+    store_st = ast.arg.st  # contiguous; a load that is contiguous too reads element k where k is stored
+    for node in ast.walk():
         if isinstance(node.op, ReduceOps) and any(leaf.arg.idx in reads for leaf in node.leaves
                                                   if leaf.op is BufferOps.LOAD):
             return False  # read inside a reduce: other output elements would see new values

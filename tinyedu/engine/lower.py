@@ -62,24 +62,30 @@ class Program:
     seconds: dict[str, float] = field(default_factory=dict)  # time spent in each lowering step
     runs: int = 0                     # how often the realizer ran it (DEBUG=2 shows setup on the first)
     flops: int | None = None          # the realizer's count for one run (counted on the first)
+    label: str = ""                   # the schedule's name for the kernel (kept on the first run)
 
     @property
     def opts(self) -> list[Opt]:
         return self.kernel.applied_opts if self.kernel is not None else []
 
 
-def optimization_mode() -> str:
-    """'none' (NOOPT=1), 'beam' (BEAM=n > 0) or 'heuristics' (the default)."""
+def optimization_mode(beam: int | None = None) -> str:
+    """'none' (NOOPT=1), 'beam' (BEAM=n > 0) or 'heuristics' (the default); `beam`: BEAM, if read."""
     if getenv("NOOPT", 0):
         return "none"
-    return "beam" if int(getenv("BEAM", 0)) > 0 else "heuristics"
+    return "beam" if (int(getenv("BEAM", 0)) if beam is None else beam) > 0 else "heuristics"
 
 
 def settings_key(device: str) -> tuple:
-    """Everything besides the AST that changes the program a device gets."""
+    """Everything besides the AST that changes the program a device gets.
+
+    Read from the environment on every call (NOOPT, BEAM, THREADS, CC, TINYEDU_SANITIZE, ...), so
+    that a test or a notebook that changes one sees its effect on the next realize; the realizer
+    asks once per realize and device (lower_ahead)."""
     backend = Device[device]
     compiler = backend.compiler
-    return (optimization_mode(), int(getenv("BEAM", 0)), backend.threads(), backend.limits,
+    beam = int(getenv("BEAM", 0))
+    return (optimization_mode(beam), beam, backend.threads(), backend.limits,
             None if compiler is None else (compiler.compiler, compiler.flags),
             getattr(backend, "renderer_choice", None))  # (a device that renders one AST in two ways)
 

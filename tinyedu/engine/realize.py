@@ -10,12 +10,13 @@ unless some Tensor still holds it.
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any, Callable
 
 import numpy as np
 
-from tinyedu.core.helpers import GlobalCounters, debug_level, prod
+from tinyedu.core.helpers import GlobalCounters, debug_level
 from tinyedu.core.ops import LazyOp, LoadOps
 from tinyedu.engine.lower import Program as LoweredProgram
 from tinyedu.engine.lower import lower, lower_ahead, show
@@ -82,7 +83,7 @@ def run_schedule(schedule: list[ScheduleItem], before_write: Callable[[Buffer], 
         out = item.out
         # An output that already has memory is an assign target: the kernel writes straight into it.
         if out.realized is None:
-            buffer = Buffer(out.device, prod(out.shape), out.dtype)
+            buffer = Buffer(out.device, math.prod(out.shape), out.dtype)
         else:
             buffer = out.realized
             if before_write is not None:
@@ -101,7 +102,8 @@ def run_schedule(schedule: list[ScheduleItem], before_write: Callable[[Buffer], 
             run_program(item.name, None, Fill(0), [buffer])  # deterministic: never garbage
         else:
             _run_kernel(item, buffer, programs.get((out.device, item.ast)), level)
-        GlobalCounters.mem_peak = max(GlobalCounters.mem_peak, GlobalCounters.mem_used)
+        if GlobalCounters.mem_used > GlobalCounters.mem_peak:
+            GlobalCounters.mem_peak = GlobalCounters.mem_used
         out.realized = buffer
         out.srcs = ()  # a realized buffer is a leaf: its sources (and their memory) can go
         if op is LoadOps.COPY:
@@ -113,7 +115,10 @@ def run_schedule(schedule: list[ScheduleItem], before_write: Callable[[Buffer], 
 def _run_kernel(item: ScheduleItem, buffer: Buffer, program: LoweredProgram | None, level: int) -> None:
     """Run one kernel: its `program` (None: not lowered ahead, so lowered now), timed and counted;
     `level` is DEBUG's."""
-    inputs = [x.realized for x in item.inputs]
+    buffers, moved = [buffer], buffer.nbytes  # (bytes moved: what the kernel writes and reads)
+    for x in item.inputs:
+        buffers.append(x.realized)
+        moved += x.realized.nbytes
     start = time.perf_counter()
     if program is None:
         program = lower(item.out.device, item.ast)
@@ -121,17 +126,16 @@ def _run_kernel(item: ScheduleItem, buffer: Buffer, program: LoweredProgram | No
     try:
         if program.runs == 0 and hasattr(program.runner, "prepare"):  # first run: load the compiled
             program.runner.prepare()                                     # library now, timed apart
+        if program.flops is None:  # the same for every AST equal to this one: once per program
+            program.flops, program.label = count_flops(item.ast), item.name
         loaded = time.perf_counter()
-        run_program(item.name, item.ast, program.runner, [buffer, *inputs])
+        run_program(program.label, item.ast, program.runner, buffers)
     except Exception:
         show(program)  # DEBUG=4/6: the source (and machine code) of the kernel that could not run
         raise
     elapsed = time.perf_counter() - loaded
     program.runs += 1
-    if program.flops is None:  # the same for every AST equal to this one: counted once per program
-        program.flops = count_flops(item.ast)
     flops = program.flops
-    moved = buffer.nbytes + sum(x.nbytes for x in inputs)
     GlobalCounters.kernel_count += 1
     GlobalCounters.global_ops += flops
     GlobalCounters.global_mem += moved

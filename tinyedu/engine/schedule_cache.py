@@ -92,12 +92,15 @@ class ScheduleCache:
         """Forget every schedule (tinyedu.exercises.hooks.clear_caches calls this when a piece is plugged)."""
         self.cache.clear()
         self.asts.clear()
+        NUMBERS.clear()
 
     def schedule(self, outs: list[LazyBuffer]) -> list[ScheduleItem]:
         """The schedule of `outs`: create_schedule's, from the cache when the structure was seen."""
         fuse = schedule.fusion_enabled()
         if not enabled():
             return schedule.create_schedule(outs, fuse)
+        if len(NUMBERS.by_id) > NUMBERS.LIMIT:  # (the keys of the cached schedules use its numbers)
+            self.cache_clear()
         structure = graph_structure(outs, fuse)
         try:
             planned = self.cache.get(structure.key)
@@ -109,7 +112,7 @@ class ScheduleCache:
             return [_instantiate(p, nodes) for p in planned]
         self.misses += 1
         items = [self._shared_ast(item) for item in schedule.create_schedule(outs, fuse)]
-        if len(self.cache) >= MAX_ENTRIES:
+        if len(self.cache) >= MAX_ENTRIES:  # (not NUMBERS: this key, about to be stored, uses them)
             self.cache.clear()
             self.asts.clear()
         places = {id(b): k for k, b in enumerate(structure.bases)}
@@ -120,32 +123,96 @@ class ScheduleCache:
 
 # --8<-- [start:key]
 def graph_structure(outs: list[LazyBuffer], fuse: bool) -> _Structure:
-    """The key of the graph that computes `outs` (see the module docstring), with its nodes in order."""
-    bases = schedule.bases_to_run(outs)
-    places: dict[int, int] = {id(b): k for k, b in enumerate(bases)}
+    """The key of the graph that computes `outs` (see the module docstring), with its nodes in order.
+
+    One walk does it all: the unrealized bases in the order the scheduler walks them (postorder of
+    the outputs, sources left to right, as schedule.bases_to_run), each one's part of the key made as
+    it comes out of the walk (its sources have their places by then), and the version check of
+    bases_to_run (a node planned on memory that assign overwrote since is refused)."""
+    places: dict[int, int] = {}   # id(base) -> its place: 0, 1, ... in walk order; -1, -2, ... in memory
+    bases: list[LazyBuffer] = []
     leaves: list[LazyBuffer] = []
-
-    def place(base: LazyBuffer) -> int:
-        found = places.get(id(base))
-        if found is None:  # a buffer in memory, first seen here
+    nodes: list[tuple] = []
+    seen: set[int] = set()
+    # A tracker's or dtype's number (see _Numbers): `(number(id(x)) or _number(x))[1]`, the lookup by
+    # identity inline (it is done a few times per node), _number only for an object not seen before.
+    number = NUMBERS.by_id.get
+    for out in outs:
+        root = out._base or out  # (s.base, without the property call: this runs for every node)
+        if root.realized is not None or id(root) in seen:
+            continue
+        seen.add(id(root))
+        stack = [(root, iter(root.srcs))]  # the path from the root, each node with the sources still to go
+        while stack:
+            node, todo = stack[-1]
+            for src in todo:
+                base = src._base or src
+                if base.realized is None and id(base) not in seen:  # down into an unwalked source
+                    seen.add(id(base))
+                    stack.append((base, iter(base.srcs)))
+                    break
+            else:  # every source has its place: this node comes next
+                stack.pop()
+                if node.src_versions.count(None) != len(node.src_versions):  # (a source in memory)
+                    schedule._check_versions(node)  # (bases_to_run's check)
+                srcs = []
+                for src in node.srcs:
+                    base = src._base or src
+                    place = places.get(id(base))
+                    if place is None:  # a buffer in memory, first seen here
+                        leaves.append(base)
+                        place = places[id(base)] = -len(leaves)
+                    srcs.append((place, (number(id(src.st)) or _number(src.st))[1]))
+                places[id(node)] = len(bases)
+                bases.append(node)
+                arg = node.arg  # (most: none, or a reduce's axes, which are their own key)
+                nodes.append((node.op, arg if arg is None or type(arg) is tuple else _arg_key(arg),
+                              (number(id(node.dtype)) or _number(node.dtype))[1],
+                              node.device, (number(id(node.st)) or _number(node.st))[1], tuple(srcs)))
+    outputs = []
+    for out in outs:
+        base = out._base or out
+        if id(base) not in places:  # (an output already in memory: the realizer passes none)
             leaves.append(base)
-            found = places[id(base)] = -len(leaves)
-        return found
-
-    nodes = []
-    for b in bases:  # (a loop, not nested comprehensions: the places are looked up inline, once per source)
-        srcs = []
-        for s in b.srcs:
-            base = s._base or s  # (s.base, without the property call)
-            found = places.get(id(base))
-            srcs.append((place(base) if found is None else found, s.st))
-        nodes.append((b.op, _arg_key(b.arg), b.dtype, b.device, b.st, tuple(srcs)))
-    nodes = tuple(nodes)
-    outputs = tuple(place(out.base) for out in outs)
-    memory = tuple((b.device, b.dtype, b.st, b.op is LoadOps.CONST, const_key(b.arg) if b.op is LoadOps.CONST
-                    else None) for b in leaves)
-    return _Structure((nodes, memory, outputs, _rule_settings(fuse)), bases, leaves)
+            places[id(base)] = -len(leaves)
+        outputs.append(places[id(base)])
+    memory = tuple((b.device, _number(b.dtype)[1], _number(b.st)[1], b.op is LoadOps.CONST,
+                    const_key(b.arg) if b.op is LoadOps.CONST else None) for b in leaves)
+    return _Structure((tuple(nodes), memory, tuple(outputs), _rule_settings(fuse)), bases, leaves)
 # --8<-- [end:key]
+
+
+class _Numbers:
+    """One small number per distinct ShapeTracker or DType, looked up by identity first.
+
+    The key names each node's tracker and dtype. Hashed as they are, each is a Python call (a
+    tracker's hash is computed once and kept, but reading it back is still a call), several per node,
+    for every node of every step. Here each gets a number instead: found by identity (a C-level
+    lookup of an int), and only an object not seen before is looked up by value, so equal trackers
+    still get equal numbers and the key means what it did. The table holds the objects it numbered,
+    so an identity is never reused while it is in the table; past LIMIT objects it starts over, with
+    the schedules keyed by its old numbers (ScheduleCache.schedule)."""
+
+    LIMIT = 1 << 16
+
+    def __init__(self) -> None:
+        self.by_id: dict[int, tuple[Any, int]] = {}   # id(object) -> (the object, its number)
+        self.by_value: dict[Any, int] = {}            # object (hashed by value) -> its number
+
+    def clear(self) -> None:
+        self.by_id.clear()
+        self.by_value.clear()
+
+
+NUMBERS = _Numbers()
+
+
+def _number(x: Any) -> tuple[Any, int]:
+    """(x, its number), numbering x if it is new (equal values, equal numbers)."""
+    found = NUMBERS.by_id.get(id(x))
+    if found is None:
+        found = NUMBERS.by_id[id(x)] = (x, NUMBERS.by_value.setdefault(x, len(NUMBERS.by_value)))
+    return found
 
 
 def _arg_key(arg: Any) -> Any:

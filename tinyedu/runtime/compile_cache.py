@@ -138,9 +138,10 @@ class LoadedLRU(Generic[T]):
 
     def get(self, key: Hashable, load: Callable[[], T]) -> T:
         with self.lock:
-            if key in self.items:
+            item = self.items.get(key)
+            if item is not None:  # (one lookup: every kernel launch asks)
                 self.items.move_to_end(key)
-                return self.items[key]
+                return item
             limit = self.limit if self.limit is not None else MAX_LOADED
             while len(self.items) >= max(limit, 1):
                 _, old = self.items.popitem(last=False)

@@ -4,8 +4,8 @@ A device is registered by name (NUMPY, PYTHON, C, NEON, LLVM, the GPU devices GP
 CL), CUDA and WEBGPU, and WASM). All devices keep their memory in host numpy arrays (which the
 compiled backends pass
 to kernels as pointers; a GPU device keeps a second copy in its own memory), aligned to 64 bytes, a
-cache line, so that vector loads do not straddle two lines. The memory of large buffers that die
-is kept in a pool and handed to the next buffer of the same size (see MemoryPool). Each device
+cache line, so that vector loads do not straddle two lines. The memory of buffers that die
+is kept in a pool and handed to the next buffer of the same byte size (see MemoryPool). Each device
 supplies what the engine's lowering (tinyedu/engine/lower.py) needs to turn a kernel AST into a
 program:
 
@@ -35,53 +35,68 @@ from tinyedu.launch import GPULimits, LaunchDims
 ALIGNMENT = 64  # bytes: one cache line, and one AVX-512 register
 
 
-def aligned_empty(size: int, dtype: DType, raw: np.ndarray | None = None) -> np.ndarray:
-    """An uninitialised array of `size` elements whose memory starts on a 64-byte boundary (carved
-    out of `raw`, bytes with room for the alignment, when given)."""
-    if raw is None:
-        raw = np.empty(size * dtype.itemsize + ALIGNMENT, dtype=np.uint8)
-    start = -raw.ctypes.data % ALIGNMENT
-    return raw[start:start + size * dtype.itemsize].view(dtype.np)
+class Memory:
+    """A buffer's host memory: `array`, aligned, carved out of `raw` (the bytes numpy allocated),
+    and the address where `array` starts (for a CPU kernel's pointer argument, looked up once: the
+    lookup costs about a microsecond, paid for every argument of every kernel a step runs)."""
+
+    __slots__ = ("raw", "array", "address")
+
+    def __init__(self, nbytes: int):
+        self.raw = np.empty(nbytes + ALIGNMENT, dtype=np.uint8)
+        address = self.raw.ctypes.data
+        start = -address % ALIGNMENT
+        self.array, self.address = self.raw[start:start + nbytes], address + start
 
 
 class MemoryPool:
-    """Memory of freed buffers, kept to be handed out again to a buffer of the same size.
+    """Memory of freed buffers, kept to be handed out again to a new buffer of the same byte size.
 
-    Why: fresh memory from the operating system is mapped page by page on first touch, so a kernel
-    writing a new 64 MB output spends about as long in page faults as in its own work, and freeing
-    it unmaps it again. Reusing the memory of a buffer that died (a previous output of the same
-    kernel, an intermediate of the last step) skips both. Only large buffers are kept (small ones
-    are cheap to allocate), at most LIMIT bytes in all, oldest dropped first; and only memory that
-    nothing else can still see (no numpy view of it survives the buffer; see Buffer.__del__).
+    Why: a new buffer's memory costs twice. Fresh memory from the operating system is mapped page
+    by page on first touch, so a kernel writing a new 64 MB output spends about as long in page
+    faults as in its own work; and carving an aligned array out of new bytes takes a handful of
+    numpy calls (a few microseconds), which for the dozen small intermediates of an eager step is
+    most of what a Buffer costs. An eager step needs the same buffers as the step before it, so
+    handing the memory of the last step's dead buffers to this step's new ones skips both.
+
+    The reuse rule: memory comes back here only when its Buffer dies *and* nothing else can still
+    see it: no numpy array made from `as_numpy()` survives the buffer (Buffer.__del__ checks the
+    reference counts), and the buffer's memory was not replaced by other memory. So memory handed
+    out again is never still read or written by anyone. At most LIMIT bytes and MAX_ARRAYS arrays
+    are kept, the oldest dropped first.
     """
 
-    SMALLEST = 1 << 18   # bytes: below this, allocating is cheap
     LIMIT = 1 << 29      # bytes kept at most (512 MB)
+    MAX_ARRAYS = 4096    # arrays kept at most (many small ones cost the lookups nothing, but memory)
 
     def __init__(self) -> None:
-        self.free: dict[int, list[np.ndarray]] = {}
-        self.order: list[np.ndarray] = []  # oldest first, for dropping
+        self.free: dict[int, list[Memory]] = {}  # by byte size, the newest last
+        self.order: dict[int, Memory] = {}        # every kept one by id, the oldest first (for dropping)
         self.bytes = 0
 
-    def take(self, nbytes: int) -> np.ndarray | None:
-        arrays = self.free.get(nbytes)
-        if not arrays:
-            return None
-        raw = arrays.pop()
-        self.order = [r for r in self.order if r is not raw]
-        self.bytes -= raw.nbytes
-        return raw
+    def take(self, nbytes: int) -> Memory:
+        """Memory for `nbytes`: kept memory of that size, else new."""
+        kept = self.free.get(nbytes)
+        if not kept:
+            return Memory(nbytes)
+        memory = kept.pop()
+        del self.order[id(memory)]
+        self.bytes -= nbytes
+        return memory
 
-    def give(self, raw: np.ndarray) -> None:
-        if raw.nbytes < self.SMALLEST or raw.nbytes > self.LIMIT:
+    def give(self, memory: Memory) -> None:
+        """Keep `memory` (which nobody else can see any more) for a later buffer of its size."""
+        nbytes = memory.array.nbytes
+        if nbytes > self.LIMIT:
             return
-        while self.bytes + raw.nbytes > self.LIMIT and self.order:
-            oldest = self.order.pop(0)
-            self.free[oldest.nbytes] = [r for r in self.free[oldest.nbytes] if r is not oldest]
-            self.bytes -= oldest.nbytes
-        self.free.setdefault(raw.nbytes, []).append(raw)
-        self.order.append(raw)
-        self.bytes += raw.nbytes
+        while self.order and (self.bytes + nbytes > self.LIMIT or len(self.order) >= self.MAX_ARRAYS):
+            oldest = self.order.pop(next(iter(self.order)))
+            same_size = self.free[oldest.array.nbytes]
+            same_size.pop(next(k for k, m in enumerate(same_size) if m is oldest))
+            self.bytes -= oldest.array.nbytes
+        self.free.setdefault(nbytes, []).append(memory)
+        self.order[id(memory)] = memory
+        self.bytes += nbytes
 
     def clear(self) -> None:
         self.free.clear()
@@ -127,16 +142,18 @@ class Buffer:
 
     def __init__(self, device: str, size: int, dtype: DType):
         self.device, self.size, self.dtype = device, size, dtype
-        self._raw = POOL.take(size * dtype.itemsize + ALIGNMENT)
-        self._memory = aligned_empty(size, dtype, self._raw)
-        self._raw = self._memory.base if self._raw is None else self._raw
+        self.nbytes = size * dtype.itemsize
+        self._held = memory = POOL.take(self.nbytes)  # (given back to the pool when this buffer dies)
+        if memory.array.dtype.type is not dtype.np:  # memory kept from a buffer of another dtype
+            memory.array = memory.array.view(dtype.np)
+        self._memory = memory.array
         self.version = 0
+        self.readers: Any = None  # the computations planned on this memory (kept by tinyedu/lazy.py)
         # A GPU device keeps a second copy in its own memory (`device_memory`, made by its runtime). The
         # two copies take turns being current: a kernel writes the device copy, `as_numpy()` reads the
         # host copy, and each side is copied over only when the other wrote since (see device_copy).
         self.device_memory: DeviceMemory | None = None
         self.host_current, self.device_current = True, False
-        self._address: int | None = None  # of the host memory, looked up on first use (host_address)
         self.serial = Buffer._serial
         Buffer._serial += 1
         GlobalCounters.mem_used += self.nbytes
@@ -147,19 +164,18 @@ class Buffer:
         """The serial number the next buffer will get."""
         return Buffer._serial
 
-    @property
-    def nbytes(self) -> int:
-        return self.size * self.dtype.itemsize
-
     def __del__(self) -> None:
         GlobalCounters.mem_used -= self.nbytes
         Buffer.live -= 1
-        memory, raw = self.__dict__.pop("_memory", None), self.__dict__.pop("_raw", None)
-        # Back to the pool only if nothing else refers to this memory: references here are the local
-        # names, getrefcount's own argument and (for raw) the view's base. A numpy array made from
-        # as_numpy() and still alive holds one more, and its memory must not be handed out again.
-        if raw is not None and sys.getrefcount(memory) == 2 and sys.getrefcount(raw) == 3:
-            POOL.give(raw)
+        held, array = self.__dict__.pop("_held", None), self.__dict__.pop("_memory", None)
+        # Back to the pool only if nothing else can see this memory (MemoryPool's rule). The references
+        # to `array` here are the local name, getrefcount's argument and the pool's record; those to
+        # the raw bytes are the record's, getrefcount's argument and the array's base. A numpy array
+        # from as_numpy() still alive, or a view of it, holds one more, and then the memory is not
+        # handed out again. Nor is memory that replaced the buffer's own (the array is not the record's).
+        if held is not None and held.array is array and sys.getrefcount(array) == 3 and \
+                sys.getrefcount(held.raw) == 3:
+            POOL.give(held)
 
     def copyin(self, data: np.ndarray) -> "Buffer":
         flat = np.ascontiguousarray(data, dtype=self.dtype.np).reshape(-1)
@@ -181,11 +197,11 @@ class Buffer:
 
     def host_address(self) -> int:
         """The address of the host memory (what as_numpy() returns), for a CPU kernel's pointer
-        argument. Looked up once: a buffer's memory never moves, and numpy's lookup costs about a
-        microsecond, paid for every argument of every kernel an eager step runs."""
-        if self._address is None or self.device_memory is not None:  # (a GPU's buffer: fetch it first)
-            self._address = self.as_numpy().ctypes.data
-        return self._address
+        argument: the one the memory was made with (see Memory), unless the memory was replaced since,
+        or a GPU's copy has to be fetched first."""
+        if self.device_memory is None and self._held.array is self._memory:
+            return self._held.address
+        return self.as_numpy().ctypes.data
 
     def device_copy(self, allocate: Callable[[int], DeviceMemory]) -> DeviceMemory:
         """This buffer in a GPU's memory, for a kernel to use: allocated on first use with

@@ -150,6 +150,7 @@ class CProgram:
     def __init__(self, name: str, library: CachedFile, launch: LaunchDims | None = None):
         cpu_only("C", name, launch)
         self.name, self.library, self.path = name, library, library.file
+        self._key = str(library.file)  # its key in LOADED (a str hashes in C; a Path's hash is a Python call)
         self._loaded: ctypes.CDLL | None = None  # the library `_function` was looked up in
         self._function: Any = None
         self._arity: int | None = None  # how many pointers `_function` was declared to take
@@ -164,7 +165,7 @@ class CProgram:
 
         The function is looked up again only when its library was loaded anew (after an eviction):
         a repeated step calls the same few programs, and the lookup would cost more than the call."""
-        loaded = LOADED.get(self.library.file, self._load)
+        loaded = LOADED.get(self._key, self._load)
         if loaded is not self._loaded:
             function = getattr(loaded, self.name)
             function.restype = None
@@ -206,7 +207,9 @@ class CDevice(Backend):
 
     @property
     def compiler(self) -> Compiler:
-        return Compiler()  # a new one each time: TINYEDU_SANITIZE may have changed
+        """The compiler that $CC and TINYEDU_SANITIZE ask for now: both are read on every call, so a
+        change takes effect at the next kernel (the lowering asks once per realize)."""
+        return _compiler(find_compiler(), sanitize_enabled())
 
     @property
     def vector_width(self) -> int:
@@ -215,6 +218,13 @@ class CDevice(Backend):
     def threads(self) -> int:
         """THREADS (default: every core) when OpenMP is there, else 1."""
         return thread_count() if openmp_available(find_compiler()) else 1
+
+
+@functools.cache
+def _compiler(compiler: str, sanitize: bool) -> Compiler:
+    """One Compiler per (compiler, sanitizers): making one probes nothing twice (its flags are cached)
+    but still costs more than the rest of looking up a program that was lowered before."""
+    return Compiler(compiler, sanitize)
 
 
 def create_device() -> CDevice:
