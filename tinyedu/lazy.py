@@ -12,7 +12,8 @@ realized base holds a device buffer in `.realized` and forgets its sources.
 
 Why the engine is *installed* rather than imported: the pipeline runs one way (frontend -> lazy ->
 schedule -> codegen -> runtime) and a stage never imports the stages below it. The engine sits
-below this file, so `tinyedu/engine/__init__.py` calls `install_engine()` when tinyedu is imported.
+below this file, so it plugs in through the core's seam, the class attribute `LazyBuffer.engine`:
+`tinyedu/engine/__init__.py` sets it on this file's LazyBuffer when tinyedu is imported.
 """
 
 from __future__ import annotations
@@ -41,19 +42,12 @@ class Engine(Protocol):
 
 
 # --8<-- [start:engine]
-_engine: Engine | None = None
-
-
-def install_engine(engine: Engine) -> None:
-    global _engine
-    _engine = engine
-
-
 def engine() -> Engine:
-    if _engine is None:
+    """The full engine, installed in the core's seam `LazyBuffer.engine` (on this file's LazyBuffer)."""
+    if LazyBuffer.engine is None:
         raise RuntimeError("no engine installed: import tinyedu (which installs tinyedu.engine), "
                            "not tinyedu.lazy on its own")
-    return _engine
+    return LazyBuffer.engine
 
 
 # --8<-- [end:engine]
@@ -61,8 +55,12 @@ class LazyBuffer(core_lazy.LazyBuffer):
     """The core's LazyBuffer (tinyedu/core/lazy.py), with what the full library adds: every node
     remembers which version of each source's memory it was planned on (for `assign`), equal nodes
     are made once (`create`), constants fold, half floats compute in float32, views are kept, and
-    the engine it hands the graph to is the full one. `base`, `is_view`, `size`, `cast` and the
-    movement ops (reshape, permute, expand, pad, shrink) are the core's."""
+    the engine it hands the graph to is the full one. `base`, `is_view`, `size`, `cast`, `realize`
+    and the movement ops (reshape, permute, expand, pad, shrink) are the core's."""
+
+    #: The core's seam, filled with the full engine by tinyedu/engine/__init__.py. Set to None here
+    #: so that, until then, this class never falls back on the core's engine.
+    engine: Engine | None = None
 
     # --8<-- [start:init]
     def __init__(self, device: str, st: ShapeTracker, dtype: DType, op: Op | None = None,
@@ -281,11 +279,6 @@ class LazyBuffer(core_lazy.LazyBuffer):
         if base.op is LoadOps.COPY and isinstance(base.arg, np.ndarray):
             return base.arg.reshape(self.shape)
         return None
-
-    def realize(self) -> "LazyBuffer":
-        if self.base.realized is None:
-            engine().realize([self])
-        return self
 
     def numpy(self) -> np.ndarray:
         """The values as a numpy array (realizes, and makes a dense copy of a view first)."""

@@ -714,3 +714,39 @@ def test_a_change_to_the_cores_scheduler_shows_in_the_full_library(monkeypatch: 
     assert items[1].inputs == (items[0].out,) and kernels == [i.out for i in items]
     monkeypatch.undo()
     assert len(create_schedule([y.lazydata])) == 1
+
+
+# ---- the engine: the full library's plugs into the core's seam, LazyBuffer.engine (issue 28) ----
+
+def test_the_full_engine_is_installed_in_the_cores_seam(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each LazyBuffer class runs on the engine installed in its class attribute `engine`: the core's
+    on the core's class, the full one on the full library's; replacing it changes where graphs go."""
+    import tinyedu
+    import tinyedu.engine
+    from tinyedu import lazy as full_lazy
+    from tinyedu.core import lazy as core_lazy
+    from tinyedu.core import realize as core_realize
+
+    assert isinstance(core_lazy.LazyBuffer.engine, core_realize.Engine)
+    assert isinstance(full_lazy.LazyBuffer.engine, tinyedu.engine.Engine)
+    assert "realize" not in vars(full_lazy.LazyBuffer)  # realize() is the core's, through the seam
+    seen: list[int] = []
+
+    class Watching:
+        def __init__(self, inner: object) -> None:
+            self.inner = inner
+
+        def realize(self, outs: list) -> None:
+            seen.append(len(outs))
+            self.inner.realize(outs)
+
+        def __getattr__(self, name: str) -> object:  # assign, canonical_device: the full engine's
+            return getattr(self.inner, name)
+
+    monkeypatch.setattr(full_lazy.LazyBuffer, "engine", Watching(full_lazy.LazyBuffer.engine))
+    assert (tinyedu.Tensor([1.0, 2.0]) * 3).tolist() == [3.0, 6.0] and seen
+    before = len(seen)
+    assert (Tensor([1.0, 2.0]) * 3).tolist() == [3.0, 6.0] and len(seen) == before  # the core's: not watched
+    monkeypatch.setattr(full_lazy.LazyBuffer, "engine", None)
+    with pytest.raises(RuntimeError, match="no engine installed"):
+        (tinyedu.Tensor([1.0]) + 1).numpy()

@@ -20,11 +20,12 @@ in one sitting. Read them in this order:
     errors.py     the error classes
 
 The rest of tinyedu is the full library. It builds on this folder where the two agree (the shared
-files, View and ShapeTracker, LazyBuffer, the Function and Renderer base classes, the device
-Registry, the Tensor, Linear and the Optimizer, the Scheduler, the Kernel, the Linearizer's skeleton, the C
-renderer, the Interpreter) and runs its own, larger engine for the rest; tinyedu/README.md and the site's "Read the core" list which
-seam each part plugs into. This package uses only relative imports, so it also works copied on its
-own.
+files, View and ShapeTracker, LazyBuffer and its engine seam, the Function and Renderer base
+classes, the device Registry, the Tensor, Linear and the Optimizer, the Scheduler, the Kernel, the
+Linearizer's skeleton, the C renderer, the Interpreter) and runs its own, larger realizer and
+devices; tinyedu/README.md and the site's "Read the core" list which seam each part plugs into.
+
+This package uses only relative imports, so it also works copied on its own.
 """
 
 __all__ = ["Tensor", "Linear", "SGD", "Adam"]
@@ -32,7 +33,7 @@ __all__ = ["Tensor", "Linear", "SGD", "Adam"]
 
 def __getattr__(name: str) -> object:
     """`from tinyedu.core import Tensor` loads the whole core: the Tensor, the engine (realize.py
-    installs itself into lazy.py) and both devices. Importing one module of the core, as the full
+    installs it in `LazyBuffer.engine`) and both devices. Importing one module of the core, as the full
     library does (`tinyedu.core.helpers`), loads only that module and what it imports."""
     if name not in __all__:
         raise AttributeError(f"module 'tinyedu.core' has no attribute {name!r}")

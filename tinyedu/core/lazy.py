@@ -10,12 +10,12 @@ A LazyBuffer is either
 (realize.py); a realized base holds its device Buffer in `.realized`.
 
 The engine is *installed*, not imported: it sits below this file (it imports LazyBuffer), so an
-import from here would run the wrong way. realize.py calls `install_engine` when it is imported.
+import from here would run the wrong way. realize.py sets `LazyBuffer.engine` when it is imported.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -24,26 +24,28 @@ from .helpers import prod
 from .ops import BinaryOps, LoadOps, Op, ReduceOps, TernaryOps, UnaryOps
 from .shape import ShapeTracker
 
-# --8<-- [start:engine]
-_realize: Callable[[list["LazyBuffer"]], None] | None = None
-
-
-def install_engine(realize: Callable[[list["LazyBuffer"]], None]) -> None:
-    """The seam between the graph and the engine: `realize(buffers)` schedules and runs them."""
-    global _realize
-    _realize = realize
-
 
 def realize(buffers: list["LazyBuffer"]) -> None:
-    """Compute these buffers, all in one schedule (so work they share is done once)."""
+    """Compute these buffers, all in one schedule (so work they share is done once), on the engine
+    installed in their class (`LazyBuffer.engine`, below)."""
     todo = [b for b in buffers if b.base.realized is None]
     if todo:
-        assert _realize is not None, "no engine installed: import the package, not lazy.py alone"
-        _realize(todo)
-# --8<-- [end:engine]
+        engine = todo[0].engine
+        if engine is None:
+            raise RuntimeError(f"no engine installed for {type(todo[0]).__name__}: import the package (which "
+                               "installs one), not its lazy.py alone")
+        engine.realize(todo)
 
 
 class LazyBuffer:
+    # --8<-- [start:engine]
+    #: The seam between the graph and the engine: an object whose `realize(buffers)` schedules the
+    #: buffers and runs them. realize.py installs the core's. It is a class attribute, so a subclass
+    #: installs its own: the full library's LazyBuffer runs on the full engine (tinyedu/engine/),
+    #: and this class keeps running on the core's, in the same process.
+    engine: Any = None
+    # --8<-- [end:engine]
+
     def __init__(self, device: str, st: ShapeTracker, dtype: DType, op: Op | None = None, arg: Any = None,
                  srcs: tuple["LazyBuffer", ...] = (), base: "LazyBuffer | None" = None):
         self.device, self.st, self.dtype, self.shape = device, st, dtype, st.shape

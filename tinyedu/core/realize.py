@@ -12,7 +12,7 @@ from typing import Callable
 
 from .device import DEVICES, Buffer
 from .helpers import debug_level
-from .lazy import LazyBuffer, install_engine
+from .lazy import LazyBuffer
 from .linearizer import Kernel, linearize
 from .ops import LazyOp, LoadOps
 from .schedule import ScheduleItem, create_schedule
@@ -48,8 +48,11 @@ def run_schedule(items: list[ScheduleItem]) -> None:
         out.srcs = ()  # in memory now: the graph behind it can be freed
 
 
-def realize(outs: list[LazyBuffer]) -> None:
-    run_schedule(create_schedule(outs))
+class Engine:
+    """What the lazy graph calls (`LazyBuffer.engine`): realize these buffers, in one schedule."""
+
+    def realize(self, outs: list[LazyBuffer]) -> None:
+        run_schedule(create_schedule(outs))
 
 
-install_engine(realize)
+LazyBuffer.engine = Engine()

@@ -5,8 +5,8 @@ schedule.py cuts the graph into kernels, and schedule_cache.py remembers the cut
 renderer/ and runtime/), realize.py runs the schedule, assign.py writes into existing buffers.
 
 The lazy graph (tinyedu/lazy.py) sits above the engine and never imports it; it declares the small
-`Engine` interface it calls, and this is the one place that installs it: importing tinyedu imports
-this package, which installs `Engine()` below.
+`Engine` interface it calls, and this is the one place that installs it, in the core's seam
+`LazyBuffer.engine`: importing tinyedu imports this package, which installs `Engine()` below.
 
 `schedule_hooks` is the seam for watching: each function in it sees every schedule before it runs.
 The engine never imports the drawings; tinyedu/viz/__init__.py adds the hook that draws a schedule
@@ -59,4 +59,4 @@ def _canonical_devices(devices: tuple) -> tuple[str, ...]:
     return names
 
 
-lazy.install_engine(Engine())
+lazy.LazyBuffer.engine = Engine()  # the core's seam (tinyedu/core/lazy.py), on the full LazyBuffer
