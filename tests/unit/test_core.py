@@ -714,6 +714,12 @@ def test_a_change_to_the_cores_scheduler_shows_in_the_full_library(monkeypatch: 
     assert items[1].inputs == (items[0].out,) and kernels == [i.out for i in items]
     monkeypatch.undo()
     assert len(create_schedule([y.lazydata])) == 1
+    # the schedule cache keys the core's rules too: a patched rule is used, not a remembered schedule
+    from tinyedu.engine.schedule_cache import schedules
+    assert len(schedules.schedule([(x * 2 + 1).lazydata])) == 1  # (now remembered)
+    monkeypatch.setattr(core_schedule, "rule1_outputs",
+                        lambda outs: also_inner([*outs, *(o.srcs[0] for o in outs)]))  # and what they add to
+    assert len(schedules.schedule([(x * 2 + 1).lazydata])) == 2
 
 
 # ---- the engine: the full library's plugs into the core's seam, LazyBuffer.engine (issue 28) ----

@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from tinyedu.core import schedule as core_schedule
 from tinyedu.core.helpers import getenv
 from tinyedu.core.ops import LazyOp, LoadOps, const_key
 from tinyedu.engine import schedule
@@ -223,9 +224,11 @@ def _arg_key(arg: Any) -> Any:
 
 
 def _rule_settings(fuse: bool) -> tuple:
-    """What, besides the graph, changes the schedule: fusion on or off, the bounds, the rule functions."""
+    """What, besides the graph, changes the schedule: fusion on or off, the bounds, the rule functions
+    (the engine's, and the core's that `pick_realized` calls), so a rule replaced at run time is used."""
     return (fuse, schedule.MAX_KERNEL_DEPTH, schedule.MAX_KERNEL_OPS, schedule.keeps_zero,
-            schedule.store_is_cheaper, schedule.pick_realized)
+            schedule.store_is_cheaper, schedule.pick_realized, core_schedule.rule1_outputs,
+            core_schedule.rule2_loads, core_schedule.readers_of)
 
 
 def _plan(item: ScheduleItem, places: dict[int, int]) -> _Planned:
