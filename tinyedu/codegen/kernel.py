@@ -49,7 +49,7 @@ from tinyedu.codegen import sum_blocks
 from tinyedu.codegen.opt import Opt
 from tinyedu.core import linearizer as core_linearizer
 from tinyedu.core.helpers import prod
-from tinyedu.core.linearizer import ast_dtype  # the one ast_dtype (engine/two_stage.py imports it from here)
+from tinyedu.core.linearizer import ast_dtype
 from tinyedu.core.ops import ConstBuffer, LazyOp, MemBuffer, ReduceOps
 from tinyedu.launch import GPULimits, LaunchDims
 

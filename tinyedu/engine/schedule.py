@@ -50,7 +50,6 @@ from tinyedu.core import schedule as core
 from tinyedu.core.helpers import getenv, postorder, prod
 from tinyedu.core.ops import ALU_OPS, BinaryOps, BufferOps, LazyOp, LoadOps, ReduceOps, TernaryOps, UnaryOps
 from tinyedu.core.schedule import Readers, ScheduleItem, Stores
-from tinyedu.core.schedule import leaf_shape as leaf_shape  # (two_stage.py imports it from here)
 from tinyedu.lazy import LazyBuffer
 from tinyedu.shape import ShapeTracker
 from tinyedu.shape.memo import memoized

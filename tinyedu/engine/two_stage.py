@@ -35,14 +35,15 @@ import time
 from dataclasses import dataclass, replace
 
 from tinyedu.codegen.heuristics import WORKGROUP
-from tinyedu.codegen.kernel import ast_dtype
 from tinyedu.core.dtype import dtypes
 from tinyedu.core.helpers import debug_level, getenv, postorder, prod
+from tinyedu.core.linearizer import ast_dtype
 from tinyedu.core.ops import BufferOps, ConstBuffer, LazyOp, LoadOps, MemBuffer, ReduceOps, TernaryOps
+from tinyedu.core.schedule import leaf_shape
 from tinyedu.core.uops import lowest_value
 from tinyedu.engine import beam
 from tinyedu.engine.lower import heuristic_opts, lower, new_kernel, optimization_mode
-from tinyedu.engine.schedule import ScheduleItem, leaf_shape
+from tinyedu.engine.schedule import ScheduleItem
 from tinyedu.launch import GPULimits
 from tinyedu.lazy import LazyBuffer
 from tinyedu.runtime.device import Device
@@ -56,18 +57,15 @@ def split_full_reduces(schedule: list[ScheduleItem]) -> list[ScheduleItem]:
     if not getenv("SPLIT_REDUCE", 1):
         return schedule
     devices = {item.out.device for item in schedule if not isinstance(item.ast.op, LoadOps)}
-    if all(Device[device].limits is None for device in devices):  # CPU devices only: nothing to split
+    limits_of: dict[str, GPULimits | None] = {device: Device[device].limits for device in devices}
+    if all(limits is None for limits in limits_of.values()):  # CPU devices only: nothing to split
         return schedule
     out: list[ScheduleItem] = []
-    limits_of: dict[str, GPULimits | None] = {}  # per device, looked up once per schedule
     for item in schedule:
         if isinstance(item.ast.op, LoadOps):
             out.append(item)
             continue
-        device = item.out.device
-        if device not in limits_of:
-            limits_of[device] = Device[device].limits
-        limits = limits_of[device]
+        limits = limits_of[item.out.device]
         if limits is None or full_reduce_length(item) is None:
             out.append(item)
         elif optimization_mode() == "beam":
