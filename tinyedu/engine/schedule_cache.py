@@ -126,50 +126,29 @@ class ScheduleCache:
 def graph_structure(outs: list[LazyBuffer], fuse: bool) -> _Structure:
     """The key of the graph that computes `outs` (see the module docstring), with its nodes in order.
 
-    One walk does it all: the unrealized bases in the order the scheduler walks them (postorder of
-    the outputs, sources left to right, as schedule.bases_to_run), each one's part of the key made as
-    it comes out of the walk (its sources have their places by then), and the version check of
-    bases_to_run (a node planned on memory that assign overwrote since is refused)."""
-    places: dict[int, int] = {}   # id(base) -> its place: 0, 1, ... in walk order; -1, -2, ... in memory
-    bases: list[LazyBuffer] = []
+    The nodes come from the scheduler's own walk (`schedule.bases_to_run`: the one graph walk,
+    with assign's version check), so the key lists them in the order the scheduler sees them; each
+    one's part of the key is made in that order, when its sources have their places already."""
+    bases = schedule.bases_to_run(outs)
+    places: dict[int, int] = {id(b): k for k, b in enumerate(bases)}  # 0, 1, ...; in memory: -1, -2, ...
     leaves: list[LazyBuffer] = []
     nodes: list[tuple] = []
-    seen: set[int] = set()
     # A tracker's or dtype's number (see _Numbers): `(number(id(x)) or _number(x))[1]`, the lookup by
     # identity inline (it is done a few times per node), _number only for an object not seen before.
     number = NUMBERS.by_id.get
-    for out in outs:
-        root = out._base or out  # (s.base, without the property call: this runs for every node)
-        if root.realized is not None or id(root) in seen:
-            continue
-        seen.add(id(root))
-        stack = [(root, iter(root.srcs))]  # the path from the root, each node with the sources still to go
-        while stack:
-            node, todo = stack[-1]
-            for src in todo:
-                base = src._base or src
-                if base.realized is None and id(base) not in seen:  # down into an unwalked source
-                    seen.add(id(base))
-                    stack.append((base, iter(base.srcs)))
-                    break
-            else:  # every source has its place: this node comes next
-                stack.pop()
-                if node.src_versions.count(None) != len(node.src_versions):  # (a source in memory)
-                    schedule._check_versions(node)  # (bases_to_run's check)
-                srcs = []
-                for src in node.srcs:
-                    base = src._base or src
-                    place = places.get(id(base))
-                    if place is None:  # a buffer in memory, first seen here
-                        leaves.append(base)
-                        place = places[id(base)] = -len(leaves)
-                    srcs.append((place, (number(id(src.st)) or _number(src.st))[1]))
-                places[id(node)] = len(bases)
-                bases.append(node)
-                arg = node.arg  # (most: none, or a reduce's axes, which are their own key)
-                nodes.append((node.op, arg if arg is None or type(arg) is tuple else _arg_key(arg),
-                              (number(id(node.dtype)) or _number(node.dtype))[1],
-                              node.device, (number(id(node.st)) or _number(node.st))[1], tuple(srcs)))
+    for node in bases:
+        srcs = []
+        for src in node.srcs:
+            base = src._base or src  # (src.base, without the property call: this runs for every node)
+            place = places.get(id(base))
+            if place is None:  # a buffer in memory, first seen here
+                leaves.append(base)
+                place = places[id(base)] = -len(leaves)
+            srcs.append((place, (number(id(src.st)) or _number(src.st))[1]))
+        arg = node.arg  # (most: none, or a reduce's axes, which are their own key)
+        nodes.append((node.op, arg if arg is None or type(arg) is tuple else _arg_key(arg),
+                      (number(id(node.dtype)) or _number(node.dtype))[1],
+                      node.device, (number(id(node.st)) or _number(node.st))[1], tuple(srcs)))
     outputs = []
     for out in outs:
         base = out._base or out
