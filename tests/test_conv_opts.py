@@ -15,7 +15,7 @@ import torch
 
 from tinyedu import Tensor, dtypes
 from tinyedu.codegen import heuristics
-from tinyedu.codegen.opts import OptOps
+from tinyedu.codegen.opts import Opt, OptOps
 from tinyedu.core.ops import BinaryOps, LoadOps, TernaryOps
 from tinyedu.core.uops import Loop, UOp, UOps
 from tinyedu.engine.lower import heuristic_opts, lower, new_kernel
@@ -166,3 +166,43 @@ def test_a_group_base_that_is_a_where_is_a_variable_of_its_own(c_device) -> None
     function(got.ctypes.data_as(ctypes.c_void_p), X.ctypes.data_as(ctypes.c_void_p))
     b = np.where(np.arange(8) < 4, 2 * np.arange(8), np.arange(8))
     np.testing.assert_array_equal(got, X[b + 1] + X[b + 2])
+
+
+def test_a_convolution_with_whole_vector_rows_is_vectorized_along_its_rows(c_device) -> None:
+    """Output rows of 32 (two 16-lane vectors): the row is the vector (the image read as vectors,
+    the filter broadcast, the outputs stored as vectors), times 8 output channels. Each output's sum
+    keeps its order, so the result is exactly the channel form's, and PyTorch's in float64."""
+    rng = np.random.default_rng(6)
+    X = rng.standard_normal((2, 64, 6, 34)).astype(np.float32)  # already padded: no copy kernel
+    W = rng.standard_normal((64, 64, 3, 3)).astype(np.float32) * 0.1
+    out = Tensor.empty(*X.shape).conv2d(Tensor.empty(*W.shape))
+    (ast,) = kernel_asts(out)
+    result, opts = run_with_heuristics(ast, c_device, [X, W], int(np.prod(out.shape)))
+    width = c_device.vector_width
+    if width == 16:
+        row, channels = 3, 1  # (n, c_out, y, x | c_in, ky, kx)
+        assert opts[:3] == [Opt(OptOps.UPCAST, row, 16), Opt(OptOps.UPCAST, row, 2),
+                            Opt(OptOps.UPCAST, channels, 8)]
+        assert not any(o.op is OptOps.PACK for o in opts)  # the filter is broadcast: nothing to copy
+        assert re.search(r"\*\(floatx16\*\)\(data0\+", lowered_source(ast, c_device))  # vector stores
+        channel_form = [Opt(OptOps.UPCAST, channels, 16), Opt(OptOps.UPCAST, channels, 2),
+                        Opt(OptOps.UPCAST, 2, 4), Opt(OptOps.PACK, 0, 2)]
+        program = lower("C", ast, channel_form, threads=1)
+        other = Buffer("C", result.size, ast.arg.dtype)
+        program.runner([other] + [Buffer("C", a.size, ast.arg.dtype).copyin(a.ravel()) for a in (X, W)])
+        np.testing.assert_array_equal(result, other.as_numpy())  # the same sums in the same order
+    expected = torch.nn.functional.conv2d(torch.from_numpy(X).double(), torch.from_numpy(W).double())
+    np.testing.assert_allclose(result.reshape(out.shape), expected.numpy(), rtol=1e-5, atol=1e-4)
+
+
+def test_rows_that_no_whole_vector_divides_keep_the_channel_form(c_device) -> None:
+    """Rows of 28 (not a multiple of 16) and a stride-2 image (not contiguous along the row) stay
+    vectorized along the channels."""
+    if c_device.vector_width != 16:
+        pytest.skip("the row lengths chosen here are about a 16-lane (AVX-512) vector")
+    cases = [((2, 16, 30, 30), (32, 16, 3, 3), 1), ((2, 16, 34, 34), (32, 16, 3, 3), 2)]
+    for x_shape, w_shape, stride in cases:
+        out = Tensor.empty(*x_shape).conv2d(Tensor.empty(*w_shape), stride=stride)
+        (ast,) = kernel_asts(out)
+        opts = heuristic_opts(new_kernel(ast, c_device), 16, 1)
+        assert opts[0] == Opt(OptOps.UPCAST, 1, 16), opts  # the output channels: axis 1

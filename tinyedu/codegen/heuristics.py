@@ -60,6 +60,7 @@ THREAD_MIN_WORK = 1 << 20    # loop iterations worth waking threads for (about 1
 THREAD_REUSE_FACTOR = 8      # ... times this in a reduce that reuses its loads (rule 5)
 ACCUMULATORS = 16            # vector accumulators a register block aims for (AVX-512 has 32 registers)
 CONV_CHANNEL_VECTORS = 2     # vectors of channels in a convolution's register block (when they divide)
+CONV_ROW_VECTORS = 2         # ... or vectors of an output row, where whole vectors divide the rows
 WORKGROUP = 256              # GPU: threads per workgroup the heuristics aim for (8 warps of 32)
 GROUP_MIN = 256              # GPU: reduces at least this long are shared by a workgroup's threads ...
 GROUP_OUTPUTS = 1 << 13      # ... when there are fewer outputs than this (too few threads otherwise)
@@ -560,6 +561,8 @@ def _conv_optimizations(k: Kernel, try_opt, vector_width: int, threads: int,
     image = _window_input(k) if image is None else image
     if image is None or _has_scalar_only_ops(k):
         return False
+    if _row_vectors(k, try_opt, image, vector_width, threads):
+        return True
     channel = _channel_axis(k, image, vector_width)
     if channel is None:
         return False
@@ -578,6 +581,41 @@ def _conv_optimizations(k: Kernel, try_opt, vector_width: int, threads: int,
         free = [a for a in k.loop_axes if k.kinds[a] is AxisKind.LOOP and strides[a] == 0]
         if free and prod(k.full_shape[a] for a in pack_tile(k, filt, free[0])) <= MAX_PACK_ELEMENTS:
             try_opt(Opt(OptOps.PACK, free[0], filt))
+    return True
+
+
+def _row_vectors(k: Kernel, try_opt, image: int, vector_width: int, threads: int) -> bool:
+    """A convolution whose output rows are whole vectors (32 wide at 16 lanes) is vectorized along
+    the row instead of the channels: the image row, contiguous and unmasked, is read as vectors
+    (one load for 16 neighbouring outputs), each filter element is broadcast, and the outputs are
+    stored as vectors, where the channel form stores each lane to its own channel plane. The block:
+    CONV_ROW_VECTORS vectors of a row, times the output channels (the axis the filter moves along
+    and the image does not) up to ACCUMULATORS vectors. Each output's sum keeps its order (one
+    multiply-add chain over the reduce loops, as in the channel form): the results are the same.
+    Measured on the 3x3 convolution 8x64x32x32 -> 64 (one AVX-512 core, kernel alone): 3.7 ms
+    against 5.2 ms in the channel form. Rows no full vector divides (28) keep the channel form."""
+    image_strides, out_strides = (k.sts[p].real_strides(ignore_valid=True) for p in (image, 0))
+    loops = [a for a in k.loop_axes if k.kinds[a] is AxisKind.LOOP]
+    if vector_width < 4 or not loops or any(view.mask is not None for view in k.sts[image].views):
+        return False
+    row = loops[-1]
+    filters = [p for p in _loads(k) if p != image and k.sts[p].real_strides(ignore_valid=True)[row] == 0]
+    if image_strides[row] != 1 or out_strides[row] != 1 or k.full_shape[row] % vector_width or not filters:
+        return False
+    filter_strides = k.sts[filters[0]].real_strides(ignore_valid=True)
+    channels = [a for a in loops if image_strides[a] == 0 and filter_strides[a] != 0]
+    if not channels or not try_opt(Opt(OptOps.UPCAST, row, vector_width)):
+        return False
+    if k.full_shape[row] % CONV_ROW_VECTORS == 0:
+        try_opt(Opt(OptOps.UPCAST, row, CONV_ROW_VECTORS))
+    amount = _largest_divisor(k.full_shape[channels[-1]],
+                              ACCUMULATORS // _vector_accumulators(k, vector_width))
+    if amount > 1:
+        try_opt(Opt(OptOps.UPCAST, channels[-1], amount))
+    if threads > 1 and prod(k.full_shape) >= THREAD_MIN_WORK:
+        for loop in [a for a in k.loop_axes if k.kinds[a] is AxisKind.LOOP]:
+            if k.full_shape[loop] >= threads and try_opt(Opt(OptOps.THREAD, loop, threads)):
+                break
     return True
 
 
