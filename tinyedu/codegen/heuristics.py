@@ -5,8 +5,9 @@ The choices, in the order they are made (each only when it applies):
 1. Small kernels stay as written: fewer than SMALL_KERNEL loop iterations run in microseconds
    whatever their loops look like, and they compile faster and read better without opts.
    A convolution (forward, input or weight gradient: an input read through overlapping windows)
-   gets its own opts instead, `_conv_optimizations` below: the channels as the vector (the window
-   axes are short and odd: 26, 13, 3), two vectors of them where they divide, a register block
+   gets its own opts instead, `_conv_optimizations` below: the output row as the vector where whole
+   vectors divide it (`_row_vectors`), else the channels (the window axes are short and odd: 26,
+   13, 3), two vectors of them where they divide, a register block
    along the output axes the filter does not move along, threads from THREAD_MIN_WORK loop
    iterations on (not rule 5's larger bound for matmuls), and the filter packed so its vectors are
    loads, not gathers. So does a matmul-like reduce that no input is contiguous along (a 1x1
