@@ -206,3 +206,24 @@ def test_rows_that_no_whole_vector_divides_keep_the_channel_form(c_device) -> No
         (ast,) = kernel_asts(out)
         opts = heuristic_opts(new_kernel(ast, c_device), 16, 1)
         assert opts[0] == Opt(OptOps.UPCAST, 1, 16), opts  # the output channels: axis 1
+
+
+@pytest.mark.parametrize("device", ["LLVM", "NEON"])
+def test_the_row_vector_form_matches_torch_on_llvm_and_neon(device: str) -> None:
+    """The same form through the other CPU renderers (LLVM IR; NEON, 4 lanes, under qemu): rows of
+    32 are whole vectors there too. The heuristics' first opt is the row's UPCAST; the result is
+    PyTorch's in float64."""
+    try:
+        backend = Device[device]
+        backend.check_runnable()
+    except DeviceUnavailable as missing:
+        pytest.skip(str(missing))
+    rng = np.random.default_rng(7)
+    X = rng.standard_normal((1, 16, 6, 34)).astype(np.float32)  # already padded: no copy kernel
+    W = rng.standard_normal((16, 16, 3, 3)).astype(np.float32) * 0.1
+    (ast,) = kernel_asts(Tensor.empty(*X.shape).conv2d(Tensor.empty(*W.shape)))
+    opts = heuristic_opts(new_kernel(ast, backend), backend.vector_width, 1)
+    assert opts[0] == Opt(OptOps.UPCAST, 2, backend.vector_width), opts  # (c_out, y, x | c_in, ky, kx)
+    got = Tensor(X, device=device).conv2d(Tensor(W, device=device)).numpy()
+    expected = torch.nn.functional.conv2d(torch.from_numpy(X).double(), torch.from_numpy(W).double())
+    np.testing.assert_allclose(got, expected.numpy(), rtol=1e-5, atol=1e-4)
