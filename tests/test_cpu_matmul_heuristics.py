@@ -95,3 +95,25 @@ def test_an_a_larger_than_l2_gets_a_wider_register_block(size: int, block: tuple
     assert [o.amount for o in upcasts] == [16, *block], opts  # the vector, rows, vectors of columns
     assert any(o.op is OptOps.PACK for o in opts)
     np.testing.assert_allclose(got, a_np.astype(np.float64) @ b_np.astype(np.float64), rtol=1e-4, atol=2e-3)
+
+
+def test_both_inputs_packed_on_a_cpu_give_the_same_sums():
+    """Two PACKs in one CPU kernel, one per input (as a BLAS packs a block of A and a panel of B):
+    A's tile of 4 row blocks before the column loop (reused by every column block), B's panel
+    before the row loop. Each is a local array of its own; packing moves where the values are read
+    from, not the order of the sums, so the result equals the unpacked kernel's exactly, and
+    numpy's in float64 within float32 rounding."""
+    A, B = data((128, 96), 20), data((96, 64), 21)
+    item = compute_item(Tensor(A).realize() @ Tensor(B).realize())
+    blocked = [Opt(OptOps.UPCAST, 1, 16), Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.TILE, 0, 4),
+               Opt(OptOps.SWAP, 1, 2)]  # (row tiles, column blocks, row blocks in a tile | k)
+    results = {}
+    for name, packs in [("plain", []), ("both", [Opt(OptOps.PACK, 1, 1), Opt(OptOps.PACK, 2, 2)])]:
+        program = lower("C", item.ast, blocked + packs, threads=1)
+        out = Buffer("C", item.out.size, item.out.dtype)
+        program.runner([out, *(x.realized for x in item.inputs)])
+        results[name] = out.as_numpy().reshape(128, 64)
+        assert ("local1[" in program.source) == bool(packs)  # a second local array: B's panel
+    np.testing.assert_array_equal(results["both"], results["plain"])
+    np.testing.assert_allclose(results["both"], A.astype(np.float64) @ B.astype(np.float64), rtol=1e-4,
+                               atol=1e-4)
