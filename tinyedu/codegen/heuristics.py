@@ -552,7 +552,8 @@ def _conv_optimizations(k: Kernel, try_opt, vector_width: int, threads: int,
     """The opts of a convolution (forward or a gradient; `image` given: see `_pointwise_image`),
     if `k` is one; False otherwise.
 
-    Vector along the channels (`_channel_axis`), two vectors of them where they divide
+    Where whole vectors divide the output rows, the row-vector form (`_row_vectors`). Otherwise:
+    vector along the channels (`_channel_axis`), two vectors of them where they divide
     (`_more_channel_vectors`); then a register block along the output axes the filter does not move
     along (`_conv_register_block`): each filter vector feeds several
     multiply-adds with broadcast image elements; threads on the outermost output loop; and the
@@ -605,9 +606,10 @@ def _row_vectors(k: Kernel, try_opt, image: int, vector_width: int, threads: int
         return False
     filter_strides = k.sts[filters[0]].real_strides(ignore_valid=True)
     channels = [a for a in loops if image_strides[a] == 0 and filter_strides[a] != 0]
+    vectors = k.full_shape[row] // vector_width  # (a row of one vector leaves no axis to upcast again)
     if not channels or not try_opt(Opt(OptOps.UPCAST, row, vector_width)):
         return False
-    if k.full_shape[row] % CONV_ROW_VECTORS == 0:
+    if vectors > 1 and vectors % CONV_ROW_VECTORS == 0:
         try_opt(Opt(OptOps.UPCAST, row, CONV_ROW_VECTORS))
     amount = _largest_divisor(k.full_shape[channels[-1]],
                               ACCUMULATORS // _vector_accumulators(k, vector_width))
