@@ -227,3 +227,21 @@ def test_the_row_vector_form_matches_torch_on_llvm_and_neon(device: str) -> None
     got = Tensor(X, device=device).conv2d(Tensor(W, device=device)).numpy()
     expected = torch.nn.functional.conv2d(torch.from_numpy(X).double(), torch.from_numpy(W).double())
     np.testing.assert_allclose(got, expected.numpy(), rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("width, row_opts, channels", [(16, [16], 16), (64, [16, 2], 8)])
+def test_rows_of_one_vector_or_of_four_get_a_block_within_16_accumulators(c_device, width: int,
+                                                                         row_opts: list[int],
+                                                                         channels: int) -> None:
+    """A row of one vector is upcast once (then 16 output channels fill the block); a row of four
+    vectors gets two of them, as a row of two does. PyTorch in float64 is the oracle."""
+    if c_device.vector_width != 16:
+        pytest.skip("the block sizes asserted here are those of a 16-lane (AVX-512) vector")
+    rng = np.random.default_rng(8)
+    X = rng.standard_normal((1, 8, 4, width + 2)).astype(np.float32)  # already padded
+    W = rng.standard_normal((32, 8, 3, 3)).astype(np.float32) * 0.1
+    (ast,) = kernel_asts(Tensor.empty(*X.shape).conv2d(Tensor.empty(*W.shape)))
+    result, opts = run_with_heuristics(ast, c_device, [X, W], 32 * 2 * width)
+    assert opts == [Opt(OptOps.UPCAST, 2, n) for n in row_opts] + [Opt(OptOps.UPCAST, 0, channels)]
+    expected = torch.nn.functional.conv2d(torch.from_numpy(X).double(), torch.from_numpy(W).double())
+    np.testing.assert_allclose(result.reshape(1, 32, 2, width), expected.numpy(), rtol=1e-5, atol=1e-4)
