@@ -237,6 +237,30 @@ def exp(x: Expr, times_pow2: int = 0) -> Expr:
 
 
 # --8<-- [end:exp-exact-product]
+# tanh(x) = x + x^3 P(x^2) for |x| < 0.55, P fitted in float32 (least squares on Chebyshev nodes:
+# within 2^-28.5 of tanh there): 5 terms where the Taylor series needs 10
+TANH_NEAR_ZERO = (-0.33333316445350647, 0.13332565128803253, -0.05385029688477516, 0.021064136177301407,
+                  -0.006264368072152138)
+
+
+def tanh(x: Expr) -> Expr:
+    """tanh(x) in float32: x + x^3 P(x^2) below |x| = 0.55, 1 - 2 / (e^(2|x|) + 1) from there (where
+    tanh is 0.5: the subtraction cancels less than a bit), sign restored; -0.0 kept. The polynomial
+    is odd, so it takes x itself; only the far side needs |x|, and for it the sign of zero does not
+    matter. e^(2|x|) = inf (or exp's clamp at 110) gives 1. float64 keeps the Taylor series
+    (tinyedu/function_composite.py)."""
+    negative = x < 0
+    a = negative.where(-x, x)
+    z = x * x
+    p = TANH_NEAR_ZERO[-1]
+    for c in TANH_NEAR_ZERO[-2::-1]:
+        p = p * z + c
+    near_zero = x + x * z * p
+    far = 1 - 2 / ((2 * a).exp() + 1)
+    t = (a < 0.55).where(near_zero, negative.where(-far, far))
+    return x.eq(0).where(x, t)  # x + x z p is +0.0 at x = -0.0
+
+
 def exp64(x: Expr, times_pow2: int = 0) -> Expr:
     """e^x * 2^times_pow2 in float64, as exp above: the product x log2 e kept exactly (x in halves of
     26 bits, log2 e to 26 bits plus a float64 rest), k = round(p) with 1.5 * 2^52, 2^t for the rest.

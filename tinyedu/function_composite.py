@@ -20,7 +20,7 @@ from typing import Any
 
 from tinyedu.core.dtype import dtypes
 from tinyedu.core.function import Function
-from tinyedu.expr import Expr, erfc, exp, exp_minus_square, split
+from tinyedu.expr import Expr, erfc, exp, exp_minus_square, split, tanh
 from tinyedu.lazy import LazyBuffer
 
 __all__ = ["Expr", "UnaryFunction"]  # Expr is re-exported: exercises write `from here import Expr`
@@ -191,7 +191,8 @@ class Sigmoid(UnaryFunction):
 # --8<-- [start:tanh]
 class Tanh(UnaryFunction):
     """tanh(|x|) is 1 - 2 / (e^(2|x|) + 1) from |x| = 0.55 (where tanh is 0.5: the subtraction
-    cancels less than a bit) and its Taylor series below, sign restored (-0.0 kept). 2 sigmoid(2x) - 1
+    cancels less than a bit) and a polynomial below (its Taylor series in float64, 5 fitted terms in
+    float32: see tinyedu/expr.py), sign restored (-0.0 kept). 2 sigmoid(2x) - 1
     would cancel to 0 for tiny x (tanh(1e-8) is 1e-8), and m / (m + 2) with m = expm1(2x) passes
     expm1's rounding on in full; both are about 1 ulp here. Nothing overflows: e^(2|x|) = inf gives 1.
 
@@ -281,19 +282,19 @@ def _bernoulli(n: int) -> Fraction:
 
 
 # tanh's Taylor series x + x^3 (c3 + c5 x^2 + ...): the coefficients 2^2n (2^2n - 1) B_2n / (2n)!, to
-# x^21 for float32 and to x^41 for float64 (at |x| = 0.55 each term is 0.12 times the last)
+# x^41 for float64 (at |x| = 0.55 each term is 0.12 times the last; float32 has a fitted polynomial)
 TANH_SERIES_64 = tuple(float(4**n * (4**n - 1) * _bernoulli(2 * n) / math.factorial(2 * n))
                        for n in range(2, 22))
-TANH_SERIES = TANH_SERIES_64[:10]
 
 
 def _tanh(x: Expr) -> Expr:
     """tanh, as the Tanh Function computes it (see there)."""
+    if not x.double():
+        return tanh(x)  # float32: a shorter polynomial (tinyedu/expr.py)
     a = x.abs()
     z = a * a
-    coefficients = TANH_SERIES_64 if x.double() else TANH_SERIES
-    series = coefficients[-1]
-    for c in coefficients[-2::-1]:
+    series = TANH_SERIES_64[-1]
+    for c in TANH_SERIES_64[-2::-1]:
         series = series * z + c
     near_zero = a + a * z * series
     far = 1 - 2 / ((2 * a).exp() + 1)  # e^(2|x|) is inf past |x| = 44, where tanh is 1

@@ -29,12 +29,15 @@ Everything not realized is inlined into the kernel that reads it. The rules, one
    ==, ...): fused, the padding would read 0 *before* the op, giving f(0) where 0 belongs.
 7. A kernel's AST is at most MAX_KERNEL_DEPTH ops deep: a longer chain stores an intermediate.
    (Compilers bound kernel size too; here it also keeps every tree walk far from Python's
-   recursion limit.)
+   recursion limit.) Like rule 9, it looks at the kernels the other rules made (see rule 9).
 8. No expensive recompute: an elementwise result with an expensive op (exp2, log2, sin, cos, sqrt,
    a reciprocal or a division) that a reduce reads through an expand is stored, because fused it
    would be recomputed once per use (n times per element in `x.exp() @ w`) instead of once.
-9. A kernel holds at most MAX_KERNEL_OPS distinct ops: when an op would take it past that, its
-   largest fused source is stored instead (so a kernel's size, and its compile time, stay bounded).
+9. A kernel holds fewer than MAX_KERNEL_OPS distinct ops, and an op recomputed in several kernels
+   does not copy that many ops into them: once the other rules have decided, their kernels are
+   walked again, and where an op would take one to the bound its largest fused source is stored,
+   and an op whose extra copies would reach it is stored (so the kernels' size, and their compile
+   time, stay bounded).
 
 The lazy graph is a DAG (relu reads x twice; tanh, gelu or x ** 1.5 read their input three or four
 times), and so is every AST built from it: a value used twice is one node with two parents. Every
@@ -129,10 +132,8 @@ class _Fused:
     reduces: set[int] = field(default_factory=set)  # ids of the reduces inside
     leaves: dict[tuple, int] = field(default_factory=dict)  # (buffer, view) it reads -> elements read
     zero_preserving: bool = True                     # every op inside has f(0) == 0
-    depth: int = 0                                   # ops on the longest path down to a leaf
     expensive: bool = False                          # an op inside is EXPENSIVE (rule 8)
     expanded_expensive: set = field(default_factory=set)  # expensive bases it reads through an expand
-    ops: frozenset[int] = frozenset()                # ids of the distinct ops inside (rule 9)
 
     @property
     def leaf_elements(self) -> int:
@@ -158,9 +159,10 @@ def pick_realized(outs: list[LazyBuffer], bases: list[LazyBuffer]) -> dict[LazyB
     """The bases that get their own buffer, with the rule that says so; all others are fused.
 
     Rules 1 and 2 look at one op at a time. Then a walk from sources to users decides each op in
-    turn: first its sources (rules 4, 8, 9), then what the op brings into a kernel (rule 3), then its
-    own result (rules 4, 6, 7). Rule 5 walks back from users to sources, as it needs every user
-    decided. A buffer keeps the first rule that stored it.
+    turn: first its sources (rules 4, 8), then what the op brings into a kernel (rule 3), then its
+    own result (rules 4, 6). Rule 5 walks back from users to sources, as it needs every user
+    decided; then rules 7 and 9 walk the kernels that are left, to bound their depth and size.
+    A buffer keeps the first rule that stored it.
     """
     plan = _Plan(core.readers_of(bases))
     plan.store(core.rule1_outputs(outs))  # rules 1 and 2 are the core's
@@ -169,13 +171,15 @@ def pick_realized(outs: list[LazyBuffer], bases: list[LazyBuffer]) -> dict[LazyB
         if isinstance(b.op, LoadOps):
             continue
         parts = plan.parts(b)
-        for source_rule in (rule4_one_reduce_per_kernel, rule8_no_expensive_recompute, rule9_bounded_ops):
+        for source_rule in (rule4_one_reduce_per_kernel, rule8_no_expensive_recompute):
             if plan.store(source_rule(b, parts)):
                 parts = plan.parts(b)  # a stored source brings only its load now
         info = plan.fused[b] = rule3_fuse(b, parts)
-        for result_rule in (rule4_reduce_read_in_order, rule6_padding_reads_zero, rule7_bounded_depth):
+        for result_rule in (rule4_reduce_read_in_order, rule6_padding_reads_zero):
             plan.store(result_rule(b, info, plan.readers[b]))
     plan.store(rule5_shared_buffers(bases, plan))
+    plan.store(rule7_bounded_depth(bases, plan.stored))
+    plan.store(rule9_bounded_ops(bases, plan.stored, plan.readers))
     return plan.stored
 # --8<-- [end:pick]
 
@@ -221,10 +225,8 @@ def rule3_fuse(b: LazyBuffer, parts: list[_Fused]) -> _Fused:
     reduces = set().union(*(p.reduces for p in parts)) | ({id(b)} if isinstance(b.op, ReduceOps) else set())
     return _Fused(reduces, {key: n for p in parts for key, n in p.leaves.items()},
                   all(p.zero_preserving for p in parts) and keeps_zero(b.op),
-                  1 + max((p.depth for p in parts), default=0),
                   b.op in EXPENSIVE or any(p.expensive for p in parts),
-                  _expanded_expensive(b.srcs, parts),
-                  frozenset().union(*(p.ops for p in parts)) | {id(b)})
+                  _expanded_expensive(b.srcs, parts))
 # --8<-- [end:rules-simple]
 
 
@@ -247,18 +249,6 @@ def rule8_no_expensive_recompute(b: LazyBuffer, parts: list[_Fused]) -> Stores:
     if not isinstance(b.op, ReduceOps):
         return []
     return [(base, 8) for base in _expanded_expensive(b.srcs, parts)]
-
-
-def rule9_bounded_ops(b: LazyBuffer, parts: list[_Fused]) -> Stores:
-    """Rule 9: while b's sources bring MAX_KERNEL_OPS ops or more (b would be one more than the
-    bound), store its largest fused source (the first one, on a tie)."""
-    ops = {src.base: p.ops for src, p in zip(b.srcs, parts, strict=True)}
-    stores: Stores = []
-    while len(frozenset().union(*ops.values())) >= MAX_KERNEL_OPS:
-        largest = max(b.srcs, key=lambda src: len(ops[src.base])).base
-        stores.append((largest, 9))
-        ops[largest] = frozenset()  # stored, it brings its load and no op
-    return stores
 # --8<-- [end:rules-sources]
 
 
@@ -275,10 +265,6 @@ def rule6_padding_reads_zero(b: LazyBuffer, info: _Fused, readers: Readers) -> S
     padded = any(_has_mask(v.st) for _, v in readers)
     return [(b, 6)] if not info.zero_preserving and padded else []
 
-
-def rule7_bounded_depth(b: LazyBuffer, info: _Fused, readers: Readers) -> Stores:
-    """Rule 7: an AST at most MAX_KERNEL_DEPTH ops deep (a longer chain stores an intermediate)."""
-    return [(b, 7)] if info.depth >= MAX_KERNEL_DEPTH else []
 # --8<-- [end:rules-result]
 
 
@@ -302,6 +288,68 @@ def rule5_shared_buffers(bases: list[LazyBuffer], plan: _Plan) -> Stores:
             stores.append((b, 5))
     return stores
 # --8<-- [end:rule5]
+
+
+# --8<-- [start:rule9]
+def _fused_sources(b: LazyBuffer, walked: dict, stored: set[LazyBuffer]) -> list[LazyBuffer]:
+    """b's sources that its kernel computes itself: ops already walked and not stored (once each)."""
+    return list(dict.fromkeys(s.base for s in b.srcs if s.base in walked and s.base not in stored))
+
+
+def rule7_bounded_depth(bases: list[LazyBuffer], stored: dict[LazyBuffer, str]) -> Stores:
+    """Rule 7: no kernel's AST is MAX_KERNEL_DEPTH ops deep or more: walking the kernels the other
+    rules left, sources first, an op that reaches that depth is stored (see rule 9 for why last)."""
+    stored, depth, stores = set(stored), {}, []
+    for b in bases:
+        if isinstance(b.op, LoadOps):
+            continue
+        depth[b] = 1 + max((depth[s] for s in _fused_sources(b, depth, stored)), default=0)
+        if depth[b] >= MAX_KERNEL_DEPTH and b not in stored:
+            stores.append((b, 7))
+            stored.add(b)
+    return stores
+
+
+def rule9_bounded_ops(bases: list[LazyBuffer], stored: dict[LazyBuffer, str],
+                      readers: dict[LazyBuffer, Readers]) -> Stores:
+    """Rule 9: no kernel holds MAX_KERNEL_OPS distinct ops or more, and no op's recomputed copies do.
+
+    It runs last, on the kernels the other rules left. A walk from users to sources finds the kernels
+    that inline each op (as rule 5 counts them); a walk from sources to users gathers the ops each
+    fused op brings (itself and its fused sources', stopping at stored buffers). While an op's
+    sources would bring the bound or more, the largest of them (the first, on a tie) is stored; and
+    an op inlined into k kernels is stored when its k - 1 extra copies would hold the bound or more
+    (rule 5 weighs memory only: recomputing from an 8-element input looks free however many ops).
+
+    Why last: run while the other rules were still deciding (as it once did), it counted ops that
+    rule 5 then stored anyway. Chapter 10's LSTM step (20 steps) has no kernel over 81 ops, yet that
+    count reached 256 there 47 times, and a cheaper tanh moved those cuts and made more kernels
+    (rule 7 did the same with depth). Now, where every kernel stays under the bounds (the LSTM, MLP
+    and Transformer steps), rules 7 and 9 store nothing, and how many ops a formula takes does not
+    enter the schedule. Where they do cut, the cuts are greedy: fewer ops can still move them.
+    """
+    stored = set(stored)
+    kernels: dict[LazyBuffer, set[LazyBuffer]] = {}
+    for b in reversed(bases):
+        if b not in stored and not isinstance(b.op, LoadOps):
+            kernels[b] = set().union(*({r} if r in stored else kernels.get(r, set()) for r, _ in readers[b]))
+    fused_ops: dict[LazyBuffer, frozenset[int]] = {}
+    stores: Stores = []
+    for b in bases:
+        if isinstance(b.op, LoadOps):
+            continue
+        ops = {src: fused_ops[src] for src in _fused_sources(b, fused_ops, stored)}
+        while len(frozenset().union(*ops.values())) >= MAX_KERNEL_OPS:
+            largest = max(ops, key=lambda base: len(ops[base]))
+            stores.append((largest, 9))
+            stored.add(largest)
+            del ops[largest]  # stored, it brings its load and no op
+        fused_ops[b] = frozenset().union(*ops.values()) | {id(b)}
+        if b not in stored and (len(kernels.get(b, ())) - 1) * len(fused_ops[b]) >= MAX_KERNEL_OPS:
+            stores.append((b, 9))  # its extra copies would be a kernel's worth of ops
+            stored.add(b)
+    return stores
+# --8<-- [end:rule9]
 
 
 # --8<-- [start:rule8]
