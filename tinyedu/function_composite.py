@@ -21,6 +21,7 @@ from typing import Any
 from tinyedu.core.dtype import dtypes
 from tinyedu.core.function import Function
 from tinyedu.expr import Expr, erfc, exp, exp_minus_square, split
+from tinyedu.function_template import templated
 from tinyedu.lazy import LazyBuffer
 
 __all__ = ["Expr", "UnaryFunction"]  # Expr is re-exported: exercises write `from here import Expr`
@@ -41,6 +42,10 @@ class UnaryFunction(Function):
     precision would lose what the formulas' error terms carry.
     """
 
+    #: Whether `value` may be replayed from a template (tinyedu/function_template.py): True for a
+    #: formula of x and the parameters alone, that keeps nothing on `self` for backward.
+    template = False
+
     def value(self, x: Expr) -> Expr:
         raise NotImplementedError
 
@@ -53,7 +58,11 @@ class UnaryFunction(Function):
     def forward(self, x: LazyBuffer, **params: Any) -> LazyBuffer:
         self.params, self.dtype = params, x.dtype
         self.x = Expr(x.cast(dtypes.float32) if x.dtype.is_half else x)
-        self.ret = self.value(self.x)
+        if self.template:  # the same graph as value(x), replayed when this formula ran on such an x before
+            self.ret = Expr(templated(type(self), params, self.x.lazydata,
+                                      lambda lb: self.value(Expr(lb)).lazydata))
+        else:
+            self.ret = self.value(self.x)
         return self.ret.lazydata.cast(x.dtype)
 
     def backward(self, grad: LazyBuffer) -> LazyBuffer:
@@ -308,6 +317,8 @@ def _softplus(x: Expr) -> Expr:
 class Exp(UnaryFunction):
     """e^x (see Expr.exp), a Function so that its derivative is the value itself, exactly; the chain
     rule through the formula's exp2s would multiply a rounded log 2 by a rounded 1/log 2."""
+
+    template = True  # (about 25 primitives, rebuilt every step otherwise)
 
     def value(self, x: Expr) -> Expr:
         return x.exp()
