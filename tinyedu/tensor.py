@@ -186,17 +186,20 @@ class Tensor(CreationMixin, ElementwiseMixin, RoundingMixin, ActivationMixin, Re
         inputs = (self, *others)
         if GradMode.enabled:
             needs = tuple([bool(t.requires_grad) for t in inputs])
+            record = True in needs
         else:  # (under no_grad, as an optimizer's update runs: no input needs a gradient)
-            needs = (False,) * len(inputs)
+            needs, record = (False,) * len(inputs), False
         ctx = function(needs)
-        for counts in count_primitives.active:
-            counts[function.__name__] += 1
+        if count_primitives.active:
+            for counts in count_primitives.active:
+                counts[function.__name__] += 1
+        out = Tensor.__new__(Tensor)  # (Tensor._wrap, without its call: every op runs this)
         if others:
-            out = Tensor._wrap(ctx.forward(*[t.lazydata for t in inputs], **kwargs))
+            out.lazydata = ctx.forward(*[t.lazydata for t in inputs], **kwargs)
         else:  # (one input, most often a movement op: no list to build)
-            out = Tensor._wrap(ctx.forward(self.lazydata, **kwargs))
+            out.lazydata = ctx.forward(self.lazydata, **kwargs)
         # Only floats carry gradients (as in PyTorch): a comparison or an int cast ends the graph.
-        if any(needs) and out.dtype.is_float:
+        if record and out.lazydata.dtype.is_float:
             out.requires_grad, out._ctx, out._parents = True, ctx, inputs
             ctx.memory_versions = _memory_versions(inputs)  # backward checks no input was assign()ed since
         return out
@@ -350,7 +353,13 @@ class Tensor(CreationMixin, ElementwiseMixin, RoundingMixin, ActivationMixin, Re
 
 def _memory_versions(inputs: tuple[Tensor, ...]) -> tuple:
     """(buffer, write count) of each input that is in memory, as the forward pass saw it."""
-    return tuple((b, b.version) for t in inputs if (b := t.lazydata.base.realized) is not None)
+    versions = []
+    for t in inputs:  # (a loop, not a generator, and no `base` property call: every recorded op runs this)
+        lazy = t.lazydata
+        buffer = (lazy._base or lazy).realized if type(lazy) is LazyBuffer else lazy.base.realized  # (multi/)
+        if buffer is not None:
+            versions.append((buffer, buffer.version))
+    return tuple(versions)
 
 
 def _check_not_assigned(ctx: F.Function) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+import tinyedu.core.function as F
 from tinyedu.core.dtype import dtypes
 from tinyedu.core.errors import ArgumentError, DeviceError, ShapeError, UnsupportedError
 from tinyedu.tensor_api.base import TensorLike, broadcast_shape
@@ -88,7 +89,10 @@ class NNMixin:
                              f"({w.shape[-2]})")
         batch_op = f"matmul: the batch axes of {self.shape} and {other.shape}"
         broadcast_shape(x.shape[:-2], w.shape[:-2], op=batch_op)  # a clear error if they do not broadcast
-        out = x._times_transposed(w.transpose(-1, -2))
+        if x.ndim == 2 and w.ndim == 2:  # (the usual case: the primitive, without permute's checks)
+            out = x._times_transposed(w._apply(F.Permute, order=(1, 0)))
+        else:
+            out = x._times_transposed(w.transpose(-1, -2))
         if x1:
             out = out.squeeze(-2)
         if w1:
@@ -98,7 +102,21 @@ class NNMixin:
     # --8<-- [end:matmul]
     def _times_transposed(self: TensorLike, wt: TensorLike) -> TensorLike:
         """self @ wt.T for self (..., n, k) and wt (..., m, k): the broadcast multiply and sum of matmul."""
+        if self.ndim == 2 and wt.ndim == 2 and self.dtype == wt.dtype and self.dtype.is_float and \
+                self.device == wt.device:
+            return self._times_transposed_2d(wt)
         return (self.unsqueeze(-2) * wt.unsqueeze(-3)).sum(-1)
+
+    def _times_transposed_2d(self: TensorLike, wt: TensorLike) -> TensorLike:
+        """_times_transposed of two matrices of one float dtype (a linear layer, most matmuls): the
+        primitives the general line applies, in the same order, without the checks of unsqueeze,
+        broadcasting and sum, which cannot fail here (a small matmul's graph costs more than its
+        kernel otherwise)."""
+        (n, k), m = self.shape, wt.shape[0]
+        x, w = self._apply(F.Reshape, shape=(n, 1, k)), wt._apply(F.Reshape, shape=(1, m, k))
+        x = x if m == 1 else x._apply(F.Expand, shape=(n, m, k))  # (broadcasting skips a size it has)
+        w = w if n == 1 else w._apply(F.Expand, shape=(n, m, k))
+        return x._apply(F.Mul, w)._apply(F.Sum, axes=(2,))._apply(F.Reshape, shape=(n, m))
 
     def dot(self: TensorLike, other: TensorLike) -> TensorLike:
         """The dot product of two 1-d tensors, as torch.dot (tinygrad's dot is matmul: use matmul or @)."""
