@@ -60,7 +60,7 @@ class UnaryFunction(Function):
         self.x = Expr(x.cast(dtypes.float32) if x.dtype.is_half else x)
         if self.template:  # the same graph as value(x), replayed when this formula ran on such an x before
             self.ret = Expr(templated(type(self), params, self.x.lazydata,
-                                      lambda lb: self.value(Expr(lb)).lazydata))
+                                      lambda lb: (self.value(Expr(lb)).lazydata,))[0])
         else:
             self.ret = self.value(self.x)
         return self.ret.lazydata.cast(x.dtype)

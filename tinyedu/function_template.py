@@ -32,22 +32,22 @@ MAX_TEMPLATES = 512  # (a session with many shapes starts over instead of growin
 
 
 class Template:
-    """The recorded steps of one formula: `steps[i]` makes value i + 1 + len(leaves); value 0 is the
-    input, then the constants (`leaves`), then one value per step, the last one the result."""
+    """The recorded steps of one formula. Value 0 is the input, then come the constants it reads
+    (`leaves`), then one value per step (`steps`); `outputs` says which values the formula returns."""
 
-    __slots__ = ("leaves", "steps")
+    __slots__ = ("leaves", "steps", "outputs")
 
-    def __init__(self, leaves: tuple[LazyBuffer, ...], steps: tuple[tuple, ...]):
-        self.leaves, self.steps = leaves, steps
+    def __init__(self, leaves: tuple[LazyBuffer, ...], steps: tuple[tuple, ...], outputs: tuple[int, ...]):
+        self.leaves, self.steps, self.outputs = leaves, steps, outputs
 
     def usable(self) -> bool:
         """No constant was given memory since it was recorded (see the module docstring)."""
         return all((leaf._base or leaf).realized is None for leaf in self.leaves)
 
 
-def record(x: LazyBuffer, out: LazyBuffer) -> Template | None:
-    """The steps from x to out, or None if the graph reads a node that is neither x, a node made
-    from x, nor a constant."""
+def record(x: LazyBuffer, outs: tuple[LazyBuffer, ...]) -> Template | None:
+    """The steps from x to outs, or None if the graph reads a node that is neither x, a node made
+    from x, nor a constant (or if an output does not depend on x at all)."""
     depends: dict[int, bool] = {id(x): True}
     order: list[LazyBuffer] = []
 
@@ -67,7 +67,7 @@ def record(x: LazyBuffer, out: LazyBuffer) -> Template | None:
             order.append(node)
         return found
 
-    if not visit(out):
+    if not all([visit(out) for out in outs]):
         return None
     leaves: list[LazyBuffer] = []
     for node in order:  # what the nodes read that x does not make: constants only
@@ -81,10 +81,10 @@ def record(x: LazyBuffer, out: LazyBuffer) -> Template | None:
     steps = tuple(("view", slots[id(node._base)], node.st) if node._base is not None else
                   ("base", tuple(slots[id(src)] for src in node.srcs), node.st, node.dtype, node.op, node.arg)
                   for node in order)
-    return Template(tuple(leaves), steps)
+    return Template(tuple(leaves), steps, tuple(slots[id(out)] for out in outs))
 
 
-def replay(template: Template, x: LazyBuffer) -> LazyBuffer:
+def replay(template: Template, x: LazyBuffer) -> tuple[LazyBuffer, ...]:
     """The recorded graph on the input x (whose dtype, device and trackers are the recorded ones)."""
     values: list[LazyBuffer] = [x, *template.leaves]
     device, create = x.device, LazyBuffer.create
@@ -94,21 +94,22 @@ def replay(template: Template, x: LazyBuffer) -> LazyBuffer:
             values.append(create(device, st, dtype, op, arg, tuple([values[s] for s in srcs])))
         else:
             values.append(values[step[1]]._view(step[2]))
-    return values[-1]
+    return tuple([values[i] for i in template.outputs])
 
 
 _TEMPLATES: dict[tuple, Template | None] = {}
 
 
-def templated(function: type, params: dict[str, Any], x: LazyBuffer,
-              build: Callable[[LazyBuffer], LazyBuffer]) -> LazyBuffer:
-    """build(x), replayed from a template when one was recorded for this formula and this kind of
-    input (see the module docstring), else built, and recorded for the next time."""
+def templated(formula: Any, params: dict[str, Any], x: LazyBuffer,
+              build: Callable[[LazyBuffer], tuple[LazyBuffer, ...]]) -> tuple[LazyBuffer, ...]:
+    """build(x) (a tuple of the formula's results), replayed from a template when one was recorded
+    for this formula, these parameters and this kind of input (see the module docstring), else
+    built, and recorded for the next time."""
     base = x._base or x
     if type(x) is not LazyBuffer or base.op is LoadOps.CONST:  # (several devices; a constant folds)
         return build(x)
     try:
-        key = (function, tuple((k, const_key(v)) for k, v in sorted(params.items())), x.dtype, x.device,
+        key = (formula, tuple((k, const_key(v)) for k, v in sorted(params.items())), x.dtype, x.device,
                x.st, None if x._base is None else base.st)
         hash(key)
     except TypeError:  # a parameter that is not a number: built every time
@@ -116,12 +117,12 @@ def templated(function: type, params: dict[str, Any], x: LazyBuffer,
     template = _TEMPLATES.get(key)
     if template is not None and template.usable():
         return replay(template, x)
-    out = build(x)
+    outs = build(x)
     if key not in _TEMPLATES or template is not None:  # (a None entry: this formula cannot be templated)
         if len(_TEMPLATES) >= MAX_TEMPLATES:
             _TEMPLATES.clear()
-        _TEMPLATES[key] = record(x, out)
-    return out
+        _TEMPLATES[key] = record(x, outs)
+    return outs
 
 
 def clear() -> None:

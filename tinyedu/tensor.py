@@ -16,8 +16,7 @@ tensor_api/grad_mode.py.
 
 from __future__ import annotations
 
-from collections import Counter
-from typing import Any, ClassVar, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -37,7 +36,7 @@ from tinyedu.tensor_api.combine import CombineMixin
 from tinyedu.tensor_api.conv import ConvMixin
 from tinyedu.tensor_api.creation import CreationMixin
 from tinyedu.tensor_api.elementwise import ElementwiseMixin
-from tinyedu.tensor_api.grad_mode import GradMode
+from tinyedu.tensor_api.grad_mode import GradMode, count_primitives
 from tinyedu.tensor_api.indexing import IndexingMixin
 from tinyedu.tensor_api.losses import LossMixin
 from tinyedu.tensor_api.movement import MovementMixin
@@ -49,24 +48,6 @@ from tinyedu.tensor_api.rounding import RoundingMixin
 from tinyedu.tensor_api.scans import ScanMixin
 from tinyedu.tensor_api.sharding import ShardingMixin
 from tinyedu.tensor_api.sorting import SortingMixin
-
-
-class count_primitives:  # noqa: N801 - used like no_grad
-    """`with count_primitives() as counts:` counts the primitive Functions applied inside the block.
-
-    This is how you can see that `softmax` or `conv2d` is nothing but a few primitives:
-    `counts` is a Counter such as {'Max': 1, 'Sub': 1, 'Exp2': 1, 'Sum': 1, 'Reshape': 2, ...}.
-    """
-
-    active: ClassVar[list[Counter]] = []
-
-    def __enter__(self) -> Counter:
-        self.counts: Counter = Counter()
-        count_primitives.active.append(self.counts)
-        return self.counts
-
-    def __exit__(self, *exc: object) -> None:
-        count_primitives.active.remove(self.counts)
 
 
 class _DefaultDevice:
