@@ -247,7 +247,7 @@ class Tensor(CreationMixin, ElementwiseMixin, RoundingMixin, ActivationMixin, Re
     def _to_tensor(self, x: "Tensor | Scalar", dtype: DType) -> "Tensor":
         if isinstance(x, Tensor):
             return x if x.dtype == dtype else x.cast(dtype)
-        return Tensor(full(x, (), dtype, self.device), device=self.device)  # (multi: on each device)
+        return Tensor._wrap(full(x, (), dtype, self.device))  # (multi: full makes one on each device)
 
     # --8<-- [start:broadcast]
     def _broadcasted(self, other: "Tensor | Scalar", op: str, reverse: bool = False,
@@ -267,12 +267,19 @@ class Tensor(CreationMixin, ElementwiseMixin, RoundingMixin, ActivationMixin, Re
                 # the same dtype and shape (x + y in a step, most often): nothing to cast or broadcast,
                 # so the steps below, which would each give back their input, are skipped
                 return (other, self) if reverse else (self, other)
+            if mine.dtype is theirs.dtype and type(mine.shape) is tuple and type(theirs.shape) is tuple:
+                # one dtype, two shapes (a bias, a max, a one-hot mask): broadcasting only
+                x, y = (other, self) if reverse else (self, other)
+                shape = broadcast_shape(x.lazydata.shape, y.lazydata.shape, op=op)
+                return x._expanded_to(shape), y._expanded_to(shape)
             same = other.dtype == self.dtype
             dtype = self.dtype if same else result_type(self._operand(), other._operand())
         elif isinstance(other, (bool, int, float)):
             # (a float tensor keeps its dtype with any Python number: the usual case, answered first)
-            floats = self.dtype.is_float
-            dtype = self.dtype if floats else result_type(self._operand(), (scalar_dtype(other), "scalar"))
+            # (an int tensor keeps its dtype with a Python int too: a comparison with an ignore_index)
+            mine = self.lazydata.dtype
+            keeps = mine.is_float or (type(other) is int and mine.is_int)
+            dtype = mine if keeps else result_type(self._operand(), (scalar_dtype(other), "scalar"))
         else:
             raise TypeError(f"{op}: unsupported operand type {type(other).__name__}; expected a Tensor or a "
                             "Python number")
@@ -294,10 +301,11 @@ class Tensor(CreationMixin, ElementwiseMixin, RoundingMixin, ActivationMixin, Re
     def _expanded_to(self, shape: tuple[int, ...]) -> "Tensor":
         """_broadcast_to for a shape that broadcast_shape gave, so both steps are known to be valid:
         the primitives directly, without reshape's and expand's checks (a step broadcasts often)."""
-        x = self
-        if len(shape) != x.ndim:
-            x = x._apply(F.Reshape, shape=(1,) * (len(shape) - x.ndim) + x.shape)
-        return x if x.shape == shape else x._apply(F.Expand, shape=shape)
+        x, mine = self, self.lazydata.shape
+        if len(shape) != len(mine):
+            mine = (1,) * (len(shape) - len(mine)) + mine
+            x = x._apply(F.Reshape, shape=mine)
+        return x if mine == shape else x._apply(F.Expand, shape=shape)
 
     # --8<-- [end:broadcast]
     def _axis(self, axis: int, op: str, ndim: int | None = None) -> int:
