@@ -105,9 +105,9 @@ def templated(formula: Any, params: dict[str, Any], x: LazyBuffer,
     """build(x) (a tuple of the formula's results), replayed from a template when one was recorded
     for this formula, these parameters and this kind of input (see the module docstring), else
     built, and recorded for the next time."""
-    base = x._base or x
-    if type(x) is not LazyBuffer or base.op is LoadOps.CONST:  # (several devices; a constant folds)
+    if type(x) is not LazyBuffer or (x._base or x).op is LoadOps.CONST:  # (several devices; a constant folds)
         return build(x)
+    base = x._base or x
     try:
         key = (formula, tuple((k, const_key(v)) for k, v in sorted(params.items())), x.dtype, x.device,
                x.st, None if x._base is None else base.st)
