@@ -292,11 +292,11 @@ class LazyBuffer(core_lazy.LazyBuffer):
     # ---- movement: views, never copies ----
     # --8<-- [start:view]
     def _view(self, st: ShapeTracker) -> "LazyBuffer":
-        if st == self.st:
+        if st is self.st or st == self.st:  # (`is` first: equal trackers are most often one object)
             return self
-        if st == self.base.st:  # e.g. a reshape that undoes another: the base itself, not a view
-            return self.base
         base = self._base or self  # (self.base, without the property call)
+        if st is base.st or st == base.st:  # e.g. a reshape that undoes another: the base itself, not a view
+            return base
         key = ("view", id(base), id(st))  # (by identity, checked on a hit: see `create`)
         ref = _NODES.refs.get(key)
         cached = None if ref is None else ref()
