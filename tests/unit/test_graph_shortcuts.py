@@ -72,3 +72,54 @@ def test_other_matmuls_take_the_general_code():
     np.testing.assert_array_equal((ints @ ints).numpy(), np.array([[7, 10], [15, 22]]))
     halves = Tensor(rng.standard_normal((3, 4)).astype(np.float16))
     assert (halves @ halves.T).dtype == dtypes.float16
+
+
+def test_arange_of_ints_builds_the_copy_the_general_path_builds():
+    for args in ((10,), (3, -5, -2), (0,), (2**31 - 1, 2**31 - 3, -1)):
+        fast = Tensor.arange(*args)
+        general = Tensor.arange(*args, dtype="int32")  # (with a dtype: the general path)
+        assert fast.dtype == general.dtype == dtypes.int32 and fast.shape == general.shape
+        assert fast.lazydata.op == general.lazydata.op and fast.lazydata.arg.dtype == np.int32
+        np.testing.assert_array_equal(fast.numpy(), np.arange(*args))
+    with pytest.raises(OverflowError, match="int32"):
+        Tensor.arange(2**31, 2**31 + 2)  # (beyond int32: the general path, and its error)
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint8", "int16", "int32", "int64", "bool", "float16", "float32"])
+def test_a_python_number_promotes_as_before(dtype):
+    """An int tensor keeps its dtype with a Python int without asking result_type: what result_type says."""
+    from tinyedu.core.dtype import result_type, scalar_dtype
+
+    x = Tensor(np.array([1, 2, 3]), dtype=dtype)
+    for number in (5, 300, -1, 2.5, True):
+        want = result_type((x.dtype, "tensor"), (scalar_dtype(number), "scalar"))
+        assert (x + number).dtype == want, (dtype, number)
+        assert (x == number).dtype == dtypes.bool
+    np.testing.assert_array_equal((x != 2).numpy(), np.array([1, 2, 3]).astype(x.dtype.np) != 2)
+
+
+def test_shortcuts_keep_the_primitive_counts():
+    ints = Tensor(np.arange(6, dtype=np.int32).reshape(2, 3))
+    with count_primitives() as counts:
+        ints != 3  # noqa: B015
+    assert dict(counts) == {"Eq": 2, "Reshape": 1, "Expand": 1}
+    x, b = Tensor(np.ones((2, 3), np.float32)), Tensor(np.ones(3, np.float32))
+    with count_primitives() as counts:
+        x * b  # noqa: B015
+    assert dict(counts) == {"Reshape": 1, "Expand": 1, "Mul": 1}
+    with count_primitives() as counts:
+        x.unsqueeze(1)
+    assert dict(counts) == {"Reshape": 1}
+
+
+def test_one_dtype_broadcasting_gives_the_graph_of_the_general_path():
+    rng = np.random.default_rng(5)
+    a = Tensor(rng.standard_normal((4, 1, 3)).astype(np.float32), requires_grad=True)
+    b = Tensor(rng.standard_normal((5, 1)).astype(np.float32), requires_grad=True)
+    fast = a - b  # one dtype: the short cut
+    general = a._expanded_to((4, 5, 3)) - b._expanded_to((4, 5, 3))  # (the same shapes: no broadcasting)
+    assert _structure(fast.lazydata) == _structure(general.lazydata)
+    reverse = b._expanded_to((4, 5, 3)) - a._expanded_to((4, 5, 3))
+    assert _structure((b - a).lazydata) == _structure(reverse.lazydata)
+    with pytest.raises(Exception, match="broadcast|shape"):
+        a - Tensor(np.ones((4, 2), np.float32))
