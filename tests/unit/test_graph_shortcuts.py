@@ -1,6 +1,6 @@
 """The Tensor layer's short cuts for the common case build the graph the general code builds.
 
-matmul and linear of two float matrices apply the primitives directly (no unsqueeze, broadcasting
+matmul and linear of one float dtype and the same batch axes apply the primitives directly (no unsqueeze, broadcasting
 or sum checks): the same primitives in the same order, the same lazy graph, the same values and
 gradients bit for bit, and the general code still for every other case.
 """
@@ -38,12 +38,14 @@ def _general(x: Tensor, wt: Tensor) -> Tensor:
     return (x.unsqueeze(-2) * wt.unsqueeze(-3)).sum(-1)
 
 
-@pytest.mark.parametrize("shape", [(3, 5, 4), (1, 5, 4), (3, 5, 1), (1, 5, 1), (2, 0, 3)])
+@pytest.mark.parametrize("shape", [((), 3, 5, 4), ((), 1, 5, 4), ((), 3, 5, 1), ((), 1, 5, 1), ((), 2, 0, 3),
+                                   ((2,), 3, 5, 4), ((2, 3), 4, 2, 1), ((2, 1), 3, 4, 5)])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_the_2d_matmul_short_cut_builds_what_the_general_code_builds(shape, dtype):
-    n, k, m = shape
+def test_the_matmul_short_cut_builds_what_the_general_code_builds(shape, dtype):
+    batch, n, k, m = shape
     rng = np.random.default_rng(0)
-    x_np, w_np = rng.standard_normal((n, k)).astype(dtype), rng.standard_normal((k, m)).astype(dtype)
+    x_np = rng.standard_normal((*batch, n, k)).astype(dtype)
+    w_np = rng.standard_normal((*batch, k, m)).astype(dtype)
 
     def run(product) -> tuple:
         x, w = Tensor(x_np, requires_grad=True).realize(), Tensor(w_np, requires_grad=True).realize()
@@ -57,9 +59,11 @@ def test_the_2d_matmul_short_cut_builds_what_the_general_code_builds(shape, dtyp
     fast = run(lambda x, w: x @ w)
     general = run(lambda x, w: _general(x, w.transpose(-1, -2)))
     assert fast == general  # (counts as ordered items: the primitives in the same order, too)
-    np.testing.assert_allclose(np.frombuffer(fast[2], dtype).reshape(n, m), x_np @ w_np, rtol=1e-5, atol=1e-6)
-    assert run(lambda x, w: x.linear(w.T.contiguous()))[1:] == \
-        run(lambda x, w: _general(x, w.T.contiguous()))[1:]
+    np.testing.assert_allclose(np.frombuffer(fast[2], dtype).reshape(*batch, n, m), x_np @ w_np, rtol=1e-5,
+                               atol=1e-6)
+    if not batch:
+        assert run(lambda x, w: x.linear(w.T.contiguous()))[1:] == \
+            run(lambda x, w: _general(x, w.T.contiguous()))[1:]
 
 
 def test_other_matmuls_take_the_general_code():
