@@ -1,8 +1,8 @@
 """The Tensor layer's short cuts for the common case build the graph the general code builds.
 
-matmul and linear of one float dtype and the same batch axes apply the primitives directly (no unsqueeze, broadcasting
-or sum checks): the same primitives in the same order, the same lazy graph, the same values and
-gradients bit for bit, and the general code still for every other case.
+matmul and linear of one float dtype and the same batch axes apply the primitives directly (no
+unsqueeze, broadcasting or sum checks): the same primitives in the same order, the same lazy graph,
+the same values and gradients bit for bit, and the general code still for every other case.
 """
 
 import numpy as np
