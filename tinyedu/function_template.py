@@ -67,8 +67,8 @@ def record(x: LazyBuffer, outs: tuple[LazyBuffer, ...]) -> Template | None:
             order.append(node)
         return found
 
-    if not all([visit(out) for out in outs]):
-        return None
+    if not all([visit(out) for out in outs]) or any(node.device != x.device for node in order):
+        return None  # (replay makes every node on the input's device)
     leaves: list[LazyBuffer] = []
     for node in order:  # what the nodes read that x does not make: constants only
         for parent in (node._base,) if node._base is not None else node.srcs:
