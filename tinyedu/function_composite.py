@@ -76,8 +76,6 @@ class Relu(UnaryFunction):
     """max(x, 0) as PyTorch defines it: NaN stays NaN (where(0 < x, x, 0) would give 0), -0.0 stays
     -0.0, and the gradient at exactly 0 is 0. A composite could not say "0 at 0" and "1 at NaN"."""
 
-    template = True
-
     def value(self, x: Expr) -> Expr:
         return (x < 0).where(0.0, x)
 
@@ -92,8 +90,6 @@ class Abs(UnaryFunction):
     """|x| with PyTorch's gradient sign(x), which is 0 at 0 (and at NaN). where(x < 0, -x, x) would
     send 1 at 0, and would keep -0.0 negative."""
 
-    template = True
-
     def value(self, x: Expr) -> Expr:
         return x.abs()
 
@@ -106,8 +102,6 @@ class Clamp(UnaryFunction):
     """clamp(x, low, high) (either bound may be None), with one of PyTorch's two gradient rules at the
     bounds: clamp lets the gradient through at x == low or high and blocks it at NaN; hardtanh (and
     relu6) blocks it at the bounds and lets it through at NaN. NaN stays NaN in the value."""
-
-    template = True
 
     def value(self, x: Expr) -> Expr:
         low, high = self.params["low"], self.params["high"]
@@ -159,8 +153,6 @@ class Hardswish(UnaryFunction):
     """x * relu6(x + 3) / 6 with PyTorch's gradient: 0 up to -3, x/3 + 1/2 up to 3 (exclusive), 1
     after (and at NaN). The flat part selects 0 (see UnaryFunction), which a composite cannot."""
 
-    template = True
-
     def value(self, x: Expr) -> Expr:
         return x * _relu6(x + 3) / 6
 
@@ -173,8 +165,6 @@ class Hardswish(UnaryFunction):
 
 class Hardsigmoid(UnaryFunction):
     """relu6(x + 3) / 6; gradient 1/6 strictly between -3 and 3, else 0 (NaN too), as PyTorch."""
-
-    template = True
 
     def value(self, x: Expr) -> Expr:
         return _relu6(x + 3) / 6
@@ -198,8 +188,6 @@ class Sigmoid(UnaryFunction):
     s (1 - s) rounds to 0 from x = 17 (s is 1 in float32); e / (1 + e)^2 with e = e^-|x| is the same
     number to 1 ulp, and keeps 4.1e-8 at 17 (and 3.7e-44 at 100)."""
 
-    template = True
-
     def value(self, x: Expr) -> Expr:
         return x.sigmoid()
 
@@ -220,8 +208,6 @@ class Tanh(UnaryFunction):
     before; sech^2 x = 4 e / (1 + e)^2 with e = e^(-2|x|) keeps them (4.2e-8 at 9, not 0).
     """
 
-    template = True
-
     def value(self, x: Expr) -> Expr:
         return _tanh(x)
 
@@ -236,8 +222,6 @@ class Silu(UnaryFunction):
     the chain rule computes x * s'(x) = x * 0 where the sigmoid saturates, and an infinite incoming
     gradient (silu(300) then exp) turns that 0 into NaN; PyTorch's formula gives inf."""
 
-    template = True
-
     def value(self, x: Expr) -> Expr:
         return x * x.sigmoid()
 
@@ -249,8 +233,6 @@ class Silu(UnaryFunction):
 class Mish(UnaryFunction):
     """x * tanh(softplus(x)), with PyTorch's one-factor derivative t + x s (1 - t^2), t the tanh and
     s the sigmoid (for the same reason as Silu)."""
-
-    template = True
 
     def value(self, x: Expr) -> Expr:
         return x * _tanh(_softplus(x))
@@ -264,8 +246,6 @@ class GeluTanh(UnaryFunction):
     """gelu's tanh approximation 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3), computed as
     x sigmoid(2u) (no 1 + (-1 + tiny) cancellation), with PyTorch's one-factor derivative
     0.5 (1 + t) + 0.5 x (1 - t^2) u'(x), t = tanh(u)."""
-
-    template = True
 
     def value(self, x: Expr) -> Expr:
         return x * (2 * self._u(x)).sigmoid()
@@ -282,8 +262,6 @@ class GeluTanh(UnaryFunction):
 
 class Tan(UnaryFunction):
     """sin(x) / cos(x), with PyTorch's derivative 1 + tan^2 (as one factor)."""
-
-    template = True
 
     def value(self, x: Expr) -> Expr:
         return x.sin() / x.cos()
@@ -340,8 +318,6 @@ class Exp(UnaryFunction):
     """e^x (see Expr.exp), a Function so that its derivative is the value itself, exactly; the chain
     rule through the formula's exp2s would multiply a rounded log 2 by a rounded 1/log 2."""
 
-    template = True  # (about 25 primitives, rebuilt every step otherwise)
-
     def value(self, x: Expr) -> Expr:
         return x.exp()
 
@@ -355,8 +331,6 @@ class Expm1(UnaryFunction):
     expm1 formula) cancels to 0 for x < -17, where the value rounds to -1, and elu, built on expm1,
     needs exp(x) there (as PyTorch's elu computes it)."""
 
-    template = True
-
     def value(self, x: Expr) -> Expr:
         return x.expm1()
 
@@ -366,8 +340,6 @@ class Expm1(UnaryFunction):
 
 class Log1p(UnaryFunction):
     """log(1 + x) (see Expr.log1p); derivative 1 / (1 + x). Hand-written for the same reason as Expm1."""
-
-    template = True
 
     def value(self, x: Expr) -> Expr:
         return x.log1p()
@@ -382,8 +354,6 @@ class Softplus(UnaryFunction):
     softplus(-17) = 4.1e-8 (log(1 + 4.1e-8) rounds to 0). Derivative: sigmoid(beta x) (1 where the
     value is x), which is 0.5 at 0: the old relu(z) + log(1 + exp(-|z|)) composite got -0.5 there,
     from the kinks of relu and abs."""
-
-    template = True
 
     def value(self, x: Expr) -> Expr:
         beta, threshold = self.params["beta"], self.params["threshold"]
@@ -401,8 +371,6 @@ class Gelu(UnaryFunction):
     """x * Phi(x), Phi the normal CDF: PyTorch's gelu (approximate='none'). Phi(x) = erfc(-x/sqrt2)/2
     rather than (1 + erf(x/sqrt2))/2, which cancels to 0 for x < -4. Derivative Phi(x) + x phi(x).
     In float64 the rounding of -x/sqrt2 is put back (see _normal_cdf64)."""
-
-    template = True
 
     def value(self, x: Expr) -> Expr:
         if x.double():
@@ -438,3 +406,11 @@ def _normal_cdf64(x: Expr) -> tuple[Expr, Expr]:
     bell = exp_minus_square(near_z.abs())  # e^(-z^2)
     cdf = erfc(z) * 0.5 - bell * z_lo * (1 / math.sqrt(math.pi))
     return cdf, bell * (1 - 2 * near_z * z_lo) * (1 / math.sqrt(2 * math.pi))
+
+
+# Formulas of x and their parameters alone, keeping nothing on `self` for backward: their graphs are
+# replayed from templates (tinyedu/function_template.py).
+for _function in (Relu, Abs, Clamp, Hardswish, Hardsigmoid, Sigmoid, Tanh, Silu, Mish, GeluTanh, Tan, Exp,
+                  Expm1, Log1p, Softplus, Gelu):
+    _function.template = True
+del _function

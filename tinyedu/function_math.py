@@ -20,8 +20,6 @@ class Sinh(UnaryFunction):
     would cancel to 0 for tiny x), above h - 1/(4h) with h = e^|x| / 2, computed as one rounding of
     e^|x| * 2^-1 (so sinh(89.4) is finite, though e^89.4 overflows float32). Derivative cosh(x)."""
 
-    template = True
-
     def value(self, x: Expr) -> Expr:
         return _mirror(x, _sinh_abs(x.abs()))
 
@@ -31,8 +29,6 @@ class Sinh(UnaryFunction):
 
 class Cosh(UnaryFunction):
     """cosh(x) = h + 1/(4h), h = e^|x| / 2 rounded once (see Sinh). Derivative sinh(x)."""
-
-    template = True
 
     def value(self, x: Expr) -> Expr:
         return _cosh_abs(x.abs())
@@ -65,8 +61,6 @@ class Asinh(UnaryFunction):
     """asinh(x) = sign(x) log1p(|x| + x^2 / (1 + sqrt(1 + x^2))), accurate for tiny x; past 2^26,
     where x^2 + 1 is x^2 and x^2 soon overflows, log(2|x|). Derivative 1 / sqrt(1 + x^2)."""
 
-    template = True
-
     def value(self, x: Expr) -> Expr:
         a = x.abs()
         small = (a + a * a / (1 + (1 + a * a).sqrt())).log1p()
@@ -81,8 +75,6 @@ class Acosh(UnaryFunction):
     NaN below 1. Derivative 1 / sqrt(x^2 - 1), computed as 1 / sqrt((x - 1)(x + 1)), exact near 1
     (and, like PyTorch's formula, finite below -1, where acosh itself is NaN)."""
 
-    template = True
-
     def value(self, x: Expr) -> Expr:
         t = x - 1
         near_one = (t + (2 * t + t * t).sqrt()).log1p()
@@ -95,8 +87,6 @@ class Acosh(UnaryFunction):
 class Atanh(UnaryFunction):
     """atanh(x) = log1p(2x / (1 - x)) / 2, accurate for tiny x; +-inf at +-1, NaN outside [-1, 1].
     Derivative 1 / (1 - x^2), as 1 / ((1 - x)(1 + x)) (exact near 1)."""
-
-    template = True
 
     def value(self, x: Expr) -> Expr:
         a = x.abs()
@@ -210,8 +200,6 @@ class Asin(UnaryFunction):
     """asin, NaN outside [-1, 1] (see asin_abs). Derivative 1 / sqrt((1 - x)(1 + x)): inf at +-1, as
     PyTorch (and (1 - x)(1 + x) is exact near 1, where 1 - x^2 would lose digits)."""
 
-    template = True
-
     def value(self, x: Expr) -> Expr:
         return _mirror(x, asin_abs(x.abs()))
 
@@ -223,8 +211,6 @@ class Acos(UnaryFunction):
     """acos(x): pi/2 - asin(x) for |x| <= 1/2 (no cancellation: the result is at least pi/3),
     2 asin(sqrt((1 - x) / 2)) above, pi - 2 asin(sqrt((1 + x) / 2)) below. Derivative
     -1 / sqrt((1 - x)(1 + x))."""
-
-    template = True
 
     def value(self, x: Expr) -> Expr:
         middle = HALF_PI_HI + (HALF_PI_LO - _asin_small(x))
@@ -239,8 +225,6 @@ class Acos(UnaryFunction):
 class Atan(UnaryFunction):
     """atan (see atan_abs), sign restored (-0.0 kept); +-pi/2 at +-inf. Derivative 1 / (1 + x^2),
     0 at +-inf and past 1.8e19 (where x^2 overflows to inf)."""
-
-    template = True
 
     def value(self, x: Expr) -> Expr:
         return _mirror(x, atan_abs(x.abs()))
@@ -261,8 +245,6 @@ class Erf(UnaryFunction):
     0), above 1 - erfc(|x|) (erfc accurate in relative terms, see tinyedu/expr.py), sign restored.
     Derivative (2/sqrt(pi)) e^(-x^2), with x^2 kept exactly as sq + err (Dekker): the rounding of
     x^2 alone (half an ulp of 9 at x = 3) is 8 ulps of e^(-9)."""
-
-    template = True
 
     def value(self, x: Expr) -> Expr:
         if x.double():
@@ -380,8 +362,6 @@ class PowScalar(UnaryFunction):
     pow_backward, e * x ** (e - 1) (so (-0.0) ** -0.5 has gradient -inf, not the +inf that the chain
     rule through 1/sqrt(x) gives, and x ** 2.5 has gradient 0 at 0, not NaN)."""
 
-    template = True
-
     def value(self, x: Expr) -> Expr:
         return scalar_pow_value(x, self.params["exponent"])
 
@@ -426,3 +406,9 @@ class LogsumexpGrad(Function):
         out, g = Expr(self.value.expand(shape)), Expr(grad.expand(shape))
         return ((self.x - out).exp() * g).lazydata
 
+
+
+# Formulas of x and their parameters alone: replayed from templates (see function_composite.py's end).
+for _function in (Sinh, Cosh, Asinh, Acosh, Atanh, Asin, Acos, Atan, Erf, PowScalar):
+    _function.template = True
+del _function
