@@ -407,7 +407,6 @@ class LogsumexpGrad(Function):
         return ((self.x - out).exp() * g).lazydata
 
 
-
 # Formulas of x and their parameters alone: replayed from templates (see function_composite.py's end).
 for _function in (Sinh, Cosh, Asinh, Acosh, Atanh, Asin, Acos, Atan, Erf, PowScalar):
     _function.template = True
