@@ -473,7 +473,8 @@ def graph_building_table() -> None:
     """The Python cost of one Tensor op and of one lazy node, building without realizing: 1,000
     elementwise ops (add, mul, sub, relu) on a (128, 256) tensor, and the graphs of exp and tanh.
     The minimum of several runs, in CPU time of this thread (the least disturbed by a busy machine).
-    The first node is a fresh copy, so no op below it is found in the node cache."""
+    The first node is a fresh copy, so no op below it is found in the node cache. exp and tanh replay
+    the graph their first call recorded (tinyedu/function_template.py), as they do in a step."""
     print(f"\n== building the graph, nothing realized (min CPU time of this thread) [{load()}]")
     rng = np.random.default_rng(0)
     x = Tensor(rng.standard_normal((128, 256)).astype(np.float32)).realize()
