@@ -11,7 +11,7 @@ Run: .venv/bin/python bench/bench_eager.py [--quick]      (not a test; prints ta
 3. Where an eager step's time goes, for the MLP step and the Transformer block step: building the
    graph, in two rows: the Tensor layer (Tensor ops, autograd, the optimizer's update) and the lazy
    nodes it asks for (LazyBuffer's e, r, views and constants, timed where the Tensor layer calls
-   them), scheduling with the cache (computing the
+   them, and the nodes a formula template replays: create), scheduling with the cache (computing the
    graph's key, then the lookup and putting this graph's nodes into the cached kernels), the
    realizer's own Python (programs looked up, buffers allocated, counters), the copies assign
    makes of a weight that a graph still lazy reads (here the loss, realized after the update, and
@@ -349,7 +349,7 @@ def breakdown(name: str, make_step: Callable[[], Callable[[], Tensor]]) -> None:
     for owner in (realize, assign_module):
         watch.wrap(owner, "run_schedule", "run")
     watch.wrap(assign_module, "snapshot_for_pending_readers", "snapshots")
-    for owner, names in ((LazyBuffer, ("e", "r", "full", "contiguous", "_view")),
+    for owner, names in ((LazyBuffer, ("e", "r", "full", "contiguous", "_view", "create")),
                          (core_lazy.LazyBuffer, ("reshape", "permute", "expand", "pad", "shrink", "cast"))):
         for method in names:  # every way in from the Tensor layer to the lazy graph
             watch.wrap(owner, method, "lazy")
@@ -473,7 +473,8 @@ def graph_building_table() -> None:
     """The Python cost of one Tensor op and of one lazy node, building without realizing: 1,000
     elementwise ops (add, mul, sub, relu) on a (128, 256) tensor, and the graphs of exp and tanh.
     The minimum of several runs, in CPU time of this thread (the least disturbed by a busy machine).
-    The first node is a fresh copy, so no op below it is found in the node cache."""
+    The first node is a fresh copy, so no op below it is found in the node cache. exp and tanh replay
+    the graph their first call recorded (tinyedu/function_template.py), as they do in a step."""
     print(f"\n== building the graph, nothing realized (min CPU time of this thread) [{load()}]")
     rng = np.random.default_rng(0)
     x = Tensor(rng.standard_normal((128, 256)).astype(np.float32)).realize()

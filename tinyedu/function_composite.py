@@ -21,6 +21,7 @@ from typing import Any
 from tinyedu.core.dtype import dtypes
 from tinyedu.core.function import Function
 from tinyedu.expr import Expr, erfc, exp, exp_minus_square, split, tanh
+from tinyedu.function_template import templated
 from tinyedu.lazy import LazyBuffer
 
 __all__ = ["Expr", "UnaryFunction"]  # Expr is re-exported: exercises write `from here import Expr`
@@ -41,6 +42,10 @@ class UnaryFunction(Function):
     precision would lose what the formulas' error terms carry.
     """
 
+    #: Whether `value` may be replayed from a template (tinyedu/function_template.py): True for a
+    #: formula of x and the parameters alone, that keeps nothing on `self` for backward.
+    template = False
+
     def value(self, x: Expr) -> Expr:
         raise NotImplementedError
 
@@ -53,7 +58,11 @@ class UnaryFunction(Function):
     def forward(self, x: LazyBuffer, **params: Any) -> LazyBuffer:
         self.params, self.dtype = params, x.dtype
         self.x = Expr(x.cast(dtypes.float32) if x.dtype.is_half else x)
-        self.ret = self.value(self.x)
+        if self.template:  # the same graph as value(x), replayed when this formula ran on such an x before
+            self.ret = Expr(templated(type(self), params, self.x.lazydata,
+                                      lambda lb: (self.value(Expr(lb)).lazydata,))[0])
+        else:
+            self.ret = self.value(self.x)
         return self.ret.lazydata.cast(x.dtype)
 
     def backward(self, grad: LazyBuffer) -> LazyBuffer:
@@ -398,3 +407,11 @@ def _normal_cdf64(x: Expr) -> tuple[Expr, Expr]:
     bell = exp_minus_square(near_z.abs())  # e^(-z^2)
     cdf = erfc(z) * 0.5 - bell * z_lo * (1 / math.sqrt(math.pi))
     return cdf, bell * (1 - 2 * near_z * z_lo) * (1 / math.sqrt(2 * math.pi))
+
+
+# Formulas of x and their parameters alone, keeping nothing on `self` for backward: their graphs are
+# replayed from templates (tinyedu/function_template.py).
+for _function in (Relu, Abs, Clamp, Hardswish, Hardsigmoid, Sigmoid, Tanh, Silu, Mish, GeluTanh, Tan, Exp,
+                  Expm1, Log1p, Softplus, Gelu):
+    _function.template = True
+del _function

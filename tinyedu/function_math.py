@@ -406,3 +406,8 @@ class LogsumexpGrad(Function):
         out, g = Expr(self.value.expand(shape)), Expr(grad.expand(shape))
         return ((self.x - out).exp() * g).lazydata
 
+
+# Formulas of x and their parameters alone: replayed from templates (see function_composite.py's end).
+for _function in (Sinh, Cosh, Asinh, Acosh, Atanh, Asin, Acos, Atan, Erf, PowScalar):
+    _function.template = True
+del _function

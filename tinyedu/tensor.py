@@ -16,8 +16,7 @@ tensor_api/grad_mode.py.
 
 from __future__ import annotations
 
-from collections import Counter
-from typing import Any, ClassVar, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -37,7 +36,7 @@ from tinyedu.tensor_api.combine import CombineMixin
 from tinyedu.tensor_api.conv import ConvMixin
 from tinyedu.tensor_api.creation import CreationMixin
 from tinyedu.tensor_api.elementwise import ElementwiseMixin
-from tinyedu.tensor_api.grad_mode import GradMode
+from tinyedu.tensor_api.grad_mode import GradMode, count_primitives
 from tinyedu.tensor_api.indexing import IndexingMixin
 from tinyedu.tensor_api.losses import LossMixin
 from tinyedu.tensor_api.movement import MovementMixin
@@ -49,24 +48,6 @@ from tinyedu.tensor_api.rounding import RoundingMixin
 from tinyedu.tensor_api.scans import ScanMixin
 from tinyedu.tensor_api.sharding import ShardingMixin
 from tinyedu.tensor_api.sorting import SortingMixin
-
-
-class count_primitives:  # noqa: N801 - used like no_grad
-    """`with count_primitives() as counts:` counts the primitive Functions applied inside the block.
-
-    This is how you can see that `softmax` or `conv2d` is nothing but a few primitives:
-    `counts` is a Counter such as {'Max': 1, 'Sub': 1, 'Exp2': 1, 'Sum': 1, 'Reshape': 2, ...}.
-    """
-
-    active: ClassVar[list[Counter]] = []
-
-    def __enter__(self) -> Counter:
-        self.counts: Counter = Counter()
-        count_primitives.active.append(self.counts)
-        return self.counts
-
-    def __exit__(self, *exc: object) -> None:
-        count_primitives.active.remove(self.counts)
 
 
 class _DefaultDevice:
@@ -186,17 +167,20 @@ class Tensor(CreationMixin, ElementwiseMixin, RoundingMixin, ActivationMixin, Re
         inputs = (self, *others)
         if GradMode.enabled:
             needs = tuple([bool(t.requires_grad) for t in inputs])
+            record = True in needs
         else:  # (under no_grad, as an optimizer's update runs: no input needs a gradient)
-            needs = (False,) * len(inputs)
+            needs, record = (False,) * len(inputs), False
         ctx = function(needs)
-        for counts in count_primitives.active:
-            counts[function.__name__] += 1
+        if count_primitives.active:
+            for counts in count_primitives.active:
+                counts[function.__name__] += 1
+        out = Tensor.__new__(Tensor)  # (Tensor._wrap, without its call: every op runs this)
         if others:
-            out = Tensor._wrap(ctx.forward(*[t.lazydata for t in inputs], **kwargs))
+            out.lazydata = ctx.forward(*[t.lazydata for t in inputs], **kwargs)
         else:  # (one input, most often a movement op: no list to build)
-            out = Tensor._wrap(ctx.forward(self.lazydata, **kwargs))
+            out.lazydata = ctx.forward(self.lazydata, **kwargs)
         # Only floats carry gradients (as in PyTorch): a comparison or an int cast ends the graph.
-        if any(needs) and out.dtype.is_float:
+        if record and out.lazydata.dtype.is_float:
             out.requires_grad, out._ctx, out._parents = True, ctx, inputs
             ctx.memory_versions = _memory_versions(inputs)  # backward checks no input was assign()ed since
         return out
@@ -263,7 +247,7 @@ class Tensor(CreationMixin, ElementwiseMixin, RoundingMixin, ActivationMixin, Re
     def _to_tensor(self, x: "Tensor | Scalar", dtype: DType) -> "Tensor":
         if isinstance(x, Tensor):
             return x if x.dtype == dtype else x.cast(dtype)
-        return Tensor(full(x, (), dtype, self.device), device=self.device)  # (multi: on each device)
+        return Tensor._wrap(full(x, (), dtype, self.device))  # (multi: full makes one on each device)
 
     # --8<-- [start:broadcast]
     def _broadcasted(self, other: "Tensor | Scalar", op: str, reverse: bool = False,
@@ -283,12 +267,19 @@ class Tensor(CreationMixin, ElementwiseMixin, RoundingMixin, ActivationMixin, Re
                 # the same dtype and shape (x + y in a step, most often): nothing to cast or broadcast,
                 # so the steps below, which would each give back their input, are skipped
                 return (other, self) if reverse else (self, other)
+            if mine.dtype is theirs.dtype and type(mine.shape) is tuple and type(theirs.shape) is tuple:
+                # one dtype, two shapes (a bias, a max, a one-hot mask): broadcasting only
+                x, y = (other, self) if reverse else (self, other)
+                shape = broadcast_shape(x.lazydata.shape, y.lazydata.shape, op=op)
+                return x._expanded_to(shape), y._expanded_to(shape)
             same = other.dtype == self.dtype
             dtype = self.dtype if same else result_type(self._operand(), other._operand())
         elif isinstance(other, (bool, int, float)):
             # (a float tensor keeps its dtype with any Python number: the usual case, answered first)
-            floats = self.dtype.is_float
-            dtype = self.dtype if floats else result_type(self._operand(), (scalar_dtype(other), "scalar"))
+            # (an int tensor keeps its dtype with a Python int too: a comparison with an ignore_index)
+            mine = self.lazydata.dtype
+            keeps = mine.is_float or (type(other) is int and mine.is_int)
+            dtype = mine if keeps else result_type(self._operand(), (scalar_dtype(other), "scalar"))
         else:
             raise TypeError(f"{op}: unsupported operand type {type(other).__name__}; expected a Tensor or a "
                             "Python number")
@@ -310,10 +301,11 @@ class Tensor(CreationMixin, ElementwiseMixin, RoundingMixin, ActivationMixin, Re
     def _expanded_to(self, shape: tuple[int, ...]) -> "Tensor":
         """_broadcast_to for a shape that broadcast_shape gave, so both steps are known to be valid:
         the primitives directly, without reshape's and expand's checks (a step broadcasts often)."""
-        x = self
-        if len(shape) != x.ndim:
-            x = x._apply(F.Reshape, shape=(1,) * (len(shape) - x.ndim) + x.shape)
-        return x if x.shape == shape else x._apply(F.Expand, shape=shape)
+        x, mine = self, self.lazydata.shape
+        if len(shape) != len(mine):
+            mine = (1,) * (len(shape) - len(mine)) + mine
+            x = x._apply(F.Reshape, shape=mine)
+        return x if mine == shape else x._apply(F.Expand, shape=shape)
 
     # --8<-- [end:broadcast]
     def _axis(self, axis: int, op: str, ndim: int | None = None) -> int:
@@ -350,7 +342,13 @@ class Tensor(CreationMixin, ElementwiseMixin, RoundingMixin, ActivationMixin, Re
 
 def _memory_versions(inputs: tuple[Tensor, ...]) -> tuple:
     """(buffer, write count) of each input that is in memory, as the forward pass saw it."""
-    return tuple((b, b.version) for t in inputs if (b := t.lazydata.base.realized) is not None)
+    versions = []
+    for t in inputs:  # (a loop, not a generator, and no `base` property call: every recorded op runs this)
+        lazy = t.lazydata
+        buffer = (lazy._base or lazy).realized if type(lazy) is LazyBuffer else lazy.base.realized  # (multi/)
+        if buffer is not None:
+            versions.append((buffer, buffer.version))
+    return tuple(versions)
 
 
 def _check_not_assigned(ctx: F.Function) -> None:

@@ -33,7 +33,10 @@ def same_fields(self: Any, other: Any) -> bool:
         return True
     if other.__class__ is not self.__class__:
         return NotImplemented
-    return cached_hash(self) == cached_hash(other) and all(
+    mine, theirs = self.__dict__.get("_hash"), other.__dict__.get("_hash")  # (cached_hash, without calls)
+    if mine is None or theirs is None:
+        mine, theirs = cached_hash(self), cached_hash(other)
+    return mine == theirs and all(
         getattr(self, name) == getattr(other, name) for name in self.__dataclass_fields__)
 
 

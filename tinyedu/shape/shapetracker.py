@@ -239,9 +239,13 @@ MAX_MOVES = 20_000  # a long session with many shapes starts over instead of gro
 _CHECKS = {"reshape": checks.check_reshape, "permute": checks.check_permute, "expand": checks.check_expand}
 
 
+_INTS = {int}
+
+
 def _moved(tracker: ShapeTracker, op: str, arg: Sequence[int]) -> ShapeTracker:
     """`tracker.<op>(arg)`: the core's op after the argument's check, or the result remembered."""
-    key = (id(tracker), op, arg) if type(arg) is tuple and all(type(s) is int for s in arg) else None
+    # (only ints are keys: True == 1 and hashes alike, but reshape((True, 4)) must fail its check)
+    key = (id(tracker), op, arg) if type(arg) is tuple and {*map(type, arg)} <= _INTS else None
     hit = _MOVES.get(key)  # (a None key is never stored)
     if hit is not None and hit[0] is tracker:
         return hit[1]

@@ -26,7 +26,7 @@ from tinyedu.tensor_api.base import Operand, TensorLike, broadcast_shape
 class ElementwiseMixin:
     # ---- casts ----
     def cast(self: TensorLike, dtype: Any) -> TensorLike:
-        dtype = dtypes.from_any(dtype)
+        dtype = dtype if dtype is self.lazydata.dtype else dtypes.from_any(dtype)  # (often: no cast at all)
         return self if dtype == self.dtype else self._apply(F.Cast, dtype=dtype)
 
     def int(self: TensorLike) -> TensorLike:
@@ -133,7 +133,7 @@ class ElementwiseMixin:
         return (self.abs() < float("inf")) if self.dtype.is_float else self.ones_like(dtype="bool")
 
     def logical_not(self: TensorLike) -> TensorLike:
-        false = self._to_tensor(False, dtypes.bool)._broadcast_to(self.shape)
+        false = self._to_tensor(False, dtypes.bool)._expanded_to(self.shape)  # (the same primitives)
         return self.cast(dtypes.bool)._apply(F.Eq, false)
 
     # ---- binary primitives, with broadcasting and dtype promotion (add, sub, mul and maximum are the

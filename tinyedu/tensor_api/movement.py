@@ -262,7 +262,8 @@ class MovementMixin:
 
     def unsqueeze(self: TensorLike, dim: int) -> TensorLike:
         d = self._axis(dim, "unsqueeze", ndim=self.ndim + 1)
-        return self.reshape(self.shape[:d] + (1,) + self.shape[d:])
+        shape = self.shape
+        return self._apply(F.Reshape, shape=shape[:d] + (1,) + shape[d:])  # (always valid: no checks)
 
     def movedim(self: TensorLike, source: int | Sequence[int],
                 destination: int | Sequence[int]) -> TensorLike:

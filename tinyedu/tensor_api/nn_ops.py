@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+import tinyedu.core.function as F
 from tinyedu.core.dtype import dtypes
 from tinyedu.core.errors import ArgumentError, DeviceError, ShapeError, UnsupportedError
 from tinyedu.tensor_api.base import TensorLike, broadcast_shape
@@ -88,7 +89,11 @@ class NNMixin:
                              f"({w.shape[-2]})")
         batch_op = f"matmul: the batch axes of {self.shape} and {other.shape}"
         broadcast_shape(x.shape[:-2], w.shape[:-2], op=batch_op)  # a clear error if they do not broadcast
-        out = x._times_transposed(w.transpose(-1, -2))
+        if w.ndim >= 2:  # (the primitive, without transpose's and permute's checks)
+            order = tuple(range(w.ndim - 2)) + (w.ndim - 1, w.ndim - 2)
+            out = x._times_transposed(w._apply(F.Permute, order=order))
+        else:
+            out = x._times_transposed(w.transpose(-1, -2))
         if x1:
             out = out.squeeze(-2)
         if w1:
@@ -98,7 +103,23 @@ class NNMixin:
     # --8<-- [end:matmul]
     def _times_transposed(self: TensorLike, wt: TensorLike) -> TensorLike:
         """self @ wt.T for self (..., n, k) and wt (..., m, k): the broadcast multiply and sum of matmul."""
+        if self.ndim >= 2 and self.shape[:-2] == wt.shape[:-2] and self.dtype == wt.dtype and \
+                self.dtype.is_float and self.device == wt.device:
+            return self._times_transposed_direct(wt)
         return (self.unsqueeze(-2) * wt.unsqueeze(-3)).sum(-1)
+
+    def _times_transposed_direct(self: TensorLike, wt: TensorLike) -> TensorLike:
+        """_times_transposed of one float dtype and the same batch axes (a linear layer, attention,
+        most matmuls): the primitives the general line applies, in the same order, without the checks
+        of unsqueeze, broadcasting and sum, which cannot fail here (a small matmul's graph costs more
+        than its kernel otherwise)."""
+        batch, (n, k), m = self.shape[:-2], self.shape[-2:], wt.shape[-2]
+        x = self._apply(F.Reshape, shape=(*batch, n, 1, k))
+        w = wt._apply(F.Reshape, shape=(*batch, 1, m, k))
+        x = x if m == 1 else x._apply(F.Expand, shape=(*batch, n, m, k))  # (broadcasting skips a size it has)
+        w = w if n == 1 else w._apply(F.Expand, shape=(*batch, n, m, k))
+        out = x._apply(F.Mul, w)._apply(F.Sum, axes=(len(batch) + 2,))
+        return out._apply(F.Reshape, shape=(*batch, n, m))
 
     def dot(self: TensorLike, other: TensorLike) -> TensorLike:
         """The dot product of two 1-d tensors, as torch.dot (tinygrad's dot is matmul: use matmul or @)."""

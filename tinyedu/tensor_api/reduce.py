@@ -10,8 +10,9 @@ import tinyedu.function_math as FM
 from tinyedu.core.dtype import dtypes
 from tinyedu.core.errors import ShapeError
 from tinyedu.core.helpers import prod
+from tinyedu.function_template import templated
 from tinyedu.tensor_api.base import TensorLike
-from tinyedu.tensor_api.grad_mode import no_grad
+from tinyedu.tensor_api.grad_mode import count_primitives, no_grad
 
 Axis = int | tuple[int, ...] | list[int] | None
 
@@ -200,6 +201,20 @@ class ReduceMixin:
         m = self.detach().max(axes, keepdim=True)
         return (m.abs() == float("inf")).where(0.0, m) if finite else m
 
+    def _detached_value(self: TensorLike, name: str, axes: tuple[int, ...],
+                        value: Callable[[TensorLike], tuple[TensorLike, ...]]) -> tuple[Any, ...]:
+        """The LazyBuffers of value(self), built without an autograd graph (softmax and its kin pass
+        them to a Function with PyTorch's gradient). Replayed from a template after the first call
+        for this kind of input (tinyedu/function_template.py: the same nodes, fewer Python steps),
+        except while count_primitives counts: then every primitive is applied, and counted."""
+        def build(lazydata: Any) -> tuple[Any, ...]:
+            with no_grad():
+                return tuple(t.lazydata for t in value(type(self)._wrap(lazydata)))
+
+        if count_primitives.active:
+            return build(self.lazydata)
+        return templated(name, {"axes": axes}, self.lazydata, build)
+
     # --8<-- [start:softmax]
     @dim_or_axis
     def softmax(self: TensorLike, axis: int = -1) -> TensorLike:
@@ -210,11 +225,14 @@ class ReduceMixin:
         through the division gives the same number up to rounding, but where the true gradient is 0
         it leaves an ulp of noise, which a later op can magnify (divide by 1e-8 and it is 0.4)."""
         x = self._float()
-        with no_grad():
-            e = (x - x._stable_max(axis, "softmax")).exp()
-            s = e / e.sum(axis, keepdim=True)
         axes = x._reduce_axes(axis, "softmax")
-        return x._apply(FM.SoftmaxGrad, value=s.lazydata, exps=e.lazydata, axes=axes, log=False)
+
+        def value(x: TensorLike) -> tuple[TensorLike, ...]:
+            e = (x - x._stable_max(axis, "softmax")).exp()
+            return e / e.sum(axis, keepdim=True), e
+
+        s, e = x._detached_value("softmax", axes, value)
+        return x._apply(FM.SoftmaxGrad, value=s, exps=e, axes=axes, log=False)
 
     # --8<-- [end:softmax]
     @dim_or_axis
@@ -222,12 +240,15 @@ class ReduceMixin:
         """log(softmax(x)) = x - logsumexp(x), without ever forming the tiny softmax values; the
         gradient is PyTorch's g - softmax(x) * sum(g) (see softmax)."""
         x = self._float()
-        with no_grad():
+        axes = x._reduce_axes(axis, "log_softmax")
+
+        def value(x: TensorLike) -> tuple[TensorLike, ...]:
             shifted = x - x._stable_max(axis, "log_softmax")
             e = shifted.exp()
-            out = shifted - e.sum(axis, keepdim=True).log()
-        axes = x._reduce_axes(axis, "log_softmax")
-        return x._apply(FM.SoftmaxGrad, value=out.lazydata, exps=e.lazydata, axes=axes, log=True)
+            return shifted - e.sum(axis, keepdim=True).log(), e
+
+        out, e = x._detached_value("log_softmax", axes, value)
+        return x._apply(FM.SoftmaxGrad, value=out, exps=e, axes=axes, log=True)
 
     @dim_or_axis
     def logsumexp(self: TensorLike, axis: Axis = None, keepdim: bool = False) -> TensorLike:
@@ -235,10 +256,13 @@ class ReduceMixin:
         gradient is PyTorch's exp(x - logsumexp(x)), which never overflows (the chain rule through
         exp(x - m) / sum(...) overflows when m had to be replaced by 0 for an infinite max)."""
         x = self._float()
-        with no_grad():
+
+        def value(x: TensorLike) -> tuple[TensorLike, ...]:
             m = x._stable_max(axis, "logsumexp", finite=True)
-            out = (x - m).exp().sum(axis, keepdim=True).log() + m
-        out = x._apply(FM.LogsumexpGrad, value=out.lazydata)
+            return ((x - m).exp().sum(axis, keepdim=True).log() + m,)
+
+        (out,) = x._detached_value("logsumexp", x._reduce_axes(axis, "logsumexp"), value)
+        out = x._apply(FM.LogsumexpGrad, value=out)
         return out if keepdim else out.reshape(self._reduced_shape(axis, "logsumexp"))
 
     def _reduced_shape(self: TensorLike, axis: Axis, op: str) -> tuple[int, ...]:
