@@ -19,6 +19,7 @@ below this file, so it plugs in through the core's seam, the class attribute `La
 from __future__ import annotations
 
 import atexit
+import sys
 import weakref
 from typing import Any, Protocol
 
@@ -281,11 +282,23 @@ class LazyBuffer(core_lazy.LazyBuffer):
         return None
 
     def numpy(self) -> np.ndarray:
-        """The values as a numpy array (realizes, and makes a dense copy of a view first)."""
+        """The values as a read-only numpy array (realizes, and makes a dense copy of a view first).
+
+        Without a copy where that is safe: a buffer that nothing but its node holds (no TinyJit,
+        which keeps pointers to the memory of the buffers it holds) lends its memory (Buffer.lend:
+        the buffer moves to new memory before it is used again, so later writes never reach the
+        array). Otherwise the values are copied. Either way the array is read-only: writing into it
+        could not change the tensor, and would not be seen by it."""
         # A view that is just the base's memory in order (e.g. a reshape) needs no copy kernel.
         in_order = self.st.contiguous and self.size == self.base.size
         dense = (self if in_order else self.contiguous()).realize()
-        return dense.base.realized.as_numpy().reshape(self.shape).copy()
+        buffer = dense.base.realized
+        # (the references: dense.base.realized, `buffer` and getrefcount's argument; any more is a holder)
+        array = buffer.lend() if sys.getrefcount(buffer) == 3 else None
+        if array is None:
+            array = buffer.as_numpy().copy()
+            array.flags.writeable = False
+        return array.reshape(self.shape)
 
     # ---- movement: views, never copies ----
     # --8<-- [start:view]
