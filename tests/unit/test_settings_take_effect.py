@@ -5,6 +5,8 @@ running."""
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 
@@ -79,3 +81,16 @@ def test_fusion_set_between_two_realizes_changes_the_next_schedule(monkeypatch: 
     GlobalCounters.reset()
     np.testing.assert_array_equal(((x * 2 + 1).sum(axis=1)).numpy(), expected)
     assert GlobalCounters.kernel_count == 1
+
+
+def test_another_thread_reads_the_environment_while_one_realizes(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("TINYEDU_TEST_FLAG", "1")
+    seen = []
+    with SETTINGS:
+        assert getenv("TINYEDU_TEST_FLAG", 0) == 1
+        monkeypatch.setenv("TINYEDU_TEST_FLAG", "2")
+        thread = threading.Thread(target=lambda: seen.append(getenv("TINYEDU_TEST_FLAG", 0)))
+        thread.start()
+        thread.join()
+        assert getenv("TINYEDU_TEST_FLAG", 0) == 1
+    assert seen == [2]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 from typing import Any, Callable, Iterable, Sequence, TypeVar
 
 T = TypeVar("T")
@@ -28,7 +29,7 @@ def getenv(key: str, default: int | str = 0) -> int | str:
                          f"(for example {key}={default})") from None
 
 
-class Settings:
+class Settings(threading.local):
     """The environment's values, read once per key while a realize runs (`with SETTINGS:`).
 
     A realize asks for about fifteen flags (DEBUG, FUSION, NOOPT, CC, ...), and os.environ.get costs
@@ -36,7 +37,8 @@ class Settings:
     on entering the next realize they are kept still only if os.environ is unchanged since (checked
     by comparing its values with a copy of them: one dictionary comparison, done in C, of os.environ's
     own dict `_data`). A flag changed between two realizes is seen by the second one; outside a
-    realize every call reads os.environ, as before."""
+    realize every call reads os.environ, as before. Each thread has its own (a thread that is not
+    realizing reads os.environ, whatever other threads do)."""
 
     def __init__(self) -> None:
         self.depth = 0                       # realizes running (one inside another: assign's)
