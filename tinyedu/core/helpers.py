@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 from typing import Any, Callable, Iterable, Sequence, TypeVar
 
 T = TypeVar("T")
@@ -15,9 +16,10 @@ T = TypeVar("T")
 def getenv(key: str, default: int | str = 0) -> int | str:
     """An environment flag, typed like its default (`DEBUG=2` gives the int 2).
 
-    Read on every call, not cached, so a notebook or a test can change a flag while running.
+    Read from os.environ on every call, except while a realize runs (see `Settings`), so a notebook or
+    a test can change a flag while running: it takes effect at the next realize.
     """
-    value = os.environ.get(key, "")
+    value = SETTINGS.read(key) if SETTINGS.depth else os.environ.get(key, "")
     if value == "":
         return default
     try:
@@ -25,6 +27,45 @@ def getenv(key: str, default: int | str = 0) -> int | str:
     except ValueError:
         raise ValueError(f"environment variable {key}={value!r}: expected {type(default).__name__} "
                          f"(for example {key}={default})") from None
+
+
+class Settings(threading.local):
+    """The environment's values, read once per key while a realize runs (`with SETTINGS:`).
+
+    A realize asks for about fifteen flags (DEBUG, FUSION, NOOPT, CC, ...), and os.environ.get costs
+    about a microsecond for a flag that is not set. So while a realize runs, each value read is kept;
+    on entering the next realize they are kept still only if os.environ is unchanged since (checked
+    by comparing its values with a copy of them: one dictionary comparison, done in C, of os.environ's
+    own dict `_data`). A flag changed between two realizes is seen by the second one; outside a
+    realize every call reads os.environ, as before. Each thread has its own (a thread that is not
+    realizing reads os.environ, whatever other threads do)."""
+
+    def __init__(self) -> None:
+        self.depth = 0                       # realizes running (one inside another: assign's)
+        self.values: dict[str, str] = {}     # key -> value ("" when not set), read this realize
+        self.environ: dict | None = None     # a copy of os.environ's dict when `values` were read
+
+    def __enter__(self) -> None:
+        if self.depth == 0:
+            current = getattr(os.environ, "_data", None)  # (CPython's, and PyPy's: None elsewhere)
+            if current is None or current != self.environ:
+                self.values.clear()
+                self.environ = None if current is None else dict(current)
+        self.depth += 1
+
+    def __exit__(self, *exc: object) -> None:
+        self.depth -= 1
+
+    def read(self, key: str) -> str:
+        value = self.values.get(key)
+        if value is None:
+            value = os.environ.get(key, "")
+            if self.environ is not None:  # (without a copy to compare with, nothing is kept)
+                self.values[key] = value
+        return value
+
+
+SETTINGS = Settings()
 
 
 def debug_level() -> int:

@@ -16,7 +16,7 @@ when GRAPH=1.
 from typing import Callable
 
 from tinyedu import lazy
-from tinyedu.core.helpers import debug_level
+from tinyedu.core.helpers import SETTINGS, debug_level
 from tinyedu.core.ops import LoadOps
 from tinyedu.engine import assign, realize
 from tinyedu.engine.schedule import ScheduleItem
@@ -38,17 +38,19 @@ class Engine:
         return Device.canonicalize(device)
 
     def realize(self, outs: list[lazy.LazyBuffer]) -> None:
-        items = schedules.schedule(outs)
-        if debug_level() >= 1:
-            loads = [item.name for item in items if isinstance(item.ast.op, LoadOps)]
-            named = f": {', '.join(loads)}" if loads else ""
-            print(f"scheduled {len(items) - len(loads)} kernels ({len(loads)} loads{named})")
-        for hook in schedule_hooks:
-            hook(outs, items)
-        realize.run_schedule(items)
+        with SETTINGS:  # (the environment's flags, read once per realize: see core/helpers.py)
+            items = schedules.schedule(outs)
+            if debug_level() >= 1:
+                loads = [item.name for item in items if isinstance(item.ast.op, LoadOps)]
+                named = f": {', '.join(loads)}" if loads else ""
+                print(f"scheduled {len(items) - len(loads)} kernels ({len(loads)} loads{named})")
+            for hook in schedule_hooks:
+                hook(outs, items)
+            realize.run_schedule(items)
 
     def assign(self, pairs: list[tuple[lazy.LazyBuffer, lazy.LazyBuffer]]) -> None:
-        assign.assign(pairs)
+        with SETTINGS:
+            assign.assign(pairs)
 
 
 def _canonical_devices(devices: tuple) -> tuple[str, ...]:

@@ -85,9 +85,15 @@ def settings_key(device: str) -> tuple:
     backend = Device[device]
     compiler = backend.compiler
     beam = int(getenv("BEAM", 0))
-    return (optimization_mode(beam), beam, backend.threads(), backend.limits,
-            None if compiler is None else (compiler.compiler, compiler.flags),
-            getattr(backend, "renderer_choice", None))  # (a device that renders one AST in two ways)
+    settings = (optimization_mode(beam), beam, backend.threads(), backend.limits,
+                None if compiler is None else (compiler.compiler, compiler.flags),
+                getattr(backend, "renderer_choice", None))  # (a device that renders one AST in two ways)
+    # One object per distinct settings: a program's key then compares its settings by identity (every
+    # kernel of every realize is looked up with them), not element by element.
+    return _SETTINGS.setdefault(settings, settings)
+
+
+_SETTINGS: dict[tuple, tuple] = {}
 
 
 # --8<-- [start:lower]

@@ -54,11 +54,10 @@ PER_THREAD = 16  # elements each thread of a stage aims to reduce: a slice is WO
 
 def split_full_reduces(schedule: list[ScheduleItem]) -> list[ScheduleItem]:
     """The schedule with every full reduction on a GPU device split into its two stages."""
-    if not getenv("SPLIT_REDUCE", 1):
-        return schedule
     devices = {item.out.device for item in schedule if not isinstance(item.ast.op, LoadOps)}
     limits_of: dict[str, GPULimits | None] = {device: Device[device].limits for device in devices}
-    if all(limits is None for limits in limits_of.values()):  # CPU devices only: nothing to split
+    # CPU devices only (most schedules): nothing to split, found before reading the setting
+    if all(limits is None for limits in limits_of.values()) or not getenv("SPLIT_REDUCE", 1):
         return schedule
     out: list[ScheduleItem] = []
     for item in schedule:

@@ -56,7 +56,7 @@ def run_compiler(compiler: str, args: list[str], source: str | None = None) -> s
 
 def find_compiler() -> str:
     """$CC, else the first of cc, gcc, clang on PATH."""
-    return os.environ.get("CC") or _default_compiler(os.environ.get("PATH", ""))
+    return getenv("CC", "") or _default_compiler(getenv("PATH", ""))
 
 
 @functools.cache
