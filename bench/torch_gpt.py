@@ -26,7 +26,7 @@ class TorchGPT:
             raise ValueError("TorchGPT: the port covers rotary positions without a window (chapter 13's "
                              "model)")
         self.torch = torch
-        self.w = {k: torch.from_numpy(np.array(v)) for k, v in state.items()}  # (a writable copy each)
+        self.w = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in state.items()}
         self.layers, self.heads, self.dim = config["n_layers"], config["n_heads"], config["dim"]
         self.block_size = config["block_size"]
 

@@ -19,7 +19,6 @@ below this file, so it plugs in through the core's seam, the class attribute `La
 from __future__ import annotations
 
 import atexit
-import sys
 import weakref
 from typing import Any, Protocol
 
@@ -284,24 +283,11 @@ class LazyBuffer(core_lazy.LazyBuffer):
         return None
 
     def numpy(self) -> np.ndarray:
-        """The values as a read-only numpy array (realizes, and makes a dense copy of a view first).
-
-        Without a copy where that is safe and saves time: a buffer of 16 KB or more that nothing but
-        its node holds (no TinyJit, which keeps pointers to the memory of the buffers it holds) lends
-        its memory (Buffer.lend: the buffer moves to new memory before it is used again, so later
-        writes never reach the array). Otherwise the values are copied. Either way the array is
-        read-only: writing into it could not change the tensor, and would not be seen by it."""
+        """The values as a numpy array (realizes, and makes a dense copy of a view first)."""
         # A view that is just the base's memory in order (e.g. a reshape) needs no copy kernel.
         in_order = self.st.contiguous and self.size == self.base.size
         dense = (self if in_order else self.contiguous()).realize()
-        buffer = dense.base.realized
-        # (the references: dense.base.realized, `buffer`, getrefcount's argument; any more is a holder)
-        lone = sys.getrefcount(buffer) == _LONE
-        array = buffer.lend() if lone and buffer.nbytes >= LEND_FROM_BYTES else None
-        if array is None:
-            array = buffer.as_numpy().copy()
-            array.flags.writeable = False
-        return array.reshape(self.shape)
+        return dense.base.realized.as_numpy().reshape(self.shape).copy()
 
     # ---- movement: views, never copies ----
     # --8<-- [start:view]
@@ -325,23 +311,6 @@ class LazyBuffer(core_lazy.LazyBuffer):
     def stride(self, steps: tuple[int, ...]) -> "LazyBuffer":
         return self._view(self.st.stride(steps))
 
-
-
-# Smaller values are copied: lent memory does not go back to the pool, and new memory for the next
-# buffer of that size (a few microseconds) costs more than copying a few kilobytes.
-LEND_FROM_BYTES = 1 << 14
-
-
-def _references_of_a_lone_buffer() -> int:
-    """What getrefcount says in numpy() when nothing else holds the buffer, measured the same way
-    (3 on CPython 3.10 to 3.13: an interpreter that counts its arguments otherwise counts both alike)."""
-    node = LazyBuffer("C", ShapeTracker.from_shape(()), dtypes.float32, LoadOps.EMPTY)
-    node.realized = object()
-    buffer = node.realized
-    return sys.getrefcount(buffer)
-
-
-_LONE = _references_of_a_lone_buffer()
 
 
 class _Nodes:

@@ -105,3 +105,19 @@ def test_an_eager_loop_reuses_memory_and_computes_what_numpy_does():
     for out, want in zip(kept, expected, strict=True):
         np.testing.assert_allclose(out.numpy(), want, rtol=1e-6)
     assert POOL.bytes > 0, "the intermediates' memory was kept for reuse"
+
+
+def test_numpy_gives_a_writable_copy_that_later_work_never_changes():
+    """numpy() is PyTorch's writable array (code such as an MPI broadcast writes into it), but a copy:
+    writing into it leaves the tensor alone, and a later realize that reuses the memory leaves it alone."""
+    x = Tensor(np.arange(64 * 64, dtype=np.float32).reshape(64, 64))
+    y = (x + 1).realize()
+    out = y.numpy()
+    assert out.flags.writeable
+    out[0, 0] = -5.0
+    assert y.numpy()[0, 0] == 1.0
+    expected = out.copy()
+    del y
+    for _ in range(3):
+        (x * 3).realize()
+    np.testing.assert_array_equal(out, expected)

@@ -105,7 +105,6 @@ class MemoryPool:
 
 
 POOL = MemoryPool()
-_LENT = Memory(0)  # a buffer's memory record once it lent its memory out (see Buffer.lend)
 
 
 CORES = os.cpu_count() or 1
@@ -178,34 +177,10 @@ class Buffer:
                 sys.getrefcount(held.raw) == 3:
             POOL.give(held)
 
-    def lend(self) -> np.ndarray | None:
-        """This buffer's memory as a read-only array, without a copy, given away: from now on the
-        buffer's own accesses (as_numpy, host_address, copyin, device_copy) first move it into new
-        memory, so the array keeps these values while the buffer is written again (an assign, a
-        TinyJit replay), and the pool never hands the array's memory out again (MemoryPool's rule).
-        None for a GPU's buffer (its host copy takes turns with the device copy) or one whose memory
-        was replaced. Lend only a buffer nobody has taken a pointer to (`host_address()`) to keep."""
-        if self.device_memory is not None or self._held.array is not self._memory:
-            return None
-        array = self._memory.view()
-        array.flags.writeable = False
-        self._held = _LENT  # (host_address's fast path fails, and every access goes through as_numpy)
-        return array
-
-    def _own_memory(self) -> None:
-        """Memory of its own again after `lend`: new memory (from the pool), with the same values."""
-        memory = POOL.take(self.nbytes)
-        if memory.array.dtype.type is not self.dtype.np:
-            memory.array = memory.array.view(self.dtype.np)
-        memory.array[:] = self._memory
-        self._held, self._memory = memory, memory.array
-
     def copyin(self, data: np.ndarray) -> "Buffer":
         flat = np.ascontiguousarray(data, dtype=self.dtype.np).reshape(-1)
         if flat.size != self.size:
             raise ValueError(f"copyin: {flat.size} elements into a buffer of {self.size}")
-        if self._held is _LENT:
-            self._own_memory()
         self._memory[:] = flat
         self.host_current, self.device_current = True, False
         return self
@@ -214,8 +189,6 @@ class Buffer:
         """The memory itself, as a flat numpy array (no copy: do not keep it around). On a GPU device
         the device copy is fetched first if a kernel wrote it, and counts as stale afterwards (the
         caller may write into the array)."""
-        if self._held is _LENT:
-            self._own_memory()
         if not self.host_current:
             self.device_memory.download(self._memory)
             self.host_current = True
@@ -233,8 +206,6 @@ class Buffer:
     def device_copy(self, allocate: Callable[[int], DeviceMemory]) -> DeviceMemory:
         """This buffer in a GPU's memory, for a kernel to use: allocated on first use with
         `allocate(nbytes)`, and uploaded when the host copy changed since."""
-        if self._held is _LENT:
-            self._own_memory()
         if self.device_memory is None:
             self.device_memory = allocate(max(self.nbytes, 1))
         if not self.device_current:
