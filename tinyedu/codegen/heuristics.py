@@ -52,7 +52,7 @@ from tinyedu.codegen import gpu_vectors
 from tinyedu.codegen.kernel import AxisKind, Kernel
 from tinyedu.codegen.opts import MAX_PACK_ELEMENTS, Opt, OptError, OptOps, apply_opt, pack_tile
 from tinyedu.core.helpers import prod
-from tinyedu.core.ops import MemBuffer, UnaryOps
+from tinyedu.core.ops import ConstBuffer, MemBuffer, UnaryOps
 from tinyedu.shape import idx_vars
 from tinyedu.shape.rules import base_and_coefficient, terms_and_constant
 
@@ -485,7 +485,12 @@ def _window_input(k: Kernel) -> int | None:
     with a window wider than the stride: neighbouring outputs share input elements), or whose index
     joins the two in one term (`(ox + kx) // 2`: a gradient spread out by a stride). The weight
     gradient has the same pair the other way round (its kx is an output, the image's x a reduce).
-    A matmul's rows and columns never overlap, nor do the windows of a 2x2 conv with stride 2."""
+    A matmul's rows and columns never overlap, nor do the windows of a 2x2 conv with stride 2.
+
+    Failing that, a constant read through a padding mask that joins an output loop and a reduce
+    loop (`_gated_window`): the input gradient of `conv2d(x, w).sum()`, whose upstream gradient is
+    1.0 inside the image and 0 in its padding. It is an image that never moves (stride 0 along
+    every axis), so the channel form vectorizes along the channels the filter moves along."""
     if k.reduceop is None:
         return None
     loops = {a for a in k.loop_axes if k.kinds[a] is AxisKind.LOOP}
@@ -493,7 +498,24 @@ def _window_input(k: Kernel) -> int | None:
     for position, buf in enumerate(k.bufs):
         if position > 0 and isinstance(buf, MemBuffer) and _windowed(k, position, loops, reduces):
             return position
+    for position, buf in enumerate(k.bufs):
+        if position > 0 and isinstance(buf, ConstBuffer) and _gated_window(k, position, loops, reduces):
+            return position
     return None
+
+
+def _gated_window(k: Kernel, position: int, loops: set[int], reduces: set[int]) -> bool:
+    """Whether input `position`'s validity (its padding mask, as one condition per clause) has a
+    clause over an output loop and a reduce loop together (`y + ky < 34`): whether it is in the
+    image depends on where the window lies, as a padded image's reads do."""
+    variables = idx_vars(k.full_shape)
+    axis_of = {v.name: axis for axis, v in enumerate(variables)}
+    _, valid = k.sts[position].expr_idxs(variables)
+    for clause in getattr(valid, "nodes", (valid,)):
+        axes = {axis_of[v.name] for v in clause.vars() if v.name in axis_of}
+        if axes & loops and axes & reduces:
+            return True
+    return False
 
 
 def _windowed(k: Kernel, position: int, loops: set[int], reduces: set[int]) -> bool:
