@@ -603,8 +603,9 @@ def _conv_optimizations(k: Kernel, try_opt, vector_width: int, threads: int,
     strides = k.sts[filt].real_strides(ignore_valid=True)
     if strides[k.expanded_axes[-1]] != 1:
         free = [a for a in k.loop_axes if k.kinds[a] is AxisKind.LOOP and strides[a] == 0]
-        if free and prod(k.full_shape[a] for a in pack_tile(k, filt, free[0])) <= MAX_PACK_ELEMENTS:
-            try_opt(Opt(OptOps.PACK, free[0], filt))
+        fits = [a for a in free if prod(k.full_shape[t] for t in pack_tile(k, filt, a)) <= MAX_PACK_ELEMENTS]
+        if fits:  # the outermost loop whose tile fits: inside the channel loop, one block's filter
+            try_opt(Opt(OptOps.PACK, fits[0], filt))
     return True
 
 
