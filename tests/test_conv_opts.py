@@ -16,7 +16,7 @@ import torch
 from tinyedu import Tensor, dtypes
 from tinyedu.codegen import heuristics
 from tinyedu.codegen.opts import Opt, OptOps
-from tinyedu.core.ops import BinaryOps, LoadOps, TernaryOps
+from tinyedu.core.ops import BinaryOps, LoadOps, MemBuffer, TernaryOps
 from tinyedu.core.uops import Loop, UOp, UOps
 from tinyedu.engine.lower import heuristic_opts, lower, new_kernel
 from tinyedu.engine.schedule import create_schedule
@@ -245,3 +245,78 @@ def test_rows_of_one_vector_or_of_four_get_a_block_within_16_accumulators(c_devi
     assert opts == [Opt(OptOps.UPCAST, 2, n) for n in row_opts] + [Opt(OptOps.UPCAST, 0, channels)]
     expected = torch.nn.functional.conv2d(torch.from_numpy(X).double(), torch.from_numpy(W).double())
     np.testing.assert_allclose(result.reshape(1, 32, 2, width), expected.numpy(), rtol=1e-5, atol=1e-4)
+
+
+def constant_gradient_case(x_shape: tuple, w_shape: tuple, stride: int, padding: int, device: str):
+    """x.grad of `conv2d(x, w).sum()` on `device` (its upstream gradient is the constant 1.0, masked
+    to the image where the input is padded), the kernel that computes it, and PyTorch's x.grad in
+    float64."""
+    rng = np.random.default_rng(9)
+    X = rng.standard_normal(x_shape).astype(np.float32)
+    W = (rng.standard_normal(w_shape) * 0.1).astype(np.float32)
+    x = Tensor(X, device=device, requires_grad=True)
+    x.conv2d(Tensor(W, device=device), stride=stride, padding=padding).sum().backward()
+    ast = kernel_asts(x.grad)[-1]
+    tx, tw = torch.from_numpy(X).double().requires_grad_(), torch.from_numpy(W).double()
+    torch.nn.functional.conv2d(tx, tw, stride=stride, padding=padding).sum().backward()
+    return x.grad, ast, tx.grad.numpy()
+
+
+CONSTANT_GRADIENTS = [((2, 64, 10, 10), (64, 64, 3, 3), 1, 1),     # the ResNet block's 3x3
+                      ((2, 64, 10, 10), (128, 64, 3, 3), 2, 1),    # 3x3 stride 2, filter of 73,728
+                      ((2, 64, 16, 16), (128, 64, 1, 1), 2, 0)]    # 1x1 stride 2 (the shortcut)
+
+
+@pytest.mark.parametrize("x_shape, w_shape, stride, padding", CONSTANT_GRADIENTS)
+def test_the_input_gradient_of_a_summed_convolution_is_vectorized_and_matches_torch(
+        c_device, x_shape: tuple, w_shape: tuple, stride: int, padding: int) -> None:
+    """The upstream gradient of `.sum()` is a constant (1.0, masked to the image): no buffer is read
+    through the windows, so the mask stands in for the image (`_gated_window`), and the kernel gets
+    the convolution's channel form, the filter PACKed (as the same gradient through a buffer does),
+    not scalar loops (0.9 GFLOPS on the 8x64x32x32 case). A 128x64x3x3 filter is too big for one
+    tile: it is packed inside the channel loop, a block of channels at a time. The 1x1 stride-2
+    gradient reads no padding: its output rows are vectors already. PyTorch's x.grad in float64."""
+    grad, ast, expected = constant_gradient_case(x_shape, w_shape, stride, padding, "C")
+    kernel = new_kernel(ast, c_device)
+    opts = heuristic_opts(kernel, c_device.vector_width, 1)
+    assert any(o.op is OptOps.UPCAST and o.amount == c_device.vector_width for o in opts), opts
+    if w_shape[-1] == 3:
+        image = heuristics._window_input(kernel)
+        assert image is not None and not isinstance(kernel.bufs[image], MemBuffer)  # the masked constant
+        # (n, c_in, y, x | c_out, ky, kx): the input channels are the vector
+        assert opts[0] == Opt(OptOps.UPCAST, 1, c_device.vector_width), opts
+        packs = [o for o in opts if o.op is OptOps.PACK]
+        assert len(packs) == 1 and packs[0].amount == 2, opts  # the filter (buffer 2) is packed
+        if w_shape[0] == 128:
+            assert packs[0].axis == 2, opts  # inside the channel loop (axis 1): one block's filter
+    np.testing.assert_allclose(grad.numpy(), expected, rtol=1e-4, atol=1e-4)
+
+
+def test_a_windowed_sum_over_a_padded_constant_has_no_filter_and_stays_correct(c_device) -> None:
+    """A 3x3 window summed over a padded image of ones (avg_pool's count of in-image elements): the
+    masked constant is an image, but no input moves along the channels, so there is no channel form;
+    the kernel keeps the other heuristics' opts. numpy's windowed sum is the oracle."""
+    t = Tensor.ones(2, 8, 14, 14, device="C").pad2d((1, 1, 1, 1))
+    counts = t.avg_pool2d(kernel_size=(3, 3), stride=1) * 9
+    (ast,) = kernel_asts(counts)
+    kernel = new_kernel(ast, c_device)
+    assert heuristics._channel_axis(kernel, 1, c_device.vector_width) is None
+    heuristic_opts(kernel, c_device.vector_width, 1)
+    padded = np.pad(np.ones((2, 8, 14, 14), np.float32), ((0, 0), (0, 0), (1, 1), (1, 1)))
+    expected = sum(padded[:, :, i:i + 14, j:j + 14] for i in range(3) for j in range(3))
+    np.testing.assert_array_equal(counts.numpy(), expected)
+
+
+@pytest.mark.parametrize("device", ["LLVM", "NEON"])
+def test_the_constant_gradient_channel_form_matches_torch_on_llvm_and_neon(device: str) -> None:
+    """The same kernel through LLVM IR and NEON (4 lanes, under qemu): the channel axis is the vector
+    there too; x.grad is PyTorch's in float64."""
+    try:
+        backend = Device[device]
+        backend.check_runnable()
+    except DeviceUnavailable as missing:
+        pytest.skip(str(missing))
+    grad, ast, expected = constant_gradient_case((2, 16, 6, 6), (16, 16, 3, 3), 1, 1, device)
+    opts = heuristic_opts(new_kernel(ast, backend), backend.vector_width, 1)
+    assert opts[0] == Opt(OptOps.UPCAST, 1, backend.vector_width), opts
+    np.testing.assert_allclose(grad.numpy(), expected, rtol=1e-4, atol=1e-4)
