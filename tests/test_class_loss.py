@@ -128,3 +128,15 @@ def test_the_kept_class_index_is_one_per_kind_and_never_changes():
     for lazy in kept:
         assert lazy.base.realized is not None
         np.testing.assert_array_equal(lazy.numpy().reshape(-1), np.arange(7))
+
+
+def test_each_device_keeps_its_own_class_index():
+    x, y = _data(c=6, seed=5)
+    on_c = Tensor(x).cross_entropy(Tensor(y), reduction="none").numpy()
+    on_numpy = Tensor(x, device="NUMPY").cross_entropy(Tensor(y, device="NUMPY"), reduction="none")
+    assert on_numpy.device == "NUMPY"
+    np.testing.assert_allclose(on_numpy.numpy(), on_c, rtol=1e-6)
+    devices = {k[4] for k in losses._CLASS_INDEX if k[1] == 6}
+    assert {"NUMPY", Tensor(x).device} <= devices
+    for k, lazy in losses._CLASS_INDEX.items():
+        assert lazy.device == k[4]
