@@ -87,8 +87,9 @@ class ItemFacts:
 # --8<-- [start:skip]
 def replay_can_skip(item: JitItem, facts: ItemFacts) -> bool:
     """May a replay leave this recorded program out? Only when its result cannot change: constant data
-    (say `Tensor.arange(10)` inside cross_entropy) written into memory that the step itself made, that
-    no other program writes and that is not returned. That memory then keeps the recorded contents.
+    (say class weights `Tensor([1.0, 2.0, 1.0])` made in the step) written into memory that the step
+    itself made, that no other program writes and that is not returned. That memory then keeps the
+    recorded contents.
 
     (Chapter 08's exercise plugs a learner's version in here: TinyJit looks this name up.)
     """

@@ -214,15 +214,15 @@ def check_replay_can_skip(rule: Callable[..., bool]) -> str:
             raise AssertionError(f"the rule must return True or False, got {answer!r}")
         return bool(answer)
 
-    arange = HostCopy(np.arange(10))
-    if not ask(arange):
-        raise AssertionError("a copy of constant host data (Tensor.arange(10) inside cross_entropy) into a "
-                             "buffer the step made, written by nothing else and not returned, can be "
+    weights = HostCopy(np.array([1.0, 2.0, 1.0], np.float32))
+    if not ask(weights):
+        raise AssertionError("a copy of constant host data (class weights Tensor([...]) made in the step) "
+                             "into a buffer the step made, written by nothing else and not returned, can be "
                              "skipped: the buffer still holds the recorded values at every replay")
     cases = [
         (dict(program=BufferCopy(), constant=False), "a copy between buffers (or a kernel) reads memory the "
          "step may have changed; only programs with facts.constant write the same data every time"),
-        (dict(program=arange, made_in_step=False), "this fill writes memory from before the step (an assign "
+        (dict(program=weights, made_in_step=False), "this fill writes memory from before the step (an assign "
          "target, like a learning rate); code outside the step may change it between calls, so a replay "
          "must write it again"),
         (dict(program=Fill(0.0), writers=2), "another program also writes this buffer: after the first "
@@ -243,8 +243,8 @@ def check_replay_can_skip(rule: Callable[..., bool]) -> str:
     if len(dropped) != 1 or not isinstance(dropped[0].program, HostCopy):
         names = [item.name for item in dropped]
         raise AssertionError(f"with your rule the replay drops {names}; the step has exactly one constant "
-                             "copy into its own memory (the arange inside cross_entropy)")
-    return (f"your rule keeps every program whose result can change and drops the arange copy "
+                             "copy into its own memory (the class weights Tensor([1.0, 2.0, 1.0]))")
+    return (f"your rule keeps every program whose result can change and drops the class weights' copy "
             f"({dropped[0].name}) from each replay; replayed steps equal running the step.")
 
 
@@ -268,8 +268,8 @@ def _replay_pair() -> tuple[list[float], list[float], list[Any]]:
 
 
 def _classifier_step() -> tuple[Callable, Any]:
-    """A training step that also writes a constant into memory from before the step, and returns a
-    constant (a fill into the memory it returns)."""
+    """A training step that copies constant data from the host (class weights), also writes a constant
+    into memory from before the step, and returns a constant (a fill into the memory it returns)."""
     Tensor.manual_seed(0)
     layer = Linear(4, 3)
     opt = SGD([layer.weight, layer.bias], lr=0.1)
@@ -277,7 +277,7 @@ def _classifier_step() -> tuple[Callable, Any]:
 
     def step(x: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
         opt.zero_grad()
-        loss = layer(x).cross_entropy(y).backward()
+        loss = layer(x).log_softmax(1).nll_loss(y, weight=Tensor([1.0, 2.0, 1.0])).backward()
         opt.step()
         counter.assign(Tensor([1.0]))
         return loss, Tensor(5.0)

@@ -134,24 +134,30 @@ class LossMixin:
                              "without its class axis)")
         if reduction not in REDUCTIONS:
             raise ValueError(f"{op}: reduction must be one of {REDUCTIONS}, got {reduction!r}")
-        valid = target != ignore_index
         values = target.lazydata.known_values()  # data given by the user: checked without running anything
         if values is None and target.numel():  # computed on the device: checking it means running it
-            bad = valid & ((target < 0) | (target >= n_classes))
+            bad = (target != ignore_index) & ((target < 0) | (target >= n_classes))
             values = target.numpy() if bad.any().item() else None
+        all_valid = False  # (known only when the values are: then no mask is needed)
         if values is not None:
             values = values.astype(np.int64)
-            bad = values[(values != ignore_index) & ((values < 0) | (values >= n_classes))]
+            counted = values != ignore_index
+            bad = values[counted & ((values < 0) | (values >= n_classes))]
             if bad.size:
                 raise IndexError(f"{op}: target {bad.reshape(-1)[0]} is out of range for {n_classes} "
                                  f"classes; valid targets are 0..{n_classes - 1} (or "
                                  f"ignore_index={ignore_index})")
-        classes = type(self).arange(n_classes, device=logp.device)
-        classes = classes.reshape((n_classes,) + (1,) * (logp.ndim - 1 - class_axis))  # along the class axis
+            all_valid = bool(counted.all())
+        classes = _class_index(type(self), n_classes, logp.ndim - 1 - class_axis, target)
         onehot = target.unsqueeze(class_axis) == classes
         loss = -onehot.where(logp, 0.0).sum(class_axis)
         if smoothing:
             loss = (1 - smoothing) * loss - smoothing * logp.mean(class_axis)
+        if all_valid and weight is None:  # every target counts once: no mask, and 'mean' divides by the count
+            if reduction == "mean":  # (the same division as by share.sum() below, of the same float32 count)
+                return loss.sum() / target.numel()
+            return loss.sum() if reduction == "sum" else loss
+        valid = target != ignore_index
         share = valid
         if weight is not None:  # each target's class weight
             weights = _class_weights(weight, logp, class_axis, op)
@@ -167,6 +173,34 @@ class LossMixin:
         if target.shape != self.shape:
             raise ValueError(f"{op}: target of shape {target.shape} must have the same shape as the input "
                              f"{self.shape}")
+
+
+_CLASS_INDEX: dict[tuple, object] = {}  # (class, C, trailing axes, dtype, device) -> LazyBuffer in memory
+MAX_CLASS_INDEXES = 64  # (a session with many class counts and devices starts over instead of growing)
+
+
+def _class_index(cls: type, n_classes: int, trailing: int, target: TensorLike) -> TensorLike:
+    """0..C-1 in target's dtype on target's device, shaped (C, 1, ...) to lie along the class axis.
+
+    A training step asks for the same one every step: making it anew means copying it from the host
+    each time (a COPY node and its realize), so it is kept in memory once per class count, dtype and
+    device. Nothing writes to it: the caller gets a new Tensor over it and only compares against it.
+    Multi-device targets (several buffers) get a fresh one.
+    """
+    device = target.device
+    # target's own dtype spares the comparison a cast; one narrower than 32 bits might not hold C - 1
+    dtype = target.dtype if target.dtype.itemsize >= 4 else dtypes.int32
+    if not isinstance(device, str):
+        return cls.arange(n_classes, device=device).cast(dtype).reshape((n_classes,) + (1,) * trailing)
+    key = (cls, n_classes, trailing, dtype, device)
+    cached = _CLASS_INDEX.get(key)
+    if cached is None or cached.base.realized is None:
+        if len(_CLASS_INDEX) >= MAX_CLASS_INDEXES:
+            _CLASS_INDEX.clear()
+        classes = cls(np.arange(n_classes).reshape((n_classes,) + (1,) * trailing), device=device,
+                      dtype=dtype).realize()
+        cached = _CLASS_INDEX[key] = classes.lazydata
+    return cls._wrap(cached)
 
 
 def _class_weights(weight: TensorLike, logp: TensorLike, class_axis: int, op: str) -> TensorLike:
