@@ -43,14 +43,15 @@ import types
 from dataclasses import dataclass
 from typing import Any, Iterator, MutableMapping
 
-from tinyedu import lazy
+from tinyedu import function_template, lazy
 from tinyedu.runtime.device import Device
 
 _MISSING = object()
 
 
 def clear_caches() -> None:
-    """Forget compiled programs, deduplicated lazy nodes and memoized results, so nothing is reused.
+    """Forget compiled programs, deduplicated lazy nodes, formula templates and memoized results, so
+    nothing is reused.
 
     Also empties every `functools.cache`/`lru_cache` and `memo.memoized` of tinyedu's modules and
     classes. If you add a cache of another kind that could hand back something computed by a
@@ -58,6 +59,7 @@ def clear_caches() -> None:
     (the checkers notice a hook that the library never called: `Plugged.calls`).
     """
     lazy._NODES.clear()
+    function_template.clear()  # (a template keeps the constant nodes it recorded)
     for backend in Device.devices.values():
         programs = getattr(backend, "programs", None)
         if isinstance(programs, dict):
