@@ -321,10 +321,10 @@ def rule9_bounded_ops(bases: list[LazyBuffer], stored: dict[LazyBuffer, str],
     an op inlined into k kernels is stored when its k - 1 extra copies would hold the bound or more
     (rule 5 weighs memory only: recomputing from an 8-element input looks free however many ops).
 
-    Why last: run while the other rules were still deciding (as it once did), it counted ops that
-    rule 5 then stored anyway. Chapter 10's LSTM step (20 steps) has no kernel over 81 ops, yet that
-    count reached 256 there 47 times, and a cheaper tanh moved those cuts and made more kernels
-    (rule 7 did the same with depth). Now, where every kernel stays under the bounds (the LSTM, MLP
+    Why last: run while the other rules are still deciding, it would count ops that rule 5 then
+    stores anyway. Chapter 10's LSTM step (20 steps) has no kernel over 81 ops, yet counted that way
+    the ops reach 256 there 47 times, and a cheaper tanh would move those cuts and make more kernels
+    (rule 7 likewise with depth). Run last, where every kernel stays under the bounds (the LSTM, MLP
     and Transformer steps), rules 7 and 9 store nothing, and how many ops a formula takes does not
     enter the schedule. Where they do cut, the cuts are greedy: fewer ops can still move them.
     """
