@@ -53,6 +53,22 @@ def test_integer_division_by_zero_and_overflow_follow_tinyedu(webgpu):
         np.testing.assert_array_equal(op(x, y).numpy(), op(want_x, want_y).numpy())
 
 
+def test_widened_negative_ints_compare_like_numpy(webgpu):
+    """A computed negative int32 widened to int64 (a sum's accumulator) compares as negative: the sum
+    of -x then relu is 0, as on numpy (the differential fuzzer found `relu(sum(-[4]))` giving -4)."""
+    if not webgpu.int64:
+        pytest.skip("this adapter has no 64-bit integers")
+    a = np.array([4, -3, 0, 2147483647, -2147483648, 1], dtype=np.int32)
+    for device in ("WEBGPU", "NUMPY"):
+        x = Tensor(a, device=device)
+        got = [(-x[i:i + 1]).sum(0).relu().numpy() for i in range(len(a))]
+        got += [((-x).cast(dtypes.int64) < 0).numpy(), (x - 5).cast(dtypes.uint64).numpy()]
+        if device == "WEBGPU":
+            ours = got
+    for mine, theirs in zip(ours, got, strict=True):
+        np.testing.assert_array_equal(mine, theirs)
+
+
 @pytest.mark.parametrize("dt", [dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.bool])
 def test_narrow_dtypes_are_widened_in_memory_and_wrap_like_numpy(webgpu, dt):
     rng = np.random.default_rng(3)

@@ -104,6 +104,11 @@ HELPERS = {
     "mod_i64": "fn mod_i64(a: i64, b: i64) -> i64 { return select(a % b, 0li, b == 0li || b == -1li); }",
     "div_u64": "fn div_u64(a: u64, b: u64) -> u64 { return select(a / b, 0lu, b == 0lu); }",
     "mod_u64": "fn mod_u64(a: u64, b: u64) -> u64 { return select(a % b, 0lu, b == 0lu); }",
+    # i32 -> i64 sign-extended by hand: lavapipe compares `i64(x)` of a computed negative i32 wrongly
+    # (`i64(-v) < 0li` is false for v = 4, though the value stored is -4); a zero-extension from u32
+    # and an arithmetic shift right give the same bits and compare right
+    "i32_to_i64": "fn i32_to_i64(x: i32) -> i64 { "
+                  "return (bitcast<i64>(u64(bitcast<u32>(x))) << 32u) >> 32u; }",
     "float_to_i64": "fn float_to_i64(x: f32) -> i64 { "
                     "return select(bitcast<i64>(0x8000000000000000lu), i64(x), "
                     "x >= -9223372036854775808.0 && x < 9223372036854775808.0); }",
@@ -385,6 +390,9 @@ class WGSLRenderer(CRenderer):
         if s == "f32" and d != "f32":
             helper = self.use_helper(f"float_to_{d if d in ('u32', 'i64', 'u64') else 'i32'}")
             return self.narrow(dst, f"{helper}({_unwrap(value)})")
+        if s == "i32" and d in ("i64", "u64"):
+            wide = f"{self.use_helper('i32_to_i64')}({_unwrap(value)})"
+            return wide if d == "i64" else f"bitcast<u64>({wide})"
         return self.narrow(dst, f"{d}({_unwrap(value)})")  # i32 <-> u32 keeps the bits, as in C
 
     # ---- the whole shader ----
