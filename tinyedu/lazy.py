@@ -65,10 +65,8 @@ class LazyBuffer(core_lazy.LazyBuffer):
     # --8<-- [start:init]
     def __init__(self, device: str, st: ShapeTracker, dtype: DType, op: Op | None = None,
                  arg: Any = None, srcs: tuple["LazyBuffer", ...] = (), base: "LazyBuffer | None" = None):
-        # The core's __init__, written out (one Python call less for each of a step's ~130 nodes)
-        self.device, self.st, self.dtype, self.shape, self._base = device, st, dtype, st.shape, base
+        super().__init__(device, st, dtype, op, arg, srcs, base)
         if base is None:
-            self.op, self.arg, self.srcs, self.realized = op, arg, srcs, None
             # Which version of each source's memory this computation was planned on (see assign), and
             # this node as a reader of each source in memory: one pass over the sources for both.
             versions = []

@@ -75,10 +75,6 @@ class CreationMixin:
         if step == 0:
             raise ArgumentError("arange: step must not be zero")
         is_int = all(isinstance(v, int) for v in (start, stop, step))
-        if is_int and dtype is None and -(2**31) <= min(start, stop) and max(start, stop) < 2**31:
-            device = engine().canonical_device(device)
-            if isinstance(device, str):  # (the usual case, a loss's class indices: int32 at once, no checks)
-                return cls._wrap(LazyBuffer.from_numpy(np.arange(start, stop, step, dtype=np.int32), device))
         dtype = dtypes.from_any(dtype) if dtype is not None else (dtypes.int32 if is_int else dtypes.float32)
         return cls._from_host(np.arange(start, stop, step), dtype, device, None)
 

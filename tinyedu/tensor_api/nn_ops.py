@@ -89,11 +89,8 @@ class NNMixin:
                              f"({w.shape[-2]})")
         batch_op = f"matmul: the batch axes of {self.shape} and {other.shape}"
         broadcast_shape(x.shape[:-2], w.shape[:-2], op=batch_op)  # a clear error if they do not broadcast
-        if w.ndim >= 2:  # (the primitive, without transpose's and permute's checks)
-            order = tuple(range(w.ndim - 2)) + (w.ndim - 1, w.ndim - 2)
-            out = x._times_transposed(w._apply(F.Permute, order=order))
-        else:
-            out = x._times_transposed(w.transpose(-1, -2))
+        order = tuple(range(w.ndim - 2)) + (w.ndim - 1, w.ndim - 2)  # (w has 2 axes or more by now)
+        out = x._times_transposed(w._apply(F.Permute, order=order))  # (transpose, without its checks)
         if x1:
             out = out.squeeze(-2)
         if w1:
