@@ -29,6 +29,26 @@ def test_the_c_compiler_follows_tinyedu_sanitize_and_cc(monkeypatch: pytest.Monk
     assert Device["C"].compiler is plain
 
 
+def test_the_settings_key_kept_between_realizes_follows_the_environment_and_the_limits(
+        monkeypatch: pytest.MonkeyPatch):
+    """Inside a realize, settings_key gives the last realize's answer again only while the
+    environment and the device's limits are the ones it was computed with."""
+    monkeypatch.delenv("NOOPT", raising=False)
+    with SETTINGS:
+        first = settings_key("C")
+    with SETTINGS:
+        assert settings_key("C") is first  # the environment did not change: kept
+    monkeypatch.setenv("NOOPT", "1")
+    with SETTINGS:
+        noopt = settings_key("C")
+    assert noopt[0] == "none" and first[0] != "none"
+    monkeypatch.delenv("NOOPT")
+    monkeypatch.setattr(Device["C"], "limits", ("other limits",))
+    with SETTINGS:
+        limited = settings_key("C")
+    assert limited[3] == ("other limits",) and limited[0] == first[0]
+
+
 def test_noopt_set_between_two_realizes_changes_the_next_kernel(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("DEVICE", "C")
     monkeypatch.delenv("NOOPT", raising=False)

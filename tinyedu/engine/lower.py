@@ -33,7 +33,7 @@ from tinyedu.codegen.launch import launch_dims
 from tinyedu.codegen.linearizer import linearize
 from tinyedu.codegen.opts import Opt, OptError, apply_opts
 from tinyedu.codegen.search import SearchResult, beam_search
-from tinyedu.core.helpers import debug_level, getenv, prod
+from tinyedu.core.helpers import SETTINGS, debug_level, getenv, prod
 from tinyedu.core.ops import LazyOp
 from tinyedu.core.uops import UOp, uops_listing
 from tinyedu.engine import beam
@@ -81,8 +81,17 @@ def settings_key(device: str) -> tuple:
 
     Read from the environment on every call (NOOPT, BEAM, THREADS, CC, TINYEDU_SANITIZE, ...), so
     that a test or a notebook that changes one sees its effect on the next realize; the realizer
-    asks once per realize and device (lower_ahead)."""
+    asks once per realize and device (lower_ahead). Inside a realize, while the environment is the
+    one the last realizes saw (the `SETTINGS` snapshot of tinyedu/core/helpers.py is the same
+    object), the answer of the last realize is given again: reading nine flags again would give the
+    same values, and they cost a step about as much as its schedule's lookup. The device's limits
+    are not in the environment: the answer is kept only while they are the very same object."""
     backend = Device[device]
+    environ = SETTINGS.environ if SETTINGS.depth else None  # (None: outside a realize, or no snapshot)
+    if environ is not None:
+        kept = _LAST.get(device)
+        if kept is not None and kept[0] is environ and kept[1] is backend and kept[2] is backend.limits:
+            return kept[3]
     compiler = backend.compiler
     beam = int(getenv("BEAM", 0))
     settings = (optimization_mode(beam), beam, backend.threads(), backend.limits,
@@ -90,9 +99,14 @@ def settings_key(device: str) -> tuple:
                 getattr(backend, "renderer_choice", None))  # (a device that renders one AST in two ways)
     # One object per distinct settings: a program's key then compares its settings by identity (every
     # kernel of every realize is looked up with them), not element by element.
-    return _SETTINGS.setdefault(settings, settings)
+    settings = _SETTINGS.setdefault(settings, settings)
+    if environ is not None:
+        _LAST[device] = (environ, backend, backend.limits, settings)
+    return settings
 
 
+# device -> (the environment snapshot, backend and limits it was computed with, its settings key)
+_LAST: dict[str, tuple] = {}
 _SETTINGS: dict[tuple, tuple] = {}
 
 

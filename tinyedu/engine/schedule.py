@@ -94,15 +94,35 @@ def store_is_cheaper(kernels: int, leaf_elements: int, size: int, has_reduce: bo
 
 # ---- step 1: the lazy graph, sources first ----
 def bases_to_run(outs: list[LazyBuffer]) -> list[LazyBuffer]:
-    """Unrealized bases the outputs depend on, sources before users (the one graph walk,
-    `postorder` of tinyedu/core/helpers.py, over the unrealized bases)."""
-    def unrealized_sources(node: LazyBuffer) -> list[LazyBuffer]:
-        return [base for src in node.srcs if (base := src._base or src).realized is None]
-    roots = [root for out in outs if (root := out._base or out).realized is None]
-    order = postorder(roots, unrealized_sources)
-    for node in order:
-        if node.src_versions.count(None) != len(node.src_versions):  # (a source in memory)
-            _check_versions(node)
+    """Unrealized bases the outputs depend on, sources before users: `postorder` of
+    tinyedu/core/helpers.py over the unrealized bases, sources left to right.
+
+    It is postorder's own loop written out for LazyBuffers, because it runs on every realize (the
+    schedule cache keys every step's graph by this walk): passed as `children`, a function per node
+    that builds the list of its unrealized sources cost half the walk. Here a node's sources are
+    filtered as the loop meets them. The order is postorder's exactly (tests/test_schedule_cache.py
+    compares the two)."""
+    order: list[LazyBuffer] = []
+    seen: set[int] = set()
+    for out in outs:
+        root = out._base or out  # (out.base, without the property call)
+        if root.realized is not None or id(root) in seen:
+            continue
+        seen.add(id(root))
+        stack = [(root, iter(root.srcs))]  # each node on the path, with its sources still to go
+        while stack:
+            node, todo = stack[-1]
+            for src in todo:
+                base = src._base or src
+                if base.realized is None and id(base) not in seen:  # go down into it
+                    seen.add(id(base))
+                    stack.append((base, iter(base.srcs)))
+                    break
+            else:  # every unrealized source is in `order` already: the node comes next
+                stack.pop()
+                order.append(node)
+                if node.src_versions.count(None) != len(node.src_versions):  # (a source in memory)
+                    _check_versions(node)
     return order
 
 
