@@ -205,6 +205,13 @@ def test_the_walk_finds_the_bases_in_the_schedulers_order():
     x = (a @ b).relu()
     outs = [(x * 2).sum(1).lazydata, (x + a.sum(1, keepdim=True)[:, :1]).lazydata, x.exp().lazydata]
     assert [id(n) for n in graph_structure(outs, True).bases] == [id(n) for n in schedule.bases_to_run(outs)]
+    # bases_to_run is postorder's loop written out: the same order as postorder over unrealized sources
+    from tinyedu.core.helpers import postorder
+
+    def unrealized_sources(node):
+        return [src.base for src in node.srcs if src.base.realized is None]
+    expected = postorder([out.base for out in outs if out.base.realized is None], unrealized_sources)
+    assert len(expected) > 5 and [id(n) for n in schedule.bases_to_run(outs)] == [id(n) for n in expected]
 
 
 def test_equal_trackers_made_apart_get_one_number_and_hit():

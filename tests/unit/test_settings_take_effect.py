@@ -43,7 +43,9 @@ def test_the_settings_key_kept_between_realizes_follows_the_environment_and_the_
         noopt = settings_key("C")
     assert noopt[0] == "none" and first[0] != "none"
     monkeypatch.delenv("NOOPT")
-    monkeypatch.setattr(Device["C"], "limits", ("other limits",))
+    with SETTINGS:
+        assert settings_key("C") is first  # (equal settings are one object)
+    monkeypatch.setattr(Device["C"], "limits", ("other limits",))  # the environment as it was
     with SETTINGS:
         limited = settings_key("C")
     assert limited[3] == ("other limits",) and limited[0] == first[0]
