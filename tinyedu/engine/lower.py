@@ -150,32 +150,37 @@ def compile_threads() -> int:
     return max(1, int(getenv("COMPILE_THREADS", os.cpu_count() or 1)))
 
 
-def lower_ahead(kernels: list[tuple[str, LazyOp]]) -> dict[tuple[str, LazyOp], Program]:
-    """The programs of a schedule's kernels, by (device, AST), before it runs: those lowered before
-    are looked up (with each device's settings read once), the new ones lowered several at once.
+def lower_ahead(kernels: list[tuple[str, LazyOp]]) -> list[Program | None]:
+    """The programs of a schedule's kernels (device, AST), in their order, before it runs: those
+    lowered before are looked up (with each device's settings read once), the new ones lowered
+    several at once.
 
     A fresh process pays for its first step mostly in compiling: one compiler process per kernel,
     tens of milliseconds each. The kernels of a schedule do not depend on each other until they run,
-    so their compilers can run side by side. A kernel missing from the answer (lowered on a device
+    so their compilers can run side by side. A kernel whose answer is None (lowered on a device
     that compiles in this process, or whose lowering failed on a thread) is lowered by the realizer
     when its turn comes, which raises any error then, in order. BEAM searches are not run ahead:
-    they time candidates on the device, which other threads' compilers would disturb.
+    they time candidates on the device, which other threads' compilers would disturb. (A list in
+    the kernels' order, not a dict by kernel: a repeated step finds every program, and the realizer
+    then takes them in order instead of hashing each kernel again.)
     """
-    devices = {device for device, _ in kernels}
-    settings = {device: settings_key(device) for device in devices}
-    programs = {device: Device[device].programs for device in devices}  # (looked up by name once)
-    found: dict[tuple[str, LazyOp], Program] = {}
+    settings: dict[str, tuple] = {}
+    programs: dict[str, dict] = {}  # (each device's programs, looked up by name once)
+    found: list[Program | None] = []
     new: dict[tuple[str, LazyOp], None] = {}
     for device, ast in kernels:
+        if device not in settings:
+            settings[device], programs[device] = settings_key(device), Device[device].programs
         program = programs[device].get((ast, settings[device]))
-        if program is not None:
-            found[(device, ast)] = program
-        elif Device.kind(device) in COMPILES_IN_A_PROCESS:
+        found.append(program)
+        if program is None and Device.kind(device) in COMPILES_IN_A_PROCESS:
             new[(device, ast)] = None
     if len(new) >= 2 and optimization_mode() != "beam":  # (a repeated step has nothing new: no threads)
         threads = min(compile_threads(), len(new))
         if threads >= 2:
-            found.update(_lower_in_parallel(list(new), threads))
+            lowered = _lower_in_parallel(list(new), threads)
+            found = [lowered.get(kernel) if program is None else program
+                     for kernel, program in zip(kernels, found, strict=True)]
     return found
 
 

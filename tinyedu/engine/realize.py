@@ -74,12 +74,14 @@ def run_schedule(schedule: list[ScheduleItem], before_write: Callable[[Buffer], 
     exists (an assign target): assign keeps the old values there for computations that still need
     them, at the last moment, when the graphs the schedule has run are already freed."""
     schedule[:] = split_full_reduces(schedule)  # a GPU's full reductions: many workgroups, then one
-    programs = lower_ahead([(item.out.device, item.ast) for item in schedule
-                            if not isinstance(item.ast.op, LoadOps)])
+    found = iter(lower_ahead([(item.out.device, item.ast) for item in schedule
+                              if not isinstance(item.ast.op, LoadOps)]))
+    programs = [None if isinstance(item.ast.op, LoadOps) else next(found) for item in schedule]
     level = debug_level()  # read once per schedule, not per kernel
     schedule.reverse()
+    programs.reverse()  # (each item's program: popped with it)
     while schedule:
-        item = schedule.pop()
+        item, program = schedule.pop(), programs.pop()
         out = item.out
         # An output that already has memory is an assign target: the kernel writes straight into it.
         if out.realized is None:
@@ -101,7 +103,7 @@ def run_schedule(schedule: list[ScheduleItem], before_write: Callable[[Buffer], 
         elif op is LoadOps.EMPTY:
             run_program(item.name, None, Fill(0), [buffer])  # deterministic: never garbage
         else:
-            _run_kernel(item, buffer, programs.get((out.device, item.ast)), level)
+            _run_kernel(item, buffer, program, level)
         if GlobalCounters.mem_used > GlobalCounters.mem_peak:
             GlobalCounters.mem_peak = GlobalCounters.mem_used
         out.realized = buffer
