@@ -156,8 +156,9 @@ def graph_structure(outs: list[LazyBuffer], fuse: bool) -> _Structure:
             leaves.append(base)
             places[id(base)] = -len(leaves)
         outputs.append(places[id(base)])
-    memory = tuple((b.device, _number(b.dtype)[1], _number(b.st)[1], b.op is LoadOps.CONST,
-                    const_key(b.arg) if b.op is LoadOps.CONST else None) for b in leaves)
+    memory = tuple([(b.device, (number(id(b.dtype)) or _number(b.dtype))[1],
+                     (number(id(b.st)) or _number(b.st))[1], b.op is LoadOps.CONST,
+                     const_key(b.arg) if b.op is LoadOps.CONST else None) for b in leaves])
     return _Structure((tuple(nodes), memory, tuple(outputs), _rule_settings(fuse)), bases, leaves)
 # --8<-- [end:key]
 

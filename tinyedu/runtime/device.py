@@ -314,6 +314,10 @@ class _DeviceRegistry(Registry):
         self.register(module.create_device())
 
     def __getitem__(self, name: str) -> DeviceBackend:
+        # (a registered kind's own name, as the engine passes it: found at once, nothing to canonicalize)
+        backend = self.devices.get(name) if type(name) is str else None
+        if backend is not None:
+            return backend
         name = self.kind(self.canonicalize(name))  # (every numbered device of a kind shares its backend)
         return self.devices[name] if name in self.devices else super().__getitem__(name)
 
