@@ -87,8 +87,9 @@ class NNMixin:
             raise ShapeError(f"matmul: shapes {self.shape} and {other.shape} do not line up: the last axis "
                              f"of the first ({x.shape[-1]}) must equal the second-to-last of the second "
                              f"({w.shape[-2]})")
-        batch_op = f"matmul: the batch axes of {self.shape} and {other.shape}"
-        broadcast_shape(x.shape[:-2], w.shape[:-2], op=batch_op)  # a clear error if they do not broadcast
+        if x.shape[:-2] != w.shape[:-2]:  # (equal batch axes, most often none, broadcast: no message to make)
+            batch_op = f"matmul: the batch axes of {self.shape} and {other.shape}"
+            broadcast_shape(x.shape[:-2], w.shape[:-2], op=batch_op)  # a clear error if they do not broadcast
         order = tuple(range(w.ndim - 2)) + (w.ndim - 1, w.ndim - 2)  # (w has 2 axes or more by now)
         out = x._times_transposed(w._apply(F.Permute, order=order))  # (transpose, without its checks)
         if x1:
