@@ -117,3 +117,16 @@ def test_both_inputs_packed_on_a_cpu_give_the_same_sums():
     np.testing.assert_array_equal(results["both"], results["plain"])
     np.testing.assert_allclose(results["both"], A.astype(np.float64) @ B.astype(np.float64), rtol=1e-4,
                                atol=1e-4)
+
+
+def test_a_tall_a_times_a_narrow_b_takes_the_outer_product_form():
+    """(512 x 256) @ (256 x 32): A, contiguous along the reduce, outweighs B in the contiguity score,
+    which alone would UNROLL the reduce (a dot product per output, summed across lanes). The
+    heuristics vectorize along B's rows instead (the output and B are contiguous there, A does not
+    move): no UNROLL, and each output's sum runs in order, one multiply-add at a time, so the result
+    equals numpy's float64 product within float32 rounding of a 256-term sum."""
+    a_np, b_np = data((512, 256), 8), data((256, 32), 9)
+    kernel, opts, got = opts_and_result(Tensor(a_np).realize() @ Tensor(b_np).realize())
+    assert kernel.full_shape == (512, 32, 256)
+    assert opts[0] == Opt(OptOps.UPCAST, 1, 16) and not any(o.op is OptOps.UNROLL for o in opts), opts
+    np.testing.assert_allclose(got, a_np.astype(np.float64) @ b_np.astype(np.float64), rtol=1e-4, atol=1e-3)
