@@ -35,7 +35,9 @@ The choices, in the order they are made (each only when it applies):
 4. Register blocking, for reduces that reuse what they load (matmul, convolution): UPCAST the
    output axes along which some input does not move (stride 0), until 16 vector accumulators, so
    each load feeds several multiply-adds: 8 rows x 2 vectors of columns, or 4 x 4 where the input
-   read as broadcasts (A of A @ B) is larger than the L2 cache (`_block_shape`). Reduces without
+   read as broadcasts (A of A @ B) is larger than the L2 cache (`_block_shape`); an axis that only
+   an odd number divides (125 vectors of 8 columns) takes that (`_block_amount`). A matmul whose
+   sizes no vector divides (1023) gets a block of scalars instead (`_scalar_block`). Reduces without
    reuse get 4 accumulators instead (so the additions do not wait on each other).
 5. Threads for kernels with enough work: THREAD the outermost output loop that has an iteration for
    every thread. Enough is about 100 us on one core (waking a sleeping thread, and on a busy machine
