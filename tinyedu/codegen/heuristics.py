@@ -318,8 +318,7 @@ def _contiguous_outer_axis(k: Kernel, vector_width: int) -> tuple[int, int] | No
     end. Measured on one AVX-512 core, kernel alone: (1024 x 1024) @ (1024 x 128) took 3.6 ms as a
     dot product (reduce UNROLLed), 1.6 ms so."""
     out_strides = k.sts[0].real_strides(ignore_valid=True)
-    summed = {node.arg for node in k.reduceop.walk() if node.op is BufferOps.LOAD}  # not a bias after it
-    strides = [k.sts[p].real_strides(ignore_valid=True) for p in _loads(k) if k.bufs[p] in summed]
+    strides = [k.sts[p].real_strides(ignore_valid=True) for p in _loads(k) if k.bufs[p] in _summed_buffers(k)]
     for axis in reversed([a for a in k.loop_axes if k.kinds[a] is AxisKind.LOOP]):
         width = next((w for w in (vector_width, vector_width // 2, vector_width // 4)
                       if w >= 4 and k.full_shape[axis] % w == 0), None)
@@ -356,6 +355,11 @@ def _outer_product_form(k: Kernel, vector: tuple[int, int] | None,
         if broadcast and len(rows) == 1:
             return axis, vector_width, rows[0]
     return None
+
+
+def _summed_buffers(k: Kernel) -> set[MemBuffer]:
+    """The buffers the reduce itself reads (a matmul's A and B; not a bias added after it)."""
+    return {node.arg for node in k.reduceop.walk() if node.op is BufferOps.LOAD}
 
 
 def _loads(k: Kernel) -> list[int]:
@@ -470,7 +474,8 @@ def _scalar_block(k: Kernel, try_opt, inputs: list[tuple[int, tuple]]) -> None:
     one AVX-512 core, kernel alone: a 1023^3 matmul took 1360 ms unblocked, 75 ms in 11 x 11 blocks
     (numpy: 14 ms; only padding the axes to whole vectors would close that gap)."""
     loops = [a for a in k.loop_axes if k.kinds[a] is AxisKind.LOOP]
-    reused = [a for a in loops if any(strides[a] == 0 for _, strides in inputs)][-2:]
+    summed = [strides for p, strides in inputs if k.bufs[p] in _summed_buffers(k)]  # not a bias after it
+    reused = [a for a in loops if any(strides[a] == 0 for strides in summed)][-2:]
     for axis in reversed(reused):  # the innermost first; an UPCAST leaves the axes outside it in place
         amount = _largest_divisor(k.full_shape[axis], SCALAR_BLOCK)
         if amount > 1:
