@@ -11,7 +11,8 @@ Run: .venv/bin/python bench/bench_cpu.py [--quick]      (not a test; prints tabl
      vectorizes their exp2 and exp on the C device; TINYEDU_NO_VECTOR_MATH=1 times the exp2f calls it
      replaces; bench/bench_transcendentals.py times these alone, with one thread and default threads);
    - matmul 256x256 and 1024x1024 end to end (build, schedule, run, read back), against numpy (its
-     BLAS, kernel and threads printed above the table: threadpoolctl).
+     BLAS, kernel and threads printed above the table: threadpoolctl); bench/bench_matmul.py times
+     more shapes (odd, prime, non-square), kernel alone and end to end.
    Each cell is a time and its ratio to the reference (PyTorch, or numpy for the matmul): < 1 is faster.
 2. Threads on a busy machine: the TinyJit MLP step with 0, 1 and 2 other busy processes (this bench
    starts them and kills them after), with default threads, with THREADS=1, and with default threads

@@ -117,3 +117,38 @@ def test_both_inputs_packed_on_a_cpu_give_the_same_sums():
     np.testing.assert_array_equal(results["both"], results["plain"])
     np.testing.assert_allclose(results["both"], A.astype(np.float64) @ B.astype(np.float64), rtol=1e-4,
                                atol=1e-4)
+
+
+def test_a_tall_a_times_a_narrow_b_takes_the_outer_product_form():
+    """(512 x 256) @ (256 x 32): A, contiguous along the reduce, outweighs B in the contiguity score,
+    which alone would UNROLL the reduce (a dot product per output, summed across lanes). The
+    heuristics vectorize along B's rows instead (the output and B are contiguous there, A does not
+    move): no UNROLL, and each output's sum runs in order, one multiply-add at a time, so the result
+    equals numpy's float64 product within float32 rounding of a 256-term sum."""
+    a_np, b_np = data((512, 256), 8), data((256, 32), 9)
+    kernel, opts, got = opts_and_result(Tensor(a_np).realize() @ Tensor(b_np).realize())
+    assert kernel.full_shape == (512, 32, 256)
+    assert opts[0] == Opt(OptOps.UPCAST, 1, 16) and not any(o.op is OptOps.UNROLL for o in opts), opts
+    np.testing.assert_allclose(got, a_np.astype(np.float64) @ b_np.astype(np.float64), rtol=1e-4, atol=1e-3)
+
+
+def test_an_axis_only_an_odd_divisor_splits_gets_a_block_of_that_size():
+    """(640 x 512) @ (512 x 40): 40 columns are 5 vectors of 8, which no 2 or 4 divides; the block
+    takes all 5 (4 rows x 5 vectors) instead of a single vector of columns. The block changes which
+    outputs share a loop iteration, not any output's sum: numpy in float64 is the oracle."""
+    a_np, b_np = data((640, 512), 10), data((512, 40), 11)
+    kernel, opts, got = opts_and_result(Tensor(a_np).realize() @ Tensor(b_np).realize())
+    assert [o.amount for o in opts if o.op is OptOps.UPCAST] == [8, 4, 5], opts
+    np.testing.assert_allclose(got, a_np.astype(np.float64) @ b_np.astype(np.float64), rtol=1e-4, atol=2e-3)
+
+
+@pytest.mark.parametrize("n", [33, 37], ids=["33 = 3 x 11", "37, a prime"])
+def test_sizes_no_vector_divides_get_a_block_of_scalars(n: int):
+    """n x n matrices, n not a multiple of 4: no vector. 33 = 3 x 11 gets an 11 x 11 block of scalar
+    outputs; a prime size has no divisor and keeps its plain loops. Both against numpy in float64
+    (every output and no more: the block covers the axes exactly)."""
+    a_np, b_np = data((n, 64), 12), data((64, n), 13)
+    kernel, opts, got = opts_and_result(Tensor(a_np).realize() @ Tensor(b_np).realize())
+    upcasts = [o.amount for o in opts if o.op is OptOps.UPCAST]
+    assert upcasts == ([11, 11] if n == 33 else []), opts
+    np.testing.assert_allclose(got, a_np.astype(np.float64) @ b_np.astype(np.float64), rtol=1e-4, atol=1e-3)
