@@ -230,3 +230,63 @@ void run(const float* x, float* out, int n) {
         errors = ulp_error(out[:, column], exact[column])
         tiny = exact[column] < 2.0**-126
         assert errors[~tiny].max() <= normal and errors[tiny].max() <= subnormal, (name, errors.max())
+
+
+def test_expr_tanh_is_one_helper_and_a_look_alike_is_not() -> None:
+    """expr.py's whole float32 tanh becomes one call of tanh_simd_float32 (tinyedu/renderer/
+    c_vector_tanh.py); its gradient, gelu, sigmoid and 1 - 2 / (e^(2x) + 1) written by hand keep
+    the op-by-op code (the helper is only right for the exact formula it replaces)."""
+    source, _ = c_source(Tensor.empty(1 << 15).tanh())
+    assert "= tanh_simd_float32(val0);" in source, source
+    assert "tanh_simd_float32(" in c_source(Tensor.empty(1 << 15).tanh() * 2 + 1)[0]  # inside a formula
+    x = Tensor.empty(1 << 15)
+    for other in (x.sigmoid(), x.gelu(), 1 - 2 / ((2 * x).exp() + 1)):
+        assert "tanh_simd_float32(" not in c_source(other)[0]
+    x = Tensor.empty(1 << 15).requires_grad_()
+    x.tanh().sum().backward()
+    assert "tanh_simd_float32(" not in c_source(x.grad)[0]
+
+
+def test_tanh_on_c_keeps_the_specials_and_the_sign_of_zero() -> None:
+    x = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-45, -1e-45, 1e-30, -0.55, 0.55, 9.0, -9.6, 1e30,
+                  -3.4e38], np.float32)
+    got = Tensor(x).tanh().numpy()
+    np.testing.assert_array_equal(np.signbit(got[3:5]), [False, True])
+    with np.errstate(all="ignore"):
+        assert (ulp_error(got, np.tanh(x.astype(np.float64))) <= 1.5).all(), got
+
+
+@pytest.mark.parametrize("fma", [True, False], ids=["fma", "no-fma"])
+def test_the_tanh_helper_is_within_1_5_ulp_with_and_without_fused_multiply_adds(tmp_path, fma: bool) -> None:
+    """tanh_simd_float32 called directly, compiled both ways, on points of both branches (below and
+    from |x| = 0.55), the switch, the clamp at 9.5 and specials, against numpy's float64 tanh."""
+    import ctypes
+    import platform
+
+    from tinyedu.renderer.c_vector_math import EXP2_FLOAT32
+    from tinyedu.renderer.c_vector_tanh import TANH_FLOAT32
+    from tinyedu.runtime.ops_c import compiler_flags
+    from tinyedu.runtime.toolchain import BASE_FLAGS, compile_library, find_compiler
+
+    if not fma and platform.machine() not in ("x86_64", "AMD64"):
+        pytest.skip("the no-FMA build is checked on x86-64 (arm64 always has fused multiply-adds)")
+    source = EXP2_FLOAT32 + TANH_FLOAT32 + """
+void run(const float* x, float* out, int n) {
+  for (int i = 0; i < n; i++) out[i] = tanh_simd_float32(x[i]);
+}"""
+    compiler = find_compiler()
+    flags = compiler_flags(compiler, False) if fma else (*BASE_FLAGS, "-mno-fma")
+    compile_library("C", compiler, flags, source, tmp_path / "tanh.so")
+    library = ctypes.CDLL(str(tmp_path / "tanh.so"))
+    rng = np.random.default_rng(7)
+    switch = np.float32(0.55)
+    edges = [np.nextafter(switch, np.float32(0)), switch, np.nextafter(switch, np.float32(1)), 9.0, 9.5, 9.6]
+    x = np.concatenate([rng.uniform(-0.55, 0.55, 50_000), rng.uniform(-12, 12, 50_000), sample_points(),
+                        edges, np.negative(edges), [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-45, 3e38]])
+    x = x.astype(np.float32)
+    out = np.empty_like(x)
+    pointer = ctypes.POINTER(ctypes.c_float)
+    library.run(x.ctypes.data_as(pointer), out.ctypes.data_as(pointer), ctypes.c_int(len(x)))
+    errors = ulp_error(out, np.tanh(x.astype(np.float64)))
+    assert errors.max() <= 1.5, f"{errors.max():.3f} ulp at x = {x[errors.argmax()]!r}"
+    assert np.isnan(out[np.isnan(x)]).all() and np.signbit(out[(x == 0) & np.signbit(x)]).all()

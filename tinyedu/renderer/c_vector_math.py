@@ -44,7 +44,8 @@ its rounding error so that the last addition is the one rounding that counts, an
 two powers of two written into exponent bits (a subnormal result rounds once; e^x just below
 2^128 stays finite). The values of the formula's other ops are left unused, and the compiler
 drops them. tanh, sigmoid, gelu, softplus, sinh ... all reach e^x through expr.py's exp, so they
-all get it: exp's loop is 40 vector instructions per 16 floats here (AVX-512), where it was 64
+all get it (tanh's whole float32 formula goes one step further: tinyedu/renderer/c_vector_tanh.py
+recognizes it and writes one `tanh_simd_float32` call): exp's loop is 40 vector instructions per 16 floats here (AVX-512), where it was 64
 with the exp2 series and 120 op by op. float64's exp stays op by op (its two exp2s are
 exp2_simd_float64 and exp2_whole_float64). The float32 one is closer than the formula op by op:
 over every float32 from -260 to 260 (measured once, against libm's double exp), 0.660 ulp at most
@@ -67,6 +68,7 @@ from collections import Counter
 from tinyedu.core.dtype import dtypes
 from tinyedu.core.ops import BinaryOps, TernaryOps, UnaryOps
 from tinyedu.core.uops import UOp, UOps
+from tinyedu.renderer.c_vector_tanh import TANH_FLOAT32, tanh_input
 from tinyedu.renderer.cstyle import CRenderer, _unwrap
 
 # --8<-- [start:exp2]
@@ -344,6 +346,9 @@ class VectorMathCRenderer(CRenderer):
         super().__init__(name, uops)
         self.simd = simd_loops(uops)
         self.exps = {u: parts for u in uops if self.simd and (parts := exp_parts(u)) is not None}
+        # expr.py's whole tanh: one helper (tinyedu/renderer/c_vector_tanh.py); the formula's own ops
+        # are still written out, unused, and the compiler drops them
+        self.tanhs = {u: x for u in uops if self.exps and (x := tanh_input(u, exp_parts)) is not None}
         # the exp2s inside such an exp that nothing else uses: left to the C renderer (exp2f, never
         # called: the compiler drops the unused intermediates), so their helpers are not written out
         uses = Counter(s for u in uops for s in u.src)
@@ -365,6 +370,10 @@ class VectorMathCRenderer(CRenderer):
         return name
 
     def alu(self, u: UOp, *srcs: str) -> str:
+        if u in self.tanhs:
+            self.helpers.setdefault("exp2_simd_float32", EXP2_FLOAT32)  # (mul_add and pow2_whole)
+            self.helpers.setdefault("tanh_simd_float32", TANH_FLOAT32)
+            return f"tanh_simd_float32({_unwrap(self.value(self.tanhs[u]))})"
         if u in self.exps:  # expr.py's whole exp: one helper, one range reduction
             x, n = self.exps[u]
             self.helpers.setdefault("exp2_simd_float32", EXP2_FLOAT32)
