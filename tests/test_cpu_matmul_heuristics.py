@@ -152,3 +152,15 @@ def test_sizes_no_vector_divides_get_a_block_of_scalars(n: int):
     upcasts = [o.amount for o in opts if o.op is OptOps.UPCAST]
     assert upcasts == ([11, 11] if n == 33 else []), opts
     np.testing.assert_allclose(got, a_np.astype(np.float64) @ b_np.astype(np.float64), rtol=1e-4, atol=1e-3)
+
+
+def test_a_reduce_that_would_gather_along_the_rows_keeps_its_vectors_along_the_reduce():
+    """((x - mean) * w).sum(-1), as in a layer norm's backward: the mean moves by 1 along the rows
+    and w not at all, as B and A of a tall matmul would, but x moves by 96 there: vectors along the
+    rows would gather x. The reduce stays the vector axis (x and w are contiguous along it)."""
+    x_np, mean_np, w_np = data((64, 96), 14), data((64, 1), 15), data((96,), 16)
+    x, mean, w = (Tensor(a).realize() for a in (x_np, mean_np, w_np))
+    kernel, opts, got = opts_and_result(((x - mean) * w).sum(-1))
+    assert opts[0] == Opt(OptOps.UNROLL, kernel.first_reduce, 16), opts
+    expected = ((x_np.astype(np.float64) - mean_np) * w_np).sum(-1)
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
