@@ -83,16 +83,6 @@ def lab_page(lab_site: tuple[str, dict], name: str, model: str) -> str:
     return url + f"lab_{name}/"
 
 
-def open_page(url: str, tmp_path: Path) -> str:
-    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-             "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             "--disable-dev-shm-usage", f"--user-data-dir={tmp_path / 'profile'}"]
-    proc = subprocess.run([find_chromium(), *flags, "--virtual-time-budget=10000", "--dump-dom", url],
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return proc.stdout
-
-
 def page_numbers(dom: str) -> tuple[np.ndarray, np.ndarray]:
     found = re.search(r'<pre id="lab-numbers">(.*?)</pre>', dom, re.DOTALL)
     assert found and found.group(1), "the page wrote no numbers: " + re.sub(r"\s+", " ", dom)[-1500:]
@@ -104,7 +94,7 @@ def page_numbers(dom: str) -> tuple[np.ndarray, np.ndarray]:
 def test_drawn_digit_gives_tinyedus_probabilities(lab_url: str, tmp_path: Path, strokes, digit: int) -> None:
     from tinyedu import Tensor
 
-    dom = open_page(lab_url + "#replay=" + quote(json.dumps(strokes)), tmp_path)
+    dom = live_page(lab_url + "#replay=" + quote(json.dumps(strokes)), "lab-numbers", tmp_path, whole=True)
     pixels, probabilities = page_numbers(dom)
     assert pixels.shape == (784,) and probabilities.shape == (10,)
     _, model = site_wasm().digit_model()
@@ -124,7 +114,8 @@ def test_drawn_digit_gives_tinyedus_probabilities(lab_url: str, tmp_path: Path, 
 
 
 def test_empty_canvas_is_refused(lab_url: str, tmp_path: Path) -> None:
-    dom = open_page(lab_url + "#replay=" + quote("[]"), tmp_path)
+    said = "The canvas is empty: draw a digit"
+    dom = live_page(lab_url + "#replay=" + quote("[]"), "lab-message", tmp_path, whole=True, until=said)
     assert "The canvas is empty: draw a digit" in dom
     assert re.search(r'<pre id="lab-numbers"></pre>', dom)
 
