@@ -8,6 +8,8 @@ time exp, tanh, sigmoid and gelu next to PyTorch.
 
 from __future__ import annotations
 
+import shutil
+
 import numpy as np
 import pytest
 
@@ -245,6 +247,20 @@ def test_expr_tanh_is_one_helper_and_a_look_alike_is_not() -> None:
     x = Tensor.empty(1 << 15).requires_grad_()
     x.tanh().sum().backward()
     assert "tanh_simd_float32(" not in c_source(x.grad)[0]
+
+
+@pytest.mark.skipif(shutil.which("objdump") is None, reason="needs objdump (binutils) to read the kernel")
+def test_two_tanhs_in_one_kernel_are_both_inlined() -> None:
+    """A fused kernel may call the helper twice (tanh(x) + tanh(y), an LSTM cell). gcc -O2 then kept one
+    out-of-line copy and called it per element, and the loop ran scalar (20x slower): the helper is
+    always_inline, so the compiled kernel has no call to it."""
+    x, y = Tensor.empty(1 << 15), Tensor.empty(1 << 15)
+    item = [i for i in create_schedule([(x.tanh() + y.tanh()).lazydata]) if i.ast.op.name == "STORE"][-1]
+    backend = Device["C"]
+    program = lower("C", item.ast, heuristic_opts(new_kernel(item.ast, backend), backend.vector_width, 1))
+    assert program.source.count("tanh_simd_float32(val") == 2, program.source
+    listing = program.runner.disassemble()
+    assert "call" not in listing and "tanh_simd_float32" not in listing, listing
 
 
 def test_tanh_on_c_keeps_the_specials_and_the_sign_of_zero() -> None:
