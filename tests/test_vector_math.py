@@ -306,3 +306,112 @@ void run(const float* x, float* out, int n) {
     errors = ulp_error(out, np.tanh(x.astype(np.float64)))
     assert errors.max() <= 1.5, f"{errors.max():.3f} ulp at x = {x[errors.argmax()]!r}"
     assert np.isnan(out[np.isnan(x)]).all() and np.signbit(out[(x == 0) & np.signbit(x)]).all()
+
+
+def _gelu64(x: np.ndarray) -> np.ndarray:
+    """x Phi(x) in float64, from libm's erfc (math.erfc): the independent reference for gelu."""
+    import math
+
+    x = x.astype(np.float64)
+    with np.errstate(all="ignore"):
+        return x * 0.5 * np.vectorize(math.erfc, otypes=[np.float64])(-x / math.sqrt(2))
+
+
+def test_expr_gelu_is_one_helper_and_a_look_alike_is_not() -> None:
+    """expr.py's whole float32 gelu (Gelu.value) becomes one call of gelu_simd_float32 (tinyedu/renderer/
+    c_vector_gelu.py), also inside a larger formula; gelu's gradient, the tanh gelu, erf and gelu
+    written by hand with erf keep the op-by-op code (the helper is right only for the formula it replaces)."""
+    source, _ = c_source(Tensor.empty(1 << 15).gelu())
+    assert "= gelu_simd_float32(val0);" in source, source
+    assert "gelu_simd_float32(" in c_source(Tensor.empty(1 << 15).gelu() * 3 - 1)[0]
+    x = Tensor.empty(1 << 15)
+    for other in (x.gelu(approximate="tanh"), x.erf(), x * 0.5 * (1 + (x * 0.70710677).erf()), x.tanh()):
+        assert "gelu_simd_float32(" not in c_source(other)[0]
+    x = Tensor.empty(1 << 15).requires_grad_()
+    x.gelu().sum().backward()
+    assert "gelu_simd_float32(" not in c_source(x.grad)[0]
+
+
+def test_the_gelu_pattern_checks_every_constant_of_erfcs_polynomial() -> None:
+    """A polynomial with one coefficient changed (or two swapped) is not erfc's: not the helper."""
+    import tinyedu.renderer.c_vector_gelu as gelu_module
+    from tinyedu.renderer.c_vector_gelu import ERFC_POLYNOMIAL, _is_erfc_polynomial, gelu_input
+    from tinyedu.renderer.c_vector_math import exp_parts
+
+    _, uops = c_source(Tensor.empty(1 << 15).gelu())
+    ends = [u for u in uops if gelu_input(u, exp_parts) is not None]
+    assert len(ends) == 1
+    t = next(u for u in uops if u.op is UOps.ALU and u.arg.name == "DIV")
+    polys = [u for u in uops if u.op is UOps.ALU and u.arg.name == "ADD" and _is_erfc_polynomial(u, t)]
+    assert len(polys) == 1
+    swapped = list(ERFC_POLYNOMIAL)
+    swapped[1], swapped[3] = swapped[3], swapped[1]
+    original = gelu_module.ERFC_POLYNOMIAL
+    try:
+        gelu_module.ERFC_POLYNOMIAL = tuple(swapped)
+        assert not _is_erfc_polynomial(polys[0], t)
+        assert gelu_input(ends[0], exp_parts) is None
+    finally:
+        gelu_module.ERFC_POLYNOMIAL = original
+
+
+@pytest.mark.skipif(shutil.which("objdump") is None, reason="needs objdump (binutils) to read the kernel")
+def test_two_gelus_in_one_kernel_are_both_inlined() -> None:
+    x, y = Tensor.empty(1 << 15), Tensor.empty(1 << 15)
+    item = [i for i in create_schedule([(x.gelu() + y.gelu()).lazydata]) if i.ast.op.name == "STORE"][-1]
+    backend = Device["C"]
+    program = lower("C", item.ast, heuristic_opts(new_kernel(item.ast, backend), backend.vector_width, 1))
+    assert program.source.count("gelu_simd_float32(val") == 2, program.source
+    listing = program.runner.disassemble()
+    assert "call" not in listing and "gelu_simd_float32" not in listing, listing
+
+
+def test_gelu_on_c_keeps_the_specials_and_the_sign_of_zero() -> None:
+    """NaN stays NaN, gelu(inf) = inf, gelu(-inf) = NaN (-inf times erfc's 0, as op by op and as
+    PyTorch), -0.0 stays -0.0, subnormals give x/2; the rest within 7.5 ulp of x Phi(x)."""
+    x = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-45, -1e-45, 1e-40, -1e-40, 1e-30, -14.85, -14.9,
+                  -10.2, -1e30, 1e30, -3.4e38, 3.4e38, 0.5, -0.5, 3.0, -3.0], np.float32)
+    got = Tensor(x).gelu().numpy()
+    assert np.isnan(got[[0, 2]]).all() and got[1] == np.inf
+    np.testing.assert_array_equal(np.signbit(got[3:5]), [False, True])
+    np.testing.assert_array_equal(got[7:9], x[7:9] * np.float32(0.5))
+    errors = ulp_error(got[3:], _gelu64(x[3:]))
+    assert errors.max() <= 7.5, (got, errors)
+
+
+@pytest.mark.parametrize("fma", [True, False], ids=["fma", "no-fma"])
+def test_the_gelu_helper_is_within_7_5_ulp_with_and_without_fused_multiply_adds(tmp_path, fma: bool) -> None:
+    """gelu_simd_float32 called directly, compiled both ways, on every 4096th float32 of |x| from 2^-30
+    to 15 (both signs: erfc's two sides, the clamp at 14.85), tests/test_accuracy.py's points and
+    specials, against x Phi(x) from libm's double erfc (op by op the formula is up to 309 ulp off)."""
+    import ctypes
+    import platform
+
+    from tinyedu.renderer.c_vector_gelu import GELU_FLOAT32
+    from tinyedu.renderer.c_vector_math import EXP2_FLOAT32
+    from tinyedu.runtime.ops_c import compiler_flags
+    from tinyedu.runtime.toolchain import BASE_FLAGS, compile_library, find_compiler
+
+    if not fma and platform.machine() not in ("x86_64", "AMD64"):
+        pytest.skip("the no-FMA build is checked on x86-64 (arm64 always has fused multiply-adds)")
+    source = EXP2_FLOAT32 + GELU_FLOAT32 + """
+void run(const float* x, float* out, int n) {
+  for (int i = 0; i < n; i++) out[i] = gelu_simd_float32(x[i]);
+}"""
+    compiler = find_compiler()
+    flags = compiler_flags(compiler, False) if fma else (*BASE_FLAGS, "-mno-fma")
+    compile_library("C", compiler, flags, source, tmp_path / "gelu.so")
+    library = ctypes.CDLL(str(tmp_path / "gelu.so"))
+    bits = np.arange(np.float32(2.0**-30).view(np.int32), np.float32(15).view(np.int32), 4096, dtype=np.int32)
+    magnitudes = bits.view(np.float32)
+    specials = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-45, -1e-45, 14.85, -14.85]
+    x = np.concatenate([magnitudes, -magnitudes, sample_points(), specials]).astype(np.float32)
+    out = np.empty_like(x)
+    pointer = ctypes.POINTER(ctypes.c_float)
+    library.run(x.ctypes.data_as(pointer), out.ctypes.data_as(pointer), ctypes.c_int(len(x)))
+    errors = ulp_error(out, _gelu64(x))
+    finite = np.isfinite(x)
+    worst = int(np.argmax(np.where(finite, errors, 0)))
+    assert errors[finite].max() <= 7.5, f"{errors[worst]:.3f} ulp at x = {x[worst]!r}"
+    assert np.isnan(out[np.isnan(x) | (x == -np.inf)]).all() and (out[x == np.inf] == np.inf).all()
+    assert np.signbit(out[(x == 0) & np.signbit(x)]).all()
