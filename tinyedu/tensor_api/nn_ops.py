@@ -63,8 +63,8 @@ def check_tensors(op: str, x: TensorLike, **tensors: Any) -> None:
 
 
 # A matmul whose contiguous sizes (k, and m) are not whole vectors is padded to multiples of PAD_TO
-# (_times_transposed_padded), from PAD_MIN_WORK multiply-adds on (below, the copies cost more).
-# (and only where that adds at most PAD_MAX_GROWTH of the work: not 3 -> 16)
+# (_times_transposed_padded), from PAD_MIN_WORK multiply-adds on (below, the copies cost more than
+# they save), where that grows the work by at most PAD_MAX_GROWTH (not a size of 3 to 16).
 PAD_TO = 16
 PAD_MIN_WORK = 1 << 18
 PAD_MAX_GROWTH = 1.25
@@ -81,6 +81,8 @@ class NNMixin:
 
         (..., n, k) @ (..., k, m): put x as (..., n, 1, k) and w as (..., 1, m, k), multiply
         (broadcasting makes (..., n, m, k)) and sum the last axis. No new primitive is needed.
+        (A large product whose k and m are not whole vectors runs on padded copies of x and w:
+        see _times_transposed_padded.)
         """
         if not isinstance(other, type(self)):
             raise TypeError(f"matmul: expected a Tensor, got {type(other).__name__}")
@@ -135,14 +137,15 @@ class NNMixin:
         return out._apply(F.Reshape, shape=(*batch, n, m))
 
     def _times_transposed_padded(self: TensorLike, wt: TensorLike) -> TensorLike:
-        """self @ wt.T for sizes that no vector divides, as the same product of copies padded with
-        zeros to multiples of PAD_TO, cut back to its size.
+        """self @ wt.T for sizes that are not whole vectors, as the same product of copies padded
+        with zeros to multiples of PAD_TO, cut back to its size.
 
-        Along the axes x and w are contiguous in (k, and m for w), whole vectors are what a kernel
-        loads and computes with; a size like 257 (a prime) leaves it one element at a time, and a
-        257^3 matmul was 70x numpy's time. The padded copies cost n k + m k elements, the product
-        n m k: the zeros change no sum (0 * w adds a zero to a sum that starts at +0.0), and the
-        padded rows and columns of the result, which may hold 0 * inf = NaN, are cut away."""
+        A kernel loads and computes in whole vectors along an axis its inputs are contiguous in (k,
+        or m for wt) and blocks its outputs by divisors of n and m; a prime size such as 257 has
+        neither, and the product would run one element at a time (about 70x numpy's time at 257^3
+        on one AVX-512 core, `bench/bench_matmul.py`). The copies cost (n + m) k elements, the
+        product n m k. The zeros change no sum (0 * w adds a zero to a sum that starts at +0.0),
+        and the padded rows and columns of the result, which may hold 0 * inf = NaN, are cut away."""
         batch, (n, k), m = self.shape[:-2], self.shape[-2:], wt.shape[-2]
         n2, k2, m2 = _padded(n), _padded(k), _padded(m)
         keep = ((0, 0),) * len(batch)
