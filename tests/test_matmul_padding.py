@@ -3,7 +3,8 @@
 of the copies is cut back to its size. Checked here: the values and gradients against PyTorch in
 float64, the specials (0 * inf in the padding must not leak), that the padded product's kernel
 gets a vector axis, and which shapes are left alone (small ones, and ones the padding would grow
-by more than PAD_MAX_GROWTH)."""
+by more than PAD_MAX_GROWTH). Last, numpy() of views like the padded product's result (a slice of
+its base), which it copies out of the base's memory without a kernel."""
 
 from __future__ import annotations
 
@@ -75,8 +76,8 @@ def test_the_padded_product_is_vectorized() -> None:
     assert any(o.op is OptOps.UPCAST and o.amount == 16 for o in opts), opts
 
 
-@pytest.mark.parametrize("x_shape, w_shape", [((64, 65), (65, 66)), ((2, 3), (3, 100_001)), ((257, 256), (256, 257)),
-                                              ((63, 63), (63, 63))],
+@pytest.mark.parametrize("x_shape, w_shape", [((64, 65), (65, 66)), ((2, 3), (3, 100_001)),
+                                              ((257, 256), (256, 257)), ((63, 63), (63, 63))],
                          ids=["small", "grows too much", "whole vectors along k", "below the work bound"])
 def test_shapes_that_do_not_need_it_are_not_padded(x_shape, w_shape) -> None:
     x, w = Tensor(data(x_shape, 7)), Tensor(data(w_shape, 8))
@@ -84,3 +85,24 @@ def test_shapes_that_do_not_need_it_are_not_padded(x_shape, w_shape) -> None:
     np.testing.assert_allclose((x @ w).numpy(), data(x_shape, 7).astype(np.float64) @ data(w_shape, 8),
                                rtol=1e-4, atol=1e-4)
     assert nn_ops.PAD_TO == 16  # (the sizes above are chosen around it)
+
+
+@pytest.mark.parametrize("view", ["transpose", "slice", "broadcast", "bfloat16 full", "flip"])
+def test_numpy_of_a_view_copies_it_out_of_its_base(view: str) -> None:
+    """numpy() of a view without padding reads the base's memory with numpy's strides (a padded
+    product's result is such a slice); the array is a writable copy of its own."""
+    from tinyedu import dtypes
+
+    a = np.arange(60, dtype=np.float32).reshape(3, 4, 5)
+    t = Tensor(a)
+    cases = {"transpose": (lambda x: x.permute(2, 0, 1), a.transpose(2, 0, 1)),
+             "slice": (lambda x: x[1:, ::2, 3], a[1:, ::2, 3]),
+             "broadcast": (lambda x: x[:, :1].expand(3, 6, 5), np.broadcast_to(a[:, :1], (3, 6, 5))),
+             "bfloat16 full": (lambda x: Tensor.full((3,), 0.1, dtype=dtypes.bfloat16),
+                               torch.full((3,), 0.1, dtype=torch.bfloat16).float().numpy()),
+             "flip": (lambda x: x.flip(1), a[:, ::-1])}
+    op, expected = cases[view]
+    got = op(t).numpy()
+    np.testing.assert_array_equal(got, expected)
+    got[...] = -1
+    np.testing.assert_array_equal(t.numpy(), a)
