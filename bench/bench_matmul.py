@@ -7,7 +7,8 @@ For each shape (A is n x k, B is k x m): square sizes that whole vectors divide 
 sizes that only small or odd numbers divide (1000, 1023) or nothing does (257, a prime), and
 non-square ones (a tall A times a narrow B, a wide B, sizes like 300 x 500 x 700). Columns:
 - numpy: `A @ B` (its BLAS, threads and CPU kernel are printed above the table);
-- kernel: the heuristics' kernel alone (tinyedu/codegen/heuristics.py), run on scratch buffers;
+- kernel: the heuristics' kernel alone (tinyedu/codegen/heuristics.py), run on scratch buffers (for
+  a shape that matmul pads to whole vectors, the padded product's kernel, without the copies);
 - end to end: `(a @ b).numpy()` from realized tensors: build the graph, schedule, run, copy out;
 - GFLOPS of the kernel, and the opts it got.
 Times are the median of several calls per block, and the least of several blocks, alternating

@@ -281,9 +281,16 @@ class LazyBuffer(core_lazy.LazyBuffer):
         return None
 
     def numpy(self) -> np.ndarray:
-        """The values as a numpy array (realizes, and makes a dense copy of a view first)."""
-        # A view that is just the base's memory in order (e.g. a reshape) needs no copy kernel.
+        """The values as a numpy array (realizes; a view is copied out of its base's memory)."""
+        # A view that is just the base's memory in order (e.g. a reshape) needs no copy kernel, nor
+        # does one view of it without padding (a transpose, a slice): numpy copies it with its strides.
         in_order = self.st.contiguous and self.size == self.base.size
+        view = self.st.views[0] if len(self.st.views) == 1 else None
+        if not in_order and view is not None and view.mask is None and self.size > 0 and \
+                min(view.strides, default=0) >= 0:
+            memory = self.realize().base.realized.as_numpy()
+            return np.lib.stride_tricks.as_strided(memory[view.offset:], self.shape,
+                                                   [s * memory.itemsize for s in view.strides]).copy()
         dense = (self if in_order else self.contiguous()).realize()
         return dense.base.realized.as_numpy().reshape(self.shape).copy()
 

@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from tinyedu.core.dtype import dtypes, to_storage
 from tinyedu.core.helpers import GlobalCounters, debug_level
 from tinyedu.core.ops import LazyOp, LoadOps
 from tinyedu.engine.lower import Program as LoweredProgram
@@ -63,7 +64,10 @@ class Fill:
         self.value = value
 
     def __call__(self, buffers: list[Buffer]) -> None:
-        buffers[0].as_numpy()[:] = self.value
+        memory, dtype = buffers[0].as_numpy(), buffers[0].dtype
+        # (bfloat16 is kept as the top 16 bits of a float32: the value's bits, not the value)
+        bfloat16 = dtype == dtypes.bfloat16
+        memory[:] = to_storage(np.array([self.value], np.float32), dtype) if bfloat16 else self.value
 
 
 # --8<-- [start:run]

@@ -62,6 +62,18 @@ def check_tensors(op: str, x: TensorLike, **tensors: Any) -> None:
                               f".to({device!r})")
 
 
+# A matmul whose contiguous sizes (k, and m) are not whole vectors is padded to multiples of PAD_TO
+# (_times_transposed_padded), from PAD_MIN_WORK multiply-adds on (below, the copies cost more than
+# they save), where that grows the work by at most PAD_MAX_GROWTH (not a size of 3 to 16).
+PAD_TO = 16
+PAD_MIN_WORK = 1 << 18
+PAD_MAX_GROWTH = 1.25
+
+
+def _padded(size: int) -> int:
+    return -(-size // PAD_TO) * PAD_TO
+
+
 class NNMixin:
     # --8<-- [start:matmul]
     def matmul(self: TensorLike, other: TensorLike) -> TensorLike:
@@ -69,6 +81,8 @@ class NNMixin:
 
         (..., n, k) @ (..., k, m): put x as (..., n, 1, k) and w as (..., 1, m, k), multiply
         (broadcasting makes (..., n, m, k)) and sum the last axis. No new primitive is needed.
+        (A large product whose k and m are not whole vectors runs on padded copies of x and w:
+        see _times_transposed_padded.)
         """
         if not isinstance(other, type(self)):
             raise TypeError(f"matmul: expected a Tensor, got {type(other).__name__}")
@@ -112,12 +126,33 @@ class NNMixin:
         of unsqueeze, broadcasting and sum, which cannot fail here (a small matmul's graph costs more
         than its kernel otherwise)."""
         batch, (n, k), m = self.shape[:-2], self.shape[-2:], wt.shape[-2]
+        if k % PAD_TO and m % PAD_TO and n * m * k >= PAD_MIN_WORK and \
+                _padded(n) * _padded(k) * _padded(m) <= PAD_MAX_GROWTH * n * m * k:
+            return self._times_transposed_padded(wt)
         x = self._apply(F.Reshape, shape=(*batch, n, 1, k))
         w = wt._apply(F.Reshape, shape=(*batch, 1, m, k))
         x = x if m == 1 else x._apply(F.Expand, shape=(*batch, n, m, k))  # (broadcasting skips a size it has)
         w = w if n == 1 else w._apply(F.Expand, shape=(*batch, n, m, k))
         out = x._apply(F.Mul, w)._apply(F.Sum, axes=(len(batch) + 2,))
         return out._apply(F.Reshape, shape=(*batch, n, m))
+
+    def _times_transposed_padded(self: TensorLike, wt: TensorLike) -> TensorLike:
+        """self @ wt.T for sizes that are not whole vectors, as the same product of copies padded
+        with zeros to multiples of PAD_TO, cut back to its size.
+
+        A kernel loads and computes in whole vectors along an axis its inputs are contiguous in (k,
+        or m for wt) and blocks its outputs by divisors of n and m; a prime size such as 257 has
+        neither, and the product would run one element at a time (about 70x numpy's time at 257^3
+        on one AVX-512 core, `bench/bench_matmul.py`). The copies cost (n + m) k elements, the
+        product n m k. The zeros change no sum (0 * w adds a zero to a sum that starts at +0.0),
+        and the padded rows and columns of the result, which may hold 0 * inf = NaN, are cut away."""
+        batch, (n, k), m = self.shape[:-2], self.shape[-2:], wt.shape[-2]
+        n2, k2, m2 = _padded(n), _padded(k), _padded(m)
+        keep = ((0, 0),) * len(batch)
+        x = self._apply(F.Pad, padding=(*keep, (0, n2 - n), (0, k2 - k)))._apply(F.Contiguous)
+        w = wt._apply(F.Pad, padding=(*keep, (0, m2 - m), (0, k2 - k)))._apply(F.Contiguous)
+        out = x._times_transposed_direct(w)
+        return out._apply(F.Shrink, bounds=(*((0, size) for size in batch), (0, n), (0, m)))
 
     def dot(self: TensorLike, other: TensorLike) -> TensorLike:
         """The dot product of two 1-d tensors, as torch.dot (tinygrad's dot is matmul: use matmul or @)."""
