@@ -60,12 +60,7 @@ GELU_FLOAT32 = """static inline __attribute__((always_inline)) float gelu_simd_f
   float k = s - 12582912.0f;
   float r = mul_add_float32(k, -0.693145751953125f, -a2) + p;  /* P - a^2 - k ln2 = r, |r| < 0.35 */
   r = r + mul_add_float32(k, -1.4286068e-06f, -a2_lo);
-  float g = 0.00019826136f;  /* e^r = 1 + r + r^2 g(r), g as exp_simd_float32's */
-  g = mul_add_float32(g, r, 0.0013947149f);
-  g = mul_add_float32(g, r, 0.008333434f);
-  g = mul_add_float32(g, r, 0.041666254f);
-  g = mul_add_float32(g, r, 0.16666666f);
-  g = mul_add_float32(g, r, 0.5f);
+  float g = exp_g_float32(r);  /* e^r = 1 + r + r^2 g(r), g as exp_simd_float32's */
   float e = 1.0f + mul_add_float32(r * r, g, r);  /* (exp's exact 1 + r moved no maximum: erfc's fit rules) */
   unsigned int k_bits;
   __builtin_memcpy(&k_bits, &s, 4);  /* s's low bits hold k, -161 <= k <= 1 */

@@ -121,6 +121,16 @@ static inline float exp2_simd_float32(float x) {
   float m = (c + 12582912.0f) - 12582912.0f;  /* round(c), by 1.5 * 2^23 */
   return exp2_reduced_float32(c - m, m);  /* c - m is exact */
 }
+static inline __attribute__((always_inline)) float exp_g_float32(float r) {
+  /* e^r = 1 + r + r^2 g(r) for |r| < 0.35, g fitted (least squares: 2^-29.6 of e^r); exp, tanh, gelu */
+  float g = 0.00019826136f;
+  g = mul_add_float32(g, r, 0.0013947149f);
+  g = mul_add_float32(g, r, 0.008333434f);
+  g = mul_add_float32(g, r, 0.041666254f);
+  g = mul_add_float32(g, r, 0.16666666f);
+  g = mul_add_float32(g, r, 0.5f);
+  return g;
+}
 static inline float exp_simd_float32(float x, float n) {  /* e^x * 2^n, n whole (exp in tinyedu/expr.py) */
   float c = -110.0f > x ? -110.0f : x;  /* clamped to [-110, 110] as expr.py does (a NaN stays) */
   c = c > 110.0f ? 110.0f : c;
@@ -129,12 +139,7 @@ static inline float exp_simd_float32(float x, float n) {  /* e^x * 2^n, n whole 
   float r_hi = c - k * 0.693145751953125f;  /* exact: k (8 bits) times ln2's first 16 bits, then Sterbenz */
   float k_lo = k * -1.4286068e-06f;  /* -k times the rest of ln2 */
   float r = r_hi + k_lo, r_lo = (r_hi - r) + k_lo;  /* c - k ln2 = r + r_lo, |r| < 0.35 */
-  float g = 0.00019826136f;  /* e^r - 1 - r = r^2 g(r), g fitted (least squares: 2^-29.6 of e^r) */
-  g = mul_add_float32(g, r, 0.0013947149f);
-  g = mul_add_float32(g, r, 0.008333434f);
-  g = mul_add_float32(g, r, 0.041666254f);
-  g = mul_add_float32(g, r, 0.16666666f);
-  g = mul_add_float32(g, r, 0.5f);
+  float g = exp_g_float32(r);  /* e^r - 1 - r = r^2 g(r) */
   float small = mul_add_float32(r * r, g, r_lo);
   float hi = 1.0f + r;  /* 1 + r = hi + ((1 - hi) + r) exactly (|r| < 1): the last addition rounds once */
   float e = hi + (((1.0f - hi) + r) + small);
