@@ -3,22 +3,32 @@ erfc Numerical Recipes' t e^(P(t) - z^2) with t = 1 / (1 + |z|/2)), recognized i
 becomes one call of `gelu_simd_float32` (as c_vector_tanh.py does for tanh).
 
 Why: rendered op by op (erfc's exp as exp_simd_float32), gelu's vector loop was 74 instructions per
-16 floats on AVX-512; the helper's is 63. It keeps erfc's fit (the same t, the same polynomial P in pairs) and
-its one division, and saves the rest: |x| by clearing the sign bit rather than a compare and two
-selects, t straight from |x| (1 + |x| sqrt(1/2)/2 in one fused multiply-add), one clamp (|x| <= 14.85:
-from there gelu(-|x|) rounds to -0 and gelu(|x|) to |x|), and exp's range reduction done once on
-P - a^2 with 2^k written into the exponent bits once, shifted by 2^64 so that it is always a normal
-number, the 2^-64 put back by the last multiplication (a subnormal result rounds once), and
-e^r = 1 + (r + r^2 g(r)) without exp's exact 1 + r, which moved no maximum below (erfc's fit decides them).
+16 floats on AVX-512, and with the formula's own fit in one helper still 65: ten coefficients, a
+division and a full exp. The helper computes the same function a cheaper way. gelu(x) = x Phi(x), and
+Phi(-|x|) = erfc(|x| / sqrt2) / 2 = Q(|x|) e^(-x^2 / 2), where Q(b) = e^(b^2 / 2) erfc(b / sqrt2) / 2 is
+smooth, 1/2 at 0 and falling like 1 / (b sqrt(2 pi)): Q = t P(t) with t = 1 / (1 + 0.35 b) and P of
+degree 8, fitted for the least largest relative error on |x| <= 14.85 (Lawson's reweighted least
+squares; 3.2e-8 in float64), P's constant term then moved by an ulp so that P(1) is exactly 1/2 in
+float32 (a subnormal x gives x / 2, rounded once). Then gelu(x) = x Q e^(-x^2/2) for x <= 0 and
+x (1 - Q e^(-x^2/2)) for x > 0. The rest is what makes it right to a few ulps:
 
-It is also closer than the formula op by op: z = x sqrt(1/2) and z^2 are kept as a float plus its
-rounding error (fused multiply-adds, Dekker's halves without them), because e^(-z^2)'s relative
-error is the absolute error of z^2, which for |x| = 13 is 20 ulps of a float32. Measured once (outside
-the suite) against x Phi(x) from libm's double erfc, on every 16th float32 of |x| in [2^-30, 15], both
-signs, and on tests/test_accuracy.py's points: 7.02 ulp at most with fused multiply-adds and 7.73
-without, where the formula op by op is 18.7 ulp off within |x| < 3 and 309 ulp at x = -13 (erfc's fit
-itself is 1.2e-7 relative, and P's cancelling terms near t = 1 lose about 2^-22 more).
-tests/test_vector_math.py holds the helper to 8 ulp on a sample of the same points in both builds.
+- e^(-x^2/2)'s relative error is the absolute error of x^2 / 2, 20 ulps of a float32 at |x| = 13, so
+  x^2 / 2 is kept as h + h_lo (a fused multiply-add gives the product's rounding error; Dekker's halves
+  without one), and h_lo goes into the reduced argument r;
+- the range reduction is exp's (k = round(-h log2 e) in one fused multiply-add, r = -h - k ln2 with ln2
+  in two parts, the first times k exact), e^r = 1 + r S(r), S of degree 5 (exp_near_zero_float32,
+  0.93 ulp), and 2^k written into the exponent bits shifted by 2^64, so that it is always normal; the
+  2^-64 is put back by the last multiplication, where a subnormal result rounds once;
+- |x| by clearing the sign bit, and one clamp for the exp (an integer min on the bits of |x| at 14.85:
+  from there gelu(-|x|) rounds to -0 and gelu(|x|) to |x|). t takes |x| unclamped, so a NaN goes on.
+
+Measured once (outside the suite) against x Phi(x) from libm's double erfc, on every 16th float32 of |x|
+in [2^-30, 15], both signs: 6.40 ulp at most with fused multiply-adds (5.86 for x < 0) and 6.86 without;
+the largest errors are near |x| = 0.06-0.13, where t's own rounding moves Q by about twice as much
+(erfc's formula op by op is 18.7 ulp off within |x| < 3 and 309 ulp at x = -13; the previous helper,
+which kept the formula's fit, 7.02 and 7.73). tests/test_vector_math.py holds the helper to 8 ulp on
+every 4096th float32 of the same range in both builds. gelu's loop is 48 vector instructions per 16
+floats (AVX-512), one of them the division.
 
 Specials as op by op: gelu(NaN) = NaN, gelu(inf) = inf, gelu(-inf) = NaN (-inf times erfc's 0, as
 PyTorch's), gelu(-0.0) = -0.0, and a subnormal x gives x/2 rounded. The helper is `always_inline`
@@ -41,31 +51,30 @@ GELU_FLOAT32 = """static inline __attribute__((always_inline)) float gelu_simd_f
   bits &= 0x7FFFFFFFu;
   float b;
   __builtin_memcpy(&b, &bits, 4);  /* |x|, by clearing the sign bit */
-  float t = 1.0f / mul_add_float32(b, 0.35355338f, 1.0f);  /* t = 1 / (1 + a/2), a = |x| sqrt(1/2) */
-  float t2 = t * t, t4 = t2 * t2;  /* erfc(a) = t e^(P(t) - a^2), P expr.py's, in pairs (Estrin) */
-  float p = mul_add_float32(mul_add_float32(0.09678418f, t, 0.37409195f), t2,
-                            mul_add_float32(1.0000237f, t, -1.2655122f));
-  float q = mul_add_float32(mul_add_float32(1.4885159f, t, -1.135204f), t2,
-                            mul_add_float32(0.27886808f, t, -0.18628806f));
-  p = mul_add_float32(q, t4, p);
-  p = mul_add_float32(mul_add_float32(0.17087276f, t, -0.82215226f), t4 * t4, p);
+  float t = 1.0f / mul_add_float32(b, 0.35f, 1.0f);  /* Q(b) = e^(b^2/2) erfc(b / sqrt2) / 2 = t P(t) */
+  float p = -0.02916253f;
+  p = mul_add_float32(p, t, 0.14405394f);
+  p = mul_add_float32(p, t, -0.25588748f);
+  p = mul_add_float32(p, t, 0.15937626f);
+  p = mul_add_float32(p, t, -0.023252198f);
+  p = mul_add_float32(p, t, 0.105569795f);
+  p = mul_add_float32(p, t, 0.11981679f);
+  p = mul_add_float32(p, t, 0.13986416f);
+  p = mul_add_float32(p, t, 0.13962126f);  /* P(1) = 0.5 exactly */
+  float q = p * t;
   unsigned int c_bits = bits < 0x416D999Au ? bits : 0x416D999Au;  /* |x| clamped to 14.85 (an integer min: */
   float c;  /* from there gelu(-|x|) rounds to -0 and gelu(|x|) is |x|; a NaN goes on in t) */
   __builtin_memcpy(&c, &c_bits, 4);
-  float a = c * 0.70710677f;  /* c sqrt(1/2) = a + a_lo, a^2 = a2 + a2_lo */
-  float a_lo = mul_add_float32(c, 1.2101617e-08f, product_error_float32(c, 0.70710677f, a));
-  float a2 = a * a;
-  float a2_lo = mul_add_float32(a + a, a_lo, product_error_float32(a, a, a2));
-  float s = mul_add_float32(p - a2, 1.442695f, 12582912.0f);  /* 1.5 * 2^23 + round((P - a^2) log2 e) */
+  float half = 0.5f * c;
+  float h = half * c, h_lo = product_error_float32(half, c, h);  /* c^2 / 2 = h + h_lo */
+  float s = mul_add_float32(h, -1.442695f, 12582912.0f);  /* 1.5 * 2^23 + k, k = round(-h log2 e) */
   float k = s - 12582912.0f;
-  float r = mul_add_float32(k, -0.693145751953125f, -a2) + p;  /* P - a^2 - k ln2 = r, |r| < 0.35 */
-  r = r + mul_add_float32(k, -1.4286068e-06f, -a2_lo);
-  float g = exp_g_float32(r);  /* e^r = 1 + r + r^2 g(r), g as exp_simd_float32's */
-  float e = 1.0f + mul_add_float32(r * r, g, r);  /* (exp's exact 1 + r moved no maximum: erfc's fit rules) */
+  float r = mul_add_float32(k, -0.693145751953125f, -h);  /* exact: k (8 bits) times ln2's first 16 bits */
+  r = mul_add_float32(k, -1.4286068e-06f, r) - h_lo;  /* -c^2/2 = k ln2 + r, |r| < 0.35 */
   unsigned int k_bits;
-  __builtin_memcpy(&k_bits, &s, 4);  /* s's low bits hold k, -161 <= k <= 1 */
-  float m = (0.5f * t) * e * pow2_whole_float32((int)(k_bits - 0x4B400000u) + 64);  /* 2^64 erfc(a) / 2 */
-  return x > 0.0f ? x * mul_add_float32(m, -0x1p-64f, 1.0f) : (x * m) * 0x1p-64f;
+  __builtin_memcpy(&k_bits, &s, 4);  /* s's low bits hold k, -159 <= k <= 0 */
+  float m = (exp_near_zero_float32(r) * pow2_whole_float32((int)(k_bits - 0x4B400000u) + 64)) * q;
+  return x > 0.0f ? x * mul_add_float32(m, -0x1p-64f, 1.0f) : (x * m) * 0x1p-64f;  /* m = 2^64 Phi(-|x|) */
 }"""
 # --8<-- [end:gelu]
 
