@@ -22,13 +22,13 @@ x (1 - Q e^(-x^2/2)) for x > 0. The rest is what makes it right to a few ulps:
 - |x| by clearing the sign bit, and one clamp for the exp (an integer min on the bits of |x| at 14.85:
   from there gelu(-|x|) rounds to -0 and gelu(|x|) to |x|). t takes |x| unclamped, so a NaN goes on.
 
-Measured once (outside the suite) against x Phi(x) from libm's double erfc, on every 16th float32 of |x|
-in [2^-30, 15], both signs: 6.40 ulp at most with fused multiply-adds (5.86 for x < 0) and 6.86 without;
-the largest errors are near |x| = 0.06-0.13, where t's own rounding moves Q by about twice as much
+Measured once (outside the suite) against x Phi(x) from libm's double erfc, on every float32 of |x| in
+[2^-30, 15], both signs: 6.99 ulp at most with fused multiply-adds (6.28 for x < 0) and 7.22 without; the
+largest errors are near |x| = 0.06-0.13 (x > 0), where t's own rounding moves Q by about twice as much
 (erfc's formula op by op is 18.7 ulp off within |x| < 3 and 309 ulp at x = -13; the previous helper,
-which kept the formula's fit, 7.02 and 7.73). tests/test_vector_math.py holds the helper to 8 ulp on
-every 4096th float32 of the same range in both builds. gelu's loop is 48 vector instructions per 16
-floats (AVX-512), one of them the division.
+which kept the formula's fit, 7.02 and 7.73 on every 16th float32). tests/test_vector_math.py holds the
+helper to 8 ulp on every 1024th float32 of the same range in both builds. gelu's loop is 48 vector
+instructions per 16 floats (AVX-512), one of them the division.
 
 Specials as op by op: gelu(NaN) = NaN, gelu(inf) = inf, gelu(-inf) = NaN (-inf times erfc's 0, as
 PyTorch's), gelu(-0.0) = -0.0, and a subnormal x gives x/2 rounded. The helper is `always_inline`
