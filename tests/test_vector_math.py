@@ -365,6 +365,32 @@ def test_the_gelu_pattern_checks_every_constant_of_erfcs_polynomial() -> None:
         gelu_module.ERFC_POLYNOMIAL = original
 
 
+def test_the_gelu_helpers_fit_of_phi_is_within_its_stated_error() -> None:
+    """The helper's Q(b) = t P(t), t = 1 / (1 + 0.35 b), read from its C source and evaluated in float64,
+    against e^(b^2/2) erfc(b / sqrt2) / 2 from libm's double erfc on |x| <= 14.85: within 6.0e-8 (5.99e-8
+    measured; the float32 roundings of the evaluation come on top), and P(1) is exactly 1/2 in float32
+    Horner (gelu(x) = x/2 for a subnormal x)."""
+    import math
+    import re
+
+    from tinyedu.renderer.c_vector_gelu import GELU_FLOAT32
+
+    top = float(re.search(r"float p = ([-0-9.e]+)f;", GELU_FLOAT32).group(1))
+    rest = [float(c) for c in re.findall(r"p = mul_add_float32\(p, t, ([-0-9.e]+)f\);", GELU_FLOAT32)]
+    assert len(rest) == 8 and "1.0f / mul_add_float32(b, 0.35f, 1.0f)" in GELU_FLOAT32
+    b = np.linspace(0, 14.85, 20_001)
+    t = 1 / (1 + float(np.float32(0.35)) * b)
+    p = np.full_like(t, top)
+    for c in rest:
+        p = p * t + c
+    exact = np.array([math.erfc(v / math.sqrt(2)) / 2 * math.exp(v * v / 2) for v in b])
+    assert np.abs(t * p / exact - 1).max() <= 6.0e-8
+    at_one = np.float32(top)
+    for c in rest:
+        at_one = np.float32(at_one + np.float32(c))  # Horner at t = 1 (fused or not: the products are exact)
+    assert at_one == np.float32(0.5)
+
+
 def test_gelu_on_c_keeps_the_specials_and_the_sign_of_zero() -> None:
     """NaN stays NaN, gelu(inf) = inf, gelu(-inf) = NaN (-inf times erfc's 0, as op by op and as
     PyTorch), -0.0 stays -0.0, subnormals give x/2; the rest within 8 ulp of x Phi(x)."""

@@ -8,9 +8,9 @@ division and a full exp. The helper computes the same function a cheaper way. ge
 Phi(-|x|) = erfc(|x| / sqrt2) / 2 = Q(|x|) e^(-x^2 / 2), where Q(b) = e^(b^2 / 2) erfc(b / sqrt2) / 2 is
 smooth, 1/2 at 0 and falling like 1 / (b sqrt(2 pi)): Q = t P(t) with t = 1 / (1 + 0.35 b) and P of
 degree 8, fitted for the least largest relative error on |x| <= 14.85 (Lawson's reweighted least
-squares; 3.2e-8 in float64), P's constant term then moved by an ulp so that P(1) is exactly 1/2 in
-float32 (a subnormal x gives x / 2, rounded once). Then gelu(x) = x Q e^(-x^2/2) for x <= 0 and
-x (1 - Q e^(-x^2/2)) for x > 0. The rest is what makes it right to a few ulps:
+squares: 3.2e-8, and 6.0e-8 with the coefficients rounded to float32), P's constant term then moved by
+an ulp so that P(1) is exactly 1/2 in float32 (a subnormal x gives x / 2, rounded once). Then gelu(x) is
+x Q e^(-x^2/2) for x <= 0 and x (1 - Q e^(-x^2/2)) for x > 0. The rest makes it right to a few ulps:
 
 - e^(-x^2/2)'s relative error is the absolute error of x^2 / 2, 20 ulps of a float32 at |x| = 13, so
   x^2 / 2 is kept as h + h_lo (a fused multiply-add gives the product's rounding error; Dekker's halves
@@ -23,8 +23,8 @@ x (1 - Q e^(-x^2/2)) for x > 0. The rest is what makes it right to a few ulps:
   from there gelu(-|x|) rounds to -0 and gelu(|x|) to |x|). t takes |x| unclamped, so a NaN goes on.
 
 Measured once (outside the suite) against x Phi(x) from libm's double erfc, on every float32 of |x| in
-[2^-30, 15], both signs: 6.99 ulp at most with fused multiply-adds (6.28 for x < 0) and 7.22 without; the
-largest errors are near |x| = 0.06-0.13 (x > 0), where t's own rounding moves Q by about twice as much
+[2^-30, 15], both signs: 6.99 ulp at most with fused multiply-adds (at x = 0.059; 6.28 for x < 0) and 7.22
+without (at x = -1.83): near 0, t's own rounding moves Q by about twice as much, and Q is half the result
 (erfc's formula op by op is 18.7 ulp off within |x| < 3 and 309 ulp at x = -13; the previous helper,
 which kept the formula's fit, 7.02 and 7.73 on every 16th float32). tests/test_vector_math.py holds the
 helper to 8 ulp on every 1024th float32 of the same range in both builds. gelu's loop is 48 vector
