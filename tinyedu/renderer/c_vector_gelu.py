@@ -27,7 +27,7 @@ Measured once (outside the suite) against x Phi(x) from libm's double erfc, on e
 without (at x = -1.83): near 0, t's own rounding moves Q by about twice as much, and Q is half the result
 (erfc's formula op by op is 18.7 ulp off within |x| < 3 and 309 ulp at x = -13; the previous helper,
 which kept the formula's fit, 7.02 and 7.73 on every 16th float32). tests/test_vector_math.py holds the
-helper to 8 ulp on every 1024th float32 of the same range in both builds. gelu's loop is 48 vector
+helper to 8 ulp on every 1024th float32 of the same range in both builds. gelu's loop is 47 vector
 instructions per 16 floats (AVX-512), one of them the division.
 
 Specials as op by op: gelu(NaN) = NaN, gelu(inf) = inf, gelu(-inf) = NaN (-inf times erfc's 0, as
