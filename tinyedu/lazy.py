@@ -65,8 +65,10 @@ class LazyBuffer(core_lazy.LazyBuffer):
     # --8<-- [start:init]
     def __init__(self, device: str, st: ShapeTracker, dtype: DType, op: Op | None = None,
                  arg: Any = None, srcs: tuple["LazyBuffer", ...] = (), base: "LazyBuffer | None" = None):
-        super().__init__(device, st, dtype, op, arg, srcs, base)
+        # (the core's __init__, written out: a call less for every node of every step)
+        self.device, self.st, self.dtype, self.shape, self._base = device, st, dtype, st.shape, base
         if base is None:
+            self.op, self.arg, self.srcs, self.realized = op, arg, srcs, None
             # Which version of each source's memory this computation was planned on (see assign), and
             # this node as a reader of each source in memory: one pass over the sources for both.
             versions = []
@@ -299,8 +301,10 @@ class LazyBuffer(core_lazy.LazyBuffer):
     def _view(self, st: ShapeTracker) -> "LazyBuffer":
         if st is self.st or st == self.st:  # (`is` first: equal trackers are most often one object)
             return self
-        base = self._base or self  # (self.base, without the property call)
-        if st is base.st or st == base.st:  # e.g. a reshape that undoes another: the base itself, not a view
+        base = self._base
+        if base is None:  # (self is the base: its tracker was just compared)
+            base = self
+        elif st is base.st or st == base.st:  # e.g. a reshape that undoes another: the base, not a view
             return base
         key = ("view", id(base), id(st))  # (by identity, checked on a hit: see `create`)
         ref = _NODES.refs.get(key)
@@ -308,7 +312,9 @@ class LazyBuffer(core_lazy.LazyBuffer):
         if cached is not None and cached._base is base and cached.st is st:
             return cached
         view = LazyBuffer(self.device, st, self.dtype, base=base)
-        _NODES[key] = view
+        _NODES.refs[key] = weakref.ref(view)  # (_NODES[key] = view, without its method call: a hot path)
+        if len(_NODES.refs) >= _NODES.sweep_at:
+            _NODES.sweep()
         return view
 
     # --8<-- [end:view]
