@@ -389,8 +389,9 @@ class _Readers:
 
     Not a weakref.WeakSet: that gives each reader a weak reference with a callback, a Python call
     when the node is made and another when it dies, for every node that reads a weight, every step.
-    Here a dead reader's entry stays until a new node takes its id, or until the sweep that runs
-    whenever the entries have doubled since the last one (as _Nodes does)."""
+    Here a dead reader's entry stays until a new node takes its id, until `alive()` (which drops
+    them), or until the sweep that runs whenever the entries have doubled since the last one (as
+    _Nodes does)."""
 
     __slots__ = ("refs", "sweep_at")
 
@@ -405,8 +406,12 @@ class _Readers:
             self.sweep_at = max(64, 2 * len(self.refs))
 
     def alive(self) -> list["LazyBuffer"]:
-        nodes = [ref() for ref in self.refs.values()]
-        return [node for node in nodes if node is not None]
+        """The readers still alive. The dead ones' entries are dropped on the way: assign asks once
+        per weight and step, and would otherwise look at every reader of the last steps again."""
+        live = {key: ref for key, ref in self.refs.items() if ref() is not None}
+        self.refs, self.sweep_at = live, max(64, 2 * len(live))
+        nodes = [ref() for ref in live.values()]
+        return [node for node in nodes if node is not None]  # (one may have died since: a collection)
 
 
 def pending_readers(buffer: Any) -> list[LazyBuffer]:
