@@ -129,8 +129,8 @@ def graph_structure(outs: list[LazyBuffer], fuse: bool) -> _Structure:
     One walk finds the unrealized bases and writes the key as it goes. The walk is the scheduler's
     (`schedule.bases_to_run`: depth first, sources left to right), but a node gets its place when the
     walk first *meets* it, not when its sources are done: so a source's place is known the moment
-    the loop reads it, and its part of the key is written then, in the one pass over the sources.
-    (A second pass, once a node's sources are done, cost an eager step as much as the walk itself.)
+    the loop reads it, and its part of the key is written then, in the one pass over the sources
+    (the scheduler's walk followed by a loop over its nodes, as before, took about 10 % longer).
     A node's own part is written when its sources are done, at its place in `parts`; it is also then
     that the walk checks, as the scheduler's does, that no memory it reads was overwritten since."""
     bases: list[LazyBuffer] = []   # the unrealized bases, place k = bases[k] (0, 1, ... as first met)
