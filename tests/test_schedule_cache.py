@@ -197,21 +197,91 @@ def test_plugging_a_piece_in_empties_the_cache():
     assert not schedules.cache
 
 
-def test_the_walk_finds_the_bases_in_the_schedulers_order():
-    """graph_structure's own walk lists the unrealized bases exactly as schedule.bases_to_run does."""
+def test_the_walk_finds_the_bases_the_scheduler_runs():
+    """graph_structure's walk finds exactly the unrealized bases schedule.bases_to_run lists, numbered
+    in the order the walk first meets them, so that every source is numbered by the time its user's
+    part of the key is written; bases_to_run is postorder's loop written out for lazy nodes."""
+    from tinyedu.core.helpers import postorder
     from tinyedu.engine.schedule_cache import graph_structure
 
     a, b = data(4, 5), data(5, 3)
     x = (a @ b).relu()
     outs = [(x * 2).sum(1).lazydata, (x + a.sum(1, keepdim=True)[:, :1]).lazydata, x.exp().lazydata]
-    assert [id(n) for n in graph_structure(outs, True).bases] == [id(n) for n in schedule.bases_to_run(outs)]
-    # bases_to_run is postorder's loop written out: the same order as postorder over unrealized sources
-    from tinyedu.core.helpers import postorder
+    structure = graph_structure(outs, True)
+    order = schedule.bases_to_run(outs)
+    assert len(order) > 5 and len(structure.bases) == len(order)
+    assert {id(n) for n in structure.bases} == {id(n) for n in order}
+    places = {id(n): k for k, n in enumerate(structure.bases)}
+    places.update({id(n): -1 - k for k, n in enumerate(structure.leaves)})
+    for k, node in enumerate(structure.bases):  # each part names the node's sources by their places
+        assert [place for place, _ in structure.key[0][k][5]] == [places[id(src.base)] for src in node.srcs]
 
     def unrealized_sources(node):
         return [src.base for src in node.srcs if src.base.realized is None]
     expected = postorder([out.base for out in outs if out.base.realized is None], unrealized_sources)
-    assert len(expected) > 5 and [id(n) for n in schedule.bases_to_run(outs)] == [id(n) for n in expected]
+    assert [id(n) for n in order] == [id(n) for n in expected]
+
+
+def random_graph(seed: int, inputs: list[Tensor], changed: int | None = None) -> list[Tensor]:
+    """A random graph of (5, 5) tensors over `inputs`: elementwise ops, constants, reduces broadcast
+    back, transposes and kernel boundaries, each reading earlier nodes (so some are read twice), and
+    one to three of its nodes as outputs. The same seed on other inputs gives the same structure;
+    `changed=k` gives its sibling that differs in one place: step k makes the next kind of node, from
+    the same sources (a sum for a product, a constant for another, a transpose for a reduce, ...)."""
+    rng = np.random.default_rng(seed)
+    nodes = list(inputs)
+    steps = int(rng.integers(2, 12))
+    for step in range(steps):
+        kind, first, second = int(rng.integers(8)), rng.random(), rng.random()
+        constant, axis = float(rng.choice([2.0, -0.0, 0.0, 1.0])), int(rng.integers(2))
+        if step == changed:
+            kind = (kind + 1) % 8
+        x, y = nodes[int(first * len(nodes))], nodes[int(second * len(nodes))]
+        nodes.append(random_node(kind, x, y, constant, axis))
+    made = np.arange(len(inputs), len(nodes))
+    count = int(rng.integers(1, min(3, len(made)) + 1))
+    return [nodes[k] for k in rng.choice(made, size=count, replace=False)]
+
+
+def random_node(kind: int, x: Tensor, y: Tensor, constant: float, axis: int) -> Tensor:
+    """One of eight kinds of (5, 5) node made from x and y."""
+    if kind == 0:
+        return x + y
+    if kind == 1:
+        return x * y
+    if kind == 2:
+        return x * constant
+    if kind == 3:
+        return x.maximum(y).exp()
+    if kind == 4:
+        return x - x.sum(axis, keepdim=True)
+    if kind == 5:
+        return x.T
+    if kind == 6:
+        return x.contiguous()
+    return x.max(axis, keepdim=True) + y
+
+
+def test_random_graphs_hit_only_their_own_structure():
+    """Random graphs through one cache, each with its siblings that differ in one place and built on
+    one input passed twice (a buffer read twice is not two buffers): every schedule, hit or miss, is
+    create_schedule's on the same graph (the oracle), so a key shared by two graphs that differ
+    fails here; and each graph built again on other buffers hits."""
+    cache = ScheduleCache()
+    for seed in range(12):
+        for changed in (None, 0, 1, 2, 3):
+            for same_input in (False, True):
+                for attempt in range(2):
+                    a, b = data(5, 5), data(5, 5)
+                    outs = [t.lazydata for t in random_graph(seed, [a, a if same_input else b], changed)]
+                    hits = cache.hits
+                    items = cache.schedule(outs)
+                    expected = schedule.create_schedule(outs)
+                    assert [(i.ast, i.out, i.inputs, i.reason) for i in items] == \
+                        [(i.ast, i.out, i.inputs, i.reason) for i in expected]
+                    if attempt == 1:
+                        assert cache.hits == hits + 1  # the same structure again, on other buffers
+    assert cache.misses > 50  # (changing a node no output reads changes nothing: that hit is checked too)
 
 
 def test_equal_trackers_made_apart_get_one_number_and_hit():

@@ -65,8 +65,10 @@ class LazyBuffer(core_lazy.LazyBuffer):
     # --8<-- [start:init]
     def __init__(self, device: str, st: ShapeTracker, dtype: DType, op: Op | None = None,
                  arg: Any = None, srcs: tuple["LazyBuffer", ...] = (), base: "LazyBuffer | None" = None):
-        super().__init__(device, st, dtype, op, arg, srcs, base)
+        # (the core's __init__, written out: a call less for every node of every step)
+        self.device, self.st, self.dtype, self.shape, self._base = device, st, dtype, st.shape, base
         if base is None:
+            self.op, self.arg, self.srcs, self.realized = op, arg, srcs, None
             # Which version of each source's memory this computation was planned on (see assign), and
             # this node as a reader of each source in memory: one pass over the sources for both.
             versions = []
@@ -299,8 +301,10 @@ class LazyBuffer(core_lazy.LazyBuffer):
     def _view(self, st: ShapeTracker) -> "LazyBuffer":
         if st is self.st or st == self.st:  # (`is` first: equal trackers are most often one object)
             return self
-        base = self._base or self  # (self.base, without the property call)
-        if st is base.st or st == base.st:  # e.g. a reshape that undoes another: the base itself, not a view
+        base = self._base
+        if base is None:  # (self is the base: its tracker was just compared)
+            base = self
+        elif st is base.st or st == base.st:  # e.g. a reshape that undoes another: the base, not a view
             return base
         key = ("view", id(base), id(st))  # (by identity, checked on a hit: see `create`)
         ref = _NODES.refs.get(key)
@@ -308,7 +312,9 @@ class LazyBuffer(core_lazy.LazyBuffer):
         if cached is not None and cached._base is base and cached.st is st:
             return cached
         view = LazyBuffer(self.device, st, self.dtype, base=base)
-        _NODES[key] = view
+        _NODES.refs[key] = weakref.ref(view)  # (_NODES[key] = view, without its method call: a hot path)
+        if len(_NODES.refs) >= _NODES.sweep_at:
+            _NODES.sweep()
         return view
 
     # --8<-- [end:view]
@@ -383,8 +389,9 @@ class _Readers:
 
     Not a weakref.WeakSet: that gives each reader a weak reference with a callback, a Python call
     when the node is made and another when it dies, for every node that reads a weight, every step.
-    Here a dead reader's entry stays until a new node takes its id, or until the sweep that runs
-    whenever the entries have doubled since the last one (as _Nodes does)."""
+    Here a dead reader's entry stays until a new node takes its id, until `alive()` (which drops
+    them), or until the sweep that runs whenever the entries have doubled since the last one (as
+    _Nodes does)."""
 
     __slots__ = ("refs", "sweep_at")
 
@@ -399,8 +406,12 @@ class _Readers:
             self.sweep_at = max(64, 2 * len(self.refs))
 
     def alive(self) -> list["LazyBuffer"]:
-        nodes = [ref() for ref in self.refs.values()]
-        return [node for node in nodes if node is not None]
+        """The readers still alive. The dead ones' entries are dropped on the way: assign asks once
+        per weight and step, and would otherwise look at every reader of the last steps again."""
+        live = {key: ref for key, ref in self.refs.items() if ref() is not None}
+        self.refs, self.sweep_at = live, max(64, 2 * len(live))
+        nodes = [ref() for ref in live.values()]
+        return [node for node in nodes if node is not None]  # (one may have died since: a collection)
 
 
 def pending_readers(buffer: Any) -> list[LazyBuffer]:

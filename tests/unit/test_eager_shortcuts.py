@@ -81,6 +81,12 @@ def test_pending_readers_lists_each_live_unrun_reader_once():
     for _ in range(200):  # dead readers are swept: the entries stay bounded
         w * 3  # noqa: B018 - a reader made and dropped
     assert len(buffer.readers.refs) < 130
+    kept = w - 1
+    for _ in range(20):
+        w * 3  # noqa: B018
+    assert [id(n) for n in pending_readers(buffer)] == [id(kept.lazydata)]
+    refs = buffer.readers.refs.values()  # asking dropped the dead readers' entries: `doubled` and `kept`
+    assert len(refs) == 2 and all(ref() is not None for ref in refs)
 
 
 def test_a_reader_planned_twice_on_a_buffer_reads_the_old_values_after_assign():

@@ -97,11 +97,11 @@ def bases_to_run(outs: list[LazyBuffer]) -> list[LazyBuffer]:
     """Unrealized bases the outputs depend on, sources before users: `postorder` of
     tinyedu/core/helpers.py over the unrealized bases, sources left to right.
 
-    It is postorder's own loop written out for LazyBuffers, because it runs on every realize (the
-    schedule cache keys every step's graph by this walk): passed as `children`, a function per node
+    It is postorder's own loop written out for LazyBuffers: passed as `children`, a function per node
     that builds the list of its unrealized sources cost half the walk. Here a node's sources are
     filtered as the loop meets them. The order is postorder's exactly (tests/test_schedule_cache.py
-    compares the two)."""
+    compares the two). The schedule cache's key, made on every realize, walks the graph the same
+    way in a loop of its own that also writes the key (engine/schedule_cache.py)."""
     order: list[LazyBuffer] = []
     seen: set[int] = set()
     for out in outs:
@@ -122,11 +122,11 @@ def bases_to_run(outs: list[LazyBuffer]) -> list[LazyBuffer]:
                 stack.pop()
                 order.append(node)
                 if node.src_versions.count(None) != len(node.src_versions):  # (a source in memory)
-                    _check_versions(node)
+                    check_versions(node)
     return order
 
 
-def _check_versions(node: LazyBuffer) -> None:
+def check_versions(node: LazyBuffer) -> None:
     """Refuse to run a computation on memory that `assign` overwrote after it was planned.
 
     Lazy graphs read memory when they run, not when they are built; an eager framework would have

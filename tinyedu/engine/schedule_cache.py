@@ -8,7 +8,7 @@ reads, and a later graph of that structure gets its schedule by putting its own 
 
 The key is everything the scheduler reads, and nothing else:
 
-- each unrealized base, sources before users (the order the scheduler walks them in): its op, its
+- each unrealized base, numbered in the order a walk of the graph first meets it: its op, its
   argument (reduce axes, a cast's dtype, a constant's value compared by its bits; host data only as
   "host data", as its values are copied at run time and never end up in a kernel), its dtype,
   device and ShapeTracker, and its sources, each as (which node, the view it is read through);
@@ -46,7 +46,7 @@ MAX_ENTRIES = 256  # structures kept; a session that makes more starts over (rar
 class _Planned:
     """One kernel of a cached schedule, with graph nodes replaced by their place in the structure.
 
-    A place is an index into the walk order of the unrealized bases (0, 1, ...) or, negative, into
+    A place is an index into the unrealized bases in the key's order (0, 1, ...) or, negative, into
     the buffers already in memory (-1, -2, ...). Loads (COPY, EMPTY, CONST) keep no AST: theirs
     carries the node's own argument (host data), so it is made again from the node."""
 
@@ -61,7 +61,7 @@ class _Structure:
     """A graph's key, and its nodes in the places the key numbers them."""
 
     key: tuple
-    bases: list[LazyBuffer]   # the unrealized bases, sources first
+    bases: list[LazyBuffer]   # the unrealized bases, as the walk first met them
     leaves: list[LazyBuffer]  # the bases already in memory, in the order they were first read
 
 
@@ -126,29 +126,53 @@ class ScheduleCache:
 def graph_structure(outs: list[LazyBuffer], fuse: bool) -> _Structure:
     """The key of the graph that computes `outs` (see the module docstring), with its nodes in order.
 
-    The nodes come from the scheduler's own walk (`schedule.bases_to_run`: the one graph walk,
-    with assign's version check), so the key lists them in the order the scheduler sees them; each
-    one's part of the key is made in that order, when its sources have their places already."""
-    bases = schedule.bases_to_run(outs)
-    places: dict[int, int] = {id(b): k for k, b in enumerate(bases)}  # 0, 1, ...; in memory: -1, -2, ...
-    leaves: list[LazyBuffer] = []
-    nodes: list[tuple] = []
+    One walk finds the unrealized bases and writes the key as it goes. The walk is the scheduler's
+    (`schedule.bases_to_run`: depth first, sources left to right), but a node gets its place when the
+    walk first *meets* it, not when its sources are done: so a source's place is known the moment
+    the loop reads it, and its part of the key is written then, in the one pass over the sources
+    (the scheduler's walk followed by a loop over its nodes, as before, took about 10 % longer).
+    A node's own part is written when its sources are done, at its place in `parts`; it is also then
+    that the walk checks, as the scheduler's does, that no memory it reads was overwritten since."""
+    bases: list[LazyBuffer] = []   # the unrealized bases, place k = bases[k] (0, 1, ... as first met)
+    leaves: list[LazyBuffer] = []  # the bases in memory, place -1 - j = leaves[j]
+    parts: list[tuple | None] = []  # parts[k]: node k's part of the key
+    places: dict[int, int] = {}
     # A tracker's or dtype's number (see _Numbers): `(number(id(x)) or _number(x))[1]`, the lookup by
     # identity inline (it is done a few times per node), _number only for an object not seen before.
     number = NUMBERS.by_id.get
-    for node in bases:
-        srcs = []
-        for src in node.srcs:
-            base = src._base or src  # (src.base, without the property call: this runs for every node)
-            place = places.get(id(base))
-            if place is None:  # a buffer in memory, first seen here
-                leaves.append(base)
-                place = places[id(base)] = -len(leaves)
-            srcs.append((place, (number(id(src.st)) or _number(src.st))[1]))
-        arg = node.arg  # (most: none, or a reduce's axes, which are their own key)
-        nodes.append((node.op, arg if arg is None or type(arg) is tuple else _arg_key(arg),
-                      (number(id(node.dtype)) or _number(node.dtype))[1],
-                      node.device, (number(id(node.st)) or _number(node.st))[1], tuple(srcs)))
+    for out in outs:
+        root = out._base or out  # (out.base, without the property call: this runs for every node)
+        if root.realized is not None or id(root) in places:
+            continue
+        places[id(root)] = len(bases)
+        bases.append(root)
+        parts.append(None)
+        stack = [(root, iter(root.srcs), [], len(bases) - 1)]  # each node on the path, with its sources
+        while stack:                                          # still to go, their parts and its place
+            node, todo, srcs, place = stack[-1]
+            for src in todo:
+                base = src._base or src
+                found = places.get(id(base))
+                view = (number(id(src.st)) or _number(src.st))[1]
+                if found is None:
+                    if base.realized is None:  # first met: it gets the next place, and the walk goes down
+                        found = places[id(base)] = len(bases)
+                        bases.append(base)
+                        parts.append(None)
+                        srcs.append((found, view))
+                        stack.append((base, iter(base.srcs), [], found))
+                        break
+                    leaves.append(base)  # a buffer in memory, first seen here
+                    found = places[id(base)] = -len(leaves)
+                srcs.append((found, view))
+            else:  # every source has its place: the node's part of the key
+                stack.pop()
+                if node.src_versions.count(None) != len(node.src_versions):  # (a source in memory)
+                    schedule.check_versions(node)
+                arg = node.arg  # (most: none, or a reduce's axes, which are their own key)
+                parts[place] = (node.op, arg if arg is None or type(arg) is tuple else _arg_key(arg),
+                                (number(id(node.dtype)) or _number(node.dtype))[1],
+                                node.device, (number(id(node.st)) or _number(node.st))[1], tuple(srcs))
     outputs = []
     for out in outs:
         base = out._base or out
@@ -159,7 +183,7 @@ def graph_structure(outs: list[LazyBuffer], fuse: bool) -> _Structure:
     memory = tuple([(b.device, (number(id(b.dtype)) or _number(b.dtype))[1],
                      (number(id(b.st)) or _number(b.st))[1], b.op is LoadOps.CONST,
                      const_key(b.arg) if b.op is LoadOps.CONST else None) for b in leaves])
-    return _Structure((tuple(nodes), memory, tuple(outputs), _rule_settings(fuse)), bases, leaves)
+    return _Structure((tuple(parts), memory, tuple(outputs), _rule_settings(fuse)), bases, leaves)
 # --8<-- [end:key]
 
 
