@@ -31,6 +31,28 @@ def c_source(t: Tensor, threads: int = 1) -> tuple[str, list]:
     return program.source, program.uops
 
 
+def run_c_helper(tmp_path, fma: bool, source: str, x: np.ndarray, outputs: int = 1) -> np.ndarray:
+    """Call `run(x, out, n)` of `source` (a helper and a loop over x writing `outputs` floats per
+    element), compiled with the C device's flags (fma) or with x86-64's baseline, which has no fused
+    multiply-add, so that the helpers' Dekker halves are checked too; `outputs` columns of results."""
+    import ctypes
+    import platform
+
+    from tinyedu.runtime.ops_c import compiler_flags
+    from tinyedu.runtime.toolchain import BASE_FLAGS, compile_library, find_compiler
+
+    if not fma and platform.machine() not in ("x86_64", "AMD64"):
+        pytest.skip("the no-FMA build is checked on x86-64 (arm64 always has fused multiply-adds)")
+    compiler = find_compiler()
+    flags = compiler_flags(compiler, False) if fma else (*BASE_FLAGS, "-mno-fma")
+    compile_library("C", compiler, flags, source, tmp_path / "helper.so")
+    library = ctypes.CDLL(str(tmp_path / "helper.so"))
+    out = np.empty((len(x), outputs), np.float32)
+    pointer = ctypes.POINTER(ctypes.c_float)
+    library.run(x.ctypes.data_as(pointer), out.ctypes.data_as(pointer), ctypes.c_int(len(x)))
+    return out if outputs > 1 else out[:, 0]
+
+
 def test_an_elementwise_exp_loop_runs_as_simd_lanes_and_a_reduce_does_not() -> None:
     source, uops = c_source(Tensor.empty(1 << 16).exp())
     assert "#pragma omp simd" in source and "exp2_simd_float32(" in source and "exp2f(" not in source
@@ -198,12 +220,7 @@ def test_the_helpers_keep_their_accuracy_with_and_without_fused_multiply_adds(tm
     Dekker's halves instead: the helpers compiled both ways, called directly on the same points.
     gelu's e^r (exp_near_zero_float32, plain Horner) also on every 4096th float32 of |r| <= 0.35:
     over every one, measured once, 0.925 ulp at most with FMA and 1.225 without."""
-    import ctypes
-    import platform
-
     from tinyedu.renderer.c_vector_math import EXP2_FLOAT32
-    from tinyedu.runtime.ops_c import compiler_flags
-    from tinyedu.runtime.toolchain import BASE_FLAGS, compile_library, find_compiler
 
     source = EXP2_FLOAT32 + """
 void run(const float* x, float* out, int n) {
@@ -214,20 +231,11 @@ void run(const float* x, float* out, int n) {
     out[4 * i + 3] = exp_near_zero_float32(x[i]);
   }
 }"""
-    x86 = platform.machine() in ("x86_64", "AMD64")
-    if not fma and not x86:
-        pytest.skip("the no-FMA build is checked on x86-64 (arm64 always has fused multiply-adds)")
-    compiler = find_compiler()  # the C device's flags; or x86-64's baseline, which has no FMA
-    flags = compiler_flags(compiler, False) if fma else (*BASE_FLAGS, "-mno-fma")
-    compile_library("C", compiler, flags, source, tmp_path / "helpers.so")
-    library = ctypes.CDLL(str(tmp_path / "helpers.so"))
     rng = np.random.default_rng(6)
     near_zero = np.arange(0, np.float32(0.35).view(np.int32), 4096, dtype=np.int32).view(np.float32)
     x = np.concatenate([rng.uniform(-1, 1, 50_000), rng.uniform(-150, 130, 50_000), near_zero, -near_zero,
                         [np.nan, np.inf, -np.inf, 0.0, -0.0, 88.72283, 88.72284]]).astype(np.float32)
-    out = np.empty((len(x), 4), np.float32)
-    pointer = ctypes.POINTER(ctypes.c_float)
-    library.run(x.ctypes.data_as(pointer), out.ctypes.data_as(pointer), ctypes.c_int(len(x)))
+    out = run_c_helper(tmp_path, fma, source, x, outputs=4)
     with np.errstate(all="ignore"):
         x64 = np.clip(x.astype(np.float64), -110, 110)  # the exps clamp as expr.py does (NaN kept)
         exact = [np.exp2(x.astype(np.float64)), np.exp(x64), np.ldexp(np.exp(x64), -64)]
@@ -286,33 +294,20 @@ def test_tanh_on_c_keeps_the_specials_and_the_sign_of_zero() -> None:
 def test_the_tanh_helper_is_within_1_5_ulp_with_and_without_fused_multiply_adds(tmp_path, fma: bool) -> None:
     """tanh_simd_float32 called directly, compiled both ways, on points of both branches (below and
     from |x| = 0.55), the switch, the clamp at 9.5 and specials, against numpy's float64 tanh."""
-    import ctypes
-    import platform
-
     from tinyedu.renderer.c_vector_math import EXP2_FLOAT32
     from tinyedu.renderer.c_vector_tanh import TANH_FLOAT32
-    from tinyedu.runtime.ops_c import compiler_flags
-    from tinyedu.runtime.toolchain import BASE_FLAGS, compile_library, find_compiler
 
-    if not fma and platform.machine() not in ("x86_64", "AMD64"):
-        pytest.skip("the no-FMA build is checked on x86-64 (arm64 always has fused multiply-adds)")
     source = EXP2_FLOAT32 + TANH_FLOAT32 + """
 void run(const float* x, float* out, int n) {
   for (int i = 0; i < n; i++) out[i] = tanh_simd_float32(x[i]);
 }"""
-    compiler = find_compiler()
-    flags = compiler_flags(compiler, False) if fma else (*BASE_FLAGS, "-mno-fma")
-    compile_library("C", compiler, flags, source, tmp_path / "tanh.so")
-    library = ctypes.CDLL(str(tmp_path / "tanh.so"))
     rng = np.random.default_rng(7)
     switch = np.float32(0.55)
     edges = [np.nextafter(switch, np.float32(0)), switch, np.nextafter(switch, np.float32(1)), 9.0, 9.5, 9.6]
     x = np.concatenate([rng.uniform(-0.55, 0.55, 50_000), rng.uniform(-12, 12, 50_000), sample_points(),
                         edges, np.negative(edges), [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-45, 3e38]])
     x = x.astype(np.float32)
-    out = np.empty_like(x)
-    pointer = ctypes.POINTER(ctypes.c_float)
-    library.run(x.ctypes.data_as(pointer), out.ctypes.data_as(pointer), ctypes.c_int(len(x)))
+    out = run_c_helper(tmp_path, fma, source, x)
     errors = ulp_error(out, np.tanh(x.astype(np.float64)))
     assert errors.max() <= 1.5, f"{errors.max():.3f} ulp at x = {x[errors.argmax()]!r}"
     assert np.isnan(out[np.isnan(x)]).all() and np.signbit(out[(x == 0) & np.signbit(x)]).all()
@@ -410,32 +405,19 @@ def test_the_gelu_helper_is_within_8_ulp_with_and_without_fused_multiply_adds(tm
     to 15 (both signs: erfc's two sides, the clamp at 14.85), tests/test_accuracy.py's points and
     specials, against x Phi(x) from libm's double erfc (op by op the formula is up to 309 ulp off; on every
     float32 of that range, measured once: 6.99 ulp at most with FMA, 7.22 without)."""
-    import ctypes
-    import platform
-
     from tinyedu.renderer.c_vector_gelu import GELU_FLOAT32
     from tinyedu.renderer.c_vector_math import EXP2_FLOAT32
-    from tinyedu.runtime.ops_c import compiler_flags
-    from tinyedu.runtime.toolchain import BASE_FLAGS, compile_library, find_compiler
 
-    if not fma and platform.machine() not in ("x86_64", "AMD64"):
-        pytest.skip("the no-FMA build is checked on x86-64 (arm64 always has fused multiply-adds)")
     source = EXP2_FLOAT32 + GELU_FLOAT32 + """
 void run(const float* x, float* out, int n) {
   for (int i = 0; i < n; i++) out[i] = gelu_simd_float32(x[i]);
 }"""
-    compiler = find_compiler()
-    flags = compiler_flags(compiler, False) if fma else (*BASE_FLAGS, "-mno-fma")
-    compile_library("C", compiler, flags, source, tmp_path / "gelu.so")
-    library = ctypes.CDLL(str(tmp_path / "gelu.so"))
     bits = np.arange(np.float32(2.0**-30).view(np.int32), np.float32(15).view(np.int32), 1024, dtype=np.int32)
     magnitudes = bits.view(np.float32)
     specials = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-45, -1e-45, 3e-45, -3e-45, 1e-40, -1e-40, 14.85,
                 -14.85, 3.4e38, -3.4e38]
     x = np.concatenate([magnitudes, -magnitudes, sample_points(), specials]).astype(np.float32)
-    out = np.empty_like(x)
-    pointer = ctypes.POINTER(ctypes.c_float)
-    library.run(x.ctypes.data_as(pointer), out.ctypes.data_as(pointer), ctypes.c_int(len(x)))
+    out = run_c_helper(tmp_path, fma, source, x)
     errors = ulp_error(out, _gelu64(x))
     finite = np.isfinite(x)
     worst = int(np.argmax(np.where(finite, errors, 0)))
