@@ -402,15 +402,18 @@ class _Readers:
     def add(self, node: "LazyBuffer") -> None:
         self.refs[id(node)] = weakref.ref(node)
         if len(self.refs) >= self.sweep_at:
-            self.refs = {key: ref for key, ref in self.refs.items() if ref() is not None}
-            self.sweep_at = max(64, 2 * len(self.refs))
+            self.sweep()
+
+    def sweep(self) -> None:
+        """Drop the entries of dead readers."""
+        self.refs = {key: ref for key, ref in self.refs.items() if ref() is not None}
+        self.sweep_at = max(64, 2 * len(self.refs))
 
     def alive(self) -> list["LazyBuffer"]:
         """The readers still alive. The dead ones' entries are dropped on the way: assign asks once
         per weight and step, and would otherwise look at every reader of the last steps again."""
-        live = {key: ref for key, ref in self.refs.items() if ref() is not None}
-        self.refs, self.sweep_at = live, max(64, 2 * len(live))
-        nodes = [ref() for ref in live.values()]
+        self.sweep()
+        nodes = [ref() for ref in self.refs.values()]
         return [node for node in nodes if node is not None]  # (one may have died since: a collection)
 
 
