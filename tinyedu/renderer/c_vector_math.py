@@ -70,6 +70,7 @@ from tinyedu.core.dtype import dtypes
 from tinyedu.core.ops import BinaryOps, TernaryOps, UnaryOps
 from tinyedu.core.uops import UOp, UOps
 from tinyedu.renderer.c_vector_gelu import GELU_FLOAT32, gelu_input
+from tinyedu.renderer.c_vector_sigmoid import SIGMOID_FLOAT32, sigmoid_input
 from tinyedu.renderer.c_vector_tanh import TANH_FLOAT32, tanh_input
 from tinyedu.renderer.cstyle import CRenderer, _unwrap
 
@@ -373,6 +374,8 @@ class VectorMathCRenderer(CRenderer):
         self.tanhs = {u: x for u in uops if self.exps and (x := tanh_input(u, exp_parts)) is not None}
         # and expr.py's whole float32 gelu, the same way (tinyedu/renderer/c_vector_gelu.py)
         self.gelus = {u: x for u in uops if self.exps and (x := gelu_input(u, exp_parts)) is not None}
+        # and expr.py's whole float32 sigmoid (tinyedu/renderer/c_vector_sigmoid.py)
+        self.sigmoids = {u: x for u in uops if self.exps and (x := sigmoid_input(u, exp_parts)) is not None}
         # the exp2s inside such an exp that nothing else uses: left to the C renderer (exp2f, never
         # called: the compiler drops the unused intermediates), so their helpers are not written out
         uses = Counter(s for u in uops for s in u.src)
@@ -402,6 +405,10 @@ class VectorMathCRenderer(CRenderer):
             self.helpers.setdefault("exp2_simd_float32", EXP2_FLOAT32)  # (mul_add, product_error, pow2_whole)
             self.helpers.setdefault("gelu_simd_float32", GELU_FLOAT32)
             return f"gelu_simd_float32({_unwrap(self.value(self.gelus[u]))})"
+        if u in self.sigmoids:
+            self.helpers.setdefault("exp2_simd_float32", EXP2_FLOAT32)  # (mul_add, product_error, pow2_whole)
+            self.helpers.setdefault("sigmoid_simd_float32", SIGMOID_FLOAT32)
+            return f"sigmoid_simd_float32({_unwrap(self.value(self.sigmoids[u]))})"
         if u in self.exps:  # expr.py's whole exp: one helper, one range reduction
             x, n = self.exps[u]
             self.helpers.setdefault("exp2_simd_float32", EXP2_FLOAT32)
