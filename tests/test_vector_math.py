@@ -342,24 +342,24 @@ def test_expr_sigmoid_is_one_helper_and_a_look_alike_is_not() -> None:
     assert "sigmoid_simd_float32(" not in c_source(x.grad)[0]
 
 
-def test_sigmoid_on_c_is_within_1_5_ulp_where_the_old_formula_was_1_9() -> None:
+def test_sigmoid_on_c_is_within_1_55_ulp_where_the_old_formula_was_1_9() -> None:
     """Tensor.sigmoid on C, on every 4096th float32 of |x| <= 120: expr.py's formula with its one exp
     helper was up to 1.90 ulp off for x < 0 (e^x came as 1 / e^-x, which doubles e^-x's error in
     ulps where e^-x is just above a power of two: 1.897 at x = -17.3463345, found by a search over every
-    7th float32); the helper takes e^-|x| <= 1 and is within 1.48 (0.897 there)."""
+    7th float32); the helper takes e^-|x| <= 1 and is within 1.52 (0.897 there)."""
     x = np.append(_every_4096th_float32_up_to_120(), np.float32(-17.3463345))
     errors = ulp_error(Tensor(x).sigmoid().numpy(), _sigmoid64(x))
-    assert errors.max() <= 1.5, f"{errors.max():.3f} ulp at x = {x[errors.argmax()]!r}"
+    assert errors.max() <= 1.55, f"{errors.max():.3f} ulp at x = {x[errors.argmax()]!r}"
 
 
 @pytest.mark.parametrize("fma", [True, False], ids=["fma", "no-fma"])
-def test_the_sigmoid_helper_is_within_1_5_ulp_with_and_without_fused_multiply_adds(tmp_path, fma) -> None:
+def test_the_sigmoid_helper_is_within_1_55_ulp_with_and_without_fused_multiply_adds(tmp_path, fma) -> None:
     """sigmoid_simd_float32 called directly, compiled both ways, on every 4096th float32 of |x| <= 120
     (both signs: both numerators, subnormal answers below -87.3, the clamp at -110), tests/test_accuracy.py's
-    points and specials, against float64 (over every float32 of that range, measured once: 1.48 ulp for
-    x <= 0, 0.77 for x > 0, 0.75 for a subnormal answer, with FMA and without). sigmoid(+-0) is exactly
-    1/2: the reciprocal's last Newton step is aimed high so that n - q stays exact (aimed at 1/d, the
-    helper gave 0.49999997)."""
+    points and specials, against float64 (over every float32 of that range, measured once: 1.52 ulp for
+    x <= 0, 0.77 for x > 0, 0.75 for a subnormal answer; 1.50, 0.77, 0.75 without FMA). sigmoid(+-0) is
+    exactly 1/2: the reciprocal's last Newton step is aimed high so that n - q stays exact (aimed at 1/d,
+    the helper gave 0.49999997)."""
     from tinyedu.renderer.c_vector_math import EXP2_FLOAT32
     from tinyedu.renderer.c_vector_sigmoid import SIGMOID_FLOAT32
 
@@ -374,7 +374,7 @@ void run(const float* x, float* out, int n) {
     out = run_c_helper(tmp_path, fma, source, x)
     exact = _sigmoid64(x)
     errors = ulp_error(out, exact)
-    parts = (("x > 0", x > 0, 0.8), ("x <= 0", x <= 0, 1.5), ("subnormal", exact < 2.0**-126, 0.8))
+    parts = (("x > 0", x > 0, 0.8), ("x <= 0", x <= 0, 1.55), ("subnormal", exact < 2.0**-126, 0.8))
     for name, where, most in parts:
         worst = x[where][errors[where].argmax()]
         assert errors[where].max() <= most, f"{name}: {errors[where].max():.3f} ulp at x = {worst!r}"

@@ -402,7 +402,7 @@ class VectorMathCRenderer(CRenderer):
             self.helpers.setdefault("tanh_simd_float32", TANH_FLOAT32)
             return f"tanh_simd_float32({_unwrap(self.value(self.tanhs[u]))})"
         if u in self.gelus:
-            self.helpers.setdefault("exp2_simd_float32", EXP2_FLOAT32)  # (mul_add, product_error, pow2_whole)
+            self.helpers.setdefault("exp2_simd_float32", EXP2_FLOAT32)  # (mul_add, product_error, e^r)
             self.helpers.setdefault("gelu_simd_float32", GELU_FLOAT32)
             return f"gelu_simd_float32({_unwrap(self.value(self.gelus[u]))})"
         if u in self.sigmoids:

@@ -4,10 +4,12 @@ of `sigmoid_simd_float32` (as c_vector_tanh.py does for tanh).
 
 Why: rendered with expr.py's exp as one helper, sigmoid's vector loop was 48 instructions per 16
 floats on AVX-512: two clamps, e^-x to 0.66 ulp with 2^k in two halves, a TwoSum and a division at
-the end of the chain. It was slower than its count says (the division waits for all of the exp), and
-less accurate than it could be: for x < 0 the answer is about e^x = 1 / e^-x, and a reciprocal turns
-the error of e^-x near the bottom of its binade into twice as many ulps of the answer (1.90 ulp
-measured, at x = -17.3). The helper takes the other way round:
+the end of the chain. It ran slower than its count says (in cache, 1.96 ms per 2^22 floats where exp's
+37 instructions take 1.10: the division, last in a long chain, took the time of some 18 instructions;
+gelu's, early and off its critical path, costs less than the 10 instructions of Newton's method that
+would replace it, measured), and it was less accurate than it could be: for x < 0
+the answer is about e^x = 1 / e^-x, and a reciprocal turns the error of e^-x just above a power of two
+into twice as many ulps of the answer (1.90 ulp, at x = -17.35). The helper takes the other way round:
 
 - e = e^-|x| (|x| by setting the sign bit of -|x|; one clamp, at -110, NaN kept), so that e <= 1:
   sigmoid(x) = 1 / (1 + e) for x > 0 and e / (1 + e) for x <= 0, a numerator n of 1 or e. e's
@@ -23,12 +25,15 @@ measured, at x = -17.3). The helper takes the other way round:
   the residual by a fused multiply-add (Dekker's halves without one), which squares q's error (to
   2^-30) and puts back the rounding of 1 + e.
 
-So the error is the last rounding (0.5 ulp) plus e's rounding, which the answer keeps at most once
-for x <= 0 and damps for x > 0. Measured once over every float32 with |x| <= 120 against double
-sigmoid (outside the suite): 1.48 ulp at most for x <= 0 (at x = -5.86), 0.77 for x > 0, 0.75 where
-the answer is subnormal; the same without fused multiply-adds. 37 vector instructions per 16 floats
-on AVX-512 (gcc 12), none of them a division. tests/test_accuracy.py holds the op to 2 ulp, and
-tests/test_vector_math.py the helper, on every 4096th float32 of |x| <= 120, in both builds.
+So the error is the last rounding (0.5 ulp) plus the rounding of 1 + p (at most 2^-24 of e), which the
+answer keeps about once for x <= 0 and damps for x > 0. Measured once over every float32 with |x| <= 120
+against double sigmoid (outside the suite): 1.52 ulp at most for x <= 0 (at x = -5.849), 0.77 for x > 0,
+0.75 where the answer is subnormal (1.50, 0.77 and 0.75 without fused multiply-adds); expr.py's formula
+was 1.90 at x = -17.35. The loop is 42 instructions per 16 floats on AVX-512 (gcc 12, as
+bench/bench_transcendentals.py counts them), none of them a division. tests/test_accuracy.py holds the
+op to 2 ulp, and tests/test_vector_math.py the helper to 1.55 on every 4096th float32 of |x| <= 120, in
+both builds. (Keeping 1 + p as a float plus its rounding error and putting that into the residual makes
+it 1.00 ulp, for 6 more instructions: measured 15% slower, so not done.)
 Specials as expr.py's: sigmoid(NaN) = NaN, sigmoid(inf) = 1, sigmoid(-inf) = 0, sigmoid(+-0) = 0.5.
 """
 
