@@ -13,16 +13,16 @@ an ulp so that P(1) is exactly 1/2 in float32 (a subnormal x gives x / 2, rounde
 x Q e^(-x^2/2) for x <= 0 and x (1 - Q e^(-x^2/2)) for x > 0. The rest makes it right to a few ulps:
 
 - e^(-x^2/2)'s relative error is the absolute error of x^2 / 2, 20 ulps of a float32 at |x| = 13, so
-  x^2 is kept as c2 + c2_lo (a fused multiply-add gives the product's rounding error; Dekker's halves
-  without one), and c2_lo goes into the reduced argument;
-- the range reduction is exp's, doubled so that x^2 needs no halving (k = round(-c2 log2(e) / 2) in one
-  fused multiply-add, u = -c2 - 2k ln2 with 2 ln2 in two parts, the first times k exact, so that
-  -x^2/2 = k ln2 + u/2), e^(u/2) = 1 + u S(u), S of degree 5 (exp_half_float32, 0.93 ulp: a fit of e^r
-  with its coefficients scaled by powers of two, the same values as with the halving; x^2/2 kept as h +
-  h_lo took one multiplication more), and 2^k shifted by 2^64, so that e^r 2^(k + 64) is always normal:
-  k + 64 is added to e^r's exponent field, two integer operations (the rounder is 1.5 * 2^23 + 64, so
-  s's bits shifted left by 23 are (k + 64) << 23; a power of two built and multiplied took three); the
-  2^-64 is put back by the last multiplication, where a subnormal result rounds once;
+  the reduced argument takes x^2 exactly: -x^2 - 2k ln2 (ln2's first 16 bits times k exact) is one fused
+  multiply-add, rounded once (without one, x^2's rounding error from Dekker's halves);
+- the range reduction is exp's, doubled so that x^2 needs no halving (k = round(-x^2 log2(e) / 2) in one
+  fused multiply-add, u = -x^2 - 2k ln2 with 2 ln2 in two parts, so that -x^2/2 = k ln2 + u/2),
+  e^(u/2) = 1 + u S(u), S of degree 5 (exp_half_float32, 0.93 ulp: a fit of e^r with its coefficients
+  scaled by powers of two, the same values as with the halving; x^2/2 kept as h + h_lo and subtracted
+  from the reduced argument took two instructions more), and 2^k shifted by 2^64, so that e^r 2^(k + 64)
+  is always normal: k + 64 is added to e^r's exponent field, two integer operations (the rounder is
+  1.5 * 2^23 + 64, so s's bits shifted left by 23 are (k + 64) << 23; a power of two built and multiplied
+  took three); the 2^-64 is put back by the last multiplication, where a subnormal result rounds once;
 - |x| by clearing the sign bit, and one clamp for the exp (an integer min on the bits of |x| at 14.85:
   from there gelu(-|x|) rounds to -0 and gelu(|x|) to |x|). t takes |x| unclamped, so a NaN goes on.
 
@@ -30,8 +30,9 @@ Measured once (outside the suite) against x Phi(x) from libm's double erfc, on e
 [2^-30, 15], both signs: 6.99 ulp at most with fused multiply-adds (at x = 0.059; 6.28 for x < 0) and 7.22
 without (at x = -1.83): near 0, t's own rounding moves Q by about twice as much, and Q is half the result
 (erfc's formula op by op is 18.7 ulp off within |x| < 3 and 309 ulp at x = -13; the previous helper,
-which kept the formula's fit, 7.02 and 7.73 on every 16th float32). tests/test_vector_math.py holds the
-helper to 8 ulp on every 1024th float32 of the same range in both builds. gelu's loop is 45
+which kept the formula's fit, 7.02 and 7.73 on every 16th float32; the same maxima, measured again, with
+the reduced argument's x^2 inside a fused multiply-add). tests/test_vector_math.py holds the
+helper to 8 ulp on every 1024th float32 of the same range in both builds. gelu's loop is 43
 instructions per 16 floats (AVX-512, as bench/bench_transcendentals.py counts them), one of them the
 division. The division is not worth replacing: early in the loop and off its critical path, it costs less
 than Newton's method from a guess in the exponent bits (ten instructions, the same t): that loop
@@ -72,11 +73,16 @@ GELU_FLOAT32 = """static inline __attribute__((always_inline)) float gelu_simd_f
   unsigned int c_bits = bits < 0x416D999Au ? bits : 0x416D999Au;  /* |x| clamped to 14.85 (an integer min: */
   float c;  /* from there gelu(-|x|) rounds to -0 and gelu(|x|) is |x|; a NaN goes on in t) */
   __builtin_memcpy(&c, &c_bits, 4);
-  float c2 = c * c, c2_lo = product_error_float32(c, c, c2);  /* c^2 = c2 + c2_lo */
+  float c2 = c * c;
   float s = mul_add_float32(c2, -0.7213475f, 12582976.0f);  /* 1.5 * 2^23 + 64 + k, k = round(-c^2 log2e/2) */
   float k = s - 12582976.0f;
-  float u = mul_add_float32(k, -1.38629150390625f, -c2);  /* exact: k (8 bits) times 2 ln2's first 16 bits */
-  u = mul_add_float32(k, -2.8572135e-06f, u) - c2_lo;  /* -c^2/2 = k ln2 + u/2, |u| < 0.7 */
+  float k2 = k * 1.38629150390625f;  /* exact: k (8 bits) times 2 ln2's first 16 bits */
+#if defined(__FMA__) || defined(__ARM_FEATURE_FMA)
+  float u = __builtin_fmaf(-c, c, -k2);  /* -c^2 - k2, c^2 exact inside the fused multiply-add */
+#else
+  float u = (-c2 - k2) - product_error_float32(c, c, c2);  /* (Sterbenz: -c2 - k2 is exact) */
+#endif
+  u = mul_add_float32(k, -2.8572135e-06f, u);  /* -c^2/2 = k ln2 + u/2, |u| < 0.7 */
   float e = exp_half_float32(u);  /* e^(u/2), in [0.7, 1.42] */
   unsigned int s_bits, e_bits;
   __builtin_memcpy(&s_bits, &s, 4);  /* s's low bits hold k + 64, -95 <= k + 64 <= 64: shifted into the */
