@@ -45,8 +45,9 @@ two powers of two written into exponent bits (a subnormal result rounds once; e^
 2^128 stays finite). The values of the formula's other ops are left unused, and the compiler
 drops them. tanh, sigmoid, gelu, softplus, sinh ... all reach e^x through expr.py's exp, so they
 all get it (tanh's whole float32 formula goes one step further: tinyedu/renderer/c_vector_tanh.py
-recognizes it and writes one `tanh_simd_float32` call, and gelu's likewise one `gelu_simd_float32`
-call, tinyedu/renderer/c_vector_gelu.py): exp's loop is 37 vector instructions per 16
+recognizes it and writes one `tanh_simd_float32` call, gelu's likewise one `gelu_simd_float32`
+call, tinyedu/renderer/c_vector_gelu.py, and sigmoid's one `sigmoid_simd_float32` call,
+tinyedu/renderer/c_vector_sigmoid.py): exp's loop is 37 vector instructions per 16
 floats here (AVX-512), where it was 64 with the exp2 series and 120 op by op. float64's exp stays op
 by op (its two exp2s are exp2_simd_float64 and exp2_whole_float64). The float32 one is closer than
 the formula op by op: over every float32 from -260 to 260 (measured once, against libm's double
