@@ -131,8 +131,10 @@ def graph_structure(outs: list[LazyBuffer], fuse: bool) -> _Structure:
     walk first *meets* it, not when its sources are done: so a source's place is known the moment
     the loop reads it, and its part of the key is written then, in the one pass over the sources
     (the scheduler's walk followed by a loop over its nodes, as before, took about 10 % longer).
-    A node's own part is written when its sources are done, at its place in `parts`; it is also then
-    that the walk checks, as the scheduler's does, that no memory it reads was overwritten since."""
+    A node's own part is written when its sources are done, at its place in `parts`. Each source in
+    memory is checked as the loop meets it, as the scheduler's walk checks a node's sources: the memory
+    must not have been overwritten (assign) since the node was built (`schedule.check_versions`, called
+    only to raise, as a call per node cost about as much as the rest of the node's part of the key)."""
     bases: list[LazyBuffer] = []   # the unrealized bases, place k = bases[k] (0, 1, ... as first met)
     leaves: list[LazyBuffer] = []  # the bases in memory, place -1 - j = leaves[j]
     parts: list[tuple | None] = []  # parts[k]: node k's part of the key
@@ -164,11 +166,13 @@ def graph_structure(outs: list[LazyBuffer], fuse: bool) -> _Structure:
                         break
                     leaves.append(base)  # a buffer in memory, first seen here
                     found = places[id(base)] = -len(leaves)
+                if found < 0:  # a buffer in memory: did assign overwrite it since the node was built?
+                    planned = node.src_versions[len(srcs)]  # (this source's: srcs has the ones before it)
+                    if planned is not None and planned != base.realized.version:
+                        schedule.check_versions(node)  # (which raises, naming the computation)
                 srcs.append((found, view))
             else:  # every source has its place: the node's part of the key
                 stack.pop()
-                if node.src_versions.count(None) != len(node.src_versions):  # (a source in memory)
-                    schedule.check_versions(node)
                 arg = node.arg  # (most: none, or a reduce's axes, which are their own key)
                 parts[place] = (node.op, arg if arg is None or type(arg) is tuple else _arg_key(arg),
                                 (number(id(node.dtype)) or _number(node.dtype))[1],
