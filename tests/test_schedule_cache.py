@@ -154,6 +154,34 @@ def test_the_version_guard_still_runs_on_a_hit():
             schedules.schedule([y.lazydata])
 
 
+
+def test_the_version_guard_checks_a_buffer_each_time_the_walk_meets_it():
+    """The key's walk checks a source in memory every time it meets it, not only the first time:
+    here it meets b first in a node planned after the write (fine), then in one planned before it.
+    The first graph has no write and is scheduled; the second, of the same structure, is a hit, on
+    which the walk is the only check (a miss is checked by the scheduler's walk too)."""
+    for write in (False, True):
+        b = data(2)
+        stale = b * 2  # planned on b's contents now
+        if write:
+            b.lazydata.base.realized.version += 1  # a write nobody told the graph about
+        y = (b * 3) + stale
+        if not write:
+            schedules.schedule([y.lazydata])
+            continue
+        with pytest.raises(RuntimeError, match="assign has overwritten since"):
+            schedules.schedule([y.lazydata])
+
+
+def test_a_source_given_memory_after_the_node_was_built_is_not_refused():
+    """Only memory that was there when a node was built can have been overwritten under it."""
+    for _ in range(2):  # a miss, then a hit
+        a = data(2)
+        later = (a + 1).contiguous()
+        y = later * a
+        later.realize()
+        np.testing.assert_allclose(y.numpy(), (a.numpy() + 1) * a.numpy(), rtol=1e-6)
+
 def train(steps: int) -> list[np.ndarray]:
     """A few SGD steps of a small MLP on fixed data; the weights afterwards."""
     Tensor.manual_seed(3)
