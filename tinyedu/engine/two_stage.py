@@ -55,11 +55,12 @@ PER_THREAD = 16  # elements each thread of a stage aims to reduce: a slice is WO
 def split_full_reduces(schedule: list[ScheduleItem]) -> list[ScheduleItem]:
     """The schedule with every full reduction on a GPU device split into its two stages."""
     # (a load's device too: fewer steps than telling loads apart, for the usual one-device schedule)
-    limits_of: dict[str, GPULimits | None] = {device: Device[device].limits
-                                              for device in {item.out.device for item in schedule}}
-    # CPU devices only (most schedules): nothing to split, found before reading the setting
-    if all(limits is None for limits in limits_of.values()) or not getenv("SPLIT_REDUCE", 1):
+    devices = {item.out.device for item in schedule}
+    # CPU devices only (most schedules): nothing to split, found before reading the setting (and
+    # before building the table below: every realize asks, and the table took as long again)
+    if not any([Device[device].limits is not None for device in devices]) or not getenv("SPLIT_REDUCE", 1):
         return schedule
+    limits_of: dict[str, GPULimits | None] = {device: Device[device].limits for device in devices}
     out: list[ScheduleItem] = []
     for item in schedule:
         if isinstance(item.ast.op, LoadOps):
