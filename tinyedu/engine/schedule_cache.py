@@ -133,8 +133,9 @@ def graph_structure(outs: list[LazyBuffer], fuse: bool) -> _Structure:
     (the scheduler's walk followed by a loop over its nodes, as before, took about 10 % longer).
     A node's own part is written when its sources are done, at its place in `parts`. Each source in
     memory is checked as the loop meets it, as the scheduler's walk checks a node's sources: the memory
-    must not have been overwritten (assign) since the node was built (`schedule.check_versions`, called
-    only to raise, as a call per node cost about as much as the rest of the node's part of the key)."""
+    must not have been overwritten (assign) since the node was built. `schedule.check_versions` is
+    called only to raise, with its message: called for every node that reads memory (most nodes of a
+    training step), it was a good part of the time the key took."""
     bases: list[LazyBuffer] = []   # the unrealized bases, place k = bases[k] (0, 1, ... as first met)
     leaves: list[LazyBuffer] = []  # the bases in memory, place -1 - j = leaves[j]
     parts: list[tuple | None] = []  # parts[k]: node k's part of the key
