@@ -154,7 +154,6 @@ def test_the_version_guard_still_runs_on_a_hit():
             schedules.schedule([y.lazydata])
 
 
-
 def test_the_version_guard_checks_a_buffer_each_time_the_walk_meets_it():
     """The key's walk checks a source in memory every time it meets it, not only the first time:
     here it meets b first in a node planned after the write (fine), then in one planned before it.
@@ -181,6 +180,7 @@ def test_a_source_given_memory_after_the_node_was_built_is_not_refused():
         y = later * a
         later.realize()
         np.testing.assert_allclose(y.numpy(), (a.numpy() + 1) * a.numpy(), rtol=1e-6)
+
 
 def train(steps: int) -> list[np.ndarray]:
     """A few SGD steps of a small MLP on fixed data; the weights afterwards."""

@@ -313,7 +313,6 @@ void run(const float* x, float* out, int n) {
     assert np.isnan(out[np.isnan(x)]).all() and np.signbit(out[(x == 0) & np.signbit(x)]).all()
 
 
-
 def _sigmoid64(x: np.ndarray) -> np.ndarray:
     """sigmoid in float64, e^-|x| on the side where it is at most 1 (no overflow)."""
     x = x.astype(np.float64)

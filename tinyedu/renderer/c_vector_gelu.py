@@ -29,14 +29,12 @@ x Q e^(-x^2/2) for x <= 0 and x (1 - Q e^(-x^2/2)) for x > 0. The rest makes it 
 Measured once (outside the suite) against x Phi(x) from libm's double erfc, on every float32 of |x| in
 [2^-30, 15], both signs: 6.99 ulp at most with fused multiply-adds (at x = 0.059; 6.28 for x < 0) and 7.22
 without (at x = -1.83): near 0, t's own rounding moves Q by about twice as much, and Q is half the result
-(erfc's formula op by op is 18.7 ulp off within |x| < 3 and 309 ulp at x = -13; the previous helper,
-which kept the formula's fit, 7.02 and 7.73 on every 16th float32; the same maxima, measured again, with
-the reduced argument's x^2 inside a fused multiply-add). tests/test_vector_math.py holds the
-helper to 8 ulp on every 1024th float32 of the same range in both builds. gelu's loop is 43
-instructions per 16 floats (AVX-512, as bench/bench_transcendentals.py counts them), one of them the
-division. The division is not worth replacing: early in the loop and off its critical path, it costs less
-than Newton's method from a guess in the exponent bits (ten instructions, the same t): that loop
-measured 3 to 6% slower.
+(erfc's formula op by op is 18.7 ulp off within |x| < 3 and 309 ulp at x = -13).
+tests/test_vector_math.py holds the helper to 8 ulp on every 1024th float32 of the same range in both
+builds. gelu's loop is 43 instructions per 16 floats (AVX-512, as bench/bench_transcendentals.py counts
+them), one of them the division. The division is not worth replacing: early in the loop and off its
+critical path, it costs less than Newton's method from a guess in the exponent bits (ten instructions, the
+same t): that loop measured 3 to 6% slower.
 
 Specials as op by op: gelu(NaN) = NaN, gelu(inf) = inf, gelu(-inf) = NaN (-inf times erfc's 0, as
 PyTorch's), gelu(-0.0) = -0.0, and a subnormal x gives x/2 rounded. The helper is `always_inline`

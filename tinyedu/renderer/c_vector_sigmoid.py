@@ -2,12 +2,12 @@
 b = e^-x 2^-64, with the rounding of the sum put back), recognized in a kernel's UOps, becomes one call
 of `sigmoid_simd_float32` (as c_vector_tanh.py does for tanh).
 
-Why: rendered with expr.py's exp as one helper, sigmoid's vector loop was 48 instructions per 16
+Why: rendered with expr.py's exp as one helper, sigmoid's vector loop is 48 instructions per 16
 floats on AVX-512: two clamps, e^-x to 0.66 ulp with 2^k in two halves, a TwoSum and a division at
-the end of the chain. It ran slower than its count says (in cache, 1.96 ms per 2^22 floats where exp's
-37 instructions take 1.10: the division, last in a long chain, took the time of some 18 instructions;
+the end of the chain. It runs slower than its count says (in cache, 1.96 ms per 2^22 floats where exp's
+37 instructions take 1.10: the division, last in a long chain, takes the time of some 18 instructions;
 gelu's, early and off its critical path, costs less than the 10 instructions of Newton's method that
-would replace it, measured), and it was less accurate than it could be: for x < 0
+would replace it, measured), and it is less accurate than it could be: for x < 0
 the answer is about e^x = 1 / e^-x, and a reciprocal turns the error of e^-x just above a power of two
 into twice as many ulps of the answer (1.90 ulp, at x = -17.35). The helper takes the other way round:
 
@@ -29,7 +29,7 @@ So the error is the last rounding (0.5 ulp) plus the rounding of 1 + p (at most 
 answer keeps about once for x <= 0 and damps for x > 0. Measured once over every float32 with |x| <= 120
 against double sigmoid (outside the suite): 1.52 ulp at most for x <= 0 (at x = -5.849), 0.77 for x > 0,
 0.75 where the answer is subnormal (1.50, 0.77 and 0.75 without fused multiply-adds); expr.py's formula
-was 1.90 at x = -17.35. The loop is 42 instructions per 16 floats on AVX-512 (gcc 12, as
+around exp's helper is 1.90 at x = -17.35. The loop is 42 instructions per 16 floats on AVX-512 (gcc 12, as
 bench/bench_transcendentals.py counts them), none of them a division. tests/test_accuracy.py holds the
 op to 2 ulp, and tests/test_vector_math.py the helper to 1.55 on every 4096th float32 of |x| <= 120, in
 both builds. (Keeping 1 + p as a float plus its rounding error and putting that into the residual makes
