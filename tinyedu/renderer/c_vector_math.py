@@ -364,6 +364,12 @@ def exp_parts(u: UOp) -> tuple[UOp, float] | None:
 # --8<-- [end:exp-parts]
 HELPERS = {"exp2_simd_float32": EXP2_FLOAT32, "exp2_whole_float32": EXP2_WHOLE_FLOAT32,
            "exp2_simd_float64": EXP2_FLOAT64, "exp2_whole_float64": EXP2_WHOLE_FLOAT64}
+# expr.py's whole float32 formulas that become one helper call each: (the helper, its C source, the function
+# that finds the formula's input x in a kernel's UOps: tinyedu/renderer/c_vector_tanh.py, c_vector_gelu.py
+# and c_vector_sigmoid.py); each helper calls exp2_simd_float32's (mul_add, product_error, pow2_whole ...)
+WHOLE_FORMULAS = (("tanh_simd_float32", TANH_FLOAT32, tanh_input),
+                  ("gelu_simd_float32", GELU_FLOAT32, gelu_input),
+                  ("sigmoid_simd_float32", SIGMOID_FLOAT32, sigmoid_input))
 
 
 class VectorMathCRenderer(CRenderer):
@@ -373,13 +379,13 @@ class VectorMathCRenderer(CRenderer):
         super().__init__(name, uops)
         self.simd = simd_loops(uops)
         self.exps = {u: parts for u in uops if self.simd and (parts := exp_parts(u)) is not None}
-        # expr.py's whole tanh: one helper (tinyedu/renderer/c_vector_tanh.py); the formula's own ops
-        # are still written out, unused, and the compiler drops them
-        self.tanhs = {u: x for u in uops if self.exps and (x := tanh_input(u, exp_parts)) is not None}
-        # and expr.py's whole float32 gelu, the same way (tinyedu/renderer/c_vector_gelu.py)
-        self.gelus = {u: x for u in uops if self.exps and (x := gelu_input(u, exp_parts)) is not None}
-        # and expr.py's whole float32 sigmoid (tinyedu/renderer/c_vector_sigmoid.py)
-        self.sigmoids = {u: x for u in uops if self.exps and (x := sigmoid_input(u, exp_parts)) is not None}
+        # expr.py's whole tanh, gelu or sigmoid (WHOLE_FORMULAS): its last UOp -> (helper, source, x). The
+        # formula's own ops are still written out, unused, and the compiler drops them
+        self.wholes: dict[UOp, tuple[str, str, UOp]] = {}
+        for name, source, input_of in WHOLE_FORMULAS if self.exps else ():
+            for u in uops:
+                if u not in self.wholes and (x := input_of(u, exp_parts)) is not None:
+                    self.wholes[u] = (name, source, x)
         # the exp2s inside such an exp that nothing else uses: left to the C renderer (exp2f, never
         # called: the compiler drops the unused intermediates), so their helpers are not written out
         uses = Counter(s for u in uops for s in u.src)
@@ -401,18 +407,11 @@ class VectorMathCRenderer(CRenderer):
         return name
 
     def alu(self, u: UOp, *srcs: str) -> str:
-        if u in self.tanhs:
-            self.helpers.setdefault("exp2_simd_float32", EXP2_FLOAT32)  # (mul_add and pow2_whole)
-            self.helpers.setdefault("tanh_simd_float32", TANH_FLOAT32)
-            return f"tanh_simd_float32({_unwrap(self.value(self.tanhs[u]))})"
-        if u in self.gelus:
-            self.helpers.setdefault("exp2_simd_float32", EXP2_FLOAT32)  # (mul_add, product_error, e^r)
-            self.helpers.setdefault("gelu_simd_float32", GELU_FLOAT32)
-            return f"gelu_simd_float32({_unwrap(self.value(self.gelus[u]))})"
-        if u in self.sigmoids:
-            self.helpers.setdefault("exp2_simd_float32", EXP2_FLOAT32)  # (mul_add, product_error, pow2_whole)
-            self.helpers.setdefault("sigmoid_simd_float32", SIGMOID_FLOAT32)
-            return f"sigmoid_simd_float32({_unwrap(self.value(self.sigmoids[u]))})"
+        if u in self.wholes:  # expr.py's whole tanh, gelu or sigmoid: one helper call
+            name, source, x = self.wholes[u]
+            self.helpers.setdefault("exp2_simd_float32", EXP2_FLOAT32)  # (the pieces the helper calls)
+            self.helpers.setdefault(name, source)
+            return f"{name}({_unwrap(self.value(x))})"
         if u in self.exps:  # expr.py's whole exp: one helper, one range reduction
             x, n = self.exps[u]
             self.helpers.setdefault("exp2_simd_float32", EXP2_FLOAT32)
