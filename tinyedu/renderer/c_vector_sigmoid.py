@@ -42,7 +42,7 @@ from __future__ import annotations
 from tinyedu.core.dtype import dtypes
 from tinyedu.core.ops import BinaryOps, UnaryOps
 from tinyedu.core.uops import UOp
-from tinyedu.renderer.c_vector_tanh import _alu, _const
+from tinyedu.renderer.c_vector_tanh import _alu, _const, _operands
 
 # --8<-- [start:sigmoid]
 SIGMOID_FLOAT32 = """static inline __attribute__((always_inline)) float sigmoid_simd_float32(float x) {
@@ -82,12 +82,12 @@ SIGMOID_FLOAT32 = """static inline __attribute__((always_inline)) float sigmoid_
 SCALE = 2.0**-64  # expr.py's sigmoid scales numerator and denominator by it
 
 
-def _factor(u: UOp, other: UOp | float) -> UOp | None:
-    """v where u is v * other or other * v (`other` a UOp, or a constant's value), else None."""
+def _factor(u: UOp, other: UOp) -> UOp | None:
+    """v where u is v * other or other * v, else None (for a constant `other`: _operands)."""
     if not (_alu(u, BinaryOps.MUL) and len(u.src) == 2):
         return None
     for a, v in (u.src, u.src[::-1]):
-        if (a is other) if isinstance(other, UOp) else _const(a, other):
+        if a is other:
             return v
     return None
 
@@ -110,8 +110,8 @@ def sigmoid_input(u: UOp, exp_parts) -> UOp | None:
     scaled = _factor(correction, r)  # lost (r 2^64)
     if scaled is None or not (_alu(scaled, BinaryOps.MUL) and len(scaled.src) == 2):
         return None
-    lost, r_big = scaled.src if _factor(scaled.src[1], 2.0**64) is r else scaled.src[::-1]
-    if _factor(r_big, 2.0**64) is not r or not _is_two_sum_error(lost, d, b):
+    lost, r_big = scaled.src if _operands(scaled.src[1], BinaryOps.MUL, 2.0**64) is r else scaled.src[::-1]
+    if _operands(r_big, BinaryOps.MUL, 2.0**64) is not r or not _is_two_sum_error(lost, d, b):
         return None
     parts = exp_parts(b)
     if parts is None or parts[1] != -64.0 or not _alu(parts[0], UnaryOps.NEG):
