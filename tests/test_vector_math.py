@@ -31,6 +31,13 @@ def c_source(t: Tensor, threads: int = 1) -> tuple[str, list]:
     return program.source, program.uops
 
 
+def every_nth_float32(low: float, high: float, n: int) -> np.ndarray:
+    """Every n-th float32 from low (>= 0) up to high, then the same negated: consecutive float32s of one
+    sign are consecutive integers in their bits."""
+    bits = np.arange(np.float32(low).view(np.int32), np.float32(high).view(np.int32), n, dtype=np.int32)
+    return np.concatenate([bits.view(np.float32), -bits.view(np.float32)])
+
+
 def run_c_helper(tmp_path, fma: bool, source: str, x: np.ndarray, outputs: int = 1) -> np.ndarray:
     """Call `run(x, out, n)` of `source` (a helper and a loop over x writing `outputs` floats per
     element), compiled with the C device's flags (fma) or with x86-64's baseline, which has no fused
@@ -232,8 +239,8 @@ void run(const float* x, float* out, int n) {
   }
 }"""
     rng = np.random.default_rng(6)
-    near_zero = np.arange(0, np.float32(0.35).view(np.int32), 4096, dtype=np.int32).view(np.float32)
-    x = np.concatenate([rng.uniform(-1, 1, 50_000), rng.uniform(-150, 130, 50_000), near_zero, -near_zero,
+    x = np.concatenate([rng.uniform(-1, 1, 50_000), rng.uniform(-150, 130, 50_000),
+                        every_nth_float32(0, 0.35, 4096),
                         [np.nan, np.inf, -np.inf, 0.0, -0.0, 88.72283, 88.72284]]).astype(np.float32)
     out = run_c_helper(tmp_path, fma, source, x, outputs=4)
     with np.errstate(all="ignore"):
@@ -313,11 +320,6 @@ void run(const float* x, float* out, int n) {
     assert np.isnan(out[np.isnan(x)]).all() and np.signbit(out[(x == 0) & np.signbit(x)]).all()
 
 
-def _every_4096th_float32_up_to_120() -> np.ndarray:
-    bits = np.arange(0, np.float32(120).view(np.int32), 4096, dtype=np.int32)
-    return np.concatenate([bits.view(np.float32), -bits.view(np.float32)])
-
-
 def test_expr_sigmoid_is_one_helper_and_a_look_alike_is_not() -> None:
     """expr.py's whole float32 sigmoid becomes one call of sigmoid_simd_float32 (tinyedu/renderer/
     c_vector_sigmoid.py), also inside a larger formula; its gradient, 1 / (1 + e^-x) written by hand,
@@ -338,7 +340,7 @@ def test_sigmoid_on_c_is_within_1_55_ulp_where_the_old_formula_was_1_9() -> None
     helper was up to 1.90 ulp off for x < 0 (e^x came as 1 / e^-x, which doubles e^-x's error in
     ulps where e^-x is just above a power of two: 1.897 at x = -17.3463345, found by a search over every
     7th float32); the helper takes e^-|x| <= 1 and is within 1.52 (0.897 there)."""
-    x = np.append(_every_4096th_float32_up_to_120(), np.float32(-17.3463345))
+    x = np.append(every_nth_float32(0, 120, 4096), np.float32(-17.3463345))
     with np.errstate(all="ignore"):  # (the float64 reference's unused side overflows)
         errors = ulp_error(Tensor(x).sigmoid().numpy(), _sigmoid(x.astype(np.float64)))
     assert errors.max() <= 1.55, f"{errors.max():.3f} ulp at x = {x[errors.argmax()]!r}"
@@ -362,7 +364,7 @@ void run(const float* x, float* out, int n) {
     specials = [np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-45, -1e-45, 1e-40, -1e-40, 2.0**-25,
                 -2.0**-25, -87.33655, -103.28, -103.97, -104.0, -110.0, -111.0, 17.0, 40.0, 1e30, -1e30,
                 3.4e38, -3.4e38]
-    x = np.concatenate([_every_4096th_float32_up_to_120(), sample_points(), specials]).astype(np.float32)
+    x = np.concatenate([every_nth_float32(0, 120, 4096), sample_points(), specials]).astype(np.float32)
     out = run_c_helper(tmp_path, fma, source, x)
     with np.errstate(all="ignore"):
         exact = _sigmoid(x.astype(np.float64))
@@ -475,11 +477,9 @@ def test_the_gelu_helper_is_within_8_ulp_with_and_without_fused_multiply_adds(tm
 void run(const float* x, float* out, int n) {
   for (int i = 0; i < n; i++) out[i] = gelu_simd_float32(x[i]);
 }"""
-    bits = np.arange(np.float32(2.0**-30).view(np.int32), np.float32(15).view(np.int32), 1024, dtype=np.int32)
-    magnitudes = bits.view(np.float32)
     specials = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-45, -1e-45, 3e-45, -3e-45, 1e-40, -1e-40, 14.85,
                 -14.85, 3.4e38, -3.4e38]
-    x = np.concatenate([magnitudes, -magnitudes, sample_points(), specials]).astype(np.float32)
+    x = np.concatenate([every_nth_float32(2.0**-30, 15, 1024), sample_points(), specials]).astype(np.float32)
     out = run_c_helper(tmp_path, fma, source, x)
     errors = ulp_error(out, _gelu64(x))
     finite = np.isfinite(x)
