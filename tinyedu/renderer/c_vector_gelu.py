@@ -6,35 +6,47 @@ Why: rendered op by op (erfc's exp as exp_simd_float32), gelu's vector loop was 
 16 floats on AVX-512, and with the formula's own fit in one helper still 65: ten coefficients, a
 division and a full exp. The helper computes the same function a cheaper way. gelu(x) = x Phi(x), and
 Phi(-|x|) = erfc(|x| / sqrt2) / 2 = Q(|x|) e^(-x^2 / 2), where Q(b) = e^(b^2 / 2) erfc(b / sqrt2) / 2 is
-smooth, 1/2 at 0 and falling like 1 / (b sqrt(2 pi)): Q = t P(t) with t = 1 / (1 + 0.35 b) and P of
-degree 8, fitted for the least largest relative error on |x| <= 14.85 (Lawson's reweighted least
-squares: 3.2e-8, and 6.0e-8 with the coefficients rounded to float32), P's constant term then moved by
-an ulp so that P(1) is exactly 1/2 in float32 (a subnormal x gives x / 2, rounded once). Then gelu(x) is
-x Q e^(-x^2/2) for x <= 0 and x (1 - Q e^(-x^2/2)) for x > 0. The rest makes it right to a few ulps:
+smooth, 1/2 at 0 and falling like 1 / (b sqrt(2 pi)): Q = N(b) / D(b), N of degree 4 and D of degree 5,
+N(0) = 1/2 and D(0) = 1, fitted for the least largest relative error on |x| <= 14.85 (linearized least
+squares with Lawson's weights: 6.5e-9; 1.32e-8 with the coefficients rounded to float32 one at a time,
+highest first, the others fitted again each time). That is one division, nine fused multiply-adds and
+no other instruction; the fit before it, t P(t) with t = 1 / (1 + 0.35 b) and P of degree 8, took one
+instruction more (the product by t), to 6.0e-8. N takes |x| clamped and D |x| itself, so that |x| = inf
+gives D = inf and Q = 0, and a NaN goes on. Then gelu(x) is x Q e^(-x^2/2) for x <= 0 and
+x (1 - Q e^(-x^2/2)) for x > 0. The rest makes it right to a few ulps:
 
 - e^(-x^2/2)'s relative error is the absolute error of x^2 / 2, 20 ulps of a float32 at |x| = 13, so
   the reduced argument takes x^2 exactly: -x^2 - 2k ln2 (ln2's first 16 bits times k exact) is one fused
   multiply-add, rounded once (without one, x^2's rounding error from Dekker's halves);
-- the range reduction is exp's, doubled so that x^2 needs no halving (k = round(-x^2 log2(e) / 2) in one
-  fused multiply-add, u = -x^2 - 2k ln2 with 2 ln2 in two parts, so that -x^2/2 = k ln2 + u/2),
-  e^(u/2) = 1 + u S(u), S of degree 5 (exp_half_float32, 0.93 ulp: a fit of e^r with its coefficients
-  scaled by powers of two, the same values as with the halving; x^2/2 kept as h + h_lo and subtracted
-  from the reduced argument took two instructions more), and 2^k shifted by 2^64, so that e^r 2^(k + 64)
-  is always normal: k + 64 is added to e^r's exponent field, two integer operations (the rounder is
-  1.5 * 2^23 + 64, so s's bits shifted left by 23 are (k + 64) << 23; a power of two built and multiplied
-  took three); the 2^-64 is put back by the last multiplication, where a subnormal result rounds once;
-- |x| by clearing the sign bit, and one clamp for the exp (an integer min on the bits of |x| at 14.85:
-  from there gelu(-|x|) rounds to -0 and gelu(|x|) to |x|). t takes |x| unclamped, so a NaN goes on.
+- the range reduction is exp's, doubled so that x^2 needs no halving: s = 1.5 * 2^23 + k with
+  k = round(-x^2 log2(e) / 2) in one fused multiply-add, then k2 = k times 2 ln2's first 16 bits in
+  another, s * hi - (1.5 * 2^23) * hi, exact (both products fit in the fused multiply-add, and so does the
+  answer), so that k itself is never formed: the rest of 2 ln2 is k2 times (rest / hi), and
+  u = -x^2 - 2k ln2, -x^2/2 = k ln2 + u/2; e^(u/2) = 1 + u S(u), S of degree 5 (exp_half_float32,
+  0.93 ulp: a fit of e^r with its coefficients scaled by powers of two, the same values as with the
+  halving), times 2^64 (its coefficients scaled exactly);
+- 2^k is two integer operations: s's low bits hold k, shifted left by 23 into the exponent field and
+  added to e's, so e = 2^(k + 64) e^(u/2), always a normal number (k >= -159); D's coefficients are
+  times 2^64 too, so q = N / D = 2^-64 Q and e q = Phi(-|x|);
+- the end, for x <= 0, is (x e) q: x e is normal, and the one rounding into a subnormal comes last.
+  For x > 0 it is x (1 - e q), with e q inside a fused multiply-add, never rounded on its own. So from
+  |x| = 13, where Phi(-|x|) is subnormal, the x > 0 side makes no subnormal, and the x <= 0 side is
+  the select's first branch, which gcc computes under the mask x <= 0 with AVX-512: a lane the mask
+  leaves out costs no microcode assist (computed on every lane, as the helper before did, it made
+  the loop several times slower on x > 13);
+- without fused multiply-adds N and D are evaluated with mul_add_once_float32, a * b exact in double
+  and rounded once there: float32 steps rounded twice each put them 9 ulp off;
+- |x| by clearing the sign bit, and one clamp (an integer min on the bits of |x| at 14.85: from there
+  gelu(-|x|) rounds to -0 and gelu(|x|) to |x|).
 
 Measured once (outside the suite) against x Phi(x) from libm's double erfc, on every float32 of |x| in
-[2^-30, 15], both signs: 6.99 ulp at most with fused multiply-adds (at x = 0.059; 6.28 for x < 0) and 7.22
-without (at x = -1.83): near 0, t's own rounding moves Q by about twice as much, and Q is half the result
-(erfc's formula op by op is 18.7 ulp off within |x| < 3 and 309 ulp at x = -13).
+[2^-30, 15], both signs: 6.22 ulp at most, at x = -5.61, with fused multiply-adds and without (4.07 and
+4.38 for x > 0); erfc's formula op by op is 18.7 ulp off within |x| < 3 and 309 ulp at x = -13.
 tests/test_vector_math.py holds the helper to 8 ulp on every 1024th float32 of the same range in both
-builds. gelu's loop is 43 instructions per 16 floats (AVX-512, as bench/bench_transcendentals.py counts
-them), one of them the division. The division is not worth replacing: early in the loop and off its
-critical path, it costs less than Newton's method from a guess in the exponent bits (ten instructions, the
-same t): that loop measured 3 to 6% slower.
+builds. gelu's loop is 39 instructions per 16 floats (AVX-512, as bench/bench_transcendentals.py counts
+them; 43 with t P(t) and the 2^-64 put back by a multiplication), one of them the division. The division
+is not worth replacing by Newton's method from a guess in the exponent bits (ten instructions, for t):
+that loop measured 3 to 6% slower.
 
 Specials as op by op: gelu(NaN) = NaN, gelu(inf) = inf, gelu(-inf) = NaN (-inf times erfc's 0, as
 PyTorch's), gelu(-0.0) = -0.0, and a subnormal x gives x/2 rounded. The helper is `always_inline`
@@ -51,44 +63,51 @@ from tinyedu.core.uops import UOp, UOps
 from tinyedu.renderer.c_vector_tanh import _alu, _const, _f32
 
 # --8<-- [start:gelu]
-GELU_FLOAT32 = """static inline __attribute__((always_inline)) float gelu_simd_float32(float x) {
+GELU_FLOAT32 = """static inline float mul_add_once_float32(float a, float b, float c) {
+#if defined(__FMA__) || defined(__ARM_FEATURE_FMA)
+  return __builtin_fmaf(a, b, c);  /* a * b + c, rounded once */
+#else  /* a * b is exact in double, the sum rounds to double, then to float (twice only in a rare tie) */
+  return (float)((double)a * b + c);
+#endif
+}
+static inline __attribute__((always_inline)) float gelu_simd_float32(float x) {
   unsigned int bits;
   __builtin_memcpy(&bits, &x, 4);
   bits &= 0x7FFFFFFFu;
   float b;
   __builtin_memcpy(&b, &bits, 4);  /* |x|, by clearing the sign bit */
-  float t = 1.0f / mul_add_float32(b, 0.35f, 1.0f);  /* Q(b) = e^(b^2/2) erfc(b / sqrt2) / 2 = t P(t) */
-  float p = -0.02916253f;
-  p = mul_add_float32(p, t, 0.14405394f);
-  p = mul_add_float32(p, t, -0.25588748f);
-  p = mul_add_float32(p, t, 0.15937626f);
-  p = mul_add_float32(p, t, -0.023252198f);
-  p = mul_add_float32(p, t, 0.105569795f);
-  p = mul_add_float32(p, t, 0.11981679f);
-  p = mul_add_float32(p, t, 0.13986416f);
-  p = mul_add_float32(p, t, 0.13962126f);  /* P(1) = 0.5 exactly */
-  float q = p * t;
   unsigned int c_bits = bits < 0x416D999Au ? bits : 0x416D999Au;  /* |x| clamped to 14.85 (an integer min: */
-  float c;  /* from there gelu(-|x|) rounds to -0 and gelu(|x|) is |x|; a NaN goes on in t) */
+  float c;  /* from there gelu(-|x|) rounds to -0 and gelu(|x|) is |x|) */
   __builtin_memcpy(&c, &c_bits, 4);
+  float n = 0.004111029f;  /* Q(b) = e^(b^2/2) erfc(b / sqrt2) / 2 = N(b) / D(b), N at c, D at b */
+  n = mul_add_once_float32(n, c, 0.040613335f);
+  n = mul_add_once_float32(n, c, 0.18319908f);
+  n = mul_add_once_float32(n, c, 0.4382824f);
+  n = mul_add_once_float32(n, c, 0.5f);
+  float d = 0.010304705f * 0x1p64f;  /* D's coefficients times 2^64 (exactly), so q = 2^-64 Q */
+  d = mul_add_once_float32(d, b, 0.101808876f * 0x1p64f);
+  d = mul_add_once_float32(d, b, 0.46936846f * 0x1p64f);
+  d = mul_add_once_float32(d, b, 1.2024117f * 0x1p64f);
+  d = mul_add_once_float32(d, b, 1.6744497f * 0x1p64f);
+  d = mul_add_once_float32(d, b, 0x1p64f);
+  float q = n / d;  /* |x| = inf: D = inf, q = 0; NaN: q = NaN */
   float c2 = c * c;
-  float s = mul_add_float32(c2, -0.7213475f, 12582976.0f);  /* 1.5 * 2^23 + 64 + k, k = round(-c^2 log2e/2) */
-  float k = s - 12582976.0f;
-  float k2 = k * 1.38629150390625f;  /* exact: k (8 bits) times 2 ln2's first 16 bits */
+  float s = mul_add_float32(c2, -0.7213475f, 12582912.0f);  /* 1.5 * 2^23 + k, k = round(-c^2 log2e / 2) */
 #if defined(__FMA__) || defined(__ARM_FEATURE_FMA)
+  float k2 = __builtin_fmaf(s, 1.38629150390625f, -17443584.0f);  /* k times 2 ln2's first 16 bits, exactly */
   float u = __builtin_fmaf(-c, c, -k2);  /* -c^2 - k2, c^2 exact inside the fused multiply-add */
 #else
+  float k2 = (s - 12582912.0f) * 1.38629150390625f;
   float u = (-c2 - k2) - product_error_float32(c, c, c2);  /* (Sterbenz: -c2 - k2 is exact) */
 #endif
-  u = mul_add_float32(k, -2.8572135e-06f, u);  /* -c^2/2 = k ln2 + u/2, |u| < 0.7 */
-  float e = exp_half_float32(u);  /* e^(u/2), in [0.7, 1.42] */
+  u = mul_add_float32(k2, -2.0610482e-06f, u);  /* minus k times the rest of 2 ln2: -c^2/2 = k ln2 + u/2 */
+  float e = exp_half_float32(u, 0x1p64f);  /* 2^64 e^(u/2), |u| < 0.7 */
   unsigned int s_bits, e_bits;
-  __builtin_memcpy(&s_bits, &s, 4);  /* s's low bits hold k + 64, -95 <= k + 64 <= 64: shifted into the */
-  __builtin_memcpy(&e_bits, &e, 4);  /* exponent field (the rest of s's bits shift out), and added to e's, */
-  e_bits += s_bits << 23;  /* e^r 2^(k + 64) = 2^64 e^(-c^2/2), normal, in two integer operations */
+  __builtin_memcpy(&s_bits, &s, 4);  /* s's low bits hold k, -159 <= k <= 0: shifted into the exponent */
+  __builtin_memcpy(&e_bits, &e, 4);  /* field (the rest of s's bits shift out), and added to e's, */
+  e_bits += s_bits << 23;  /* so e = 2^(k + 64) e^(u/2) = 2^64 e^(-c^2/2), normal, and e q = Phi(-c) */
   __builtin_memcpy(&e, &e_bits, 4);
-  float m = e * q;
-  return x > 0.0f ? x * mul_add_float32(m, -0x1p-64f, 1.0f) : (x * m) * 0x1p-64f;  /* m = 2^64 Phi(-|x|) */
+  return x <= 0.0f ? (x * e) * q : x * mul_add_float32(-e, q, 1.0f);  /* x e first: a subnormal rounds once */
 }"""
 # --8<-- [end:gelu]
 

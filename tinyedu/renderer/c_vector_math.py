@@ -136,20 +136,21 @@ static inline __attribute__((always_inline)) float exp_g_float32(float r) {
   g = mul_add_float32(g, r, 0.5f);
   return g;
 }
-static inline __attribute__((always_inline)) float exp_half_float32(float u) {
-  /* e^(u/2) for |u| < 0.7, i.e. e^r = 1 + r S(r) at r = u/2 for |r| < 0.35, S fitted (least largest
-     relative error: 2^-28.8), by Horner: within 0.93 ulp (1.23 without fused multiply-adds), six of them
-     where exp's 1 + r + r^2 g(r), kept to 0.66, takes nine; for gelu, whose result rounds more than once
-     anyway, and whose reduced argument comes doubled (-x^2 - 2k ln2: no multiplication by 1/2). S's
-     coefficients (0.0013842722, 0.008374956, 0.041668057, 0.16666421, 0.49999994, 1) are divided by 2^6
-     down to 2^1, powers of two, so every step is the step at r scaled exactly: the values are e^r's */
-  float s = 2.1629254e-05f;
-  s = mul_add_float32(s, u, 0.0002617174f);
-  s = mul_add_float32(s, u, 0.0026042536f);
-  s = mul_add_float32(s, u, 0.020833027f);
-  s = mul_add_float32(s, u, 0.124999985f);
-  s = mul_add_float32(s, u, 0.5f);
-  return mul_add_float32(s, u, 1.0f);
+static inline __attribute__((always_inline)) float exp_half_float32(float u, float scale) {
+  /* e^(u/2) times `scale`, a power of two, for |u| < 0.7, i.e. e^r = 1 + r S(r) at r = u/2 for |r| < 0.35,
+     S fitted (least largest relative error: 2^-28.8), by Horner: within 0.93 ulp (1.23 without fused
+     multiply-adds), six of them where exp's 1 + r + r^2 g(r), kept to 0.66, takes nine; for gelu, whose
+     result rounds more than once anyway, and whose reduced argument comes doubled (-x^2 - 2k ln2: no
+     multiplication by 1/2). S's coefficients (0.0013842722, 0.008374956, 0.041668057, 0.16666421,
+     0.49999994, 1) are divided by 2^6 down to 2^1, powers of two, so every step is the step at r scaled
+     exactly: the values are e^r's. So is `scale` (gelu's 2^64), folded into the constants by the compiler */
+  float s = 2.1629254e-05f * scale;
+  s = mul_add_float32(s, u, 0.0002617174f * scale);
+  s = mul_add_float32(s, u, 0.0026042536f * scale);
+  s = mul_add_float32(s, u, 0.020833027f * scale);
+  s = mul_add_float32(s, u, 0.124999985f * scale);
+  s = mul_add_float32(s, u, 0.5f * scale);
+  return mul_add_float32(s, u, scale);
 }
 static inline float exp_simd_float32(float x, float n) {  /* e^x * 2^n, n whole (exp in tinyedu/expr.py) */
   float c = -110.0f > x ? -110.0f : x;  /* clamped to [-110, 110] as expr.py does (a NaN stays) */
