@@ -10,8 +10,8 @@ smooth, 1/2 at 0 and falling like 1 / (b sqrt(2 pi)): Q = N(b) / D(b), N of degr
 N(0) = 1/2 and D(0) = 1, fitted for the least largest relative error on |x| <= 14.85 (linearized least
 squares with Lawson's weights: 6.5e-9; 1.32e-8 with the coefficients rounded to float32 one at a time,
 highest first, the others fitted again each time). That is one division, nine fused multiply-adds and
-no other instruction; the fit before it, t P(t) with t = 1 / (1 + 0.35 b) and P of degree 8, took one
-instruction more (the product by t), to 6.0e-8. N takes |x| clamped and D |x| itself, so that |x| = inf
+no other instruction; t P(t) with t = 1 / (1 + 0.35 b) and P of degree 8 takes one instruction more
+(the product by t), and fits to 6.0e-8. N takes |x| clamped and D |x| itself, so that |x| = inf
 gives D = inf and Q = 0, and a NaN goes on. Then gelu(x) is x Q e^(-x^2/2) for x <= 0 and
 x (1 - Q e^(-x^2/2)) for x > 0. The rest makes it right to a few ulps:
 
@@ -32,8 +32,8 @@ x (1 - Q e^(-x^2/2)) for x > 0. The rest makes it right to a few ulps:
   For x > 0 it is x (1 - e q), with e q inside a fused multiply-add, never rounded on its own. So from
   |x| = 13, where Phi(-|x|) is subnormal, the x > 0 side makes no subnormal, and the x <= 0 side is
   the select's first branch, which gcc computes under the mask x <= 0 with AVX-512: a lane the mask
-  leaves out costs no microcode assist (computed on every lane, as the helper before did, it made
-  the loop several times slower on x > 13);
+  leaves out costs no microcode assist (computed on every lane, it makes the loop several times
+  slower on x > 13);
 - without fused multiply-adds N and D are evaluated with mul_add_once_float32, a * b exact in double
   and rounded once there: float32 steps rounded twice each put them 9 ulp off;
 - |x| by clearing the sign bit, and one clamp (an integer min on the bits of |x| at 14.85: from there
@@ -44,9 +44,9 @@ Measured once (outside the suite) against x Phi(x) from libm's double erfc, on e
 4.38 for x > 0); erfc's formula op by op is 18.7 ulp off within |x| < 3 and 309 ulp at x = -13.
 tests/test_vector_math.py holds the helper to 8 ulp on every 1024th float32 of the same range in both
 builds. gelu's loop is 39 instructions per 16 floats (AVX-512, as bench/bench_transcendentals.py counts
-them; 43 with t P(t) and the 2^-64 put back by a multiplication), one of them the division. The division
-is not worth replacing by Newton's method from a guess in the exponent bits (ten instructions, for t):
-that loop measured 3 to 6% slower.
+them; 43 with t P(t) and the 2^-64 put back by a multiplication), one of them the division. Newton's method
+from a guess in the exponent bits (ten instructions) in place of a division measured 3 to 6% slower, in the
+t P(t) form.
 
 Specials as op by op: gelu(NaN) = NaN, gelu(inf) = inf, gelu(-inf) = NaN (-inf times erfc's 0, as
 PyTorch's), gelu(-0.0) = -0.0, and a subnormal x gives x/2 rounded. The helper is `always_inline`
