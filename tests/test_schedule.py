@@ -149,6 +149,43 @@ def test_constants_fold(abc):
     assert (ints + 0).lazydata is ints.lazydata
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_exact_ops_of_float_constants_fold_to_the_ieee_answer(dtype):
+    """-c, c1 + c2, c1 - c2, c1 * c2 and c1 / c2 of float constants are constants (no kernel), with
+    the value rounded once in the dtype: checked against float64 arithmetic rounded to the dtype
+    (for float32, exact: a double result of +, -, *, / rounds to float correctly), and bit for bit
+    against the same op computed by a kernel on a buffer in memory. Specials: x / 0, 0 / 0, -0.0."""
+    values = [1.0, 128.0, 3.0, -0.0, 0.0, 1e-30, 3e38, float("inf"), float("nan"), 1.5e-45]
+    ops = {"add": lambda x, y: x + y, "sub": lambda x, y: x - y, "mul": lambda x, y: x * y,
+           "div": lambda x, y: x / y}
+    for a in values:
+        neg = -Tensor.full((3,), a, dtype=dtype)
+        assert neg.lazydata.base.op is LoadOps.CONST
+        assert np.array_equal(neg.numpy(), np.full(3, -dtype(a)), equal_nan=True)
+        for b in values:
+            for name, op in ops.items():
+                folded = op(Tensor.full((3,), a, dtype=dtype), Tensor.full((3,), b, dtype=dtype))
+                assert folded.lazydata.base.op is LoadOps.CONST, (name, a, b)
+                with np.errstate(all="ignore"):
+                    expected = dtype(op(np.float64(dtype(a)), np.float64(dtype(b))))
+                in_memory = op(Tensor(np.full(3, a, dtype)).realize(), Tensor(np.full(3, b, dtype)).realize())
+                got, computed = folded.numpy(), in_memory.numpy()
+                assert np.array_equal(got.view(f"u{got.itemsize}"), computed.view(f"u{got.itemsize}")) or \
+                    (np.isnan(got).all() and np.isnan(computed).all()), (name, a, b, got, computed)
+                assert np.array_equal(got, np.full(3, expected), equal_nan=True), (name, a, b)
+                assert np.signbit(got[0]) == np.signbit(expected) or np.isnan(expected), (name, a, b)
+
+
+def test_a_means_gradient_is_a_constant_not_a_kernel():
+    """The gradient of x.mean() is 1 / n broadcast: folded, so a training step does not run a kernel
+    for it (nor for its negation in a loss)."""
+    x = Tensor(RNG.standard_normal((4, 32)).astype(np.float32), requires_grad=True)
+    (-x.mean()).backward()
+    grad = x.grad.lazydata
+    assert (grad._base or grad).op is LoadOps.CONST
+    check(x.grad, np.full((4, 32), -1 / 128, np.float32), kernels=0)
+
+
 def test_schedule_items_are_named_by_kind_and_size(abc):
     a, b, _ = abc
     names = [item.name for item in create_schedule([(a.sum(1) + 1).lazydata, (a * b).lazydata])]

@@ -194,10 +194,11 @@ class LazyBuffer(core_lazy.LazyBuffer):
             for x in operands:  # (a loop, not any() over a generator: this runs for every node)
                 if x.dtype.itemsize == 2 and x.dtype.is_half:  # (most dtypes answer at the first test)
                     return _in_float32(op, operands, arg, dtype)
-        # Only a cast, or an op with an identity and a constant operand, can fold: asked here first,
-        # so that most nodes skip the call.
-        if op is UnaryOps.CAST or (op in _IDENTITIES and len(operands) == 2 and (
-                (self._base or self).op is LoadOps.CONST or (srcs[0]._base or srcs[0]).op is LoadOps.CONST)):
+        # Only a cast, a negation of a constant, or an op with an identity and a constant operand, can
+        # fold: asked here first, so that most nodes skip the call.
+        if op is UnaryOps.CAST or (op is UnaryOps.NEG and (self._base or self).op is LoadOps.CONST) or (
+                op in _IDENTITIES and len(operands) == 2 and ((self._base or self).op is LoadOps.CONST or
+                                                            (srcs[0]._base or srcs[0]).op is LoadOps.CONST)):
             folded = _fold_constants(op, operands, dtype)
             if folded is not None:
                 return folded
@@ -467,14 +468,27 @@ def _in_float32(op: Any, operands: tuple[LazyBuffer, ...], arg: Any, dtype: DTyp
 
 
 def _fold_constants(op: Any, operands: tuple[LazyBuffer, ...], dtype: DType) -> LazyBuffer | None:
-    """x+0, 0+x, x-0, x*1, 1*x, x/1 are x; a cast of a constant is a constant. None: nothing to fold.
+    """x+0, 0+x, x-0, x*1, 1*x, x/1 are x; a cast of a constant is a constant, and so is -c, and
+    c1 + c2, c1 - c2, c1 * c2 and c1 / c2 of float constants. None: nothing to fold.
 
     The zero must be the right one for floats, compared by bits: x + (-0.0) is x for every x, but
     x + 0.0 is not (-0.0 + 0.0 is +0.0), and x - 0.0 is x but x - (-0.0) is not.
+
+    Why fold constants: a mean's gradient is 1 / n, broadcast, and negated by the loss; left as ops,
+    each would be a kernel of every training step (a division read through an expand is worth
+    storing, see the scheduler's rules). These five are the ops IEEE rounds exactly, so numpy's
+    answer in the dtype is the one every device computes (x / 0 is inf, 0 / 0 NaN, as there).
     """
     if op is UnaryOps.CAST:
         value = _constant(operands[0])
         return None if value is None else LazyBuffer.full(value, operands[0].shape, dtype, operands[0].device)
+    exact = _EXACT.get(op)
+    if exact is not None and dtype.is_float and all(x.dtype == dtype for x in operands):
+        values = [_constant(x) for x in operands]
+        if None not in values:
+            with np.errstate(all="ignore"):  # (inf and NaN are answers here, not mistakes)
+                value = exact(*[np.array(v, dtype.np) for v in values])
+            return LazyBuffer.full(value.item(), operands[0].shape, dtype, operands[0].device)
     if op not in _IDENTITIES or len(operands) != 2:  # (most ops: answered before any other work)
         return None
     identity = _IDENTITIES[op][0 if dtype.is_float else 1]
@@ -485,6 +499,10 @@ def _fold_constants(op: Any, operands: tuple[LazyBuffer, ...], dtype: DType) -> 
         return y
     return None
 
+
+# the float ops of constants that _fold_constants computes: each rounds exactly once, in numpy as on a device
+_EXACT = {UnaryOps.NEG: np.negative, BinaryOps.ADD: np.add, BinaryOps.SUB: np.subtract,
+          BinaryOps.MUL: np.multiply, BinaryOps.DIV: np.divide}
 
 # the identity of each op that _fold_constants folds: (for floats, for ints and bools)
 _IDENTITIES = {BinaryOps.ADD: (-0.0, 0), BinaryOps.SUB: (0.0, 0),
