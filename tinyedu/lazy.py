@@ -476,8 +476,9 @@ def _fold_constants(op: Any, operands: tuple[LazyBuffer, ...], dtype: DType) -> 
 
     Why fold constants: a mean's gradient is 1 / n, broadcast, and negated by the loss; left as ops,
     each would be a kernel of every training step (a division read through an expand is worth
-    storing, see the scheduler's rules). These five are the ops IEEE rounds exactly, so numpy's
-    answer in the dtype is the one every device computes (x / 0 is inf, 0 / 0 NaN, as there).
+    storing, see the scheduler's rules). These five are the ops IEEE rounds correctly, so numpy's
+    answer in the dtype is the one the CPU devices compute (x / 0 is inf, 0 / 0 NaN, as there); a GPU
+    may round a division less exactly (OpenCL and WGSL allow 2.5 ulp), and gets the exact value here.
     """
     if op is UnaryOps.CAST:
         value = _constant(operands[0])
@@ -500,7 +501,7 @@ def _fold_constants(op: Any, operands: tuple[LazyBuffer, ...], dtype: DType) -> 
     return None
 
 
-# the float ops of constants that _fold_constants computes: each rounds exactly once, in numpy as on a device
+# the float ops of constants that _fold_constants computes: each rounded correctly, once, as IEEE asks
 _EXACT = {UnaryOps.NEG: np.negative, BinaryOps.ADD: np.add, BinaryOps.SUB: np.subtract,
           BinaryOps.MUL: np.multiply, BinaryOps.DIV: np.divide}
 
