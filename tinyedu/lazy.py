@@ -480,20 +480,20 @@ def _fold_constants(op: Any, operands: tuple[LazyBuffer, ...], dtype: DType) -> 
     answer in the dtype is the one the CPU devices compute (x / 0 is inf, 0 / 0 NaN, as there); a GPU
     may round a division less exactly (OpenCL and WGSL allow 2.5 ulp), and gets the exact value here.
     """
+    values = [_constant(x) for x in operands]  # (each operand's value, or None: read once for all cases)
     if op is UnaryOps.CAST:
-        value = _constant(operands[0])
+        value = values[0]
         return None if value is None else LazyBuffer.full(value, operands[0].shape, dtype, operands[0].device)
     exact = _EXACT.get(op)
-    if exact is not None and dtype.is_float and all(x.dtype == dtype for x in operands):
-        values = [_constant(x) for x in operands]
-        if None not in values:
-            with np.errstate(all="ignore"):  # (inf and NaN are answers here, not mistakes)
-                value = exact(*[np.array(v, dtype.np) for v in values])
-            return LazyBuffer.full(value.item(), operands[0].shape, dtype, operands[0].device)
-    if op not in _IDENTITIES or len(operands) != 2:  # (most ops: answered before any other work)
+    if exact is not None and None not in values and dtype.is_float and \
+            all(x.dtype == dtype for x in operands):
+        with np.errstate(all="ignore"):  # (inf and NaN are answers here, not mistakes)
+            value = exact(*[np.array(v, dtype.np) for v in values])
+        return LazyBuffer.full(value.item(), operands[0].shape, dtype, operands[0].device)
+    if op not in _IDENTITIES or len(operands) != 2:  # (no identity to fold away)
         return None
     identity = _IDENTITIES[op][0 if dtype.is_float else 1]
-    (x, y), (cx, cy) = operands, (_constant(operands[0]), _constant(operands[1]))
+    (x, y), (cx, cy) = operands, values
     if cy is not None and _is(cy, identity) and x.dtype == dtype:
         return x
     if cx is not None and _is(cx, identity) and op in (BinaryOps.ADD, BinaryOps.MUL) and y.dtype == dtype:
