@@ -56,6 +56,7 @@ from tinyedu.jit_inputs import (
 )
 from tinyedu.lazy import LazyBuffer
 from tinyedu.runtime.device import Buffer
+from tinyedu.runtime.launch_queue import QUEUE
 from tinyedu.runtime.ops_c import LOADED, CProgram
 from tinyedu.tensor import Tensor
 
@@ -229,6 +230,7 @@ class TinyJit:
         timed = debug_level() >= 2
         direct = None if timed or realize.observers else self._direct_calls()
         if direct is not None:  # only the swapped pointers change; every other one was converted once
+            QUEUE.drain()  # (ASYNC=1: the pointers converted once are not waited for one by one)
             for i, j, _ in (*self.input_slots, *self.output_slots):
                 direct[i][1][j] = ctypes.c_void_p(buffers[i][j].host_address())
             for function, arguments in direct:

@@ -277,8 +277,8 @@ class LazyBuffer(core_lazy.LazyBuffer):
             return to_storage(np.full(self.shape, base.arg, dtype=self.dtype.value_np), self.dtype)
         if self.is_view and not (self.st.contiguous and self.size == base.size):
             return None
-        if base.realized is not None:
-            return base.realized.as_numpy().reshape(self.shape)
+        if base.realized is not None:  # (read only: kernels still queued that only read it run on)
+            return base.realized.as_numpy(write=False).reshape(self.shape)
         if base.op is LoadOps.COPY and isinstance(base.arg, np.ndarray):
             return base.arg.reshape(self.shape)
         return None

@@ -23,6 +23,7 @@ from tinyedu.engine.lower import Program as LoweredProgram
 from tinyedu.engine.lower import lower, lower_ahead, show
 from tinyedu.engine.schedule import ScheduleItem, count_flops
 from tinyedu.engine.two_stage import split_full_reduces
+from tinyedu.runtime import launch_queue
 from tinyedu.runtime.device import Buffer
 
 # --8<-- [start:capture]
@@ -82,6 +83,10 @@ def run_schedule(schedule: list[ScheduleItem], before_write: Callable[[Buffer], 
                               if not isinstance(item.ast.op, LoadOps)]))
     programs = [None if isinstance(item.ast.op, LoadOps) else next(found) for item in schedule]
     level = debug_level()  # read once per schedule, not per kernel
+    # ASYNC=1: C kernels are queued, not called (tinyedu/runtime/launch_queue.py), unless each kernel
+    # is timed (DEBUG=2) or watched (TinyJit recording)
+    queue = launch_queue.enabled() and level < 2 and not observers
+    launch_queue.QUEUE.release()  # (the last step's buffers go back to the pool before this one's)
     schedule.reverse()
     programs.reverse()  # (each item's program: popped with it)
     while schedule:
@@ -107,7 +112,7 @@ def run_schedule(schedule: list[ScheduleItem], before_write: Callable[[Buffer], 
         elif op is LoadOps.EMPTY:
             run_program(item.name, None, Fill(0), [buffer])  # deterministic: never garbage
         else:
-            _run_kernel(item, buffer, program, level)
+            _run_kernel(item, buffer, program, level, queue)
         if GlobalCounters.mem_used > GlobalCounters.mem_peak:
             GlobalCounters.mem_peak = GlobalCounters.mem_used
         out.realized = buffer
@@ -118,15 +123,18 @@ def run_schedule(schedule: list[ScheduleItem], before_write: Callable[[Buffer], 
 
 
 # --8<-- [end:run]
-def _run_kernel(item: ScheduleItem, buffer: Buffer, program: LoweredProgram | None, level: int) -> None:
+def _run_kernel(item: ScheduleItem, buffer: Buffer, program: LoweredProgram | None, level: int,
+                queue: bool = False) -> None:
     """Run one kernel: its `program` (None: not lowered ahead, so lowered now), timed and counted;
-    `level` is DEBUG's."""
+    `level` is DEBUG's; `queue`: queue it if its runner can (ASYNC=1)."""
     buffers, moved = [buffer], buffer.nbytes  # (bytes moved: what the kernel writes and reads)
     for x in item.inputs:
         buffers.append(x.realized)
         moved += x.realized.nbytes
     start = time.perf_counter()
     if program is None:
+        if queue:  # (a BEAM search times kernels: not beside queued ones)
+            launch_queue.QUEUE.drain()
         program = lower(item.out.device, item.ast)
     lowered = time.perf_counter()
     try:
@@ -135,7 +143,8 @@ def _run_kernel(item: ScheduleItem, buffer: Buffer, program: LoweredProgram | No
         if program.flops is None:  # the same for every AST equal to this one: once per program
             program.flops, program.label = count_flops(item.ast), item.name
         loaded = time.perf_counter()
-        run_program(program.label, item.ast, program.runner, buffers)
+        if not (queue and hasattr(program.runner, "submit") and program.runner.submit(buffers)):
+            run_program(program.label, item.ast, program.runner, buffers)
     except Exception:
         show(program)  # DEBUG=4/6: the source (and machine code) of the kernel that could not run
         raise

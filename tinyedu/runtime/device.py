@@ -129,6 +129,18 @@ class DeviceMemory(Protocol):
     def download(self, host: np.ndarray) -> None: ...    # device memory -> host array
 
 
+class InFlight:
+    """Kernels that may still be running while Python goes on (ASYNC=1: tinyedu/runtime/launch_queue.py).
+
+    Launches are numbered 1, 2, ...; `finished` is the last one known to have finished, and a
+    buffer's `pending` the last one that uses its memory. Before the host reads or writes a buffer's
+    memory, it waits for that launch (`wait`, installed by the queue). Without ASYNC nothing is ever
+    pending, and the check is one comparison."""
+
+    finished = 0
+    wait: Callable[[int], None] = staticmethod(lambda number: None)
+
+
 class Buffer:
     """`size` elements of `dtype` in a device's memory.
 
@@ -139,6 +151,8 @@ class Buffer:
 
     live: int = 0  # buffers alive right now (a leak shows up as a number that keeps growing)
     _serial: int = 0
+    pending: int = 0        # the last queued launch that uses this memory (see InFlight); 0: none
+    pending_write: int = 0  # the last one that writes it
 
     def __init__(self, device: str, size: int, dtype: DType):
         self.device, self.size, self.dtype = device, size, dtype
@@ -178,6 +192,8 @@ class Buffer:
             POOL.give(held)
 
     def copyin(self, data: np.ndarray) -> "Buffer":
+        if self.pending > InFlight.finished:
+            InFlight.wait(self.pending)
         flat = np.ascontiguousarray(data, dtype=self.dtype.np).reshape(-1)
         if flat.size != self.size:
             raise ValueError(f"copyin: {flat.size} elements into a buffer of {self.size}")
@@ -185,23 +201,30 @@ class Buffer:
         self.host_current, self.device_current = True, False
         return self
 
-    def as_numpy(self) -> np.ndarray:
+    def as_numpy(self, write: bool = True) -> np.ndarray:
         """The memory itself, as a flat numpy array (no copy: do not keep it around). On a GPU device
         the device copy is fetched first if a kernel wrote it, and counts as stale afterwards (the
-        caller may write into the array)."""
+        caller may write into the array). `write=False` promises only to read it: then queued kernels
+        that only read it too are not waited for (ASYNC=1)."""
+        waits = self.pending if write else self.pending_write
+        if waits > InFlight.finished:  # a queued kernel still uses it (ASYNC=1)
+            InFlight.wait(waits)
         if not self.host_current:
             self.device_memory.download(self._memory)
             self.host_current = True
         self.device_current = False
         return self._memory
 
-    def host_address(self) -> int:
+    def host_address(self, queued: bool = False) -> int:
         """The address of the host memory (what as_numpy() returns), for a CPU kernel's pointer
         argument: the one the memory was made with (see Memory), unless the memory was replaced since,
-        or a GPU's copy has to be fetched first."""
+        or a GPU's copy has to be fetched first. A kernel called now waits for the queued kernels that
+        use this memory; one `queued` behind them (ASYNC=1) runs after them anyway."""
         if self.device_memory is None and self._held.array is self._memory:
+            if self.pending > InFlight.finished and not queued:
+                InFlight.wait(self.pending)
             return self._held.address
-        return self.as_numpy().ctypes.data
+        return (self._memory if queued else self.as_numpy()).ctypes.data
 
     def device_copy(self, allocate: Callable[[int], DeviceMemory]) -> DeviceMemory:
         """This buffer in a GPU's memory, for a kernel to use: allocated on first use with

@@ -47,6 +47,7 @@ from tinyedu.renderer.c_vector_math import render_c_vector_math
 from tinyedu.renderer.cstyle import render_c
 from tinyedu.runtime.compile_cache import CachedFile, LoadedLRU, cache_dir, dlclose, key_digest
 from tinyedu.runtime.device import Backend, Buffer, cpu_only, thread_count
+from tinyedu.runtime.launch_queue import QUEUE
 from tinyedu.runtime.toolchain import (
     BASE_FLAGS,
     accepts_flag,
@@ -136,8 +137,9 @@ class Compiler:
 
 
 # --8<-- [start:program]
-# At most MAX_LOADED libraries stay loaded (compile_cache.py says why); an evicted one is dlclose'd.
-LOADED: LoadedLRU[ctypes.CDLL] = LoadedLRU(lambda library: dlclose(library._handle))
+# At most MAX_LOADED libraries stay loaded (compile_cache.py says why); an evicted one is dlclose'd,
+# after the queued kernels ran (ASYNC=1: one of them may be in it).
+LOADED: LoadedLRU[ctypes.CDLL] = LoadedLRU(lambda library: (QUEUE.drain(), dlclose(library._handle)))
 
 
 class CProgram:
@@ -182,6 +184,10 @@ class CProgram:
             function.argtypes = (ctypes.c_void_p,) * len(buffers)  # converts the addresses in C
             self._arity = len(buffers)
         function(*[b.host_address() for b in buffers])
+
+    def submit(self, buffers: list[Buffer]) -> bool:
+        """Queue the call instead (ASYNC=1: tinyedu/runtime/launch_queue.py); False if it cannot be."""
+        return QUEUE.submit(ctypes.cast(self.function, ctypes.c_void_p).value, buffers)
 
     def disassemble(self) -> str:
         return disassemble(self.path, self.name, ("objdump", "llvm-objdump"),
