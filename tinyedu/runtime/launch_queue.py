@@ -108,7 +108,11 @@ long long launch_submit(void *fn, int n, void **args) {
   pthread_mutex_lock(&lock);
   if (!started) {
     pthread_t thread;
-    if (pthread_create(&thread, NULL, launcher, NULL) != 0) { pthread_mutex_unlock(&lock); free(l); return -1; }
+    if (pthread_create(&thread, NULL, launcher, NULL) != 0) {
+      pthread_mutex_unlock(&lock);
+      free(l);
+      return -1;
+    }
     pthread_detach(thread);
     started = 1;
   }
