@@ -7,6 +7,8 @@ Run: .venv/bin/python bench/bench_eager.py [--quick]      (not a test; prints ta
    TinyJit's replay for reference, PyTorch, and tinygrad 0.14 eager (no TinyJit).
    Then chapter 09's Transformer block (dim 48, 4 heads, batch 64 x 11 positions): forward, a
    mean-square loss, backward and AdamW, eager and under TinyJit, against the same block in PyTorch.
+   With 2 cores or more (and not THREADS=1), both tables add the eager step with ASYNC=1 and
+   THREADS=cores-1: its kernels run on a launcher thread while Python builds the next step.
 2. matmul 256x256 end to end, `(a @ b).numpy()` on inputs in memory, against numpy's `a @ b`.
 3. Where an eager step's time goes, for the MLP step and the Transformer block step: building the
    graph, in two rows: the Tensor layer (Tensor ops, autograd, the optimizer's update) and the lazy
@@ -59,7 +61,8 @@ from tinyedu.models.transformer import Block
 from tinyedu.nn import Linear
 from tinyedu.nn.optim import SGD, AdamW
 from tinyedu.nn.state import get_parameters
-from tinyedu.runtime.device import thread_count
+from tinyedu.runtime.device import CORES, thread_count
+from tinyedu.runtime.launch_queue import QUEUE
 from tinyedu.runtime.ops_c import CProgram
 
 STEPS = 10 if QUICK else 40
@@ -99,6 +102,30 @@ def wall_and_cpu(run: Callable[[], object], repeat: int, warmup: int = 3) -> tup
         cpus.append(time.thread_time() - cpu)
         walls.append(time.perf_counter() - wall)
     return statistics.median(walls), statistics.median(cpus)
+
+
+def async_rows(step: Callable[[], object], rows: dict[str, tuple[float, float | None]]) -> None:
+    """The step with ASYNC=1 THREADS=n-1 (kernels queued to a launcher thread on their own cores while
+    Python builds the next step: tinyedu/runtime/launch_queue.py), when there are cores for it and
+    the other rows use them too (not with THREADS=1, where PyTorch gets one core and this would use
+    two). Timed as a block of steps that ends when every queued kernel ran: a step returns before
+    its kernels finished, so a single step's time would not count them."""
+    if one_thread() or CORES < 2:
+        return
+
+    def block() -> float:
+        for _ in range(3):
+            step()
+        QUEUE.drain()
+        start = time.perf_counter()
+        for _ in range(STEPS):
+            step()
+        QUEUE.drain()
+        return (time.perf_counter() - start) / STEPS
+
+    threads = str(CORES - 1)
+    seconds = with_env("ASYNC", "1", lambda: with_env("THREADS", threads, block))
+    rows[f"tinyedu eager, ASYNC=1 THREADS={threads}"] = (seconds, None)
 
 
 def print_rows(rows: dict[str, tuple[float, float | None]], reference: str | None) -> None:
@@ -199,6 +226,7 @@ def mlp_table() -> None:
     rows: dict[str, tuple[float, float | None]] = {
         "tinyedu eager, schedule cache": cached, "tinyedu eager, SCHEDULE_CACHE=0": uncached,
         "tinyedu TinyJit replay": replay}
+    async_rows(step, rows)
     reference = None
     if torch is not None:
         reference = f"PyTorch ({torch.get_num_threads()} threads)"
@@ -273,6 +301,7 @@ def block_table() -> None:
           f"{heads} heads; forward, mean-square loss, backward, AdamW [{load()}]")
     step = tinyedu_block_step()
     rows: dict[str, tuple[float, float | None]] = {"tinyedu eager": wall_and_cpu(step, STEPS)}
+    async_rows(step, rows)
     rows["tinyedu TinyJit replay"] = wall_and_cpu(TinyJit(step), STEPS)
     if torch is not None:
         rows["PyTorch eager"] = wall_and_cpu(torch_block_step(), STEPS)

@@ -27,6 +27,8 @@ Environment:
   process made by fork() runs its kernels on one thread (see `one_thread_after_fork` in
   toolchain.py). How idle OpenMP threads wait is yours to choose (OMP_WAIT_POLICY; toolchain.py's
   WAIT_SETTINGS says why passive waiting helps on a busy machine); tinyedu never sets it.
+- `ASYNC=1` queues the kernels to a launcher thread instead of calling them, so they run while Python
+  goes on (tinyedu/runtime/launch_queue.py).
 - `DEBUG=4` prints each kernel's source, `DEBUG=5` its UOps, `DEBUG=6` its disassembly.
 
 Flags beyond the base ones are probed (the compiler must accept them): `-march=native` (this
