@@ -7,8 +7,8 @@ Run: .venv/bin/python bench/bench_eager.py [--quick]      (not a test; prints ta
    TinyJit's replay for reference, PyTorch, and tinygrad 0.14 eager (no TinyJit).
    Then chapter 09's Transformer block (dim 48, 4 heads, batch 64 x 11 positions): forward, a
    mean-square loss, backward and AdamW, eager and under TinyJit, against the same block in PyTorch.
-   With 2 cores or more (and not THREADS=1), both tables add the eager step with ASYNC=1 and
-   THREADS=cores-1: its kernels run on a launcher thread while Python builds the next step.
+   With 2 cores or more (and not THREADS=1), both tables add the eager step with ASYNC=1: its
+   kernels run on a launcher thread (on cores - 1 threads) while Python builds the next step.
 2. matmul 256x256 end to end, `(a @ b).numpy()` on inputs in memory, against numpy's `a @ b`.
 3. Where an eager step's time goes, for the MLP step and the Transformer block step: building the
    graph, in two rows: the Tensor layer (Tensor ops, autograd, the optimizer's update) and the lazy
@@ -105,8 +105,9 @@ def wall_and_cpu(run: Callable[[], object], repeat: int, warmup: int = 3) -> tup
 
 
 def async_rows(step: Callable[[], object], rows: dict[str, tuple[float, float | None]]) -> None:
-    """The step with ASYNC=1 THREADS=n-1 (kernels queued to a launcher thread on their own cores while
-    Python builds the next step: tinyedu/runtime/launch_queue.py), when there are cores for it and
+    """The step with ASYNC=1 (kernels queued to a launcher thread, on THREADS = cores - 1 by default,
+    while Python builds the next step on the last core: tinyedu/runtime/launch_queue.py), when there
+    are cores for it and
     the other rows use them too (not with THREADS=1, where PyTorch gets one core and this would use
     two). Timed as a block of steps that ends when every queued kernel ran: a step returns before
     its kernels finished, so a single step's time would not count them."""
@@ -123,9 +124,12 @@ def async_rows(step: Callable[[], object], rows: dict[str, tuple[float, float | 
         QUEUE.drain()
         return (time.perf_counter() - start) / STEPS
 
-    threads = str(CORES - 1)
-    seconds = with_env("ASYNC", "1", lambda: with_env("THREADS", threads, block))
-    rows[f"tinyedu eager, ASYNC=1 THREADS={threads}"] = (seconds, None)
+    seconds = with_env("ASYNC", "1", block)
+    rows[f"tinyedu eager, ASYNC=1 ({thread_count_with_async()} thr.)"] = (seconds, None)
+
+
+def thread_count_with_async() -> int:
+    return with_env("ASYNC", "1", thread_count)
 
 
 def print_rows(rows: dict[str, tuple[float, float | None]], reference: str | None) -> None:

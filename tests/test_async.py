@@ -22,7 +22,7 @@ from tinyedu import Tensor, TinyJit
 from tinyedu.nn import Linear
 from tinyedu.nn.optim import Adam
 from tinyedu.runtime import launch_queue
-from tinyedu.runtime.device import Buffer, InFlight
+from tinyedu.runtime.device import CORES, Buffer, InFlight, thread_count
 from tinyedu.runtime.launch_queue import QUEUE
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -167,3 +167,14 @@ def test_fork_and_exit_with_kernels_queued(case: str):
     assert result.returncode == 0, result.stderr
     if case == "fork":
         assert result.stdout.split() == ["ok", "3.0"]
+
+
+def test_kernels_leave_the_python_thread_a_core(monkeypatch: pytest.MonkeyPatch):
+    """With ASYNC=1, THREADS defaults to one core fewer (the Python thread's); a THREADS given wins."""
+    monkeypatch.delenv("THREADS", raising=False)
+    monkeypatch.delenv("ASYNC", raising=False)
+    assert thread_count() == CORES
+    monkeypatch.setenv("ASYNC", "1")
+    assert thread_count() == max(1, CORES - 1)
+    monkeypatch.setenv("THREADS", "3")
+    assert thread_count() == 3

@@ -55,7 +55,7 @@ class BufferCopy:
     """Copy buffers[1] into buffers[0] (another device's buffer, or a value assign writes)."""
 
     def __call__(self, buffers: list[Buffer]) -> None:
-        buffers[0].copyin(buffers[1].as_numpy())
+        buffers[0].copyin(buffers[1].as_numpy(write=False))  # (read only: queued readers need no wait)
 
 
 class Fill:

@@ -111,8 +111,9 @@ CORES = os.cpu_count() or 1
 
 
 def thread_count() -> int:
-    """THREADS=n, default the number of cores: how many threads a kernel may use."""
-    threads = int(getenv("THREADS", CORES))
+    """THREADS=n, default the number of cores: how many threads a kernel may use. With ASYNC=1 the
+    default is one core fewer, which the Python thread keeps (tinyedu/runtime/launch_queue.py)."""
+    threads = int(getenv("THREADS", max(1, CORES - 1) if getenv("ASYNC", 0) else CORES))
     if threads < 1:
         raise ValueError(f"THREADS={threads}: expected a number of threads >= 1 (1 runs every kernel "
                          "on one thread)")

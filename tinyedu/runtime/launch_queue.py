@@ -4,9 +4,14 @@ An eager step spends more time in Python (building the graph, scheduling, the re
 than its kernels take, and without this the two never overlap: each kernel is called from the
 Python thread, which waits for it. With `ASYNC=1` the realizer hands each C kernel to a queue and
 goes on at once; a thread of this module's small C library takes the kernels off the queue and calls
-them one after another. So while step n's kernels run, Python is already building step n+1. On a
-machine with 2 cores, `THREADS=1 ASYNC=1` gives each its core: the kernels run on one thread on
-one core while Python runs on the other.
+them one after another. So while step n's kernels run, Python is already building step n+1. With
+ASYNC=1, THREADS defaults to the number of cores minus one (tinyedu/runtime/device.py's
+thread_count), so that the Python thread keeps a core: on 2 cores, the kernels run on one thread
+on one core while Python runs on the other.
+
+It is off by default because it changes what a timer measures: `realize()` returns before its
+kernels ran, so a learner timing it would time only the queueing. Reading a value waits; a bench
+that times a block of steps waits for the queue at the end (`QUEUE.drain()`).
 
 Why the thread is C's, not Python's: a Python thread needs the interpreter lock after every kernel,
 and the Python thread holding it gives it up only every few milliseconds (sys.getswitchinterval),
@@ -32,6 +37,7 @@ from __future__ import annotations
 import atexit
 import ctypes
 import os
+import threading
 from collections import deque
 from typing import TYPE_CHECKING
 
@@ -44,7 +50,7 @@ if TYPE_CHECKING:
     from tinyedu.runtime.device import Buffer
 
 MAX_ARGS = 64     # pointers a queued kernel may take; a kernel with more runs on the Python thread
-MAX_QUEUED = 128  # kernels queued at most: Python waits for the oldest rather than run further ahead
+MAX_QUEUED = 32   # kernels queued at most: Python waits for the oldest rather than run further ahead
                   # (each holds its buffers' memory until it ran)
 
 
@@ -156,6 +162,7 @@ class LaunchQueue:
     def __init__(self) -> None:
         self._library: ctypes.CDLL | None = None
         self.held: deque[tuple[int, list[Buffer]]] = deque()  # (launch number, its buffers), oldest first
+        self.lock = threading.Lock()
 
     def library(self) -> ctypes.CDLL:
         """The C library, compiled (once, into the compile cache) and loaded on first use."""
@@ -186,19 +193,20 @@ class LaunchQueue:
             b.pending = number
         buffers[0].pending_write = number  # (a kernel writes its first buffer and reads the others)
         self.held.append((number, buffers))
+        self.release()  # (what finished meanwhile goes back now: memory is not held longer than needed)
         if len(self.held) > MAX_QUEUED:
-            self.release()
-            if len(self.held) > MAX_QUEUED:
-                self.wait(self.held[0][0])
+            self.wait(self.held[0][0])
         return True
 
     def release(self) -> None:
-        """Let go of the buffers of the kernels that finished (on this, the Python, thread)."""
+        """Let go of the buffers of the kernels that finished (on a Python thread: a lock keeps two
+        from each taking an entry off after checking the same one)."""
         if self.held:
-            InFlight.finished = self._library.launch_finished()
-            held, finished = self.held, InFlight.finished
-            while held and held[0][0] <= finished:
-                held.popleft()
+            with self.lock:
+                InFlight.finished = finished = self._library.launch_finished()
+                held = self.held
+                while held and held[0][0] <= finished:
+                    held.popleft()
 
     def wait(self, number: int) -> None:
         """Wait until launch `number` finished (the C call lets other Python threads run meanwhile)."""
