@@ -22,8 +22,8 @@ amplifies; tinyedu rounds at the same points, in another order).
 Each test runs its own seeds on one device and setting: NUMPY (which interprets the kernel ASTs, so
 it checks the scheduler and the views) runs the most programs; C (the default device) fewer, as it
 compiles every new kernel: with the default opts, with the heuristics' opts on every kernel however
-small, with NOOPT=1 and with FUSION=0; PYTHON (which runs the UOps) some too. Gradients: the
-backward of a random weighted sum of the outputs, against torch in float64 (torch in float32 gives
+small, with NOOPT=1, with FUSION=0 and with ASYNC=1 (kernels queued to a launcher thread); PYTHON
+(which runs the UOps) some too. Gradients: the backward of a random weighted sum of the outputs, against torch in float64 (torch in float32 gives
 the conditioning) when torch is installed, else central finite differences of the float64 program.
 RANDOM_GRAPHS=n runs n programs in every test instead of its default (thousands find rarer bugs).
 """
@@ -442,6 +442,14 @@ def test_random_graphs_without_opts_or_fusion(flag: str, monkeypatch: pytest.Mon
     monkeypatch.setenv(flag, "1" if flag == "NOOPT" else "0")
     for seed in range(count(6)):
         check_forward(30_000 + seed, "C")
+
+
+def test_random_graphs_with_kernels_queued(monkeypatch: pytest.MonkeyPatch):
+    """ASYNC=1 (tinyedu/runtime/launch_queue.py): realizes in the middle of a program, shared inputs
+    and results read while later kernels are queued."""
+    monkeypatch.setenv("ASYNC", "1")
+    for seed in range(count(8)):
+        check_forward(50_000 + seed, "C")
 
 
 def torch_gradients(program: Program, weights: list[np.ndarray], dtype: Any) -> list[np.ndarray]:
