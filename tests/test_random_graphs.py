@@ -23,8 +23,9 @@ Each test runs its own seeds on one device and setting: NUMPY (which interprets 
 it checks the scheduler and the views) runs the most programs; C (the default device) fewer, as it
 compiles every new kernel: with the default opts, with the heuristics' opts on every kernel however
 small, with NOOPT=1, with FUSION=0 and with ASYNC=1 (kernels queued to a launcher thread); PYTHON
-(which runs the UOps) some too. Gradients: the backward of a random weighted sum of the outputs, against torch in float64 (torch in float32 gives
-the conditioning) when torch is installed, else central finite differences of the float64 program.
+(which runs the UOps) some too. Gradients: the backward of a random weighted sum of the outputs,
+against torch in float64 (torch in float32 gives the conditioning) when torch is installed, else
+central finite differences of the float64 program.
 RANDOM_GRAPHS=n runs n programs in every test instead of its default (thousands find rarer bugs).
 """
 
