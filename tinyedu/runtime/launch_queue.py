@@ -1,7 +1,7 @@
 """ASYNC=1: the C device's kernels run on a launcher thread, in order, while Python goes on.
 
-An eager step spends more time in Python (building the graph, scheduling, the realizer's own work)
-than its kernels take, and without this the two never overlap: each kernel is called from the
+An eager step often spends more time in Python (building the graph, scheduling, the realizer's own
+work) than its kernels take, and without this the two never overlap: each kernel is called from the
 Python thread, which waits for it. With `ASYNC=1` the realizer hands each C kernel to a queue and
 goes on at once; a thread of this module's small C library takes the kernels off the queue and calls
 them one after another. So while step n's kernels run, Python is already building step n+1. With
