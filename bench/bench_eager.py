@@ -107,10 +107,9 @@ def wall_and_cpu(run: Callable[[], object], repeat: int, warmup: int = 3) -> tup
 def async_rows(step: Callable[[], object], rows: dict[str, tuple[float, float | None]]) -> None:
     """The step with ASYNC=1 (kernels queued to a launcher thread, on THREADS = cores - 1 by default,
     while Python builds the next step on the last core: tinyedu/runtime/launch_queue.py), when there
-    are cores for it and
-    the other rows use them too (not with THREADS=1, where PyTorch gets one core and this would use
-    two). Timed as a block of steps that ends when every queued kernel ran: a step returns before
-    its kernels finished, so a single step's time would not count them."""
+    are cores for it and the other rows use them too (not with THREADS=1, where PyTorch gets one
+    core and this would use two). Timed as a block of steps that ends when every queued kernel ran:
+    a step returns before its kernels finished, so a single step's time would not count them."""
     if one_thread() or CORES < 2:
         return
 
