@@ -23,7 +23,7 @@ from tinyedu.nn import Linear
 from tinyedu.nn.optim import Adam
 from tinyedu.runtime import launch_queue
 from tinyedu.runtime.device import CORES, Buffer, InFlight, thread_count
-from tinyedu.runtime.launch_queue import QUEUE
+from tinyedu.runtime.launch_queue import QUEUE, LaunchQueue
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.skipif(Tensor.default_device != "C", reason="ASYNC queues the C device's kernels")
@@ -71,10 +71,15 @@ def test_kernels_are_queued_and_a_read_waits_for_them(asynchronous):
 
 
 def test_training_gives_the_same_bits(monkeypatch: pytest.MonkeyPatch):
+    """Adam's update copies new values into weights: those copies are queued behind the kernels too."""
     expected = train(6)
     monkeypatch.setenv("ASYNC", "1")
+    copies = []
+    queue_copy = LaunchQueue.submit_copy
+    monkeypatch.setattr(LaunchQueue, "submit_copy", lambda self, *a: copies.append(a) or queue_copy(self, *a))
     for ours, theirs in zip(train(6), expected, strict=True):
         np.testing.assert_array_equal(ours, theirs)
+    assert copies, "no copy was queued"
     for ours, theirs in zip(train(6, jit=True), expected, strict=True):  # TinyJit's replay after queued work
         np.testing.assert_array_equal(ours, theirs)
 
@@ -115,6 +120,19 @@ def test_python_waits_rather_than_queue_without_bound(asynchronous, monkeypatch:
     assert most <= 3
     for k, t in enumerate(outs):
         np.testing.assert_array_equal(t.numpy(), a.numpy() * k + 1)
+
+
+def test_python_waits_rather_than_hold_memory_without_bound(asynchronous, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(launch_queue, "MAX_QUEUED_BYTES", 1)  # one kernel ahead at most
+    a = Tensor(rng_array(256, 256)).realize()
+    outs = []
+    for k in range(6):
+        outs.append((a @ a + k).realize())
+        assert len(QUEUE.held) <= 1 and QUEUE.held_bytes <= 256 * 256 * 4
+    x = a.numpy().astype(np.float64)
+    for k, t in enumerate(outs):
+        np.testing.assert_allclose(t.numpy(), x @ x + k, rtol=1e-4, atol=1e-3)
+    assert QUEUE.held_bytes == 0
 
 
 def test_a_kernel_with_more_pointers_than_the_queue_takes_runs_directly(asynchronous,

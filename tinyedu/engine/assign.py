@@ -29,8 +29,9 @@ from __future__ import annotations
 import functools
 from typing import Collection
 
+from tinyedu.core.helpers import debug_level
 from tinyedu.core.ops import BufferOps, LazyOp, LoadOps, ReduceOps
-from tinyedu.engine.realize import BufferCopy, run_program, run_schedule
+from tinyedu.engine.realize import BufferCopy, queueing, run_program, run_schedule
 from tinyedu.engine.schedule import ScheduleItem
 from tinyedu.engine.schedule_cache import schedules
 from tinyedu.lazy import LazyBuffer, pending_readers
@@ -67,31 +68,34 @@ def assign(pairs: list[tuple[LazyBuffer, LazyBuffer]]) -> None:
     # docstring): by then the schedule has freed the graphs it ran, and a computation that was only
     # part of one of its kernels (the forward product of a matmul whose sum the step stored) is gone.
     kept: set[int] = set()
+    queue = queueing(debug_level())  # ASYNC=1: the copies are queued behind the kernels too
 
     def keep_old_values(buffer: Buffer) -> None:
         if id(buffer) not in kept:
             kept.add(id(buffer))
-            snapshot_for_pending_readers(buffer, stored=stored)
+            snapshot_for_pending_readers(buffer, stored=stored, queue=queue)
 
     run_schedule(schedule, before_write=keep_old_values)
     for buffer, source in copies:
         keep_old_values(buffer)
         source = source.realized if isinstance(source, LazyBuffer) else source
-        run_program(f"copy_{buffer.size}", None, BufferCopy(), [buffer, source])
+        run_program(f"copy_{buffer.size}", None, BufferCopy(), [buffer, source], queue)
     for buffer in targets:
         keep_old_values(buffer)  # (one not written, as w.assign(w): its version still changes)
         buffer.version += 1
 
 
 # --8<-- [end:assign]
-def snapshot_for_pending_readers(buffer: Buffer, stored: Collection[int] | None = None) -> None:
+def snapshot_for_pending_readers(buffer: Buffer, stored: Collection[int] | None = None,
+                                 queue: bool = False) -> None:
     """Computations planned on `buffer` that will not run now (are not `stored` outputs of the schedule
-    about to run) read a copy of its current contents from now on. Called before `buffer` is written."""
+    about to run) read a copy of its current contents from now on. Called before `buffer` is written.
+    (`queue`, ASYNC=1: the copy is queued, at its place among the queued kernels.)"""
     pending = [node for node in pending_readers(buffer) if stored is None or id(node) not in stored]
     if not pending:
         return
     snapshot = Buffer(buffer.device, buffer.size, buffer.dtype)
-    run_program(f"snapshot_{buffer.size}", None, SnapshotCopy(), [snapshot, buffer])
+    run_program(f"snapshot_{buffer.size}", None, SnapshotCopy(), [snapshot, buffer], queue)
     for node in pending:
         node.read_old_values(buffer, snapshot)
 

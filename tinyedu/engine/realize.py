@@ -24,7 +24,7 @@ from tinyedu.engine.lower import lower, lower_ahead, show
 from tinyedu.engine.schedule import ScheduleItem, count_flops
 from tinyedu.engine.two_stage import split_full_reduces
 from tinyedu.runtime import launch_queue
-from tinyedu.runtime.device import Buffer
+from tinyedu.runtime.device import Buffer, Device
 
 # --8<-- [start:capture]
 Program = Callable[[list[Buffer]], None]
@@ -33,11 +33,21 @@ Program = Callable[[list[Buffer]], None]
 observers: list[Callable[[str, "LazyOp | None", Program, list[Buffer]], None]] = []
 
 
-def run_program(name: str, ast: LazyOp | None, program: Program, buffers: list[Buffer]) -> None:
-    """Run one program on buffers (buffers[0] is the one it writes), and report it to the observers."""
+def run_program(name: str, ast: LazyOp | None, program: Program, buffers: list[Buffer],
+                queue: bool = False) -> None:
+    """Run one program on buffers (buffers[0] is the one it writes), and report it to the observers.
+    `queue` (ASYNC=1, never while observers watch): queue it instead, if the program can be."""
+    if queue and hasattr(program, "submit") and program.submit(buffers):
+        return
     program(buffers)
     for observe in observers:
         observe(name, ast, program, buffers)
+
+
+def queueing(level: int) -> bool:
+    """Whether programs are queued (tinyedu/runtime/launch_queue.py): ASYNC=1, unless each one is
+    timed (DEBUG=2, `level`) or watched (TinyJit recording)."""
+    return level < 2 and not observers and launch_queue.enabled()
 
 
 # --8<-- [end:capture]
@@ -56,6 +66,15 @@ class BufferCopy:
 
     def __call__(self, buffers: list[Buffer]) -> None:
         buffers[0].copyin(buffers[1].as_numpy(write=False))  # (read only: queued readers need no wait)
+
+    def submit(self, buffers: list[Buffer]) -> bool:
+        """ASYNC=1: queue the copy behind the kernels that compute its source (a memcpy on the launcher
+        thread), when both buffers are the C device's memory of one dtype; False: run it now."""
+        to, source = buffers
+        if to.dtype != source.dtype or to.size != source.size or \
+                Device.kind(to.device) != "C" or Device.kind(source.device) != "C":
+            return False
+        return launch_queue.QUEUE.submit_copy(to, source)
 
 
 class Fill:
@@ -83,9 +102,7 @@ def run_schedule(schedule: list[ScheduleItem], before_write: Callable[[Buffer], 
                               if not isinstance(item.ast.op, LoadOps)]))
     programs = [None if isinstance(item.ast.op, LoadOps) else next(found) for item in schedule]
     level = debug_level()  # read once per schedule, not per kernel
-    # ASYNC=1: C kernels are queued, not called (tinyedu/runtime/launch_queue.py), unless each kernel
-    # is timed (DEBUG=2) or watched (TinyJit recording)
-    queue = launch_queue.enabled() and level < 2 and not observers
+    queue = queueing(level)  # ASYNC=1: C kernels and copies are queued, not called
     launch_queue.QUEUE.release()  # (the last step's buffers go back to the pool before this one's)
     schedule.reverse()
     programs.reverse()  # (each item's program: popped with it)
@@ -104,7 +121,7 @@ def run_schedule(schedule: list[ScheduleItem], before_write: Callable[[Buffer], 
             if item.ast.arg is not None:
                 run_program(item.name, None, HostCopy(item.ast.arg), [buffer])
             else:
-                run_program(item.name, None, BufferCopy(), [buffer, item.inputs[0].realized])
+                run_program(item.name, None, BufferCopy(), [buffer, item.inputs[0].realized], queue)
                 if level >= 2:  # a copy between devices is communication: DEBUG=2 shows it with the kernels
                     print(f"*** {out.device:6s} {'':4s} {item.name:28s} {buffer.nbytes:9d} bytes")
         elif op is LoadOps.CONST:
@@ -143,8 +160,7 @@ def _run_kernel(item: ScheduleItem, buffer: Buffer, program: LoweredProgram | No
         if program.flops is None:  # the same for every AST equal to this one: once per program
             program.flops, program.label = count_flops(item.ast), item.name
         loaded = time.perf_counter()
-        if not (queue and hasattr(program.runner, "submit") and program.runner.submit(buffers)):
-            run_program(program.label, item.ast, program.runner, buffers)
+        run_program(program.label, item.ast, program.runner, buffers, queue)
     except Exception:
         show(program)  # DEBUG=4/6: the source (and machine code) of the kernel that could not run
         raise

@@ -25,7 +25,10 @@ waits for that launch first (see `InFlight` in tinyedu/runtime/device.py). The q
 the order they were queued, so a kernel that reads another's output needs no wait at all. The queue
 also holds every buffer a queued kernel uses, so that none dies (and gives its memory to the pool)
 while a kernel still uses it; they are let go, on the Python thread, once their kernels finished.
-Before a library is unloaded, before fork() and at exit, everything queued runs first.
+Copies between buffers of the C device (an optimizer's update copying a new value into a weight, a
+snapshot of old values) are queued the same way, as a memcpy. Python runs at most MAX_QUEUED
+kernels, and MAX_QUEUED_BYTES of their outputs, ahead of the launcher: beyond, it waits for the
+oldest. Before a library is unloaded, before fork() and at exit, everything queued runs first.
 
 DEBUG=2 (which times each kernel) and TinyJit's recording (which watches each program) run the
 kernels on the Python thread as without ASYNC. `GlobalCounters.time_sum_s` counts only the time
@@ -50,8 +53,8 @@ if TYPE_CHECKING:
     from tinyedu.runtime.device import Buffer
 
 MAX_ARGS = 64     # pointers a queued kernel may take; a kernel with more runs on the Python thread
-MAX_QUEUED = 32   # kernels queued at most: Python waits for the oldest rather than run further ahead
-                  # (each holds its buffers' memory until it ran)
+MAX_QUEUED = 128             # kernels queued at most: beyond, Python waits for the oldest to finish
+MAX_QUEUED_BYTES = 256 << 20  # and the bytes their outputs hold: memory Python allocated ahead of them
 
 
 def _call_cases() -> str:
@@ -68,6 +71,7 @@ def _call_cases() -> str:
 # --8<-- [start:source]
 SOURCE = r"""
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -137,6 +141,9 @@ long long launch_finished(void) {
   return count;
 }
 
+/* A copy queued like a kernel (a host copy of the C device's memory, behind the kernels it needs). */
+void launch_copy(void *to, void *from, void *nbytes) { memcpy(to, from, (size_t)(uintptr_t)nbytes); }
+
 void launch_wait(long long number) {
   pthread_mutex_lock(&lock);
   while (finished_count < number) pthread_cond_wait(&finished, &lock);
@@ -162,6 +169,7 @@ class LaunchQueue:
     def __init__(self) -> None:
         self._library: ctypes.CDLL | None = None
         self.held: deque[tuple[int, list[Buffer]]] = deque()  # (launch number, its buffers), oldest first
+        self.held_bytes = 0  # the bytes of their outputs (buffers[0])
         self.lock = threading.Lock()
 
     def library(self) -> ctypes.CDLL:
@@ -179,12 +187,13 @@ class LaunchQueue:
             self._library = library
         return self._library
 
-    def submit(self, function: int, buffers: list[Buffer]) -> bool:
-        """Queue `function(*buffers' memory)`; False if it takes too many pointers (run it directly)."""
-        n = len(buffers)
+    def submit(self, function: int, buffers: list[Buffer], *numbers: int) -> bool:
+        """Queue `function(*buffers' memory, *numbers)`; False if it takes too many arguments (run it
+        directly)."""
+        n = len(buffers) + len(numbers)
         if n > MAX_ARGS:
             return False
-        addresses = (ctypes.c_void_p * n)(*[b.host_address(queued=True) for b in buffers])
+        addresses = (ctypes.c_void_p * n)(*[b.host_address(queued=True) for b in buffers], *numbers)
         number = self.library().launch_submit(function, n, addresses)
         if number < 0:
             raise RuntimeError("ASYNC=1: the launcher thread could not be started (or memory ran out); "
@@ -193,10 +202,16 @@ class LaunchQueue:
             b.pending = number
         buffers[0].pending_write = number  # (a kernel writes its first buffer and reads the others)
         self.held.append((number, buffers))
+        self.held_bytes += buffers[0].nbytes
         self.release()  # (what finished meanwhile goes back now: memory is not held longer than needed)
-        if len(self.held) > MAX_QUEUED:
+        while len(self.held) > MAX_QUEUED or (self.held_bytes > MAX_QUEUED_BYTES and len(self.held) > 1):
             self.wait(self.held[0][0])
         return True
+
+    def submit_copy(self, to: Buffer, source: Buffer) -> bool:
+        """Queue a copy of `source`'s memory into `to`'s (of the same size), behind the queued kernels."""
+        return self.submit(ctypes.cast(self.library().launch_copy, ctypes.c_void_p).value, [to, source],
+                           to.nbytes)
 
     def release(self) -> None:
         """Let go of the buffers of the kernels that finished (on a Python thread: a lock keeps two
@@ -206,7 +221,7 @@ class LaunchQueue:
                 InFlight.finished = finished = self._library.launch_finished()
                 held = self.held
                 while held and held[0][0] <= finished:
-                    held.popleft()
+                    self.held_bytes -= held.popleft()[1][0].nbytes
 
     def wait(self, number: int) -> None:
         """Wait until launch `number` finished (the C call lets other Python threads run meanwhile)."""
