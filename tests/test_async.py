@@ -99,6 +99,27 @@ def test_an_input_written_after_a_queued_kernel_read_it(asynchronous):
     np.testing.assert_array_equal(plus.numpy(), new + 1)
 
 
+def test_copies_queued_behind_the_kernels_they_need(asynchronous, monkeypatch: pytest.MonkeyPatch):
+    """assign's copies run on the launcher thread: a snapshot of old values for a computation still
+    lazy, and a swap's copies, each of values that queued kernels write just before."""
+    copies = []
+    queue_copy = LaunchQueue.submit_copy
+    monkeypatch.setattr(LaunchQueue, "submit_copy", lambda self, *a: copies.append(a) or queue_copy(self, *a))
+    old, other = rng_array(384, 384), rng_array(384, 384, seed=3)
+    x = Tensor(old).realize()
+    w = (x @ x).realize()                    # queued: writes w
+    doubled = w * 2                          # lazy: reads the old w
+    w.assign(w + 1).realize()                # w written in place: a snapshot of the old w first
+    a, b = (x * 3).realize(), Tensor(other).realize()
+    Tensor.assign_all([a, b], [b * 2, a * 5])  # each value reads the other's old contents
+    assert len(copies) >= 2, "the snapshot and the swap's copy were not queued"
+    product = old.astype(np.float64) @ old
+    np.testing.assert_allclose(doubled.numpy(), product * 2, rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(w.numpy(), product + 1, rtol=1e-4, atol=1e-3)
+    np.testing.assert_array_equal(a.numpy(), other * 2)
+    np.testing.assert_array_equal(b.numpy(), old * 3 * 5)
+
+
 def test_a_result_read_while_later_kernels_are_queued(asynchronous):
     a = Tensor(rng_array(512, 512)).realize()
     first = (a @ a * 3).realize()
