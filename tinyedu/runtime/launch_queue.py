@@ -170,6 +170,7 @@ class LaunchQueue:
         self._library: ctypes.CDLL | None = None
         self.held: deque[tuple[int, list[Buffer]]] = deque()  # (launch number, its buffers), oldest first
         self.held_bytes = 0  # the bytes of their outputs (buffers[0])
+        self.copy_address = 0  # launch_copy's, once the library is loaded
         self.lock = threading.Lock()
 
     def library(self) -> ctypes.CDLL:
@@ -184,6 +185,7 @@ class LaunchQueue:
             library.launch_submit.restype = ctypes.c_longlong
             library.launch_finished.restype = ctypes.c_longlong
             library.launch_wait.argtypes = (ctypes.c_longlong,)
+            self.copy_address = ctypes.cast(library.launch_copy, ctypes.c_void_p).value
             self._library = library
         return self._library
 
@@ -210,8 +212,8 @@ class LaunchQueue:
 
     def submit_copy(self, to: Buffer, source: Buffer) -> bool:
         """Queue a copy of `source`'s memory into `to`'s (of the same size), behind the queued kernels."""
-        return self.submit(ctypes.cast(self.library().launch_copy, ctypes.c_void_p).value, [to, source],
-                           to.nbytes)
+        self.library()
+        return self.submit(self.copy_address, [to, source], to.nbytes)
 
     def release(self) -> None:
         """Let go of the buffers of the kernels that finished (on a Python thread: a lock keeps two

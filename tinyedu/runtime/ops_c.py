@@ -157,6 +157,7 @@ class CProgram:
         self._key = str(library.file)  # its key in LOADED (a str hashes in C; a Path's hash is a Python call)
         self._loaded: ctypes.CDLL | None = None  # the library `_function` was looked up in
         self._function: Any = None
+        self._address = 0  # where `_function` starts (what ASYNC=1 queues)
         self._arity: int | None = None  # how many pointers `_function` was declared to take
 
     def _load(self) -> ctypes.CDLL:
@@ -174,6 +175,7 @@ class CProgram:
             function = getattr(loaded, self.name)
             function.restype = None
             self._loaded, self._function, self._arity = loaded, function, None
+            self._address = ctypes.cast(function, ctypes.c_void_p).value
         return self._function
 
     def prepare(self) -> None:
@@ -189,7 +191,8 @@ class CProgram:
 
     def submit(self, buffers: list[Buffer]) -> bool:
         """Queue the call instead (ASYNC=1: tinyedu/runtime/launch_queue.py); False if it cannot be."""
-        return QUEUE.submit(ctypes.cast(self.function, ctypes.c_void_p).value, buffers)
+        self.function  # noqa: B018 - (loads the library if it was unloaded, and keeps `_address` current)
+        return QUEUE.submit(self._address, buffers)
 
     def disassemble(self) -> str:
         return disassemble(self.path, self.name, ("objdump", "llvm-objdump"),
