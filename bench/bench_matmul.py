@@ -11,9 +11,11 @@ non-square ones (a tall A times a narrow B, a wide B, sizes like 300 x 500 x 700
   a shape that matmul pads to whole vectors, the padded product's kernel, without the copies);
 - end to end: `(a @ b).numpy()` from realized tensors: build the graph, schedule, run, copy out;
 - GFLOPS of the kernel, and the opts it got.
-Times are the median of several calls per block, and the least of several blocks, alternating
-numpy and tinyedu block by block, in CPU time of this thread when THREADS=1 (waiting for a core
-on a busy machine does not count then), in wall time otherwise. Ratios are time / numpy's time.
+Times are the median of several calls per block, and the least of several blocks: numpy's first,
+in a process of its own (its BLAS threads spin after each call, and would share the cores with
+tinyedu's: see in_own_process in bench/timing.py), then tinyedu's two columns, alternating block by
+block. CPU time of this thread when THREADS=1 (waiting for a core on a busy machine does not count
+then), wall time otherwise. Ratios are time / numpy's time.
 The machine may be shared: read the load average printed with the table.
 """
 
@@ -25,7 +27,7 @@ import time
 from typing import Callable
 
 import numpy as np
-from timing import QUICK, blas_note, load
+from timing import QUICK, blas_note, in_own_process, load
 
 from tinyedu import Tensor
 from tinyedu.engine import beam
@@ -64,17 +66,31 @@ def kernel_runner(n: int, k: int, m: int):
     return lower("C", ast, opts).runner, beam.scratch_buffers(ast, "C"), opts
 
 
-def one_shape(rng: np.random.Generator, n: int, k: int, m: int) -> str:
-    A, B = rng.standard_normal((n, k)).astype(np.float32), rng.standard_normal((k, m)).astype(np.float32)
+def inputs(n: int, k: int, m: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(n * 1_000_003 + k * 1009 + m)  # (the same inputs in every process)
+    return rng.standard_normal((n, k)).astype(np.float32), rng.standard_normal((k, m)).astype(np.float32)
+
+
+def numpy_seconds(shapes: list[tuple[int, int, int]]) -> list[float]:
+    """numpy's `A @ B` for each shape, the best of BLOCKS medians (run in its own process: see below)."""
+    times = []
+    for shape in shapes:
+        A, B = inputs(*shape)
+        times.append(min(median_seconds(lambda A=A, B=B: A @ B) for _ in range(BLOCKS)))
+    return times
+
+
+def one_shape(n: int, k: int, m: int, ref: float) -> str:
+    """The row of one shape; `ref` is numpy's time."""
+    A, B = inputs(n, k, m)
     a, b = Tensor(A).realize(), Tensor(B).realize()
     runner, buffers, opts = kernel_runner(n, k, m)
-    runs = {"numpy": lambda: A @ B, "kernel": lambda: runner(buffers),
-            "end to end": lambda: (a @ b).numpy()}
+    runs = {"kernel": lambda: runner(buffers), "end to end": lambda: (a @ b).numpy()}
     best = {name: float("inf") for name in runs}
     for _ in range(BLOCKS):  # alternating, block by block
         for name, run in runs.items():
             best[name] = min(best[name], median_seconds(run))
-    ref, flops = best["numpy"], 2 * n * k * m
+    flops = 2 * n * k * m
     cells = [f"{n}x{k} @ {k}x{m}".ljust(22), f"{ref * 1e3:9.3f}"]
     cells += [f"{best[name] * 1e3:9.3f} ({best[name] / ref:5.2f}x)" for name in ("kernel", "end to end")]
     return " ".join(cells) + f" {flops / best['kernel'] / 1e9:7.1f}  {opts}"
@@ -86,7 +102,9 @@ if __name__ == "__main__":
           f"{thread_count()} threads); {'CPU time of this thread' if ONE_THREAD else 'wall time'}")
     print(f"== matmul, float32 ({load()}); ms, (x) = time / numpy's time")
     print(f"{'shape':22s} {'numpy':>9s} {'kernel':>18s} {'end to end':>18s} {'GFLOPS':>7s}  opts")
-    rng = np.random.default_rng(0)
-    for shape in QUICK_SHAPES if QUICK else SHAPES:
-        print(one_shape(rng, *shape), flush=True)
+    shapes = QUICK_SHAPES if QUICK else SHAPES
+    references = in_own_process("bench_matmul", "numpy_seconds", shapes)
+    print("(numpy's column was timed first, in a process of its own: see timing.in_own_process)")
+    for shape, ref in zip(shapes, references):
+        print(one_shape(*shape, ref), flush=True)
     print(f"done ({load()})")

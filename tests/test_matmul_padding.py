@@ -2,7 +2,7 @@
 `_times_transposed_padded`): the inputs are copied with zeros up to multiples of PAD_TO, the product
 of the copies is cut back to its size. Checked here: the values and gradients against PyTorch in
 float64, the specials (0 * inf in the padding must not leak), that the padded product's kernel
-gets a vector axis, and which shapes are left alone (small ones, and ones the padding would grow
+gets a vector axis, that each copy keeps its source's order in memory, and which shapes are left alone (small ones, and ones the padding would grow
 by more than PAD_MAX_GROWTH). Last, numpy() of views like the padded product's result (a slice of
 its base), which it copies out of the base's memory without a kernel."""
 
@@ -74,6 +74,20 @@ def test_the_padded_product_is_vectorized() -> None:
     assert kernel.full_shape[:2] == (272, 272), kernel.full_shape
     opts = heuristics.hand_coded_optimizations(kernel, 16, 1)
     assert any(o.op is OptOps.UPCAST and o.amount == 16 for o in opts), opts
+
+
+@pytest.mark.parametrize("transposed", [True, False], ids=["x @ w", "x @ w.T (a Linear's weight)"])
+def test_each_padded_copy_keeps_the_order_of_its_source_in_memory(transposed: bool) -> None:
+    """x @ w passes w's transpose on: its padded copy is made as (k, m), rows of w in order, not as
+    (m, k), which would read w down its columns. A weight stored as (m, k) is copied as (m, k)."""
+    x_np, w_np = data((257, 255), 9), data((255, 257), 10)
+    x = Tensor(x_np).realize()
+    w = Tensor(w_np).realize() if transposed else Tensor(np.ascontiguousarray(w_np.T)).realize().T
+    product = x @ w
+    items = create_schedule([product.lazydata])
+    copy = next(i for i in items if any(b is w.lazydata.base for b in i.inputs))
+    assert copy.out.shape == ((256, 272) if transposed else (272, 256)), copy.out.shape
+    np.testing.assert_allclose(product.numpy(), x_np.astype(np.float64) @ w_np, rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("x_shape, w_shape", [((64, 65), (65, 66)), ((2, 3), (3, 100_001)),

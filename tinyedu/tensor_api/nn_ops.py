@@ -74,6 +74,14 @@ def _padded(size: int) -> int:
     return -(-size // PAD_TO) * PAD_TO
 
 
+def _transposed(t: TensorLike) -> bool:
+    """Whether t's last two axes are a transpose of memory in order: its second-to-last axis steps
+    through memory one element at a time and its last does not (b.T, for b in memory)."""
+    st = getattr(t.lazydata, "st", None)  # (a tensor on several devices has one per device: no)
+    strides = st.views[-1].strides if st is not None and len(st.views) == 1 else ()
+    return len(strides) >= 2 and strides[-2] == 1 and strides[-1] != 1
+
+
 class NNMixin:
     # --8<-- [start:matmul]
     def matmul(self: TensorLike, other: TensorLike) -> TensorLike:
@@ -145,12 +153,20 @@ class NNMixin:
         neither, and the product would run one element at a time (about 70x numpy's time at 257^3
         on one AVX-512 core, `bench/bench_matmul.py`). The copies cost (n + m) k elements, the
         product n m k. The zeros change no sum (0 * w adds a zero to a sum that starts at +0.0),
-        and the padded rows and columns of the result, which may hold 0 * inf = NaN, are cut away."""
+        and the padded rows and columns of the result, which may hold 0 * inf = NaN, are cut away.
+        Each copy keeps the order its source has in memory: b of a @ b arrives transposed (wt is b.T),
+        and a copy in wt's order would read b down its columns, a transposing copy, slower than one
+        that reads and writes rows in order (DEBUG=2 times both copies)."""
         batch, (n, k), m = self.shape[:-2], self.shape[-2:], wt.shape[-2]
         n2, k2, m2 = _padded(n), _padded(k), _padded(m)
         keep = ((0, 0),) * len(batch)
         x = self._apply(F.Pad, padding=(*keep, (0, n2 - n), (0, k2 - k)))._apply(F.Contiguous)
-        w = wt._apply(F.Pad, padding=(*keep, (0, m2 - m), (0, k2 - k)))._apply(F.Contiguous)
+        if _transposed(wt):  # (a @ b passes b's transpose: copied as b, its rows padded, then transposed)
+            swap = (*range(len(batch)), len(batch) + 1, len(batch))
+            w = wt._apply(F.Permute, order=swap)._apply(F.Pad, padding=(*keep, (0, k2 - k), (0, m2 - m)))
+            w = w._apply(F.Contiguous)._apply(F.Permute, order=swap)
+        else:
+            w = wt._apply(F.Pad, padding=(*keep, (0, m2 - m), (0, k2 - k)))._apply(F.Contiguous)
         out = x._times_transposed_direct(w)
         return out._apply(F.Shrink, bounds=(*((0, size) for size in batch), (0, n), (0, m)))
 
