@@ -315,7 +315,8 @@ def block_table() -> None:
 # ---- 2. matmul 256x256 end to end ----
 def matmul_inputs() -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(0)
-    return rng.standard_normal((256, 256)).astype(np.float32), rng.standard_normal((256, 256)).astype(np.float32)
+    a_np, b_np = (rng.standard_normal((256, 256)).astype(np.float32) for _ in range(2))
+    return a_np, b_np
 
 
 def numpy_matmul_seconds() -> float:
@@ -328,7 +329,8 @@ def matmul_table() -> None:
     print(f"\n== matmul 256x256 end to end: (a @ b).numpy() on inputs already in memory [{load()}]")
     a_np, b_np = matmul_inputs()
     a, b = Tensor(a_np).realize(), Tensor(b_np).realize()
-    rows = {"numpy a @ b (own process)": in_own_process("bench_eager", "numpy_matmul_seconds")}
+    reference = "numpy a @ b (own process)"
+    rows = {reference: in_own_process("bench_eager", "numpy_matmul_seconds")}
     rows["tinyedu, schedule cache"] = median_time(lambda: (a @ b).numpy(), 5 * STEPS)
     rows["tinyedu, SCHEDULE_CACHE=0"] = with_env("SCHEDULE_CACHE", "0",
                                                  lambda: median_time(lambda: (a @ b).numpy(), 5 * STEPS))
@@ -344,7 +346,7 @@ def matmul_table() -> None:
         ga, gb = TgTensor(a_np).realize(), TgTensor(b_np).realize()
         rows["tinygrad 0.14 (a @ b).numpy()"] = median_time(lambda: (ga @ gb).numpy(), STEPS)
     for name, seconds in rows.items():
-        print(f"{name:34s} {seconds * 1e3:8.3f} ms   {seconds / rows['numpy a @ b (own process)']:5.2f}x numpy")
+        print(f"{name:34s} {seconds * 1e3:8.3f} ms   {seconds / rows[reference]:5.2f}x numpy")
     print("goal: tinyedu end to end <= 1.3x numpy")
 
 

@@ -105,6 +105,6 @@ if __name__ == "__main__":
     shapes = QUICK_SHAPES if QUICK else SHAPES
     references = in_own_process("bench_matmul", "numpy_seconds", shapes)
     print("(numpy's column was timed first, in a process of its own: see timing.in_own_process)")
-    for shape, ref in zip(shapes, references):
+    for shape, ref in zip(shapes, references, strict=True):
         print(one_shape(*shape, ref), flush=True)
     print(f"done ({load()})")

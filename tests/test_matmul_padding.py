@@ -2,9 +2,10 @@
 `_times_transposed_padded`): the inputs are copied with zeros up to multiples of PAD_TO, the product
 of the copies is cut back to its size. Checked here: the values and gradients against PyTorch in
 float64, the specials (0 * inf in the padding must not leak), that the padded product's kernel
-gets a vector axis, that each copy keeps its source's order in memory, and which shapes are left alone (small ones, and ones the padding would grow
-by more than PAD_MAX_GROWTH). Last, numpy() of views like the padded product's result (a slice of
-its base), which it copies out of the base's memory without a kernel."""
+gets a vector axis, that each copy keeps its source's order in memory, and which shapes are left
+alone (small ones, and ones the padding would grow by more than PAD_MAX_GROWTH). Last, numpy() of
+views like the padded product's result (a slice of its base), which it copies out of the base's
+memory without a kernel."""
 
 from __future__ import annotations
 
