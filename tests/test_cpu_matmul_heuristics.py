@@ -164,3 +164,21 @@ def test_a_reduce_that_would_gather_along_the_rows_keeps_its_vectors_along_the_r
     assert opts[0] == Opt(OptOps.UNROLL, kernel.first_reduce, 16), opts
     expected = ((x_np.astype(np.float64) - mean_np) * w_np).sum(-1)
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("x_shape, w_shape", [((1024, 96), (512, 96)), ((16, 64, 96), (512, 96))],
+                         ids=["2-d", "batched rows"])
+def test_a_short_reduce_under_a_wide_output_takes_the_outer_product_form(x_shape, w_shape):
+    """x @ w.T with 96 terms to sum and 512 outputs per row (a language model's head): the output
+    outweighs both inputs in the contiguity score, which alone would vectorize along w's rows and
+    gather each vector from 16 rows of w, with nothing packed. The heuristics take the outer-product
+    form instead, as for a long reduce: vectors along w's rows from a PACKed tile of w, a block of
+    x's rows, no UNROLL. Against numpy in float64."""
+    x_np, w_np = data(x_shape, 17), data(w_shape, 18)
+    x, w = Tensor(x_np).realize(), Tensor(w_np).realize()
+    kernel, opts, got = opts_and_result(x @ w.T)
+    vocab = len(x_shape) - 1  # the output axis of w's rows
+    assert opts[0] == Opt(OptOps.UPCAST, vocab, 16) and not any(o.op is OptOps.UNROLL for o in opts), opts
+    assert sum(o.op is OptOps.PACK for o in opts) == 1, opts
+    assert any(o.op is OptOps.UPCAST and o.axis != vocab for o in opts), opts  # a block of x's rows
+    np.testing.assert_allclose(got, x_np.astype(np.float64) @ w_np.T.astype(np.float64), rtol=1e-4, atol=1e-3)
