@@ -18,7 +18,7 @@ from tinyedu import Tensor
 from tinyedu.core.uops import UOps
 from tinyedu.engine.lower import heuristic_opts, lower, new_kernel
 from tinyedu.engine.schedule import create_schedule
-from tinyedu.renderer.c_vector_math import simd_loops
+from tinyedu.renderer.c_vector_math import simd_loops, simd_sums
 from tinyedu.runtime.device import Device
 
 
@@ -60,17 +60,35 @@ def run_c_helper(tmp_path, fma: bool, source: str, x: np.ndarray, outputs: int =
     return out if outputs > 1 else out[:, 0]
 
 
-def test_an_elementwise_exp_loop_runs_as_simd_lanes_and_a_reduce_does_not() -> None:
+def test_an_elementwise_exp_loop_runs_as_simd_lanes_and_a_sum_of_exps_as_a_simd_reduction() -> None:
     source, uops = c_source(Tensor.empty(1 << 16).exp())
     assert "#pragma omp simd" in source and "exp2_simd_float32(" in source and "exp2f(" not in source
     assert len(simd_loops(uops)) == 1
     threaded, _ = c_source(Tensor.empty(1 << 22).exp(), threads=2)
     assert "#pragma omp parallel for simd num_threads(2) schedule(simd:guided)" in threaded
     for reduce in (Tensor.empty(64, 1024).exp().sum(1), Tensor.empty(1 << 16).sigmoid().sum()):
-        source, uops = c_source(reduce)  # an accumulator carries from one iteration to the next
-        assert not simd_loops(uops) and "omp simd" not in source and "exp2_simd_float32" not in source
+        source, uops = c_source(reduce)  # an accumulator carries from one iteration to the next:
+        assert not simd_loops(uops)      # not a plain simd loop, but a reduction of the lanes' sums
+        (loop, accs), = simd_sums(uops).items()
+        assert "#pragma omp simd reduction(+: acc0)" in source and "exp2f(" not in source, source
+    source, uops = c_source(Tensor.empty(64, 1024).exp().max(1))  # a max is not a sum: left alone
+    assert not simd_sums(uops) and "omp simd" not in source
     source, uops = c_source(Tensor.empty(1 << 16).sqrt())  # no exp2: the C renderer's code
     assert "omp simd" not in source and not simd_loops(uops)
+
+
+@pytest.mark.parametrize("shape", [(64, 1024), (3, 1000), (1, 37)], ids=["64 x 1024", "3 x 1000", "1 x 37"])
+def test_a_sum_of_exps_in_simd_lanes_matches_float64(shape: tuple[int, int]) -> None:
+    """log(sum(exp(x - max))), a log-softmax's denominator, summed in lanes: against numpy in
+    float64, with extreme inputs (a row of -inf but one, huge and tiny values) where exp underflows."""
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal(shape) * 20).astype(np.float32)
+    x[0, : shape[1] // 2] = -np.inf
+    x[-1, -1] = 80.0
+    got = Tensor(x).logsumexp(1).numpy()
+    shifted = x.astype(np.float64) - x.max(1, keepdims=True)
+    exact = np.log(np.exp(shifted).sum(1)) + x.max(1)
+    np.testing.assert_allclose(got, exact, rtol=2e-6, atol=2e-6)
 
 
 def test_a_store_that_does_not_move_with_the_loop_keeps_the_loop_scalar() -> None:

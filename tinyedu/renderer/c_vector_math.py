@@ -15,6 +15,12 @@ compiler vectorizes, and `#pragma omp simd` on the loops where that is safe:
   code). float64 has its own exp2 (`exp2_simd_float64`, below): the linearizer makes no float64
   vectors, but under `omp simd` the compiler vectorizes the loop, helper inlined, all the same.
 
+And a reduce's innermost loop, on one thread, that computes a float exp2, stores nothing and only
+adds to scalar float accumulators that start at 0 (a softmax's or a cross-entropy's sum of exps):
+`#pragma omp simd reduction(+: acc0)`, where each lane keeps a partial sum and the lanes are added
+up after the loop (`simd_sums`). That sums in another order than one element after the other, as
+a reduce that the optimizer vectorizes (UNROLL) does.
+
 A threaded loop becomes `parallel for simd` with `schedule(simd:guided)` (chunks of whole vectors).
 The kernel is compiled without trapping math (`#pragma GCC optimize`): the compiler may then turn
 the clamps into vector selects; it changes no value, only whether a NaN compare may raise a
@@ -295,6 +301,40 @@ def simd_loops(uops: list[UOp]) -> set[UOp]:
     return chosen
 
 
+def simd_sums(uops: list[UOp]) -> dict[UOp, list[UOp]]:
+    """The RANGE UOps of reduce loops that may run as SIMD lanes, each with the accumulators it sums
+    into (`reduction(+: ...)`): an innermost loop, on one thread, that computes a float exp2 and
+    stores nothing, whose every ASSIGN adds one value to a scalar float accumulator that starts at 0
+    and that nothing else in the loop reads (a softmax's sum of exps, a cross-entropy's). A local
+    array (a full sum's blocks, tinyedu/codegen/sum_blocks.py) is written after such a loop, not in it."""
+    if any(u.op in (UOps.DEFINE_SHARED, UOps.BARRIER, UOps.SPECIAL) for u in uops):  # (a GPU's)
+        return {}
+    sums, open_loops = {}, []
+    for i, u in enumerate(uops):
+        if u.op is UOps.RANGE:
+            open_loops.append(i)
+        elif u.op is UOps.ENDRANGE and open_loops:
+            start = open_loops.pop()
+            loop, body = uops[start], uops[start + 1:i]
+            assigns = [b for b in body if b.op is UOps.ASSIGN]
+            if loop.arg.threads > 1 or not assigns or not any(_is_exp2(b) for b in body) or \
+                    any(b.op in (UOps.RANGE, UOps.STORE) for b in body):
+                continue
+            accs = [a.src[0] for a in assigns]
+            if len(set(accs)) == len(accs) and all(_sum_into(a, body) for a in assigns):
+                sums[loop] = accs
+    return sums
+
+
+def _sum_into(assign: UOp, body: list[UOp]) -> bool:
+    """Whether `assign` is acc = acc + value, for a scalar float acc that starts at 0 and that nothing
+    else in `body` reads."""
+    acc, value = assign.src
+    return (acc.op is UOps.DEFINE_ACC and acc.dtype in FLOATS and acc.arg == 0 and value.op is UOps.ALU and
+            value.arg is BinaryOps.ADD and acc in value.src and
+            not any(acc in b.src for b in body if b is not value and b is not assign))
+
+
 # --8<-- [start:exp-parts]
 # expr.py's exp(x, times_pow2=n) in float32, as the linearizer leaves it (its constants, repeated here):
 #   x clamped: max(-max(-x, -110), -110);  p = x * LOG2_E;  k = round(p) [+ n]
@@ -378,7 +418,8 @@ class VectorMathCRenderer(CRenderer):
 
     def __init__(self, name: str, uops: list[UOp]):
         super().__init__(name, uops)
-        self.simd = simd_loops(uops)
+        self.sums = simd_sums(uops)  # reduce loops -> their accumulators
+        self.simd = simd_loops(uops) | set(self.sums)
         self.exps = {u: parts for u in uops if self.simd and (parts := exp_parts(u)) is not None}
         # expr.py's whole tanh, gelu or sigmoid (WHOLE_FORMULAS): its last UOp -> (helper, source, x). The
         # formula's own ops are still written out, unused, and the compiler drops them
@@ -400,6 +441,8 @@ class VectorMathCRenderer(CRenderer):
             self.emit("int omp_get_max_threads(void);")
             self.emit(f"#pragma omp parallel for simd num_threads({u.arg.threads}) schedule(simd:guided) "
                       "if(omp_get_max_threads() > 1)")
+        elif u in self.sums:  # (the lanes keep partial sums, added together after the loop)
+            self.emit(f"#pragma omp simd reduction(+: {', '.join(self.value(acc) for acc in self.sums[u])})")
         else:
             self.emit("#pragma omp simd")
         name = u.arg.name
