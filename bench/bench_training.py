@@ -2,10 +2,12 @@
 
 Run: .venv/bin/python bench/bench_training.py [--quick]      (not a test; prints tables)
 
-Workloads (one SGD step each: forward, cross-entropy, backward, update):
-- MLP 784-256-10, batch 128 (the issue's reference step);
-- a small CNN (conv 1->8 3x3, pool, conv 8->16 3x3, pool, linear 400->10), batch 64: the model
-  notebook 08 trains.
+Workloads (one step each: forward, cross-entropy, backward, update):
+- MLP 784-256-10, batch 128, SGD (the issue's reference step);
+- a small CNN (conv 1->8 3x3, pool, conv 8->16 3x3, pool, linear 400->10), batch 64, SGD: the model
+  notebook 08 trains;
+- chapter 13's GPT, AdamW with the gradients' norm clipped, as `train_gpt` trains it (its own table:
+  tinyedu eager, TinyJit and its kernels, against the same model and weights in eager PyTorch).
 For tinyedu three numbers: eager (build the graph, schedule, look kernels up, run them: what a
 plain Python loop pays), TinyJit (replay the recorded kernels), and the kernels alone (the sum of
 their times inside a replay). Python time = eager - kernels; what the JIT saves = eager - JIT.
@@ -24,12 +26,14 @@ from typing import Callable
 
 import numpy as np
 from timing import QUICK, load, median_time, peer_note, tinygrad, torch
+from torch_gpt import TorchGPT
 
 from tinyedu import Device, Tensor, TinyJit
 from tinyedu.core.helpers import GlobalCounters
+from tinyedu.models.gpt import GPT
 from tinyedu.nn import Conv2d, Linear
-from tinyedu.nn.optim import SGD
-from tinyedu.nn.state import get_parameters
+from tinyedu.nn.optim import SGD, AdamW, clip_grad_norm
+from tinyedu.nn.state import get_parameters, get_state_dict
 
 STEPS = 10 if QUICK else 30
 
@@ -176,6 +180,59 @@ def report(name: str, kind: str, make: Callable[[], object], shape: tuple[int, .
             print(f"tinygrad            skipped: {type(e).__name__}: {str(e).splitlines()[0][:100]}")
 
 
+# ---- chapter 13's GPT: the training step of train_gpt ----
+GPT_CONFIG = {"vocab_size": 512, "block_size": 64, "dim": 96, "n_heads": 4, "n_layers": 3,
+              "positions": "rope"}
+GPT_BATCH, GPT_LR, GPT_CLIP = 16, 3e-3, 1.0
+
+
+def gpt_table() -> None:
+    """One AdamW step of chapter 13's large GPT (385k parameters) on 16 windows of 65 tokens, with the
+    gradients' norm clipped to 1, as `train_gpt` runs it: tinyedu eager and under TinyJit (its
+    kernels alone beside), and the same model and step in eager PyTorch (bench/torch_gpt.py, its
+    loss checked against tinyedu's in tests/test_gpt.py)."""
+    Tensor.manual_seed(0)
+    model = GPT(**GPT_CONFIG)
+    windows = np.random.default_rng(0).integers(0, GPT_CONFIG["vocab_size"], (GPT_BATCH, 65)).astype(np.int32)
+    state = {k: v.numpy() for k, v in get_state_dict(model).items()}
+    optimizer = AdamW(get_parameters(model), lr=GPT_LR)
+    tokens = Tensor(windows).realize()
+
+    def step(tokens: Tensor) -> Tensor:
+        optimizer.zero_grad()
+        loss = model.loss(tokens).backward()
+        clip_grad_norm(optimizer.params, GPT_CLIP)
+        optimizer.step()
+        return loss
+
+    steps = max(3, STEPS // 5)
+    rows = {"tinyedu eager": median_time(lambda: step(tokens).realize(), steps, warmup=2)}
+    jit = TinyJit(step)
+    rows["tinyedu TinyJit"] = median_time(lambda: jit(tokens).realize(), STEPS, warmup=3)
+    rows["  its kernels alone"] = statistics.median(
+        sum(seconds for _, seconds in jit.time_items(tokens)) for _ in range(steps))
+    reference = None
+    if torch is not None:
+        port = TorchGPT(torch, state, GPT_CONFIG)
+        params = port.parameters()
+        torch_optimizer = torch.optim.AdamW(params, lr=GPT_LR, weight_decay=0.01)
+        torch_tokens = torch.tensor(windows)
+
+        def torch_step() -> None:
+            torch_optimizer.zero_grad()
+            port.loss(torch_tokens).backward()
+            torch.nn.utils.clip_grad_norm_(params, GPT_CLIP)
+            torch_optimizer.step()
+
+        reference = f"PyTorch eager ({torch.get_num_threads()} threads)"
+        rows[reference] = median_time(torch_step, STEPS)
+    print(f"\n== chapter 13's GPT (dim 96, 3 layers, vocab 512), AdamW step on {GPT_BATCH} x 64 tokens "
+          f"[{load()}]")
+    for name, seconds in rows.items():
+        ratio = f"   {seconds / rows[reference]:5.2f}x PyTorch" if reference else ""
+        print(f"{name:32s} {seconds * 1e3:8.2f} ms{ratio}")
+
+
 def lr_schedule_compiles() -> None:
     """20 steps with a decaying lr: how many new kernels were compiled after the first step."""
     Tensor.manual_seed(0)
@@ -203,4 +260,5 @@ if __name__ == "__main__":
     print(f"device {Device.DEFAULT}; timings are medians of {STEPS} steps; {peer_note()} [{load()}]")
     report("MLP 784-256-10, batch 128, SGD", "mlp", MLP, (128, 784))
     report("CNN (conv8-pool-conv16-pool-linear), batch 64, SGD", "cnn", CNN, (64, 1, 28, 28))
+    gpt_table()
     lr_schedule_compiles()

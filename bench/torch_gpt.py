@@ -4,7 +4,8 @@ The same arithmetic as tinyedu's model: token embedding, n_layers pre-norm block
 Linear, rotary positions from the model's own cos/sin tables, causal softmax attention, a projection,
 LayerNorm, a GELU (tanh) MLP), a final LayerNorm and the head tied to the token embedding. Decoding
 keeps a KV cache that it writes in place, or recomputes the whole prefix. bench/bench_decode.py times
-it next to tinyedu; tests/test_gpt.py checks that it gives tinyedu's greedy tokens (without timing).
+its decoding next to tinyedu's, bench/bench_training.py a training step; tests/test_gpt.py checks
+that it gives tinyedu's greedy tokens and loss (without timing).
 
 The caller imports torch (bench/timing.py imports it before tinyedu) and passes it in, so that this
 file imports no framework itself.
@@ -19,7 +20,7 @@ import numpy as np
 
 
 class TorchGPT:
-    """Eager PyTorch forward passes and greedy decoding with the weights of a tinyedu GPT."""
+    """Eager PyTorch forward passes, greedy decoding and a training loss with the weights of a tinyedu GPT."""
 
     def __init__(self, torch: Any, state: dict[str, np.ndarray], config: dict[str, Any]):
         if config.get("positions", "rope") != "rope" or config.get("window") is not None:
@@ -37,32 +38,45 @@ class TorchGPT:
         return self.torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
 
     def forward(self, tokens: Any, start: int, cache: list | None) -> Any:
-        """Logits (T, vocab) of tokens (T,) at positions start..; with a cache (per layer k, v of
-        (heads, block, head_dim)), reading positions < start from it and writing the new ones."""
+        """Logits (..., T, vocab) of tokens (..., T) at positions start.. (a batch of sequences, or
+        one); with a cache (per layer k, v of (heads, block, head_dim); one sequence), reading
+        positions < start from it and writing the new ones."""
         torch, w, F = self.torch, self.w, self.torch.nn.functional
-        T, hd = tokens.shape[0], self.dim // self.heads
+        lead, T, hd = tokens.shape[:-1], tokens.shape[-1], self.dim // self.heads
         positions = torch.arange(start, start + T)
         x = w["tok_emb.weight"][tokens]
         for n in range(self.layers):
             p = f"blocks.{n}."
             h = F.layer_norm(x, (self.dim,), w[p + "ln1.weight"], w[p + "ln1.bias"])
+            # (..., T, 3, heads, hd) -> q, k, v of (..., heads, T, hd)
             q, k, v = F.linear(h, w[p + "attn.qkv.weight"], w[p + "attn.qkv.bias"]).reshape(
-                T, 3, self.heads, hd).permute(1, 2, 0, 3)
+                *lead, T, 3, self.heads, hd).movedim(-3, 0).transpose(-3, -2)
             q, k = self._rope(q, positions), self._rope(k, positions)
             if cache is not None:
                 cache[n][0][:, start:start + T] = k
                 cache[n][1][:, start:start + T] = v
                 k, v = cache[n][0][:, :start + T], cache[n][1][:, :start + T]
-            mask = torch.arange(k.shape[1]).reshape(1, -1) <= positions.reshape(-1, 1)
+            mask = torch.arange(k.shape[-2]).reshape(1, -1) <= positions.reshape(-1, 1)
             scores = (q @ k.transpose(-2, -1)) * (1 / math.sqrt(hd))
             out = scores.masked_fill(~mask, -math.inf).softmax(-1) @ v
-            x = x + F.linear(out.permute(1, 0, 2).reshape(T, self.dim), w[p + "attn.proj.weight"],
+            x = x + F.linear(out.transpose(-3, -2).reshape(*lead, T, self.dim), w[p + "attn.proj.weight"],
                              w[p + "attn.proj.bias"])
             h = F.layer_norm(x, (self.dim,), w[p + "ln2.weight"], w[p + "ln2.bias"])
             h = F.gelu(F.linear(h, w[p + "mlp.fc.weight"], w[p + "mlp.fc.bias"]), approximate="tanh")
             x = x + F.linear(h, w[p + "mlp.proj.weight"], w[p + "mlp.proj.bias"])
         x = F.layer_norm(x, (self.dim,), w["ln_f.weight"], w["ln_f.bias"])
         return x @ w["tok_emb.weight"].T
+
+    def loss(self, tokens: Any) -> Any:
+        """The next-token cross-entropy of windows (B, T + 1), as tinyedu's GPT.loss."""
+        logits = self.forward(tokens[:, :-1], 0, None)
+        return self.torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
+                                                      tokens[:, 1:].reshape(-1).long())
+
+    def parameters(self) -> list[Any]:
+        """The weights a training step updates (the rotary tables are not weights), made leaves
+        that record gradients."""
+        return [t.requires_grad_(True) for name, t in self.w.items() if "rope" not in name]
 
     def generate(self, prompt: list[int], new_tokens: int, cache: bool = True) -> list[int]:
         """Greedy decoding, as tinyedu's generate(temperature=0), under torch.inference_mode."""

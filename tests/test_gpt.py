@@ -458,8 +458,8 @@ def test_speculative_decoding_replays_the_kept_steps() -> None:
     assert target.decoding_state()[0].steps[4].calls >= 3 and draft.decoding_state()[0].steps[1].calls >= 3
 
 
-# ---- the PyTorch port that bench/bench_decode.py times ----
-def test_the_benchs_pytorch_port_gives_tinyedus_greedy_tokens() -> None:
+# ---- the PyTorch port that bench/bench_decode.py and bench/bench_training.py time ----
+def test_the_benchs_pytorch_port_gives_tinyedus_greedy_tokens_and_loss() -> None:
     torch = pytest.importorskip("torch")
     spec = importlib.util.spec_from_file_location(
         "torch_gpt", pathlib.Path(__file__).resolve().parents[1] / "bench" / "torch_gpt.py")
@@ -485,3 +485,13 @@ def test_the_benchs_pytorch_port_gives_tinyedus_greedy_tokens() -> None:
         whole = port.forward(torch.tensor(tokens).long(), 0, None)
     np.testing.assert_allclose(whole.numpy(), expected, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(torch.cat(split).numpy(), expected, rtol=1e-4, atol=1e-4)
+    # the loss bench/bench_training.py trains with: a batch of windows, and its gradient of the head
+    windows = _tokens(8, (4, 21))
+    model.tok_emb.weight.grad = None
+    ours = model.loss(Tensor(windows)).backward()
+    params = dict(zip([k for k in port.w if "rope" not in k], port.parameters(), strict=True))
+    theirs = port.loss(torch.tensor(windows))
+    theirs.backward()
+    np.testing.assert_allclose(theirs.item(), ours.item(), rtol=1e-5)
+    np.testing.assert_allclose(params["tok_emb.weight"].grad.numpy(), model.tok_emb.weight.grad.numpy(),
+                               rtol=1e-3, atol=1e-5)
