@@ -282,22 +282,28 @@ def _depends_on(u: UOp, loop: UOp) -> bool:
     return False
 
 
-def simd_loops(uops: list[UOp]) -> set[UOp]:
-    """The RANGE UOps of the loops that may run as SIMD lanes (see the module docstring)."""
-    if any(u.op in UNSAFE for u in uops):
-        return set()
-    chosen, open_loops = set(), []
+def _innermost_loops(uops: list[UOp]):
+    """(RANGE UOp, the UOps of its body) of every innermost loop that computes a float exp2."""
+    open_loops = []
     for i, u in enumerate(uops):
         if u.op is UOps.RANGE:
             open_loops.append(i)
         elif u.op is UOps.ENDRANGE and open_loops:
             start = open_loops.pop()
-            loop, body = uops[start], uops[start + 1:i]
-            if any(b.op is UOps.RANGE for b in body):
-                continue  # not the innermost loop
-            stores = [b for b in body if b.op is UOps.STORE]
-            if any(_is_exp2(b) for b in body) and stores and all(_depends_on(s.src[1], loop) for s in stores):
-                chosen.add(loop)
+            body = uops[start + 1:i]
+            if not any(b.op is UOps.RANGE for b in body) and any(_is_exp2(b) for b in body):
+                yield uops[start], body
+
+
+def simd_loops(uops: list[UOp]) -> set[UOp]:
+    """The RANGE UOps of the loops that may run as SIMD lanes (see the module docstring)."""
+    if any(u.op in UNSAFE for u in uops):
+        return set()
+    chosen = set()
+    for loop, body in _innermost_loops(uops):
+        stores = [b for b in body if b.op is UOps.STORE]
+        if stores and all(_depends_on(s.src[1], loop) for s in stores):
+            chosen.add(loop)
     return chosen
 
 
@@ -309,20 +315,14 @@ def simd_sums(uops: list[UOp]) -> dict[UOp, list[UOp]]:
     array (a full sum's blocks, tinyedu/codegen/sum_blocks.py) is written after such a loop, not in it."""
     if any(u.op in (UOps.DEFINE_SHARED, UOps.BARRIER, UOps.SPECIAL) for u in uops):  # (a GPU's)
         return {}
-    sums, open_loops = {}, []
-    for i, u in enumerate(uops):
-        if u.op is UOps.RANGE:
-            open_loops.append(i)
-        elif u.op is UOps.ENDRANGE and open_loops:
-            start = open_loops.pop()
-            loop, body = uops[start], uops[start + 1:i]
-            assigns = [b for b in body if b.op is UOps.ASSIGN]
-            if loop.arg.threads > 1 or not assigns or not any(_is_exp2(b) for b in body) or \
-                    any(b.op in (UOps.RANGE, UOps.STORE) for b in body):
-                continue
-            accs = [a.src[0] for a in assigns]
-            if len(set(accs)) == len(accs) and all(_sum_into(a, body) for a in assigns):
-                sums[loop] = accs
+    sums = {}
+    for loop, body in _innermost_loops(uops):
+        assigns = [b for b in body if b.op is UOps.ASSIGN]
+        if loop.arg.threads > 1 or not assigns or any(b.op is UOps.STORE for b in body):
+            continue
+        accs = [a.src[0] for a in assigns]
+        if len(set(accs)) == len(accs) and all(_sum_into(a, body) for a in assigns):
+            sums[loop] = accs
     return sums
 
 
