@@ -11,11 +11,12 @@ non-square ones (a tall A times a narrow B, a wide B, sizes like 300 x 500 x 700
   a shape that matmul pads to whole vectors, the padded product's kernel, without the copies);
 - end to end: `(a @ b).numpy()` from realized tensors: build the graph, schedule, run, copy out;
 - GFLOPS of the kernel, and the opts it got.
-Times are the median of several calls per block, and the least of several blocks: numpy's first,
-in a process of its own (its BLAS threads spin after each call, and would share the cores with
-tinyedu's: see in_own_process in bench/timing.py), then tinyedu's two columns, alternating block by
-block. CPU time of this thread when THREADS=1 (waiting for a core on a busy machine does not count
-then), wall time otherwise. Ratios are time / numpy's time.
+Times are the median of several calls per block, and the least of several blocks, the columns
+alternating block by block. With more than one thread on either side, numpy's column is timed
+first, in a process of its own: its BLAS threads spin after each call and would share the cores
+with tinyedu's (see in_own_process in bench/timing.py). CPU time of this thread when THREADS=1
+(waiting for a core on a busy machine does not count then), wall time otherwise. Ratios are time /
+numpy's time.
 The machine may be shared: read the load average printed with the table.
 """
 
@@ -27,7 +28,7 @@ import time
 from typing import Callable
 
 import numpy as np
-from timing import QUICK, blas_note, in_own_process, load
+from timing import QUICK, blas_note, blas_threads, in_own_process, load
 
 from tinyedu import Tensor
 from tinyedu.engine import beam
@@ -80,16 +81,20 @@ def numpy_seconds(shapes: list[tuple[int, int, int]]) -> list[float]:
     return times
 
 
-def one_shape(n: int, k: int, m: int, ref: float) -> str:
-    """The row of one shape; `ref` is numpy's time."""
+def one_shape(n: int, k: int, m: int, ref: float | None) -> str:
+    """The row of one shape; `ref` is numpy's time, or None to time numpy here, block by block with
+    tinyedu's columns."""
     A, B = inputs(n, k, m)
     a, b = Tensor(A).realize(), Tensor(B).realize()
     runner, buffers, opts = kernel_runner(n, k, m)
     runs = {"kernel": lambda: runner(buffers), "end to end": lambda: (a @ b).numpy()}
+    if ref is None:
+        runs["numpy"] = lambda: A @ B
     best = {name: float("inf") for name in runs}
     for _ in range(BLOCKS):  # alternating, block by block
         for name, run in runs.items():
             best[name] = min(best[name], median_seconds(run))
+    ref = best.get("numpy", ref)
     flops = 2 * n * k * m
     cells = [f"{n}x{k} @ {k}x{m}".ljust(22), f"{ref * 1e3:9.3f}"]
     cells += [f"{best[name] * 1e3:9.3f} ({best[name] / ref:5.2f}x)" for name in ("kernel", "end to end")]
@@ -103,8 +108,12 @@ if __name__ == "__main__":
     print(f"== matmul, float32 ({load()}); ms, (x) = time / numpy's time")
     print(f"{'shape':22s} {'numpy':>9s} {'kernel':>18s} {'end to end':>18s} {'GFLOPS':>7s}  opts")
     shapes = QUICK_SHAPES if QUICK else SHAPES
-    references = in_own_process("bench_matmul", "numpy_seconds", shapes)
-    print("(numpy's column was timed first, in a process of its own: see timing.in_own_process)")
+    if ONE_THREAD and blas_threads() == 1:  # no thread spins on either side: numpy alternates here
+        references: list = [None] * len(shapes)
+        print("(numpy's column alternates with tinyedu's, block by block, in this process)")
+    else:
+        references = in_own_process("bench_matmul", "numpy_seconds", shapes)
+        print("(numpy's column was timed first, in a process of its own: see timing.in_own_process)")
     for shape, ref in zip(shapes, references, strict=True):
         print(one_shape(*shape, ref), flush=True)
     print(f"done ({load()})")

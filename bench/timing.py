@@ -88,6 +88,13 @@ def blas_note() -> str:
                                f"{p.get('architecture')}, {p['num_threads']} threads" for p in pools])
 
 
+def blas_threads() -> int | None:
+    """How many threads numpy's BLAS runs, as its environment says (OPENBLAS_NUM_THREADS, else
+    OMP_NUM_THREADS); None when neither is set (then it takes every core)."""
+    value = os.environ.get("OPENBLAS_NUM_THREADS") or os.environ.get("OMP_NUM_THREADS")
+    return int(value) if value else None
+
+
 def load() -> str:
     """The load average (1, 5, 15 minutes): printed beside every table, since the machine may be shared."""
     return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
