@@ -132,17 +132,17 @@ def in_own_process(module: str, function: str, *args: object) -> object:
 
     For a peer whose threads would otherwise share the cores with tinyedu's: numpy's BLAS (OpenBLAS)
     keeps its worker threads spinning for about 0.1 s after each call, so tinyedu's kernels timed
-    right after numpy's would share a core with them (on 2 cores, a 256x256 matmul read back took
-    about twice as long in the first 0.1 s after a block of numpy's matmuls), and tinyedu's OpenMP
-    threads spin after its kernels too. In their own processes, neither waits for the other's threads."""
+    right after numpy's would share a core with them (measured on 2 cores: the first 50 reads of a
+    256x256 `(a @ b).numpy()` after a block of numpy's matmuls took 2.3 ms each on average, against
+    0.27 ms), and tinyedu's OpenMP threads spin after its kernels too. In their own processes,
+    neither waits for the other's threads."""
     code = (f"import json, sys\nimport {module}\n"
             f"print(json.dumps({module}.{function}(*json.loads(sys.argv[1]))))")
     bench = os.path.dirname(os.path.abspath(__file__))
     path = os.pathsep.join(p for p in (bench, os.environ.get("PYTHONPATH")) if p)
     # (the command line's flags, --quick, go along: the child's sys.argv[2:])
     done = subprocess.run([sys.executable, "-c", code, json.dumps(args), *sys.argv[1:]], capture_output=True,
-                          text=True,
-                          env={**os.environ, "PYTHONPATH": path})
+                          text=True, env={**os.environ, "PYTHONPATH": path})
     if done.returncode != 0:
         raise RuntimeError(f"{module}.{function} in its own process failed:\n{done.stderr[-2000:]}")
     return json.loads(done.stdout.splitlines()[-1])
