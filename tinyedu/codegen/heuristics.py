@@ -324,7 +324,7 @@ def _contiguous_outer_axis(k: Kernel, vector_width: int) -> tuple[int, int] | No
     end. Measured on one AVX-512 core, kernel alone: (1024 x 1024) @ (1024 x 128) took 3.6 ms as a
     dot product (reduce UNROLLed), 1.6 ms so."""
     out_strides = k.sts[0].real_strides(ignore_valid=True)
-    strides = [k.sts[p].real_strides(ignore_valid=True) for p in _loads(k) if k.bufs[p] in _summed_buffers(k)]
+    strides = _summed_strides(k)
     for axis in reversed([a for a in k.loop_axes if k.kinds[a] is AxisKind.LOOP]):
         width = next((w for w in (vector_width, vector_width // 2, vector_width // 4)
                       if w >= 4 and k.full_shape[axis] % w == 0), None)
@@ -342,7 +342,7 @@ def _short_reduce_axis(k: Kernel, vector: tuple[int, int]) -> tuple[int, int] | 
     summed input is contiguous along this reduce axis. _outer_product_form takes it from there, as
     for a long reduce. Measured on one AVX-512 core, kernel alone: (1024 x 96) @ (512 x 96).T took
     15 ms with the gathers."""
-    strides = [k.sts[p].real_strides(ignore_valid=True) for p in _loads(k) if k.bufs[p] in _summed_buffers(k)]
+    strides = _summed_strides(k)
     if all(s[vector[0]] in (0, 1) for s in strides):
         return None
     for axis in (a for a in k.loop_axes if k.kinds[a] is AxisKind.REDUCE):
@@ -383,6 +383,12 @@ def _outer_product_form(k: Kernel, vector: tuple[int, int] | None,
 def _summed_buffers(k: Kernel) -> set[MemBuffer]:
     """The buffers the reduce itself reads (a matmul's A and B; not a bias added after it)."""
     return {node.arg for node in k.reduceop.walk() if node.op is BufferOps.LOAD}
+
+
+def _summed_strides(k: Kernel) -> list[tuple[int | None, ...]]:
+    """The per-axis strides of each buffer the reduce itself reads (see _summed_buffers)."""
+    summed = _summed_buffers(k)
+    return [k.sts[p].real_strides(ignore_valid=True) for p in _loads(k) if k.bufs[p] in summed]
 
 
 def _loads(k: Kernel) -> list[int]:
