@@ -8,6 +8,7 @@ time exp, tanh, sigmoid and gelu next to PyTorch.
 
 from __future__ import annotations
 
+import platform
 import shutil
 
 import numpy as np
@@ -237,6 +238,52 @@ def test_max_with_a_constant_is_one_select_that_keeps_nan() -> None:
     with np.errstate(all="ignore"):
         np.testing.assert_array_equal(t.numpy(), np.exp2(np.maximum(x, np.float32(-1.5))))
     assert "max_float32(" in c_source(Tensor.empty(1 << 12).maximum(0.0).exp2())[0]
+
+
+@pytest.mark.parametrize("fma", [True, False], ids=["fma", "no-fma"])
+def test_a_result_that_rounds_to_zero_raises_no_underflow(tmp_path, fma: bool) -> None:
+    """exp of -inf (a softmax's masked entries), or of anything whose result is below 2^-151, is +0.0
+    made by a multiplication by 0: an underflowing multiply gives the same +0.0 but runs in microcode
+    on x86 (about 5x slower for a causally masked softmax's exps). The helpers are run on such
+    points between feclearexcept and fetestexcept: no underflow flag, and every result is +0.0. A
+    truly subnormal result (2^-140.3) still flags one, so the check can see a flag."""
+    import ctypes
+
+    from tinyedu.renderer.c_vector_math import EXP2_FLOAT32, EXP2_FLOAT64, EXP2_WHOLE_FLOAT32, EXP2_WHOLE_FLOAT64
+    from tinyedu.runtime.ops_c import compiler_flags
+    from tinyedu.runtime.toolchain import BASE_FLAGS, compile_library, find_compiler
+
+    if not fma and platform.machine() not in ("x86_64", "AMD64"):
+        pytest.skip("the no-FMA build is checked on x86-64 (arm64 always has fused multiply-adds)")
+    source = "#include <fenv.h>\n" + EXP2_FLOAT32 + EXP2_WHOLE_FLOAT32 + EXP2_FLOAT64 + EXP2_WHOLE_FLOAT64 + """
+int run(const float* x, float* out, int n) {  /* 1 if an underflow was flagged */
+  feclearexcept(FE_ALL_EXCEPT);
+  for (int i = 0; i < n; i++) {
+    out[6 * i] = exp2_simd_float32(x[i]);
+    out[6 * i + 1] = exp_simd_float32(x[i], 0.0f);
+    out[6 * i + 2] = exp_simd_float32(x[i] + 40.0f, -64.0f);
+    out[6 * i + 3] = exp2_whole_float32(x[i] < -1e9f ? x[i] : (float)(int)x[i]);
+    out[6 * i + 4] = (float)exp2_simd_float64(8.0 * (double)x[i]);
+    out[6 * i + 5] = (float)exp2_whole_float64(x[i] < -1e9f ? 8.0 * (double)x[i] : 8.0 * (int)x[i]);
+  }
+  return fetestexcept(FE_UNDERFLOW) != 0;
+}"""
+    compiler = find_compiler()
+    flags = compiler_flags(compiler, False) if fma else (*BASE_FLAGS, "-mno-fma")
+    compile_library("C", compiler, flags, source, tmp_path / "zeros.so")
+    run = ctypes.CDLL(str(tmp_path / "zeros.so")).run
+
+    def flags_underflow(x: list[float]) -> tuple[bool, np.ndarray]:
+        x32 = np.array(x, np.float32)
+        out = np.zeros((len(x32), 6), np.float32)
+        flagged = run(x32.ctypes.data_as(ctypes.c_void_p), out.ctypes.data_as(ctypes.c_void_p),
+                      ctypes.c_int(len(x32)))
+        return bool(flagged), out
+
+    flagged, out = flags_underflow([-np.inf, -1e30, -300.0, -250.0, -160.0, -152.0])
+    assert not flagged
+    assert np.array_equal(out.view(np.uint32), np.zeros_like(out).view(np.uint32))  # +0.0, all of them
+    assert flags_underflow([-140.3])[0]  # 2^-140.3 is subnormal (and inexact): flagged, as it should be
 
 
 @pytest.mark.parametrize("fma", [True, False], ids=["fma", "no-fma"])
