@@ -249,13 +249,14 @@ def test_a_result_that_rounds_to_zero_raises_no_underflow(tmp_path, fma: bool) -
     truly subnormal result (2^-140.3) still flags one, so the check can see a flag."""
     import ctypes
 
-    from tinyedu.renderer.c_vector_math import EXP2_FLOAT32, EXP2_FLOAT64, EXP2_WHOLE_FLOAT32, EXP2_WHOLE_FLOAT64
+    from tinyedu.renderer import c_vector_math as vm
     from tinyedu.runtime.ops_c import compiler_flags
     from tinyedu.runtime.toolchain import BASE_FLAGS, compile_library, find_compiler
 
     if not fma and platform.machine() not in ("x86_64", "AMD64"):
         pytest.skip("the no-FMA build is checked on x86-64 (arm64 always has fused multiply-adds)")
-    source = "#include <fenv.h>\n" + EXP2_FLOAT32 + EXP2_WHOLE_FLOAT32 + EXP2_FLOAT64 + EXP2_WHOLE_FLOAT64 + """
+    helpers = vm.EXP2_FLOAT32 + vm.EXP2_WHOLE_FLOAT32 + vm.EXP2_FLOAT64 + vm.EXP2_WHOLE_FLOAT64
+    source = "#include <fenv.h>\n" + helpers + """
 int run(const float* x, float* out, int n) {  /* 1 if an underflow was flagged */
   feclearexcept(FE_ALL_EXCEPT);
   for (int i = 0; i < n; i++) {
