@@ -10,7 +10,9 @@ non-square ones (a tall A times a narrow B, a wide B, sizes like 300 x 500 x 700
 - kernel: the heuristics' kernel alone (tinyedu/codegen/heuristics.py), run on scratch buffers (for
   a shape that matmul pads to whole vectors, the padded product's kernel, without the copies);
 - end to end: `(a @ b).numpy()` from realized tensors: build the graph, schedule, run, copy out;
-- GFLOPS of the kernel, and the opts it got.
+- GFLOPS of the kernel, and the opts it got;
+- % of peak, for numpy and the kernel: their rate against this machine's float32 FMA peak on the
+  same number of threads (bench/peak.py), the rate no kernel can pass.
 Times are the median of several calls per block, and the least of several blocks, the columns
 alternating block by block. With more than one thread on either side, numpy's column is timed
 first, in a process of its own: its BLAS threads spin after each call and would share the cores
@@ -28,6 +30,7 @@ import time
 from typing import Callable
 
 import numpy as np
+from peak import peak_gflops
 from timing import QUICK, blas_note, blas_threads, in_own_process, load
 
 from tinyedu import Tensor
@@ -81,9 +84,9 @@ def numpy_seconds(shapes: list[tuple[int, int, int]]) -> list[float]:
     return times
 
 
-def one_shape(n: int, k: int, m: int, ref: float | None) -> str:
+def one_shape(n: int, k: int, m: int, ref: float | None, peak: float) -> str:
     """The row of one shape; `ref` is numpy's time, or None to time numpy here, block by block with
-    tinyedu's columns."""
+    tinyedu's columns; `peak` the GFLOPS of bench/peak.py."""
     A, B = inputs(n, k, m)
     a, b = Tensor(A).realize(), Tensor(B).realize()
     runner, buffers, opts = kernel_runner(n, k, m)
@@ -98,15 +101,21 @@ def one_shape(n: int, k: int, m: int, ref: float | None) -> str:
     flops = 2 * n * k * m
     cells = [f"{n}x{k} @ {k}x{m}".ljust(22), f"{ref * 1e3:9.3f}"]
     cells += [f"{best[name] * 1e3:9.3f} ({best[name] / ref:5.2f}x)" for name in ("kernel", "end to end")]
-    return " ".join(cells) + f" {flops / best['kernel'] / 1e9:7.1f}  {opts}"
+    gflops = flops / best["kernel"] / 1e9
+    percent = f"{flops / ref / 1e9 / peak:5.0%} {gflops / peak:5.0%}"
+    return " ".join(cells) + f" {gflops:7.1f} {percent}  {opts}"
 
 
 if __name__ == "__main__":
     print(blas_note())
     print(f"{os.cpu_count()} cores; THREADS={os.environ.get('THREADS', 'unset')} (tinyedu's kernels: "
           f"{thread_count()} threads); {'CPU time of this thread' if ONE_THREAD else 'wall time'}")
+    peak = peak_gflops(thread_count())
+    print(f"float32 FMA peak on {thread_count()} thread(s): {peak:.1f} GFLOPS (bench/peak.py, {load()})")
     print(f"== matmul, float32 ({load()}); ms, (x) = time / numpy's time")
-    print(f"{'shape':22s} {'numpy':>9s} {'kernel':>18s} {'end to end':>18s} {'GFLOPS':>7s}  opts")
+    print(f"{'shape':22s} {'numpy':>9s} {'kernel':>18s} {'end to end':>18s} {'GFLOPS':>7s} "
+          f"{'% of peak':>11s}  opts")
+    print(f"{'':22s} {'':>9s} {'':>18s} {'':>18s} {'kernel':>7s} {'numpy':>5s} {'kernel':>5s}")
     shapes = QUICK_SHAPES if QUICK else SHAPES
     if ONE_THREAD and blas_threads() == 1:  # no thread spins on either side: numpy alternates here
         references: list = [None] * len(shapes)
@@ -115,5 +124,5 @@ if __name__ == "__main__":
         references = in_own_process("bench_matmul", "numpy_seconds", shapes)
         print("(numpy's column was timed first, in a process of its own: see timing.in_own_process)")
     for shape, ref in zip(shapes, references, strict=True):
-        print(one_shape(*shape, ref), flush=True)
+        print(one_shape(*shape, ref, peak), flush=True)
     print(f"done ({load()})")
