@@ -10,6 +10,7 @@ loop that never reads anything until the end, TinyJit's replay, fork() and exit.
 
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 import sys
@@ -166,7 +167,10 @@ def test_a_kernel_with_more_pointers_than_the_queue_takes_runs_directly(asynchro
 
 
 def test_no_buffer_dies_while_a_queued_kernel_uses_it(asynchronous):
-    """The queue holds its kernels' buffers: an intermediate nobody else holds stays alive until it ran."""
+    """The queue holds its kernels' buffers: an intermediate nobody else holds stays alive until it ran.
+    (Counted after a garbage collection at both ends: a reference cycle that an earlier test in this
+    worker left, or that this one makes, may hold a buffer until the collector runs.)"""
+    gc.collect()
     live = Buffer.live
     a = Tensor(rng_array(256, 256)).realize()
     out = ((a @ a).exp().sum()).realize()  # two kernels; the intermediate is only the queue's
@@ -177,6 +181,7 @@ def test_no_buffer_dies_while_a_queued_kernel_uses_it(asynchronous):
     np.testing.assert_allclose(total, np.exp(x @ x).sum(), rtol=1e-4)
     QUEUE.drain()
     del out
+    gc.collect()
     assert Buffer.live == live + 1  # (a's buffer): every queued one was let go
 
 
