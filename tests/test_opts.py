@@ -88,6 +88,9 @@ CASES = {
     "matmul": lambda: t(data((8, 12))) @ t(data((12, 32), 1)),
     "matmul odd": lambda: t(data((5, 7))) @ t(data((7, 9), 1)),
     "matmul bias relu": lambda: (t(data((4, 16))) @ t(data((16, 16), 1)) + t(data((16,), 2))).relu(),
+    # two reduce loops, and a value added after the sum (a gradient accumulated into its old value)
+    "sum two axes plus": lambda: (t(data((3, 5, 8))).unsqueeze(-1) * t(data((3, 5, 16), 1)).unsqueeze(-2))
+    .sum((0, 1)) + t(data((8, 16), 2)),
     "conv": lambda: t(data((1, 2, 6, 6))).conv2d(t(data((4, 2, 3, 3), 1)), padding=1),
     "empty": lambda: t(data((0, 8))) * 2,
     "sum empty": lambda: t(data((3, 0))).sum(1),
@@ -247,6 +250,34 @@ def test_illegal_opts_name_the_opt_the_kernel_and_what_is_valid(opts: list[Opt],
     text = str(error.value)
     assert message in text and "r_8_32_12" in text and "The kernel's axes are" in text
     assert repr(opts[-1]) in text
+
+
+def test_a_buffer_read_after_the_reduce_is_packed_outside_its_loops():
+    """PACK copies a tile before a loop. The value added after a sum is read when the reduce's loops
+    have closed: its tile may be copied before the outermost reduce loop, not inside the reduce
+    (the linearizer then had no block to put the read in, an IndexError that a BEAM search met on a
+    GPT's gradient). Every PACK of every buffer at every axis, after some UPCASTs, is an OptError or
+    runs and matches numpy."""
+    item = kernel_item("sum two axes plus")  # full shape (8, 16, 3, 5): reduce loops at axes 2 and 3
+    expected = run(item, "NUMPY")
+    tried = 0
+    for upcasts in ([], [Opt(OptOps.UPCAST, 1, 4)], [Opt(OptOps.UPCAST, 1, 4), Opt(OptOps.UPCAST, 0, 2)]):
+        k = apply_opts(Kernel(item.ast), upcasts)
+        for axis in range(len(k.full_shape)):
+            for position in range(1, len(k.bufs)):
+                opts = [*upcasts, Opt(OptOps.PACK, axis, position)]
+                try:
+                    apply_opts(Kernel(item.ast), opts)
+                except OptError:
+                    continue
+                tried += 1
+                assert_matches(run(item, "C", opts), expected, False, f"{opts}")
+    assert tried >= 6
+    inner = [Opt(OptOps.UPCAST, 1, 4), Opt(OptOps.PACK, 3, 3)]  # buffer 3 is read after the reduce
+    with pytest.raises(OptError, match="is read after the reduce"):
+        apply_opts(Kernel(item.ast), inner)
+    outer = [Opt(OptOps.UPCAST, 1, 4), Opt(OptOps.PACK, 2, 3)]
+    assert_matches(run(item, "C", outer), expected, False, f"{outer}")
 
 
 def test_no_opts_after_linearizing_and_none_on_an_empty_axis():

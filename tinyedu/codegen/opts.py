@@ -47,7 +47,7 @@ from __future__ import annotations
 from tinyedu.codegen.kernel import GPU_KINDS, AxisKind, Kernel
 from tinyedu.codegen.opt import Opt, OptOps
 from tinyedu.core.helpers import prod
-from tinyedu.core.ops import MemBuffer
+from tinyedu.core.ops import BufferOps, LazyOp, MemBuffer
 from tinyedu.shape import NumNode, Variable
 
 MAX_EXPANDED = 1024       # at most this many lanes in the loop body (product of UPCAST/UNROLL sizes)
@@ -257,6 +257,17 @@ def pack_tile(k: Kernel, position: int, axis: int) -> list[int]:
     return loops + ([a for a in k.axes_of(AxisKind.LOCAL, AxisKind.GROUP) if a in used] if k.gpu else [])
 
 
+def _read_after_reduce(k: Kernel, position: int) -> bool:
+    """Whether the kernel loads buffer `position` outside its reduce: after the reduce's loops."""
+    def outside(node: LazyOp) -> bool:
+        if node is k.reduceop:
+            return False
+        if node.op is BufferOps.LOAD and node.arg == k.bufs[position]:
+            return True
+        return any(outside(src) for src in node.src)
+    return k.reduceop is not None and outside(k.ast)
+
+
 def _check_pack(k: Kernel, opt: Opt, kind: AxisKind) -> None:
     position = opt.amount
     loads = [i for i, b in enumerate(k.bufs) if i > 0 and isinstance(b, MemBuffer)]
@@ -274,6 +285,10 @@ def _check_pack(k: Kernel, opt: Opt, kind: AxisKind) -> None:
         _fail(k, opt, f"buffer {position} changes with loop {k.loop_names[opt.axis]}, so its tile would be "
                       "copied on every iteration; pack it before a loop it does not depend on "
                       "(it is reused there)")
+    if kind is AxisKind.REDUCE and opt.axis > k.first_reduce and _read_after_reduce(k, position):
+        _fail(k, opt, f"buffer {position} is read after the reduce (e.g. a value added to the sum), where "
+                      f"a tile copied inside the reduce's loops is gone; pack it before loop "
+                      f"{k.loop_names[k.first_reduce]} or an output loop")
     if not tile:
         _fail(k, opt, f"buffer {position} reads one element in all the loops inside: no tile to copy")
     elements = prod(k.full_shape[a] for a in tile)
