@@ -544,9 +544,8 @@ def _order_for_pack(k: Kernel, try_opt, chosen: int | None = None) -> int | None
     along the reduce, or along the vector (each vector a gather of scalars from its rows: measured on
     attention's output projection, 1024 x 96 @ 96 x 96 with the heads merged back, one AVX-512 core,
     0.33 ms gathered and 0.14 ms packed), or `chosen` (the one `_outer_product_form` reads across its
-    rows). The output
-    loops it depends on are SWAPped outside the ones it does not, so that its tile stays the same
-    across them; returns its position (PACK comes after THREAD).
+    rows). The output loops it depends on are SWAPped outside the ones it does not, so that its tile
+    stays the same across them; returns its position (PACK comes after THREAD).
 
     When two inputs qualify (dW = x.T @ g: both read across their rows), the one read as scalars
     and broadcast is packed, not the one read as vectors: a vector is a whole cache line wherever
