@@ -47,7 +47,7 @@ from __future__ import annotations
 from tinyedu.codegen.kernel import GPU_KINDS, AxisKind, Kernel
 from tinyedu.codegen.opt import Opt, OptOps
 from tinyedu.core.helpers import prod
-from tinyedu.core.ops import BufferOps, LazyOp, MemBuffer
+from tinyedu.core.ops import BufferOps, MemBuffer
 from tinyedu.shape import NumNode, Variable
 
 MAX_EXPANDED = 1024       # at most this many lanes in the loop body (product of UPCAST/UNROLL sizes)
@@ -258,14 +258,20 @@ def pack_tile(k: Kernel, position: int, axis: int) -> list[int]:
 
 
 def _read_after_reduce(k: Kernel, position: int) -> bool:
-    """Whether the kernel loads buffer `position` outside its reduce: after the reduce's loops."""
-    def outside(node: LazyOp) -> bool:
-        if node is k.reduceop:
-            return False
+    """Whether the kernel loads buffer `position` outside its reduce: after the reduce's loops. A walk
+    of the AST that does not go into the reduce, each shared node once (as LazyOp.walk)."""
+    if k.reduceop is None:
+        return False
+    seen, stack = {id(k.reduceop)}, [k.ast]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
         if node.op is BufferOps.LOAD and node.arg == k.bufs[position]:
             return True
-        return any(outside(src) for src in node.src)
-    return k.reduceop is not None and outside(k.ast)
+        stack.extend(node.src)
+    return False
 
 
 def _check_pack(k: Kernel, opt: Opt, kind: AxisKind) -> None:
