@@ -116,6 +116,11 @@ static inline float pow2_biased_float32(int e) {  /* 2^(e - 127) for 1 <= e <= 2
 static inline float pow2_whole_float32(int n) {  /* 2^n for -126 <= n <= 127 */
   return pow2_biased_float32(n + 127);
 }
+/* 2^(n - half), the second of 2^n's two halves; 0 where 2^n < 2^-151, so that a product that rounds
+   to 0 is made by a 0, not by a slow underflow (see the module's docstring) */
+static inline float pow2_low_float32(int n, int half) {
+  return n < -151 ? 0.0f : pow2_whole_float32(n - half);
+}
 static inline float exp2_reduced_float32(float f, float m) {  /* 2^f * 2^m: |f| <= 1/2, m whole */
   float a = f * 0.6931472f;  /* f ln2 = a + a_lo, the rest of ln2 added */
   float a_lo = product_error_float32(f, 0.6931472f, a) + f * (-1.9046542e-09f);
@@ -133,8 +138,7 @@ static inline float exp2_reduced_float32(float f, float m) {  /* 2^f * 2^m: |f| 
   float rest = (err + s_err) + (a_lo + (h_lo + mul_add_float32(f2_lo, 0.2402265f, (f2 * f) * r)));
   float p = s + rest;  /* the one rounding that counts: what is left is 2^-31 of the result */
   int n = m != m ? 0 : (int)m, half = n >> 1;  /* 2^m in two halves: a subnormal result rounds once */
-  float low = n < -151 ? 0.0f : pow2_whole_float32(n - half);  /* a result that rounds to 0 is made */
-  return (p * pow2_whole_float32(half)) * low;  /* by a 0, not by a slow underflow (see the docstring) */
+  return (p * pow2_whole_float32(half)) * pow2_low_float32(n, half);
 }
 static inline float exp2_simd_float32(float x) {
   float c = -250.0f > x ? -250.0f : x;  /* clamped to [-250, 250] (a NaN stays a NaN) */
@@ -193,7 +197,7 @@ EXP2_WHOLE_FLOAT32 = """static inline float exp2_whole_float32(float n) {
   float c = -250.0f > n ? -250.0f : n;  /* clamped to [-250, 250] (a NaN stays a NaN) */
   c = c > 250.0f ? 250.0f : c;
   int m = c != c ? 0 : (int)c, half = m >> 1;
-  float scale = pow2_whole_float32(half) * (m < -151 ? 0.0f : pow2_whole_float32(m - half));
+  float scale = pow2_whole_float32(half) * pow2_low_float32(m, half);
   return c != c ? c : scale;
 }"""
 ROUNDER_FLOAT32 = 1.5 * 2.0**23  # (v + ROUNDER) - ROUNDER is v rounded to a whole number (tinyedu/expr.py)
@@ -210,6 +214,9 @@ EXP2_FLOAT64 = """static inline double pow2_whole_float64(long long n) {  /* 2^n
   double scale;
   __builtin_memcpy(&scale, &bits, 8);
   return scale;
+}
+static inline double pow2_low_float64(long long n, long long half) {  /* as float32's: 0 below 2^-1076 */
+  return n < -1076 ? 0.0 : pow2_whole_float64(n - half);
 }
 static inline double exp2_simd_float64(double x) {
   double c = x < -1100.0 ? -1100.0 : (x > 1100.0 ? 1100.0 : x);  /* (a NaN stays a NaN) */
@@ -235,13 +242,12 @@ static inline double exp2_simd_float64(double x) {
   double f2 = f * f, f2_lo = __builtin_fma(f, f, -f2);  /* f^2 = f2 + f2_lo exactly */
   double p = hi + (err + (a_lo + __builtin_fma(f2, q, f2_lo * q)));
   long long m = c != c ? 0 : (long long)n, half = m >> 1;
-  double low = m < -1076 ? 0.0 : pow2_whole_float64(m - half);  /* below 2^-1076: 0, no underflow */
-  return (p * pow2_whole_float64(half)) * low;
+  return (p * pow2_whole_float64(half)) * pow2_low_float64(m, half);
 }"""
 EXP2_WHOLE_FLOAT64 = """static inline double exp2_whole_float64(double n) {
   double c = n < -1100.0 ? -1100.0 : (n > 1100.0 ? 1100.0 : n);  /* (a NaN stays a NaN) */
   long long m = c != c ? 0 : (long long)c, half = m >> 1;
-  return c != c ? c : pow2_whole_float64(half) * (m < -1076 ? 0.0 : pow2_whole_float64(m - half));
+  return c != c ? c : pow2_whole_float64(half) * pow2_low_float64(m, half);
 }"""
 # --8<-- [end:exp2-float64]
 ROUNDER = {dtypes.float32: ROUNDER_FLOAT32, dtypes.float64: 1.5 * 2.0**52}
