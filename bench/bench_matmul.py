@@ -9,7 +9,8 @@ non-square ones (a tall A times a narrow B, a wide B, sizes like 300 x 500 x 700
 - numpy: `A @ B` (its BLAS, threads and CPU kernel are printed above the table);
 - kernel: the heuristics' kernel alone (tinyedu/codegen/heuristics.py), run on scratch buffers (for
   a shape that matmul pads to whole vectors, the padded product's kernel, without the copies);
-- end to end: `(a @ b).numpy()` from realized tensors: build the graph, schedule, run, copy out;
+- end to end: `(a @ b).numpy()` from realized tensors: build the graph, schedule, run, read the
+  values back (a temporary: the memory the kernel wrote, no copy);
 - GFLOPS of the kernel, and the opts it got;
 - % of peak, for numpy and the kernel: their rate against this machine's float32 FMA peak on the
   same number of threads (bench/peak.py), the rate no kernel can pass.

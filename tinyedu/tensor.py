@@ -16,6 +16,7 @@ tensor_api/grad_mode.py.
 
 from __future__ import annotations
 
+import sys
 from typing import Any, Sequence
 
 import numpy as np
@@ -23,6 +24,7 @@ import numpy as np
 import tinyedu.core.function as F
 import tinyedu.core.tensor as core
 import tinyedu.function_extra as FX
+from tinyedu.core.ops import LoadOps
 from tinyedu.core.dtype import DType, cast_array, check_fits, dtypes, from_storage, result_type, scalar_dtype
 from tinyedu.core.errors import DeviceError, ShapeError
 from tinyedu.core.helpers import postorder
@@ -135,8 +137,16 @@ class Tensor(CreationMixin, ElementwiseMixin, RoundingMixin, ActivationMixin, Re
     corealize = realize_all  # tinygrad's name
 
     def numpy(self) -> np.ndarray:
-        """The values in a numpy array of the same dtype; bfloat16, which numpy lacks, comes back as
-        float32 (exactly: every bfloat16 is a float32)."""
+        """The values in a numpy array of the same dtype, writable and the caller's own; bfloat16,
+        which numpy lacks, comes back as float32 (exactly: every bfloat16 is a float32).
+
+        The array is a copy, except for a temporary: in `(a @ b).numpy()` nothing but this call
+        holds the tensor, so the memory its kernel just wrote is handed over instead (see
+        _memory_of_temporary)."""
+        if sys.getrefcount(self) == _TEMPORARY:
+            memory = _memory_of_temporary(self)
+            if memory is not None:
+                return from_storage(memory, self.dtype)
         return from_storage(super().numpy(), self.dtype)
 
     def item(self) -> Scalar:
@@ -349,6 +359,54 @@ def _memory_versions(inputs: tuple[Tensor, ...]) -> tuple:
         if buffer is not None:
             versions.append((buffer, buffer.version))
     return tuple(versions)
+
+
+# ---- numpy() of a temporary: its memory, without a copy ----
+# CPython counts the references to every object, so a function can tell that an object has no
+# holder but the one it knows of. numpy uses this to compute `a + b + c` in the memory of `a + b`,
+# a temporary nobody else can see; numpy() uses it to hand a temporary's memory to the caller. The
+# counts are measured here, on this interpreter, rather than written down: they differ between
+# Python versions (a method's `self`, the argument sys.getrefcount gets), and where they would not
+# tell a temporary from a held object, nothing is ever handed over.
+HAND_OVER_FROM_BYTES = 1 << 14  # a smaller array is copied: the pool keeps its memory (see MemoryPool)
+
+
+class _Probe:
+    def references(self) -> int:
+        return sys.getrefcount(self)
+
+
+def _references(x: object) -> int:
+    return sys.getrefcount(x)
+
+
+def _probe_counts() -> tuple[int, int]:
+    """(the count of `self` in a method called on a temporary, of an object that one other holds)"""
+    held, holder = _Probe(), [object()]
+    temporary = _Probe().references()
+    return (temporary, _references(holder[0])) if held.references() > temporary else (-1, -1)
+
+
+_TEMPORARY, _HELD_ONCE = _probe_counts()
+
+
+def _memory_of_temporary(t: Tensor) -> np.ndarray | None:
+    """The memory of `t`, a tensor nothing else holds, realized and shaped, if nothing else can
+    reach it either: its node, the node's base and the base's buffer each have one holder, the
+    one before it (so no other tensor, graph, autograd record, TinyJit or queued kernel uses it),
+    and the node is its base's memory in order. Else None, and numpy() copies.
+
+    The buffer dies with `t` right after, and while the caller's array lives the pool does not hand
+    its memory out again (MemoryPool's rule), so the caller may keep it and write into it."""
+    if type(t.lazydata) is not LazyBuffer or _references(t.lazydata) != _HELD_ONCE or \
+            (t.lazydata._base is not None and _references(t.lazydata._base) != _HELD_ONCE):
+        return None
+    lazy = t.lazydata.realize()
+    base = lazy._base or lazy
+    if base.op is LoadOps.CONST or not lazy.st.contiguous or lazy.size != base.size or \
+            base.realized.nbytes < HAND_OVER_FROM_BYTES or _references(base.realized) != _HELD_ONCE:
+        return None
+    return base.realized.as_numpy().reshape(lazy.shape)
 
 
 def _check_not_assigned(ctx: F.Function) -> None:

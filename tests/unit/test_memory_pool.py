@@ -108,8 +108,9 @@ def test_an_eager_loop_reuses_memory_and_computes_what_numpy_does():
 
 
 def test_numpy_gives_a_writable_copy_that_later_work_never_changes():
-    """numpy() is PyTorch's writable array (code such as an MPI broadcast writes into it), but a copy:
-    writing into it leaves the tensor alone, and a later realize that reuses the memory leaves it alone."""
+    """numpy() is PyTorch's writable array (code such as an MPI broadcast writes into it), but of a
+    tensor still held, a copy: writing into it leaves the tensor alone, and a later realize that reuses
+    the memory leaves it alone (tests/unit/test_numpy_hand_over.py: a temporary's memory)."""
     x = Tensor(np.arange(64 * 64, dtype=np.float32).reshape(64, 64))
     y = (x + 1).realize()
     out = y.numpy()
