@@ -24,10 +24,10 @@ import numpy as np
 import tinyedu.core.function as F
 import tinyedu.core.tensor as core
 import tinyedu.function_extra as FX
-from tinyedu.core.ops import LoadOps
 from tinyedu.core.dtype import DType, cast_array, check_fits, dtypes, from_storage, result_type, scalar_dtype
 from tinyedu.core.errors import DeviceError, ShapeError
 from tinyedu.core.helpers import postorder
+from tinyedu.core.ops import LoadOps
 from tinyedu.lazy import LazyBuffer, engine
 from tinyedu.multi.lazy import MultiLazyBuffer, full
 from tinyedu.tensor_api.activations import ActivationMixin
