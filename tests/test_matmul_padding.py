@@ -80,14 +80,33 @@ def test_the_padded_product_is_vectorized() -> None:
 @pytest.mark.parametrize("transposed", [True, False], ids=["x @ w", "x @ w.T (a Linear's weight)"])
 def test_each_padded_copy_keeps_the_order_of_its_source_in_memory(transposed: bool) -> None:
     """x @ w passes w's transpose on: its padded copy is made as (k, m), rows of w in order, not as
-    (m, k), which would read w down its columns. A weight stored as (m, k) is copied as (m, k)."""
+    (m, k), which would read w down its columns (and only m is padded: its vectors run along m). A
+    weight stored as (m, k) is copied as (m, k), both padded."""
     x_np, w_np = data((257, 255), 9), data((255, 257), 10)
     x = Tensor(x_np).realize()
     w = Tensor(w_np).realize() if transposed else Tensor(np.ascontiguousarray(w_np.T)).realize().T
     product = x @ w
     items = create_schedule([product.lazydata])
     copy = next(i for i in items if any(b is w.lazydata.base for b in i.inputs))
-    assert copy.out.shape == ((256, 272) if transposed else (272, 256)), copy.out.shape
+    assert copy.out.shape == ((255, 272) if transposed else (272, 256)), copy.out.shape
+    np.testing.assert_allclose(product.numpy(), x_np.astype(np.float64) @ w_np, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("n, x_copied", [(260, False), (257, True)],
+                         ids=["rows a block divides", "prime rows"])
+def test_a_times_b_copies_x_only_when_its_rows_need_padding(n: int, x_copied: bool) -> None:
+    """In a @ b the kernel's vectors run along m (b's rows in memory) and each element of x is read
+    alone: k needs no padding, and n only when a register block of ROWS_DIVIDE rows does not divide
+    it. Then x is used where it is, without a copy."""
+    x_np, w_np = data((n, 255), 11), data((255, 257), 12)
+    x, w = Tensor(x_np).realize(), Tensor(w_np).realize()
+    product = x @ w
+    assert padded(lambda: x @ w)
+    copies = [i for i in create_schedule([product.lazydata]) if not any(
+        n.op is ReduceOps.SUM for n in i.ast.walk())]
+    read = [any(b is x.lazydata.base for b in i.inputs) for i in copies]
+    assert read.count(True) == int(x_copied) and len(copies) == 1 + int(x_copied), [i.name for i in copies]
+    assert (n % nn_ops.ROWS_DIVIDE != 0) == x_copied
     np.testing.assert_allclose(product.numpy(), x_np.astype(np.float64) @ w_np, rtol=1e-4, atol=1e-4)
 
 

@@ -68,6 +68,7 @@ def check_tensors(op: str, x: TensorLike, **tensors: Any) -> None:
 PAD_TO = 16
 PAD_MIN_WORK = 1 << 18
 PAD_MAX_GROWTH = 1.25
+ROWS_DIVIDE = 4  # a @ b pads a's rows only when they are not a multiple of this (see below)
 
 
 def _padded(size: int) -> int:
@@ -156,12 +157,20 @@ class NNMixin:
         and the padded rows and columns of the result, which may hold 0 * inf = NaN, are cut away.
         Each copy keeps the order its source has in memory: b of a @ b arrives transposed (wt is b.T),
         and a copy in wt's order would read b down its columns, a transposing copy, slower than one
-        that reads and writes rows in order (DEBUG=2 times both copies)."""
+        that reads and writes rows in order (DEBUG=2 times both copies). In a @ b the kernel's vectors
+        run along b's rows (m) and it reads x one element at a time, so there k is left as it is, and
+        n is padded only when a register block of ROWS_DIVIDE rows does not divide it: a's rows of
+        1000 are used where they are, without a copy."""
         batch, (n, k), m = self.shape[:-2], self.shape[-2:], wt.shape[-2]
         n2, k2, m2 = _padded(n), _padded(k), _padded(m)
         keep = ((0, 0),) * len(batch)
-        x = self._apply(F.Pad, padding=(*keep, (0, n2 - n), (0, k2 - k)))._apply(F.Contiguous)
-        if _transposed(wt):  # (a @ b passes b's transpose: copied as b, its rows padded, then transposed)
+        transposed = _transposed(wt)
+        if transposed:  # a @ b: only m needs whole vectors, and n a register block (see above)
+            k2, n2 = k, (n if n % ROWS_DIVIDE == 0 else n2)
+        x = self
+        if (n2, k2) != (n, k):
+            x = x._apply(F.Pad, padding=(*keep, (0, n2 - n), (0, k2 - k)))._apply(F.Contiguous)
+        if transposed:  # (a @ b passes b's transpose: copied as b, its rows padded, then transposed)
             swap = (*range(len(batch)), len(batch) + 1, len(batch))
             w = wt._apply(F.Permute, order=swap)._apply(F.Pad, padding=(*keep, (0, k2 - k), (0, m2 - m)))
             w = w._apply(F.Contiguous)._apply(F.Permute, order=swap)
