@@ -2,7 +2,7 @@
 tensor, so the memory its kernel wrote is handed over instead of copied. Everything else gets a copy:
 a tensor still held, a node another tensor shares, a view of a base something else holds, a buffer
 TinyJit keeps. Whatever runs afterwards never changes an array already handed out, and every array
-is writable. (Arrays of HAND_OVER_FROM_BYTES or more are handed over: the tests use 64 KB.)"""
+is writable. (Arrays of HAND_OVER_FROM_BYTES or more are handed over: the tests use 256 KB.)"""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from tinyedu.engine import realize
 from tinyedu.runtime.device import POOL
 from tinyedu.tensor import HAND_OVER_FROM_BYTES
 
-N = 128  # (N, N) float32: 64 KB
+N = 256  # (N, N) float32: 256 KB
 
 
 @pytest.fixture
