@@ -162,6 +162,7 @@ MOVES = [
     lambda st: st.stride((2, -3)),
     lambda st: st.permute((1, 0)).reshape((2, 3, 4)).pad(((0, 0), (1, 0), (0, 1))).reshape((2, 20)),
     lambda st: st.reshape((4, 6, 1)).expand((4, 6, 5)).permute((2, 0, 1)).shrink(((0, 2), (1, 3), (0, 3))),
+    lambda st: st.permute((1, 0)).reshape((2, 12)).pad(((0, 0), (12, 0))),  # a cat's second part
 ]
 
 
@@ -176,6 +177,17 @@ def test_index_math_is_simplified(move):
                 assert len(consts) < len(u.src), f"{u.arg.name} of constants {consts} was not folded"
                 assert not (u.arg is BinaryOps.MUL and 1 in consts), "x*1 left in the index math"
                 assert not (u.arg in (BinaryOps.ADD, BinaryOps.SUB) and 0 in consts), "x+0 in the index math"
+
+
+def test_a_padded_read_computes_its_index_for_the_valid_positions_only():
+    """The second part of a concatenation, read through two views: its index wraps around with
+    `% 6` in general, but not where the mask lets it read (tinyedu/shape/symbolic.py: given_valid)."""
+    st = MOVES[-1](ShapeTracker.from_shape((4, 6)))
+    index, valid = st.expr_idxs()
+    assert "%6)" in index.render() and valid.render() == "(idx1>11)"
+    moduli = [s.arg for u in linearize(Kernel(store(load(1, st), st.shape))) if u.op is UOps.ALU and
+              u.arg is BinaryOps.MOD for s in u.src if s.op is UOps.CONST]
+    assert moduli == [4], moduli  # (idx1 % 4 is the transpose's own)
 
 
 @pytest.mark.parametrize("move", MOVES)

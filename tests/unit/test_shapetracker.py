@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from tinyedu.core.helpers import prod
-from tinyedu.shape import NumNode, ShapeTracker, View, idx_vars
+from tinyedu.shape import NumNode, ShapeTracker, View, given_valid, idx_vars
 
 MAX_SIZE = 1500
 FUZZ_EXAMPLES = int(os.environ.get("SHAPE_FUZZ_EXAMPLES", "400"))  # raise it for a long hunt
@@ -156,6 +156,14 @@ def check_tracker(tracker: ShapeTracker, expected: np.ndarray, base: np.ndarray)
         np.testing.assert_array_equal(got_index[got_valid], index.reshape(-1)[got_valid])
     if tracker.contiguous:
         np.testing.assert_array_equal(expected.reshape(-1), base[: tracker.size])
+    # given_valid: the index simplified for the valid positions (what a kernel's gated load computes)
+    if valid.any():
+        variables = idx_vars(tracker.shape)
+        index_node, valid_node = tracker.expr_idxs(variables)
+        grids = np.indices(tracker.shape, dtype=np.int64)
+        at_valid = {v: grids[axis][valid] for axis, v in enumerate(variables)}
+        simplified = given_valid(index_node, valid_node).eval(at_valid)
+        np.testing.assert_array_equal(np.broadcast_to(simplified, index[valid].shape), index[valid])
 
 
 @settings(max_examples=FUZZ_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])

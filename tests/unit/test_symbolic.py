@@ -30,6 +30,7 @@ from tinyedu.shape import (
     NumNode,
     SumNode,
     Variable,
+    given_valid,
 )
 
 FUZZ_EXAMPLES = int(os.environ.get("SHAPE_FUZZ_EXAMPLES", "300"))  # raise it for a long hunt
@@ -108,6 +109,23 @@ def test_ands() -> None:
     assert Node.ands([x < 5, Node.ands([a < 3, x < 5])]) == AndNode((LtNode(x, 5), LtNode(a, 3)))
     with pytest.raises(ValueError, match="0/1-valued"):
         Node.ands([x])
+
+
+def test_given_valid_simplifies_the_index_for_the_valid_positions() -> None:
+    """A padded read's index matters only where its mask holds: there each variable the mask bounds
+    by a constant has a narrower range, and `//` and `%` by the padded size disappear."""
+    i, j = Variable("i", 0, 23), Variable("j", 0, 5)
+    index = (i // 12) * 100 + i % 12 + j * 7
+    assert given_valid(index, i >= 12).render() == "(i+(j*7)+88)"  # (i - 12) + 100
+    assert given_valid(index, i < 12).render() == "(i+(j*7))"
+    assert given_valid(index, Node.ands([i >= 12, j < 2, i < 20])).render() == "(i+(j*7)+88)"
+    assert given_valid(index, i + j < 5) == index  # a bound on a sum: left as it is
+    assert given_valid(index, NumNode(1)) == index
+    for valid in (i >= 12, i < 12, Node.ands([i >= 6, i < 18, j >= 3])):
+        simplified = given_valid(index, valid)
+        for vi, vj in itertools.product(range(24), range(6)):
+            if valid.eval({"i": vi, "j": vj}):
+                assert simplified.eval({"i": vi, "j": vj}) == index.eval({"i": vi, "j": vj})
 
 
 def test_sum_helper() -> None:

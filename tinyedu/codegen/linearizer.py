@@ -32,7 +32,8 @@ share that loop or not (see local_arrays.py). A sum of 2^22 values, as written:
 Where a buffer is read, its ShapeTracker says at which index (and whether the position is valid at
 all, for padding): `st.expr_idxs(loop variables)` gives two symbolic expressions, which become
 integer ALU UOps through `Node.render_with` with the handler table `INDEX_OPS` (in index.py). A
-position that is not valid reads 0: the LOAD carries the validity as a gate.
+position that is not valid reads 0: the LOAD carries the validity as a gate, and its index is
+simplified for the valid positions only (`given_valid`), which is all it is read at.
 
 With opts (stage 5, tinyedu/codegen/opts.py) the same program gets four more features:
 - UPCAST and UNROLL axes are not loops: the loop body is written out once per position of them
@@ -82,7 +83,7 @@ from tinyedu.core.helpers import postorder
 from tinyedu.core.linearizer import ast_dtype
 from tinyedu.core.ops import BinaryOps, BufferOps, LazyOp, MemBuffer, ReduceOps, TernaryOps, UnaryOps
 from tinyedu.core.uops import FusedOps, UOp, UOps, VectorDType, lowest_value
-from tinyedu.shape import Node, NumNode, Variable
+from tinyedu.shape import Node, NumNode, Variable, given_valid
 
 
 class Linearizer(core_linearizer.Linearizer):
@@ -384,6 +385,8 @@ class Linearizer(core_linearizer.Linearizer):
             return b.const(0, dtype)  # every position is padding
         lane = Variable(LANE, 0, max(width - 1, 0))
         gate_moves = width > 1 and any(v.name == LANE for v in valid.vars())
+        if not gate_moves:  # (the index counts only where valid is true: simpler there)
+            index = given_valid(index, valid)
         stride = lane_stride(index, lane) if width > 1 else 0
         if not gate_moves and stride in (0, 1) and (stride == 0 or vectorizable(dtype)):
             gate = () if isinstance(valid, NumNode) else (self.index(valid),)
@@ -398,7 +401,8 @@ class Linearizer(core_linearizer.Linearizer):
                 lanes.append(b.const(0, dtype))
                 continue
             gate = () if isinstance(lane_valid, NumNode) else (self.index(lane_valid),)
-            lanes.append(b.emit(UOps.LOAD, dtype, (buffer, self.index(index.substitute({LANE: n})), *gate)))
+            where = given_valid(index.substitute({LANE: n}), lane_valid)
+            lanes.append(b.emit(UOps.LOAD, dtype, (buffer, self.index(where), *gate)))
         return tuple(lanes)
     # --8<-- [end:vector-load]
 

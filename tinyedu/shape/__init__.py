@@ -19,12 +19,14 @@ from tinyedu.shape.symbolic import (
     NumNode,
     SumNode,
     Variable,
+    given_valid,
 )
 from tinyedu.shape.view import View, strides_for_shape, unflatten
 from tinyedu.shape.visitors import EVAL_OPS, RENDER_OPS, SUBSTITUTE_OPS
 
 __all__ = [
     "Node", "NumNode", "Variable", "MulNode", "DivNode", "ModNode", "SumNode", "LtNode", "AndNode",
+    "given_valid",
     "RENDER_OPS", "EVAL_OPS", "SUBSTITUTE_OPS",
     "View", "strides_for_shape", "unflatten",
     "ShapeTracker", "idx_vars", "merge_views",

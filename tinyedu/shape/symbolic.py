@@ -199,6 +199,35 @@ class Node:
         return self.render()
 
 
+def given_valid(index: Node, valid: Node) -> Node:
+    """`index` where `valid` is true: simplified with the narrower range of each variable that valid
+    bounds by a constant (`v < c`, and `v >= c`, which is written `-v < 1 - c`).
+
+    A padded read's index counts for the positions the mask lets through only (elsewhere the load
+    reads nothing), and there it is often much simpler: in a concatenation's second part, `i >= 12`,
+    `(i // 12)` is 1 and `i % 12` is `i - 12`. With the loop variables' full ranges, the kernel would
+    compute the general form for every element. Other conditions (on sums of variables) are left
+    as they are; the bounds only narrow, so the simplified index agrees with `index` wherever
+    `valid` is true."""
+    lo: dict[str, int] = {}
+    hi: dict[str, int] = {}
+    for condition in valid.nodes if isinstance(valid, AndNode) else (valid,):
+        if not isinstance(condition, LtNode):
+            continue
+        if isinstance(condition.a, Variable):  # v < c
+            name = condition.a.name
+            hi[name] = min(hi.get(name, condition.a.max), condition.b - 1)
+        elif isinstance(condition.a, MulNode) and condition.a.b == -1 and isinstance(condition.a.a, Variable):
+            name = condition.a.a.name  # -v < c: v > -c
+            lo[name] = max(lo.get(name, condition.a.a.min), 1 - condition.b)
+    narrowed = {}
+    for v in index.vars():
+        low, high = max(v.min, lo.get(v.name, v.min)), min(v.max, hi.get(v.name, v.max))
+        if (low, high) != (v.min, v.max) and low <= high:  # (low > high: valid is never true)
+            narrowed[v.name] = Variable(v.name, low, high)
+    return index.substitute(narrowed) if narrowed else index
+
+
 def to_node(value: Node | int, what: str) -> Node:
     """Wrap an int as a NumNode; leave nodes alone."""
     return value if isinstance(value, Node) else NumNode(as_int(value, f"symbolic '{what}'"))
