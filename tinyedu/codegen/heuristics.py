@@ -62,7 +62,7 @@ from tinyedu.codegen.kernel import AxisKind, Kernel
 from tinyedu.codegen.opts import MAX_PACK_ELEMENTS, Opt, OptError, OptOps, apply_opt, pack_tile
 from tinyedu.core.helpers import prod
 from tinyedu.core.ops import BufferOps, ConstBuffer, MemBuffer, UnaryOps
-from tinyedu.shape import idx_vars
+from tinyedu.shape import idx_vars, variable_bounds
 from tinyedu.shape.rules import base_and_coefficient, terms_and_constant
 
 SMALL_KERNEL = 4096          # loop iterations below which a kernel gets no opts (on a CPU)
@@ -282,10 +282,23 @@ def _trier(k: Kernel):
     return try_opt
 
 
-def _strides(k: Kernel) -> list[tuple[int, tuple]]:
-    """(elements, per-axis strides) of every input buffer (None: no single stride)."""
-    return [(st.size and st.max_index() + 1, st.real_strides(ignore_valid=True))
+def _strides(k: Kernel, where_valid: bool = False) -> list[tuple[int, tuple]]:
+    """(elements, per-axis strides) of every input buffer (None: no single stride); `where_valid`:
+    where its mask lets it read (ShapeTracker.real_strides)."""
+    return [(st.size and st.max_index() + 1, st.real_strides(ignore_valid=True, where_valid=where_valid))
             for buf, st in zip(k.bufs[1:], k.sts[1:], strict=True) if isinstance(buf, MemBuffer)]
+
+
+def _mask_edges(k: Kernel) -> list[set[int]]:
+    """Per axis, the positions where the padding mask of some input (or padded constant) starts or
+    stops along it."""
+    edges: list[set[int]] = [set() for _ in k.full_shape]
+    for st in k.sts[1:]:
+        variables = idx_vars(st.shape)
+        lowest, beyond, _ = variable_bounds(st.expr_idxs(variables)[1])
+        for axis, v in enumerate(variables):
+            edges[axis].update(bound[v.name] for bound in (lowest, beyond) if v.name in bound)
+    return edges
 
 
 def _reuses_loads(k: Kernel) -> bool:
@@ -296,14 +309,24 @@ def _reuses_loads(k: Kernel) -> bool:
 
 
 def _pick_vector_axis(k: Kernel, vector_width: int) -> tuple[int, int] | None:
-    """The loop axis (and width) with the best contiguity score, if any is positive."""
-    inputs, best = _strides(k), None
+    """The loop axis (and width) with the best contiguity score, if any is positive.
+
+    A padded input is scored by its strides where its mask lets it read (a concatenation's part is
+    contiguous there, though its index wraps around over the whole axis), and the width is one that
+    divides the places along the axis where a mask starts or stops, if one does: then no vector
+    straddles an edge, and each is one gated vector load (chapter 13's rotary embedding, an axis of
+    24 cut at 12: vectors of 8 straddle it and load lane by lane; of 4, one core, kernel alone, the
+    forward 0.28 -> 0.08 ms and its gradient 0.94 -> 0.27 ms)."""
+    inputs, best = _strides(k, where_valid=True), None
     out_strides = k.sts[0].real_strides(ignore_valid=True)
+    edges = _mask_edges(k)
     for axis in k.loop_axes:
         if k.kinds[axis] not in (AxisKind.LOOP, AxisKind.REDUCE):
             continue
-        width = next((w for w in (vector_width, vector_width // 2, vector_width // 4)
-                      if w >= 4 and k.full_shape[axis] % w == 0), None)
+        widths = [w for w in (vector_width, vector_width // 2, vector_width // 4)
+                  if w >= 4 and k.full_shape[axis] % w == 0]
+        width = next((w for w in widths if all(edge % w == 0 for edge in edges[axis])), None) or \
+            next(iter(widths), None)
         if width is None:
             continue
         score = sum(size if strides[axis] == 1 else 0 if strides[axis] == 0 else -size

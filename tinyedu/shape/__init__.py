@@ -20,13 +20,14 @@ from tinyedu.shape.symbolic import (
     SumNode,
     Variable,
     given_valid,
+    variable_bounds,
 )
 from tinyedu.shape.view import View, strides_for_shape, unflatten
 from tinyedu.shape.visitors import EVAL_OPS, RENDER_OPS, SUBSTITUTE_OPS
 
 __all__ = [
     "Node", "NumNode", "Variable", "MulNode", "DivNode", "ModNode", "SumNode", "LtNode", "AndNode",
-    "given_valid",
+    "given_valid", "variable_bounds",
     "RENDER_OPS", "EVAL_OPS", "SUBSTITUTE_OPS",
     "View", "strides_for_shape", "unflatten",
     "ShapeTracker", "idx_vars", "merge_views",

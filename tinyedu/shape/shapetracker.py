@@ -31,7 +31,7 @@ from tinyedu.core.helpers import prod
 from tinyedu.shape import checks
 from tinyedu.shape.memo import cached_hash, memoized, same_fields
 from tinyedu.shape.rules import base_and_coefficient, terms_and_constant
-from tinyedu.shape.symbolic import AndNode, LtNode, Node, NumNode, Variable
+from tinyedu.shape.symbolic import Node, NumNode, Variable, given_valid, variable_bounds
 from tinyedu.shape.view import View, unflatten
 
 
@@ -160,14 +160,18 @@ class ShapeTracker(core.ShapeTracker):
         return (np.broadcast_to(np.asarray(index.eval(env), dtype=np.int64), self.shape),
                 np.broadcast_to(np.asarray(valid.eval(env)), self.shape).astype(bool))
 
-    def real_strides(self, ignore_valid: bool = False) -> tuple[int | None, ...]:
+    def real_strides(self, ignore_valid: bool = False, where_valid: bool = False) -> tuple[int | None, ...]:
         """The stride of each axis of `self.shape` in the buffer, None where there is no single one.
 
         An axis has a real stride when the index is `... + idx*stride + ...` in it. Unless
-        `ignore_valid`, an axis that the padding mask depends on also gets None.
+        `ignore_valid`, an axis that the padding mask depends on also gets None. `where_valid`: the
+        strides of the index where the mask lets it read (`given_valid`: a concatenation's part
+        reads with stride 1 where, over the whole axis, its index wraps around with `%`).
         """
         variables = idx_vars(self.shape)
         index, valid = self.expr_idxs(variables)
+        if where_valid:
+            index = given_valid(index, valid)
         found: dict[str, int | None] = {}
         for term in terms_and_constant(index)[0]:
             base, k = base_and_coefficient(term)
@@ -286,21 +290,14 @@ def merge_views(inner: View, outer: View) -> View | None:
         if not isinstance(base, Variable) or base.name not in names:
             return None
         strides[names[base.name]] = k
-    mask = [[0, size] for size in outer.shape]
     if isinstance(valid, NumNode):
         if valid.b == 0:
             return View.create(outer.shape, mask=((0, 0),) * outer.ndim) if outer.ndim else None
         return View.create(outer.shape, strides, offset)
-    for check in valid.nodes if isinstance(valid, AndNode) else (valid,):
-        if not isinstance(check, LtNode):
-            return None
-        base, k = base_and_coefficient(check.a)
-        if not isinstance(base, Variable) or base.name not in names or k not in (1, -1):
-            return None
-        lo_hi = mask[names[base.name]]
-        if k == 1:  # idx < b
-            lo_hi[1] = min(lo_hi[1], check.b)
-        else:  # -idx < b  <=>  idx >= 1 - b
-            lo_hi[0] = max(lo_hi[0], 1 - check.b)
+    lowest, beyond, others = variable_bounds(valid)
+    if others or any(name not in names for name in (*lowest, *beyond)):
+        return None
+    mask = [(max(0, lowest.get(v.name, 0)), min(size, beyond.get(v.name, size)))
+            for v, size in zip(variables, outer.shape, strict=True)]
     mask = [(lo, hi) if lo < hi else (0, 0) for lo, hi in mask]
     return View.create(outer.shape, strides, offset, mask)

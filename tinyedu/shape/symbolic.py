@@ -199,30 +199,39 @@ class Node:
         return self.render()
 
 
+def variable_bounds(valid: Node) -> tuple[dict[str, int], dict[str, int], list[Node]]:
+    """What a validity expression says about single variables: for each variable it bounds by a
+    constant, the least value it allows (`v >= c`, written `-v < 1 - c`) and the first it refuses
+    (`v < c`); and the conditions of any other form (on a sum of variables, say), left as they are."""
+    lowest: dict[str, int] = {}
+    beyond: dict[str, int] = {}
+    others: list[Node] = []
+    for condition in valid.nodes if isinstance(valid, AndNode) else (valid,):
+        if isinstance(condition, LtNode) and isinstance(condition.a, Variable):  # v < c
+            name = condition.a.name
+            beyond[name] = min(beyond.get(name, condition.b), condition.b)
+        elif isinstance(condition, LtNode) and isinstance(condition.a, MulNode) and condition.a.b == -1 and \
+                isinstance(condition.a.a, Variable):  # -v < c: v >= 1 - c
+            name = condition.a.a.name
+            lowest[name] = max(lowest.get(name, 1 - condition.b), 1 - condition.b)
+        elif not isinstance(condition, NumNode):
+            others.append(condition)
+    return lowest, beyond, others
+
+
 def given_valid(index: Node, valid: Node) -> Node:
     """`index` where `valid` is true: simplified with the narrower range of each variable that valid
-    bounds by a constant (`v < c`, and `v >= c`, which is written `-v < 1 - c`).
+    bounds by a constant (see variable_bounds).
 
     A padded read's index counts for the positions the mask lets through only (elsewhere the load
     reads nothing), and there it is often much simpler: in a concatenation's second part, `i >= 12`,
     `(i // 12)` is 1 and `i % 12` is `i - 12`. With the loop variables' full ranges, the kernel would
-    compute the general form for every element. Other conditions (on sums of variables) are left
-    as they are; the bounds only narrow, so the simplified index agrees with `index` wherever
-    `valid` is true."""
-    lo: dict[str, int] = {}
-    hi: dict[str, int] = {}
-    for condition in valid.nodes if isinstance(valid, AndNode) else (valid,):
-        if not isinstance(condition, LtNode):
-            continue
-        if isinstance(condition.a, Variable):  # v < c
-            name = condition.a.name
-            hi[name] = min(hi.get(name, condition.a.max), condition.b - 1)
-        elif isinstance(condition.a, MulNode) and condition.a.b == -1 and isinstance(condition.a.a, Variable):
-            name = condition.a.a.name  # -v < c: v > -c
-            lo[name] = max(lo.get(name, condition.a.a.min), 1 - condition.b)
+    compute the general form for every element. The bounds only narrow, so the simplified index
+    agrees with `index` wherever `valid` is true."""
+    lowest, beyond, _ = variable_bounds(valid)
     narrowed = {}
     for v in index.vars():
-        low, high = max(v.min, lo.get(v.name, v.min)), min(v.max, hi.get(v.name, v.max))
+        low, high = max(v.min, lowest.get(v.name, v.min)), min(v.max, beyond.get(v.name, v.max + 1) - 1)
         if (low, high) != (v.min, v.max) and low <= high:  # (low > high: valid is never true)
             narrowed[v.name] = Variable(v.name, low, high)
     return index.substitute(narrowed) if narrowed else index
