@@ -17,8 +17,10 @@ The choices, in the order they are made (each only when it applies):
    part (this has to come first: later opts add expanded axes). A long float sum is in blocks
    (tinyedu/codegen/sum_blocks.py): threads share the blocks of its outermost level.
 3. A vector axis: the axis along which the input buffers are contiguous (stride 1), weighted by
-   their sizes, a buffer read with stride 0 counting as free and any other stride against. An
-   output axis is UPCAST (a vector of outputs), a reduce axis is UNROLL'ed (a vector accumulator).
+   their sizes, a buffer read with stride 0 counting as free and any other stride against (a
+   padded buffer: its strides where its mask lets it read). An output axis is UPCAST (a vector of
+   outputs), a reduce axis is UNROLL'ed (a vector accumulator). The width is the widest that divides
+   the axis, and also the places where a mask starts or stops along it, when one does.
    Not in kernels that compute exp2/log2/sin/cos in their loops (no vector form: the lanes would
    be taken apart around every call); in a reduce's epilogue (matmul then GELU) they run once per
    output and do not count. A copy that reads along one axis and writes along another (a transpose)
