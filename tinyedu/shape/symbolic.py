@@ -228,6 +228,8 @@ def given_valid(index: Node, valid: Node) -> Node:
     `(i // 12)` is 1 and `i % 12` is `i - 12`. With the loop variables' full ranges, the kernel would
     compute the general form for every element. The bounds only narrow, so the simplified index
     agrees with `index` wherever `valid` is true."""
+    if isinstance(valid, NumNode):  # (most loads: no mask, nothing to narrow)
+        return index
     lowest, beyond, _ = variable_bounds(valid)
     narrowed = {}
     for v in index.vars():
